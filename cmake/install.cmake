@@ -1,0 +1,23 @@
+include(CMakePackageConfigHelpers)
+
+install(TARGETS llm42 EXPORT llm42Targets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS llm42_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES include/llm42/llm42.h include/llm42/llm42.hpp
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/llm42)
+install(EXPORT llm42Targets NAMESPACE llm42:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/llm42)
+
+configure_package_config_file(cmake/llm42Config.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/llm42Config.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/llm42)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/llm42ConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/llm42Config.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/llm42ConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/llm42)
+
+configure_file(cmake/llm42.pc.in ${CMAKE_CURRENT_BINARY_DIR}/llm42.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/llm42.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

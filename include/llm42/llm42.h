@@ -1,0 +1,329 @@
+/*
+ * llm42 — embeddable LLM inference with selective determinism.
+ *
+ * Conventions (they hold for every function below):
+ * - Every fallible function returns llm42_status; LLM42_OK is 0. After a failure,
+ *   llm42_last_error() describes it; the message is thread-local and stays valid until the
+ *   calling thread's next llm42 call.
+ * - Results come through trailing pointer parameters and are left unchanged on failure
+ *   (pointers to handles are set to NULL).
+ * - Strings are UTF-8. A `const char*` without a length is NUL-terminated. Booleans are
+ *   int32_t 0/1. No structs by value, no unions, no varargs.
+ * - Every handle has exactly one *_destroy function; *_destroy(NULL) is a no-op.
+ * - Caller buffers are (buf, capacity, size_t* out_len): when capacity is too small the
+ *   function returns LLM42_OUT_OF_RANGE and sets *out_len to the size needed. The streaming
+ *   reads (llm42_request_read_tokens/_text) are the one exception: they return what fits and
+ *   keep the rest for the next read.
+ * - A session is fully thread-safe. A request handle may be used from any thread; concurrent
+ *   calls on one request are serialized internally. Option handles are not thread-safe: build
+ *   them on one thread, then pass them.
+ */
+#ifndef LLM42_LLM42_H_
+#define LLM42_LLM42_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define LLM42_API __attribute__((visibility("default")))
+#else
+#define LLM42_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Version ------------------------------------------------------------------------------ */
+
+#define LLM42_VERSION_MAJOR 0
+#define LLM42_VERSION_MINOR 1
+#define LLM42_VERSION_PATCH 0
+#define LLM42_VERSION_NUMBER \
+  (LLM42_VERSION_MAJOR * 1000000 + LLM42_VERSION_MINOR * 1000 + LLM42_VERSION_PATCH)
+#define LLM42_VERSION_STRING "0.1.0"
+
+/* The library's version; compare with LLM42_VERSION_NUMBER to detect a header/library mismatch. */
+LLM42_API int32_t llm42_version_number(void);
+/* Static string, never freed. */
+LLM42_API const char* llm42_version_string(void);
+
+/* ---- Status ------------------------------------------------------------------------------- */
+
+typedef enum llm42_status {
+  LLM42_OK = 0,
+  LLM42_INVALID_ARGUMENT = 1,
+  LLM42_NOT_FOUND = 2,
+  LLM42_IO_ERROR = 3,
+  LLM42_FORMAT_ERROR = 4,       /* malformed model, config or receipt */
+  LLM42_UNSUPPORTED = 5,        /* valid but not supported here */
+  LLM42_RESOURCE_EXHAUSTED = 6, /* queue full, out of memory, request can never fit */
+  LLM42_CANCELLED = 7,
+  LLM42_TIMEOUT = 8,
+  LLM42_FAILED_PRECONDITION = 9, /* wrong state, e.g. session shutting down */
+  LLM42_OUT_OF_RANGE = 10,       /* buffer too small, value out of range */
+  LLM42_INTERNAL = 11
+} llm42_status;
+
+/* "LLM42_OK", "LLM42_INVALID_ARGUMENT", ...; "LLM42_UNKNOWN_STATUS" for other values. Static. */
+LLM42_API const char* llm42_status_name(llm42_status status);
+
+/* Message of the calling thread's last failed call ("" if none). Valid until this thread's
+ * next llm42 call. */
+LLM42_API const char* llm42_last_error(void);
+
+/* ---- Logging ------------------------------------------------------------------------------ */
+
+#define LLM42_LOG_DEBUG 0
+#define LLM42_LOG_INFO 1
+#define LLM42_LOG_WARNING 2
+#define LLM42_LOG_ERROR 3
+
+typedef void (*llm42_log_callback)(void* user_data, int32_t level, const char* message);
+/* Routes log messages to fn (NULL restores the default: stderr). fn may be called from any
+ * thread, one call at a time. Thread-safe. */
+LLM42_API void llm42_set_log_callback(llm42_log_callback fn, void* user_data);
+/* Messages below level are dropped. Default LLM42_LOG_WARNING. Thread-safe. */
+LLM42_API void llm42_set_log_level(int32_t level);
+
+/* ---- Determinism policy ------------------------------------------------------------------- */
+
+typedef struct llm42_determinism llm42_determinism;
+typedef enum llm42_mode {
+  LLM42_MODE_SELECTIVE = 0,       /* decode fast; verify deterministic requests (default) */
+  LLM42_MODE_BATCH_INVARIANT = 1, /* every pass on the fixed schedule */
+  LLM42_MODE_OFF = 2              /* deterministic requests are refused */
+} llm42_mode;
+
+/* INVALID_ARGUMENT for an unknown mode. */
+LLM42_API llm42_status llm42_determinism_create(llm42_mode mode, llm42_determinism** out);
+LLM42_API void llm42_determinism_destroy(llm42_determinism* policy);
+/* Candidates decoded before a verify pass; 1..4096, default 64. */
+LLM42_API llm42_status llm42_determinism_set_window(llm42_determinism* policy, int32_t tokens);
+/* Requests verified together; 1..1024, default 8. */
+LLM42_API llm42_status llm42_determinism_set_verify_group(llm42_determinism* policy,
+                                                          int32_t requests);
+/* Seed of deterministic requests that set none; default 42. */
+LLM42_API llm42_status llm42_determinism_set_default_seed(llm42_determinism* policy,
+                                                          uint64_t seed);
+/* Testing hook: force a rollback in this fraction (0..1) of verify windows. Off (0) by default. */
+LLM42_API llm42_status llm42_determinism_set_mismatch_injection(llm42_determinism* policy,
+                                                                double fraction_of_windows);
+/* Testing hook: add Gaussian noise of this stddev (>= 0) to fast-path logits. Off by default. */
+LLM42_API llm42_status llm42_determinism_set_fast_path_noise(llm42_determinism* policy,
+                                                             double stddev);
+
+/* ---- Statistics --------------------------------------------------------------------------- */
+
+typedef enum llm42_stat {
+  LLM42_STAT_REQUESTS_FINISHED = 0,
+  LLM42_STAT_TOKENS_GENERATED = 1, /* committed */
+  LLM42_STAT_TOKENS_VERIFIED = 2,
+  LLM42_STAT_VERIFY_PASSES = 3,
+  LLM42_STAT_ROLLBACKS = 4,
+  LLM42_STAT_TOKENS_ROLLED_BACK = 5,
+  LLM42_STAT_PREFILL_TOKENS = 6,
+  LLM42_STAT_DECODE_STEPS = 7,
+  LLM42_STAT_TIME_TO_FIRST_TOKEN_US = 8, /* request only */
+  LLM42_STAT_PREEMPTIONS = 9
+} llm42_stat;
+
+/* ---- Session ------------------------------------------------------------------------------ */
+
+typedef struct llm42_session_options llm42_session_options;
+typedef struct llm42_session llm42_session;
+
+LLM42_API llm42_status llm42_session_options_create(llm42_session_options** out);
+LLM42_API void llm42_session_options_destroy(llm42_session_options* options);
+/* Path of a GGUF model file (copied). Required. */
+LLM42_API llm42_status llm42_session_options_set_model_path(llm42_session_options* options,
+                                                            const char* path);
+/* "auto" (default), "cpu" or "cuda". UNSUPPORTED at session creation when the backend is not
+ * built into this library. */
+LLM42_API llm42_status llm42_session_options_set_backend(llm42_session_options* options,
+                                                         const char* name);
+/* Worker threads for the forward pass; 0 (default) = all cores. */
+LLM42_API llm42_status llm42_session_options_set_threads(llm42_session_options* options,
+                                                         int32_t n);
+/* Upper bound of tokens in one forward pass (prefill chunk size); default 512. */
+LLM42_API llm42_status llm42_session_options_set_max_batch_tokens(llm42_session_options* options,
+                                                                  int32_t n);
+/* Requests decoded concurrently; default 16. */
+LLM42_API llm42_status llm42_session_options_set_max_running_requests(
+    llm42_session_options* options, int32_t n);
+/* Tokens of KV cache across all running requests; 0 (default) = sized from the context length
+ * and the running-request limit. */
+LLM42_API llm42_status llm42_session_options_set_kv_cache_tokens(llm42_session_options* options,
+                                                                 int64_t n);
+/* Per-request context length; 0 (default) = the model's. Larger than the model's is
+ * OUT_OF_RANGE at session creation. */
+LLM42_API llm42_status llm42_session_options_set_context_length(llm42_session_options* options,
+                                                                int32_t n);
+/* Copies the policy. Default: LLM42_MODE_SELECTIVE with default knobs. */
+LLM42_API llm42_status llm42_session_options_set_determinism(llm42_session_options* options,
+                                                             const llm42_determinism* policy);
+/* Reads a text-format llm42.SessionConfig protobuf (see proto/session_config.proto) and applies
+ * every field it sets. NOT_FOUND / IO_ERROR when unreadable, FORMAT_ERROR when malformed. */
+LLM42_API llm42_status llm42_session_options_load_config(llm42_session_options* options,
+                                                         const char* textproto_path);
+
+/* Loads the model and starts the engine thread. NOT_FOUND / IO_ERROR for the file,
+ * FORMAT_ERROR for a malformed model, UNSUPPORTED for an architecture, dtype or backend this
+ * build does not run. */
+LLM42_API llm42_status llm42_session_create(const llm42_session_options* options,
+                                            llm42_session** out);
+/* Cancels outstanding requests and joins the engine thread. Request handles stay valid
+ * (finished, CANCELLED) until destroyed. Must not be called from a token callback. */
+LLM42_API void llm42_session_destroy(llm42_session* session);
+
+/* Tokenizes UTF-8 text (INVALID_ARGUMENT if it is not valid UTF-8). add_special=1 adds BOS
+ * when the model asks for it. Special tokens written in the text (e.g. "<s>") are recognised. */
+LLM42_API llm42_status llm42_session_tokenize(llm42_session* session, const char* text,
+                                              size_t text_len, int32_t add_special,
+                                              int32_t* tokens, size_t capacity,
+                                              size_t* n_tokens);
+/* Decodes tokens to UTF-8 text (control tokens render as nothing; bytes that do not form valid
+ * UTF-8 become U+FFFD). INVALID_ARGUMENT for an id outside the vocabulary. */
+LLM42_API llm42_status llm42_session_detokenize(llm42_session* session, const int32_t* tokens,
+                                                size_t n_tokens, char* buf, size_t capacity,
+                                                size_t* n_bytes);
+/* -1 for a NULL session. */
+LLM42_API int32_t llm42_session_vocab_size(const llm42_session* session);
+LLM42_API int32_t llm42_session_eos_token(const llm42_session* session);
+/* Hex digest of the model's tensors and metadata plus the engine's schedule. */
+LLM42_API llm42_status llm42_session_fingerprint(llm42_session* session, char* buf,
+                                                 size_t capacity, size_t* n_bytes);
+/* Session-wide counter; INVALID_ARGUMENT for LLM42_STAT_TIME_TO_FIRST_TOKEN_US. */
+LLM42_API llm42_status llm42_session_stat(llm42_session* session, llm42_stat which,
+                                          int64_t* value);
+/* Every session counter as one JSON object. */
+LLM42_API llm42_status llm42_session_stats_json(llm42_session* session, char* buf,
+                                                size_t capacity, size_t* n_bytes);
+
+/* ---- Requests ----------------------------------------------------------------------------- */
+
+typedef struct llm42_request_options llm42_request_options;
+typedef struct llm42_request llm42_request;
+
+/* Called on an engine thread with newly committed tokens and the text they complete (text may
+ * be empty while a UTF-8 character or a possible stop string is pending). finished=1 on the
+ * last call. Borrowed pointers, valid during the call. Must not block; may call
+ * llm42_request_cancel; must not destroy the request or the session. */
+typedef void (*llm42_token_callback)(void* user_data, llm42_request* request,
+                                     const int32_t* tokens, size_t n_tokens, const char* text,
+                                     size_t text_len, int32_t finished);
+
+LLM42_API llm42_status llm42_request_options_create(llm42_request_options** out);
+LLM42_API void llm42_request_options_destroy(llm42_request_options* options);
+/* Prompt text (copied); INVALID_ARGUMENT unless valid UTF-8. BOS is added when the model asks
+ * for it. Replaces any prompt tokens. */
+LLM42_API llm42_status llm42_request_options_set_prompt(llm42_request_options* options,
+                                                        const char* text, size_t len);
+/* Prompt token ids (copied), used as given. Replaces any prompt text. Ids are checked against
+ * the vocabulary at submit. */
+LLM42_API llm42_status llm42_request_options_set_prompt_tokens(llm42_request_options* options,
+                                                               const int32_t* tokens, size_t n);
+/* Appends a chat message; the model's chat template renders them at submit. */
+LLM42_API llm42_status llm42_request_options_add_message(llm42_request_options* options,
+                                                         const char* role, const char* content);
+/* Tokens to generate, >= 1; default 256. Generation also stops when the context is full. */
+LLM42_API llm42_status llm42_request_options_set_max_tokens(llm42_request_options* options,
+                                                            int32_t n);
+/* >= 0; 0 = greedy (argmax, ties to the lowest id); default 0. */
+LLM42_API llm42_status llm42_request_options_set_temperature(llm42_request_options* options,
+                                                             float t);
+/* >= 0; 0 = off (default). */
+LLM42_API llm42_status llm42_request_options_set_top_k(llm42_request_options* options, int32_t k);
+/* In (0, 1]; 1 = off (default). */
+LLM42_API llm42_status llm42_request_options_set_top_p(llm42_request_options* options, float p);
+/* In [0, 1); 0 = off (default). */
+LLM42_API llm42_status llm42_request_options_set_min_p(llm42_request_options* options, float p);
+/* Sampling seed. Without one a request draws a random seed (deterministic requests use the
+ * policy's default seed); llm42_request_effective_seed reports it. */
+LLM42_API llm42_status llm42_request_options_set_seed(llm42_request_options* options,
+                                                      uint64_t seed);
+/* Ask for bitwise-reproducible output (UNSUPPORTED at submit in mode OFF). */
+LLM42_API llm42_status llm42_request_options_set_deterministic(llm42_request_options* options,
+                                                               int32_t on);
+/* Adds a stop string (copied, non-empty valid UTF-8; at most 16). Generation ends when the
+ * output contains it; the output text ends before it. */
+LLM42_API llm42_status llm42_request_options_add_stop(llm42_request_options* options,
+                                                      const char* text);
+LLM42_API llm42_status llm42_request_options_set_ignore_eos(llm42_request_options* options,
+                                                            int32_t on);
+/* Record the natural-log probability of each committed token. */
+LLM42_API llm42_status llm42_request_options_set_logprobs(llm42_request_options* options,
+                                                          int32_t on);
+/* fn may be NULL to remove it. */
+LLM42_API llm42_status llm42_request_options_set_callback(llm42_request_options* options,
+                                                          llm42_token_callback fn,
+                                                          void* user_data);
+
+/* Queues a request. INVALID_ARGUMENT for no prompt or a token id outside the vocabulary,
+ * OUT_OF_RANGE for a prompt that leaves no room in the context, UNSUPPORTED for a feature this
+ * session cannot serve, FAILED_PRECONDITION when the session is shutting down. The returned
+ * handle is owned by the caller (llm42_request_destroy) and may outlive the session. */
+LLM42_API llm42_status llm42_request_submit(llm42_session* session,
+                                            const llm42_request_options* options,
+                                            llm42_request** out);
+/* Tokens committed since the previous read_tokens, at most capacity (the rest stay for the next
+ * read). Waits up to timeout_ms (0 = don't wait, -1 = forever) for at least one. Returns OK with
+ * *n_tokens = 0 at once when the request finished and everything was read; TIMEOUT when the
+ * wait ended with nothing new. */
+LLM42_API llm42_status llm42_request_read_tokens(llm42_request* request, int32_t* tokens,
+                                                 size_t capacity, size_t* n_tokens,
+                                                 int32_t timeout_ms);
+/* Same for text: never splits a UTF-8 character and never returns text a stop string might
+ * still swallow. OUT_OF_RANGE (with *n_bytes = bytes pending) when capacity cannot hold the
+ * next character. */
+LLM42_API llm42_status llm42_request_read_text(llm42_request* request, char* buf,
+                                               size_t capacity, size_t* n_bytes,
+                                               int32_t timeout_ms);
+/* OK when finished, TIMEOUT otherwise. */
+LLM42_API llm42_status llm42_request_wait(llm42_request* request, int32_t timeout_ms);
+/* Any thread, idempotent; the request finishes with LLM42_CANCELLED unless it already ended. */
+LLM42_API llm42_status llm42_request_cancel(llm42_request* request);
+/* 0 for NULL. */
+LLM42_API int32_t llm42_request_is_finished(const llm42_request* request);
+/* Final outcome: OK, CANCELLED or the error that ended it. OK while running. */
+LLM42_API llm42_status llm42_request_status(const llm42_request* request);
+
+typedef enum llm42_finish_reason {
+  LLM42_FINISH_NONE = 0, /* still running */
+  LLM42_FINISH_STOP = 1, /* EOS or a stop string */
+  LLM42_FINISH_LENGTH = 2,
+  LLM42_FINISH_CANCELLED = 3,
+  LLM42_FINISH_ERROR = 4
+} llm42_finish_reason;
+LLM42_API llm42_finish_reason llm42_request_finish_reason(const llm42_request* request);
+
+/* Every token committed so far (the stop string's tokens included). */
+LLM42_API llm42_status llm42_request_output_tokens(llm42_request* request, int32_t* tokens,
+                                                   size_t capacity, size_t* n_tokens);
+/* The text released so far (what read_text has returned or would return). */
+LLM42_API llm42_status llm42_request_output_text(llm42_request* request, char* buf,
+                                                 size_t capacity, size_t* n_bytes);
+/* Logprob of every committed token; FAILED_PRECONDITION unless logprobs were requested. */
+LLM42_API llm42_status llm42_request_logprobs(llm42_request* request, float* values,
+                                              size_t capacity, size_t* n);
+/* Per-request counter (TOKENS_GENERATED, PREFILL_TOKENS, DECODE_STEPS,
+ * TIME_TO_FIRST_TOKEN_US, ...). */
+LLM42_API llm42_status llm42_request_stat(llm42_request* request, llm42_stat which,
+                                          int64_t* value);
+/* Seed the sampler uses (set, default or drawn). 0 for NULL. */
+LLM42_API uint64_t llm42_request_effective_seed(const llm42_request* request);
+/* Serialized llm42.Receipt protobuf of a finished deterministic request. */
+LLM42_API llm42_status llm42_request_receipt(llm42_request* request, void* buf, size_t capacity,
+                                             size_t* n_bytes);
+/* Cancels if still running, then frees the handle. Must not be called from its own callback. */
+LLM42_API void llm42_request_destroy(llm42_request* request);
+
+/* Replays a receipt; *reproduced = 1 when this build reproduces it bit for bit. */
+LLM42_API llm42_status llm42_session_verify_receipt(llm42_session* session, const void* receipt,
+                                                    size_t n_bytes, int32_t* reproduced);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LLM42_LLM42_H_ */

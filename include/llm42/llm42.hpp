@@ -1,0 +1,323 @@
+// Header-only C++17 RAII wrapper over the llm42 C API. Failures throw llm42::api::Error, which
+// carries the llm42_status and the library's message. Handles are move-only.
+//
+//   llm42::api::SessionOptions options;
+//   options.SetModelPath("stories260K.gguf");
+//   llm42::api::Session session(options);
+//   llm42::api::RequestOptions request;
+//   request.SetPrompt("Once upon a time").SetMaxTokens(32);
+//   llm42::api::Request r = session.Submit(request);
+//   // ReadText(-1) blocks for new text and returns "" once the request finished and was read.
+//   for (std::string piece; !(piece = r.ReadText(-1)).empty();) std::cout << piece << std::flush;
+#ifndef LLM42_LLM42_HPP_
+#define LLM42_LLM42_HPP_
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "llm42/llm42.h"
+
+namespace llm42::api {
+
+class Error : public std::runtime_error {
+ public:
+  Error(llm42_status status, const std::string& message)
+      : std::runtime_error(std::string(llm42_status_name(status)) + ": " + message),
+        status_(status) {}
+  llm42_status status() const noexcept { return status_; }
+
+ private:
+  llm42_status status_;
+};
+
+namespace detail {
+
+inline void Check(llm42_status s) {
+  if (s != LLM42_OK) throw Error(s, llm42_last_error());
+}
+
+// Owns a C handle; Destroy is its llm42_*_destroy.
+template <typename T, void (*Destroy)(T*)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(T* p) : p_(p) {}
+  Handle(Handle&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      Destroy(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { Destroy(p_); }
+  T* get() const noexcept { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+
+// Calls a (buf, capacity, out_len) C function until the buffer is large enough (the value can
+// grow between calls while a request runs).
+template <typename E, typename F>
+std::vector<E> ReadBuffer(F&& fn) {
+  std::vector<E> out(64);
+  for (;;) {
+    size_t n = 0;
+    const llm42_status s = fn(out.data(), out.size(), &n);
+    if (s == LLM42_OK) {
+      out.resize(n);
+      return out;
+    }
+    if (s != LLM42_OUT_OF_RANGE) Check(s);
+    out.resize(n + n / 2 + 16);
+  }
+}
+
+}  // namespace detail
+
+class DeterminismPolicy {
+ public:
+  explicit DeterminismPolicy(llm42_mode mode = LLM42_MODE_SELECTIVE) {
+    llm42_determinism* p = nullptr;
+    detail::Check(llm42_determinism_create(mode, &p));
+    h_ = decltype(h_)(p);
+  }
+  DeterminismPolicy& SetWindow(int32_t tokens) {
+    detail::Check(llm42_determinism_set_window(h_.get(), tokens));
+    return *this;
+  }
+  DeterminismPolicy& SetVerifyGroup(int32_t requests) {
+    detail::Check(llm42_determinism_set_verify_group(h_.get(), requests));
+    return *this;
+  }
+  DeterminismPolicy& SetDefaultSeed(uint64_t seed) {
+    detail::Check(llm42_determinism_set_default_seed(h_.get(), seed));
+    return *this;
+  }
+  const llm42_determinism* get() const { return h_.get(); }
+
+ private:
+  detail::Handle<llm42_determinism, llm42_determinism_destroy> h_;
+};
+
+class SessionOptions {
+ public:
+  SessionOptions() {
+    llm42_session_options* p = nullptr;
+    detail::Check(llm42_session_options_create(&p));
+    h_ = decltype(h_)(p);
+  }
+  SessionOptions& SetModelPath(const std::string& path) {
+    detail::Check(llm42_session_options_set_model_path(h_.get(), path.c_str()));
+    return *this;
+  }
+  SessionOptions& SetBackend(const std::string& name) {
+    detail::Check(llm42_session_options_set_backend(h_.get(), name.c_str()));
+    return *this;
+  }
+  SessionOptions& SetThreads(int32_t n) {
+    detail::Check(llm42_session_options_set_threads(h_.get(), n));
+    return *this;
+  }
+  SessionOptions& SetMaxBatchTokens(int32_t n) {
+    detail::Check(llm42_session_options_set_max_batch_tokens(h_.get(), n));
+    return *this;
+  }
+  SessionOptions& SetContextLength(int32_t n) {
+    detail::Check(llm42_session_options_set_context_length(h_.get(), n));
+    return *this;
+  }
+  SessionOptions& SetDeterminism(const DeterminismPolicy& policy) {
+    detail::Check(llm42_session_options_set_determinism(h_.get(), policy.get()));
+    return *this;
+  }
+  SessionOptions& LoadConfig(const std::string& textproto_path) {
+    detail::Check(llm42_session_options_load_config(h_.get(), textproto_path.c_str()));
+    return *this;
+  }
+  const llm42_session_options* get() const { return h_.get(); }
+
+ private:
+  detail::Handle<llm42_session_options, llm42_session_options_destroy> h_;
+};
+
+class RequestOptions {
+ public:
+  RequestOptions() {
+    llm42_request_options* p = nullptr;
+    detail::Check(llm42_request_options_create(&p));
+    h_ = decltype(h_)(p);
+  }
+  RequestOptions& SetPrompt(std::string_view text) {
+    detail::Check(llm42_request_options_set_prompt(h_.get(), text.data(), text.size()));
+    return *this;
+  }
+  RequestOptions& SetPromptTokens(const std::vector<int32_t>& tokens) {
+    detail::Check(llm42_request_options_set_prompt_tokens(h_.get(), tokens.data(), tokens.size()));
+    return *this;
+  }
+  RequestOptions& AddMessage(const std::string& role, const std::string& content) {
+    detail::Check(llm42_request_options_add_message(h_.get(), role.c_str(), content.c_str()));
+    return *this;
+  }
+  RequestOptions& SetMaxTokens(int32_t n) {
+    detail::Check(llm42_request_options_set_max_tokens(h_.get(), n));
+    return *this;
+  }
+  RequestOptions& SetTemperature(float t) {
+    detail::Check(llm42_request_options_set_temperature(h_.get(), t));
+    return *this;
+  }
+  RequestOptions& SetTopK(int32_t k) {
+    detail::Check(llm42_request_options_set_top_k(h_.get(), k));
+    return *this;
+  }
+  RequestOptions& SetTopP(float p) {
+    detail::Check(llm42_request_options_set_top_p(h_.get(), p));
+    return *this;
+  }
+  RequestOptions& SetMinP(float p) {
+    detail::Check(llm42_request_options_set_min_p(h_.get(), p));
+    return *this;
+  }
+  RequestOptions& SetSeed(uint64_t seed) {
+    detail::Check(llm42_request_options_set_seed(h_.get(), seed));
+    return *this;
+  }
+  RequestOptions& SetDeterministic(bool on) {
+    detail::Check(llm42_request_options_set_deterministic(h_.get(), on ? 1 : 0));
+    return *this;
+  }
+  RequestOptions& AddStop(const std::string& text) {
+    detail::Check(llm42_request_options_add_stop(h_.get(), text.c_str()));
+    return *this;
+  }
+  RequestOptions& SetIgnoreEos(bool on) {
+    detail::Check(llm42_request_options_set_ignore_eos(h_.get(), on ? 1 : 0));
+    return *this;
+  }
+  RequestOptions& SetLogprobs(bool on) {
+    detail::Check(llm42_request_options_set_logprobs(h_.get(), on ? 1 : 0));
+    return *this;
+  }
+  RequestOptions& SetCallback(llm42_token_callback fn, void* user_data) {
+    detail::Check(llm42_request_options_set_callback(h_.get(), fn, user_data));
+    return *this;
+  }
+  const llm42_request_options* get() const { return h_.get(); }
+
+ private:
+  detail::Handle<llm42_request_options, llm42_request_options_destroy> h_;
+};
+
+class Request {
+ public:
+  explicit Request(llm42_request* r) : h_(r) {}
+
+  // Text committed since the last call; "" when the wait (ms, -1 = forever) ended empty.
+  std::string ReadText(int32_t timeout_ms) {
+    char buf[4096];
+    size_t n = 0;
+    const llm42_status s = llm42_request_read_text(h_.get(), buf, sizeof buf, &n, timeout_ms);
+    if (s == LLM42_TIMEOUT) return {};
+    detail::Check(s);
+    return std::string(buf, n);
+  }
+  // Tokens committed since the last call; empty when the wait ended empty.
+  std::vector<int32_t> ReadTokens(int32_t timeout_ms) {
+    std::vector<int32_t> out(256);
+    size_t n = 0;
+    const llm42_status s = llm42_request_read_tokens(h_.get(), out.data(), out.size(), &n, timeout_ms);
+    if (s == LLM42_TIMEOUT) return {};
+    detail::Check(s);
+    out.resize(n);
+    return out;
+  }
+  // True when finished within timeout_ms.
+  bool Wait(int32_t timeout_ms) {
+    const llm42_status s = llm42_request_wait(h_.get(), timeout_ms);
+    if (s == LLM42_TIMEOUT) return false;
+    detail::Check(s);
+    return true;
+  }
+  void Cancel() { detail::Check(llm42_request_cancel(h_.get())); }
+  bool IsFinished() const { return llm42_request_is_finished(h_.get()) != 0; }
+  llm42_status Status() const { return llm42_request_status(h_.get()); }
+  llm42_finish_reason FinishReason() const { return llm42_request_finish_reason(h_.get()); }
+  uint64_t EffectiveSeed() const { return llm42_request_effective_seed(h_.get()); }
+  std::vector<int32_t> OutputTokens() {
+    return detail::ReadBuffer<int32_t>([&](int32_t* b, size_t c, size_t* n) {
+      return llm42_request_output_tokens(h_.get(), b, c, n);
+    });
+  }
+  std::string OutputText() {
+    const std::vector<char> v = detail::ReadBuffer<char>(
+        [&](char* b, size_t c, size_t* n) { return llm42_request_output_text(h_.get(), b, c, n); });
+    return std::string(v.begin(), v.end());
+  }
+  std::vector<float> Logprobs() {
+    return detail::ReadBuffer<float>(
+        [&](float* b, size_t c, size_t* n) { return llm42_request_logprobs(h_.get(), b, c, n); });
+  }
+  int64_t Stat(llm42_stat which) {
+    int64_t v = 0;
+    detail::Check(llm42_request_stat(h_.get(), which, &v));
+    return v;
+  }
+  llm42_request* get() const { return h_.get(); }
+
+ private:
+  detail::Handle<llm42_request, llm42_request_destroy> h_;
+};
+
+class Session {
+ public:
+  explicit Session(const SessionOptions& options) {
+    llm42_session* s = nullptr;
+    detail::Check(llm42_session_create(options.get(), &s));
+    h_ = decltype(h_)(s);
+  }
+  Request Submit(const RequestOptions& options) {
+    llm42_request* r = nullptr;
+    detail::Check(llm42_request_submit(h_.get(), options.get(), &r));
+    return Request(r);
+  }
+  std::vector<int32_t> Tokenize(std::string_view text, bool add_special) {
+    return detail::ReadBuffer<int32_t>([&](int32_t* b, size_t c, size_t* n) {
+      return llm42_session_tokenize(h_.get(), text.data(), text.size(), add_special ? 1 : 0, b, c, n);
+    });
+  }
+  std::string Detokenize(const std::vector<int32_t>& tokens) {
+    const std::vector<char> v = detail::ReadBuffer<char>([&](char* b, size_t c, size_t* n) {
+      return llm42_session_detokenize(h_.get(), tokens.data(), tokens.size(), b, c, n);
+    });
+    return std::string(v.begin(), v.end());
+  }
+  int32_t VocabSize() const { return llm42_session_vocab_size(h_.get()); }
+  int32_t EosToken() const { return llm42_session_eos_token(h_.get()); }
+  int64_t Stat(llm42_stat which) {
+    int64_t v = 0;
+    detail::Check(llm42_session_stat(h_.get(), which, &v));
+    return v;
+  }
+  std::string StatsJson() {
+    const std::vector<char> v = detail::ReadBuffer<char>(
+        [&](char* b, size_t c, size_t* n) { return llm42_session_stats_json(h_.get(), b, c, n); });
+    return std::string(v.begin(), v.end());
+  }
+  llm42_session* get() const { return h_.get(); }
+
+ private:
+  detail::Handle<llm42_session, llm42_session_destroy> h_;
+};
+
+}  // namespace llm42::api
+
+#endif  // LLM42_LLM42_HPP_

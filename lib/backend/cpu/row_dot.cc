@@ -1,0 +1,207 @@
+#include "lib/backend/cpu/row_dot.h"
+
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define LLM42_X86 1
+#endif
+
+namespace llm42::internal {
+namespace {
+
+// Element loaders: weight i of a row as f32.
+struct F32Loader {
+  static float At(const uint8_t* w, int64_t i) {
+    float f;
+    std::memcpy(&f, w + 4 * i, 4);
+    return f;
+  }
+};
+struct F16Loader {
+  static float At(const uint8_t* w, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, w + 2 * i, 2);
+    return Fp16ToFp32(h);
+  }
+};
+struct Bf16Loader {
+  static float At(const uint8_t* w, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, w + 2 * i, 2);
+    return Bf16ToFp32(h);
+  }
+};
+struct Q8_0Loader {
+  static float At(const uint8_t* w, int64_t i) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(w) + i / kQ8_0BlockSize;
+    return Fp16ToFp32(b->scale) * static_cast<float>(b->q[i % kQ8_0BlockSize]);
+  }
+};
+
+template <typename L, int NX>
+void PortableDot(const uint8_t* w, const float* const* x, int64_t k, float* out) {
+  constexpr int kLanes = 8;
+  float acc[NX][kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= k; i += kLanes) {
+    float wv[kLanes];
+    for (int l = 0; l < kLanes; ++l) wv[l] = L::At(w, i + l);
+    for (int j = 0; j < NX; ++j) {
+      for (int l = 0; l < kLanes; ++l) acc[j][l] += wv[l] * x[j][i + l];
+    }
+  }
+  for (int j = 0; j < NX; ++j) {
+    float s = 0;
+    for (int l = 0; l < kLanes; ++l) s += acc[j][l];
+    for (int64_t t = i; t < k; ++t) s += L::At(w, t) * x[j][t];
+    out[j] = s;
+  }
+}
+
+template <typename L>
+void PortableRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
+  switch (n_x) {
+    case 1: return PortableDot<L, 1>(w, x, k, out);
+    case 2: return PortableDot<L, 2>(w, x, k, out);
+    case 3: return PortableDot<L, 3>(w, x, k, out);
+    default: return PortableDot<L, 4>(w, x, k, out);
+  }
+}
+
+#if LLM42_X86
+#define LLM42_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// Eight weights starting at i (i a multiple of 8) as f32.
+struct F32Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+  }
+};
+struct F16Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+  }
+};
+struct Bf16Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+};
+struct Q8_0Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(w) + i / kQ8_0BlockSize;
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + i % kQ8_0BlockSize));
+    const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+    return _mm256_mul_ps(qf, _mm256_set1_ps(Fp16ToFp32(b->scale)));
+  }
+};
+
+LLM42_AVX2 inline float HorizontalSum(__m256 v) {
+  const __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// NX activation rows, U independent accumulators each to hide FMA latency.
+template <typename V, typename L, int NX, int U>
+LLM42_AVX2 void Avx2Dot(const uint8_t* w, const float* const* x, int64_t k, float* out) {
+  __m256 acc[NX][U];
+  for (int j = 0; j < NX; ++j) {
+    for (int u = 0; u < U; ++u) acc[j][u] = _mm256_setzero_ps();
+  }
+  int64_t i = 0;
+  for (; i + 8 * U <= k; i += 8 * U) {
+    for (int u = 0; u < U; ++u) {
+      const __m256 wv = V::Load8(w, i + 8 * u);
+      for (int j = 0; j < NX; ++j) {
+        acc[j][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i + 8 * u), acc[j][u]);
+      }
+    }
+  }
+  for (; i + 8 <= k; i += 8) {
+    const __m256 wv = V::Load8(w, i);
+    for (int j = 0; j < NX; ++j) acc[j][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[j][0]);
+  }
+  for (int j = 0; j < NX; ++j) {
+    for (int u = 1; u < U; ++u) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][u]);
+    float s = HorizontalSum(acc[j][0]);
+    for (int64_t t = i; t < k; ++t) s += L::At(w, t) * x[j][t];
+    out[j] = s;
+  }
+}
+
+template <typename V, typename L>
+LLM42_AVX2 void Avx2RowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
+  switch (n_x) {
+    case 1: return Avx2Dot<V, L, 1, 4>(w, x, k, out);
+    case 2: return Avx2Dot<V, L, 2, 2>(w, x, k, out);
+    case 3: return Avx2Dot<V, L, 3, 2>(w, x, k, out);
+    default: return Avx2Dot<V, L, 4, 2>(w, x, k, out);
+  }
+}
+#endif  // LLM42_X86
+
+}  // namespace
+
+bool CpuHasAvx2() {
+#if LLM42_X86
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+#else
+  return false;
+#endif
+}
+
+RowDotFn PortableRowDot(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32: return PortableRowDotT<F32Loader>;
+    case GgmlType::kF16: return PortableRowDotT<F16Loader>;
+    case GgmlType::kBF16: return PortableRowDotT<Bf16Loader>;
+    case GgmlType::kQ8_0: return PortableRowDotT<Q8_0Loader>;
+    default: return nullptr;
+  }
+}
+
+RowDotFn Avx2RowDot(GgmlType type) {
+#if LLM42_X86
+  if (!CpuHasAvx2()) return nullptr;
+  switch (type) {
+    case GgmlType::kF32: return Avx2RowDotT<F32Vec, F32Loader>;
+    case GgmlType::kF16: return Avx2RowDotT<F16Vec, F16Loader>;
+    case GgmlType::kBF16: return Avx2RowDotT<Bf16Vec, Bf16Loader>;
+    case GgmlType::kQ8_0: return Avx2RowDotT<Q8_0Vec, Q8_0Loader>;
+    default: return nullptr;
+  }
+#else
+  (void)type;
+  return nullptr;
+#endif
+}
+
+void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
+  auto run = [&](auto loader) {
+    for (int64_t i = 0; i < n; ++i) out[i] = decltype(loader)::At(row, i);
+  };
+  switch (type) {
+    case GgmlType::kF32: return run(F32Loader{});
+    case GgmlType::kF16: return run(F16Loader{});
+    case GgmlType::kBF16: return run(Bf16Loader{});
+    case GgmlType::kQ8_0: return run(Q8_0Loader{});
+    default: std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+RowDotFn SelectRowDot(GgmlType type, bool allow_simd) {
+  if (allow_simd) {
+    if (RowDotFn f = Avx2RowDot(type)) return f;
+  }
+  return PortableRowDot(type);
+}
+
+}  // namespace llm42::internal

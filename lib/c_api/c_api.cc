@@ -1,0 +1,588 @@
+// The C ABI: validates arguments, calls the C++ core, converts absl::Status to llm42_status.
+// No exception crosses this file's functions.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "llm42/llm42.h"
+#include "lib/engine/session.h"
+#include "lib/tokenizer/tokenizer.h"
+#include "lib/util/logging.h"
+#include "lib/util/utf8.h"
+
+struct llm42_determinism {
+  llm42::DeterminismPolicy policy;
+};
+struct llm42_session_options {
+  llm42::SessionOptions options;
+};
+struct llm42_session {
+  std::unique_ptr<llm42::Session> impl;
+};
+struct llm42_request_options {
+  llm42::RequestOptions options;
+};
+struct llm42_request {
+  std::shared_ptr<llm42::Request> impl;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+llm42_status ToC(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return LLM42_OK;
+    case absl::StatusCode::kInvalidArgument: return LLM42_INVALID_ARGUMENT;
+    case absl::StatusCode::kNotFound: return LLM42_NOT_FOUND;
+    case absl::StatusCode::kUnavailable: return LLM42_IO_ERROR;
+    case absl::StatusCode::kDataLoss: return LLM42_FORMAT_ERROR;
+    case absl::StatusCode::kUnimplemented: return LLM42_UNSUPPORTED;
+    case absl::StatusCode::kResourceExhausted: return LLM42_RESOURCE_EXHAUSTED;
+    case absl::StatusCode::kCancelled: return LLM42_CANCELLED;
+    case absl::StatusCode::kDeadlineExceeded: return LLM42_TIMEOUT;
+    case absl::StatusCode::kFailedPrecondition: return LLM42_FAILED_PRECONDITION;
+    case absl::StatusCode::kOutOfRange: return LLM42_OUT_OF_RANGE;
+    default: return LLM42_INTERNAL;
+  }
+}
+
+llm42_status Fail(llm42_status code, std::string message) {
+  t_last_error = std::move(message);
+  return code;
+}
+
+llm42_status Check(const absl::Status& s) {
+  if (s.ok()) return LLM42_OK;
+  return Fail(ToC(s.code()), std::string(s.message()));
+}
+
+// Copies `value` into a caller buffer per the header's buffer convention.
+template <typename T>
+llm42_status CopyOut(const T* data, size_t n, T* buf, size_t capacity, size_t* out_len) {
+  if (out_len == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "output length pointer is NULL");
+  if (n > capacity) {
+    *out_len = n;
+    return Fail(LLM42_OUT_OF_RANGE, "buffer of " + std::to_string(capacity) + " holds less than the " +
+                                        std::to_string(n) + " needed");
+  }
+  if (n > 0 && buf == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "output buffer is NULL");
+  if (n > 0) std::memcpy(buf, data, n * sizeof(T));
+  *out_len = n;
+  return LLM42_OK;
+}
+
+#define LLM42_REQUIRE(cond, msg) \
+  do {                           \
+    if (!(cond)) return Fail(LLM42_INVALID_ARGUMENT, msg); \
+  } while (0)
+
+// Runs body; a C++ exception (allocation failure above all) becomes a status.
+template <typename F>
+llm42_status Guard(F&& body) {
+  t_last_error.clear();
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(LLM42_RESOURCE_EXHAUSTED, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(LLM42_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return Fail(LLM42_INTERNAL, "internal error");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t llm42_version_number(void) { return LLM42_VERSION_NUMBER; }
+const char* llm42_version_string(void) { return LLM42_VERSION_STRING; }
+
+const char* llm42_status_name(llm42_status status) {
+  switch (status) {
+    case LLM42_OK: return "LLM42_OK";
+    case LLM42_INVALID_ARGUMENT: return "LLM42_INVALID_ARGUMENT";
+    case LLM42_NOT_FOUND: return "LLM42_NOT_FOUND";
+    case LLM42_IO_ERROR: return "LLM42_IO_ERROR";
+    case LLM42_FORMAT_ERROR: return "LLM42_FORMAT_ERROR";
+    case LLM42_UNSUPPORTED: return "LLM42_UNSUPPORTED";
+    case LLM42_RESOURCE_EXHAUSTED: return "LLM42_RESOURCE_EXHAUSTED";
+    case LLM42_CANCELLED: return "LLM42_CANCELLED";
+    case LLM42_TIMEOUT: return "LLM42_TIMEOUT";
+    case LLM42_FAILED_PRECONDITION: return "LLM42_FAILED_PRECONDITION";
+    case LLM42_OUT_OF_RANGE: return "LLM42_OUT_OF_RANGE";
+    case LLM42_INTERNAL: return "LLM42_INTERNAL";
+  }
+  return "LLM42_UNKNOWN_STATUS";
+}
+
+const char* llm42_last_error(void) { return t_last_error.c_str(); }
+
+void llm42_set_log_callback(llm42_log_callback fn, void* user_data) {
+  llm42::SetLogSink(fn, user_data);
+}
+void llm42_set_log_level(int32_t level) { llm42::SetLogLevel(level); }
+
+// ---- Determinism policy ----
+
+llm42_status llm42_determinism_create(llm42_mode mode, llm42_determinism** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = nullptr;
+    LLM42_REQUIRE(mode == LLM42_MODE_SELECTIVE || mode == LLM42_MODE_BATCH_INVARIANT || mode == LLM42_MODE_OFF,
+                  "unknown determinism mode");
+    auto* p = new llm42_determinism();
+    p->policy.mode = static_cast<llm42::DeterminismMode>(mode);
+    *out = p;
+    return LLM42_OK;
+  });
+}
+void llm42_determinism_destroy(llm42_determinism* policy) { delete policy; }
+
+llm42_status llm42_determinism_set_window(llm42_determinism* p, int32_t tokens) {
+  LLM42_REQUIRE(p != nullptr, "policy is NULL");
+  if (tokens < 1 || tokens > 4096) return Fail(LLM42_OUT_OF_RANGE, "window must be 1..4096");
+  p->policy.window = tokens;
+  return LLM42_OK;
+}
+llm42_status llm42_determinism_set_verify_group(llm42_determinism* p, int32_t requests) {
+  LLM42_REQUIRE(p != nullptr, "policy is NULL");
+  if (requests < 1 || requests > 1024) return Fail(LLM42_OUT_OF_RANGE, "verify group must be 1..1024");
+  p->policy.verify_group = requests;
+  return LLM42_OK;
+}
+llm42_status llm42_determinism_set_default_seed(llm42_determinism* p, uint64_t seed) {
+  LLM42_REQUIRE(p != nullptr, "policy is NULL");
+  p->policy.default_seed = seed;
+  return LLM42_OK;
+}
+llm42_status llm42_determinism_set_mismatch_injection(llm42_determinism* p, double fraction) {
+  LLM42_REQUIRE(p != nullptr, "policy is NULL");
+  if (!(fraction >= 0 && fraction <= 1)) return Fail(LLM42_OUT_OF_RANGE, "fraction must be in [0, 1]");
+  p->policy.mismatch_injection = fraction;
+  return LLM42_OK;
+}
+llm42_status llm42_determinism_set_fast_path_noise(llm42_determinism* p, double stddev) {
+  LLM42_REQUIRE(p != nullptr, "policy is NULL");
+  if (!(stddev >= 0 && stddev < 1e6)) return Fail(LLM42_OUT_OF_RANGE, "stddev must be >= 0");
+  p->policy.fast_path_noise = stddev;
+  return LLM42_OK;
+}
+
+// ---- Session options ----
+
+llm42_status llm42_session_options_create(llm42_session_options** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = new llm42_session_options();
+    return LLM42_OK;
+  });
+}
+void llm42_session_options_destroy(llm42_session_options* o) { delete o; }
+
+llm42_status llm42_session_options_set_model_path(llm42_session_options* o, const char* path) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(path != nullptr && path[0] != '\0', "model path is NULL or empty");
+    o->options.model_path = path;
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_session_options_set_backend(llm42_session_options* o, const char* name) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(name != nullptr, "backend name is NULL");
+    const std::string n = name;
+    LLM42_REQUIRE(n == "auto" || n == "cpu" || n == "cuda", "backend must be auto, cpu or cuda");
+    o->options.backend = n;
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_session_options_set_threads(llm42_session_options* o, int32_t n) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (n < 0 || n > 1024) return Fail(LLM42_OUT_OF_RANGE, "threads must be 0..1024");
+  o->options.threads = n;
+  return LLM42_OK;
+}
+llm42_status llm42_session_options_set_max_batch_tokens(llm42_session_options* o, int32_t n) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (n < 1) return Fail(LLM42_OUT_OF_RANGE, "max batch tokens must be >= 1");
+  o->options.max_batch_tokens = n;
+  return LLM42_OK;
+}
+llm42_status llm42_session_options_set_max_running_requests(llm42_session_options* o, int32_t n) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (n < 1) return Fail(LLM42_OUT_OF_RANGE, "max running requests must be >= 1");
+  o->options.max_running_requests = n;
+  return LLM42_OK;
+}
+llm42_status llm42_session_options_set_kv_cache_tokens(llm42_session_options* o, int64_t n) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (n < 0) return Fail(LLM42_OUT_OF_RANGE, "kv cache tokens must be >= 0");
+  o->options.kv_cache_tokens = n;
+  return LLM42_OK;
+}
+llm42_status llm42_session_options_set_context_length(llm42_session_options* o, int32_t n) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (n < 0) return Fail(LLM42_OUT_OF_RANGE, "context length must be >= 0");
+  o->options.context_length = n;
+  return LLM42_OK;
+}
+llm42_status llm42_session_options_set_determinism(llm42_session_options* o,
+                                                   const llm42_determinism* p) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  LLM42_REQUIRE(p != nullptr, "policy is NULL");
+  o->options.determinism = p->policy;
+  return LLM42_OK;
+}
+llm42_status llm42_session_options_load_config(llm42_session_options* o, const char* path) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(path != nullptr, "path is NULL");
+    return Check(o->options.LoadConfig(path));
+  });
+}
+
+// ---- Session ----
+
+llm42_status llm42_session_create(const llm42_session_options* o, llm42_session** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = nullptr;
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    auto session = llm42::Session::Create(o->options);
+    if (!session.ok()) return Check(session.status());
+    *out = new llm42_session{std::move(session).value()};
+    return LLM42_OK;
+  });
+}
+
+void llm42_session_destroy(llm42_session* s) { delete s; }
+
+llm42_status llm42_session_tokenize(llm42_session* s, const char* text, size_t text_len,
+                                    int32_t add_special, int32_t* tokens, size_t capacity,
+                                    size_t* n_tokens) {
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(text != nullptr || text_len == 0, "text is NULL");
+    const std::string_view t(text == nullptr ? "" : text, text_len);
+    LLM42_REQUIRE(llm42::IsValidUtf8(t), "text is not valid UTF-8");
+    const std::vector<int32_t> ids = s->impl->tokenizer().Encode(t, add_special != 0, true);
+    return CopyOut(ids.data(), ids.size(), tokens, capacity, n_tokens);
+  });
+}
+
+llm42_status llm42_session_detokenize(llm42_session* s, const int32_t* tokens, size_t n_tokens,
+                                      char* buf, size_t capacity, size_t* n_bytes) {
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(tokens != nullptr || n_tokens == 0, "tokens is NULL");
+    const llm42::Tokenizer& tok = s->impl->tokenizer();
+    for (size_t i = 0; i < n_tokens; ++i) {
+      if (!tok.vocab().IsValid(tokens[i])) {
+        return Fail(LLM42_INVALID_ARGUMENT, "token #" + std::to_string(i) + " = " +
+                                                std::to_string(tokens[i]) + " is outside the vocabulary");
+      }
+    }
+    const std::string text = tok.Decode(std::span<const int32_t>(tokens, n_tokens));
+    return CopyOut(text.data(), text.size(), buf, capacity, n_bytes);
+  });
+}
+
+int32_t llm42_session_vocab_size(const llm42_session* s) {
+  return s == nullptr ? -1 : s->impl->tokenizer().vocab().size();
+}
+int32_t llm42_session_eos_token(const llm42_session* s) {
+  return s == nullptr ? -1 : s->impl->tokenizer().vocab().eos();
+}
+
+llm42_status llm42_session_fingerprint(llm42_session* s, char* buf, size_t capacity,
+                                       size_t* n_bytes) {
+  LLM42_REQUIRE(s != nullptr, "session is NULL");
+  return Fail(LLM42_UNSUPPORTED, "model fingerprints arrive with reproducibility receipts");
+}
+
+llm42_status llm42_session_stat(llm42_session* s, llm42_stat which, int64_t* value) {
+  LLM42_REQUIRE(s != nullptr, "session is NULL");
+  LLM42_REQUIRE(value != nullptr, "value is NULL");
+  if (which < LLM42_STAT_REQUESTS_FINISHED || which > LLM42_STAT_PREEMPTIONS) {
+    return Fail(LLM42_INVALID_ARGUMENT, "unknown statistic");
+  }
+  if (which == LLM42_STAT_TIME_TO_FIRST_TOKEN_US) {
+    return Fail(LLM42_INVALID_ARGUMENT, "time to first token is a per-request statistic");
+  }
+  *value = s->impl->stat(static_cast<llm42::SessionStat>(which));
+  return LLM42_OK;
+}
+
+llm42_status llm42_session_stats_json(llm42_session* s, char* buf, size_t capacity,
+                                      size_t* n_bytes) {
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    const std::string json = s->impl->StatsJson();
+    return CopyOut(json.data(), json.size(), buf, capacity, n_bytes);
+  });
+}
+
+// ---- Request options ----
+
+llm42_status llm42_request_options_create(llm42_request_options** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = new llm42_request_options();
+    return LLM42_OK;
+  });
+}
+void llm42_request_options_destroy(llm42_request_options* o) { delete o; }
+
+llm42_status llm42_request_options_set_prompt(llm42_request_options* o, const char* text,
+                                              size_t len) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(text != nullptr || len == 0, "text is NULL");
+    const std::string_view t(text == nullptr ? "" : text, len);
+    LLM42_REQUIRE(llm42::IsValidUtf8(t), "prompt is not valid UTF-8");
+    o->options.prompt_text.assign(t);
+    o->options.has_prompt_text = true;
+    o->options.has_prompt_tokens = false;
+    o->options.prompt_tokens.clear();
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_request_options_set_prompt_tokens(llm42_request_options* o,
+                                                     const int32_t* tokens, size_t n) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(tokens != nullptr || n == 0, "tokens is NULL");
+    o->options.prompt_tokens.assign(tokens, tokens + n);
+    o->options.has_prompt_tokens = true;
+    o->options.has_prompt_text = false;
+    o->options.prompt_text.clear();
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_request_options_add_message(llm42_request_options* o, const char* role,
+                                               const char* content) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(role != nullptr && content != nullptr, "role or content is NULL");
+    LLM42_REQUIRE(llm42::IsValidUtf8(role) && llm42::IsValidUtf8(content),
+                  "role or content is not valid UTF-8");
+    o->options.messages.emplace_back(role, content);
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_request_options_set_max_tokens(llm42_request_options* o, int32_t n) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (n < 1) return Fail(LLM42_INVALID_ARGUMENT, "max tokens must be >= 1");
+  o->options.max_tokens = n;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_temperature(llm42_request_options* o, float t) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (!(t >= 0.0f && t <= 100.0f)) return Fail(LLM42_OUT_OF_RANGE, "temperature must be in [0, 100]");
+  o->options.sampling.temperature = t;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_top_k(llm42_request_options* o, int32_t k) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (k < 0) return Fail(LLM42_OUT_OF_RANGE, "top_k must be >= 0");
+  o->options.sampling.top_k = k;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_top_p(llm42_request_options* o, float p) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (!(p > 0.0f && p <= 1.0f)) return Fail(LLM42_OUT_OF_RANGE, "top_p must be in (0, 1]");
+  o->options.sampling.top_p = p;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_min_p(llm42_request_options* o, float p) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (!(p >= 0.0f && p < 1.0f)) return Fail(LLM42_OUT_OF_RANGE, "min_p must be in [0, 1)");
+  o->options.sampling.min_p = p;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_seed(llm42_request_options* o, uint64_t seed) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.sampling.seed = seed;
+  o->options.has_seed = true;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_deterministic(llm42_request_options* o, int32_t on) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.deterministic = on != 0;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_add_stop(llm42_request_options* o, const char* text) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(text != nullptr && text[0] != '\0', "stop string is NULL or empty");
+    LLM42_REQUIRE(llm42::IsValidUtf8(text), "stop string is not valid UTF-8");
+    if (o->options.stops.size() >= llm42::RequestOptions::kMaxStops) {
+      return Fail(LLM42_OUT_OF_RANGE, "at most 16 stop strings");
+    }
+    o->options.stops.emplace_back(text);
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_request_options_set_ignore_eos(llm42_request_options* o, int32_t on) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.ignore_eos = on != 0;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_logprobs(llm42_request_options* o, int32_t on) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.logprobs = on != 0;
+  return LLM42_OK;
+}
+llm42_status llm42_request_options_set_callback(llm42_request_options* o, llm42_token_callback fn,
+                                                void* user_data) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.callback = reinterpret_cast<llm42::TokenCallbackFn>(fn);
+  o->options.callback_user_data = user_data;
+  return LLM42_OK;
+}
+
+// ---- Requests ----
+
+llm42_status llm42_request_submit(llm42_session* s, const llm42_request_options* o,
+                                  llm42_request** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = nullptr;
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    auto handle = std::make_unique<llm42_request>();
+    auto request = s->impl->Submit(o->options, handle.get());
+    if (!request.ok()) return Check(request.status());
+    handle->impl = std::move(request).value();
+    *out = handle.release();
+    return LLM42_OK;
+  });
+}
+
+llm42_status llm42_request_read_tokens(llm42_request* r, int32_t* tokens, size_t capacity,
+                                       size_t* n_tokens, int32_t timeout_ms) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    LLM42_REQUIRE(n_tokens != nullptr, "n_tokens is NULL");
+    LLM42_REQUIRE(tokens != nullptr || capacity == 0, "tokens is NULL");
+    return Check(r->impl->ReadTokens(tokens, capacity, n_tokens, timeout_ms));
+  });
+}
+
+llm42_status llm42_request_read_text(llm42_request* r, char* buf, size_t capacity,
+                                     size_t* n_bytes, int32_t timeout_ms) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    LLM42_REQUIRE(n_bytes != nullptr, "n_bytes is NULL");
+    LLM42_REQUIRE(buf != nullptr || capacity == 0, "buf is NULL");
+    return Check(r->impl->ReadText(buf, capacity, n_bytes, timeout_ms));
+  });
+}
+
+llm42_status llm42_request_wait(llm42_request* r, int32_t timeout_ms) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    if (r->impl->Wait(timeout_ms)) return LLM42_OK;
+    return Fail(LLM42_TIMEOUT, "the request did not finish before the timeout");
+  });
+}
+
+llm42_status llm42_request_cancel(llm42_request* r) {
+  LLM42_REQUIRE(r != nullptr, "request is NULL");
+  r->impl->Cancel();
+  return LLM42_OK;
+}
+
+int32_t llm42_request_is_finished(const llm42_request* r) {
+  return r != nullptr && r->impl->finished() ? 1 : 0;
+}
+
+llm42_status llm42_request_status(const llm42_request* r) {
+  if (r == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "request is NULL");
+  return ToC(r->impl->status().code());
+}
+
+llm42_finish_reason llm42_request_finish_reason(const llm42_request* r) {
+  if (r == nullptr) return LLM42_FINISH_NONE;
+  return static_cast<llm42_finish_reason>(r->impl->finish_reason());
+}
+
+llm42_status llm42_request_output_tokens(llm42_request* r, int32_t* tokens, size_t capacity,
+                                         size_t* n_tokens) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    const std::vector<int32_t> out = r->impl->output_tokens();
+    return CopyOut(out.data(), out.size(), tokens, capacity, n_tokens);
+  });
+}
+
+llm42_status llm42_request_output_text(llm42_request* r, char* buf, size_t capacity,
+                                       size_t* n_bytes) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    const std::string out = r->impl->output_text();
+    return CopyOut(out.data(), out.size(), buf, capacity, n_bytes);
+  });
+}
+
+llm42_status llm42_request_logprobs(llm42_request* r, float* values, size_t capacity, size_t* n) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    if (!r->impl->options().logprobs) {
+      return Fail(LLM42_FAILED_PRECONDITION, "logprobs were not requested");
+    }
+    const std::vector<float> out = r->impl->logprobs();
+    return CopyOut(out.data(), out.size(), values, capacity, n);
+  });
+}
+
+llm42_status llm42_request_stat(llm42_request* r, llm42_stat which, int64_t* value) {
+  LLM42_REQUIRE(r != nullptr, "request is NULL");
+  LLM42_REQUIRE(value != nullptr, "value is NULL");
+  switch (which) {
+    case LLM42_STAT_TOKENS_GENERATED:
+    case LLM42_STAT_PREFILL_TOKENS:
+    case LLM42_STAT_DECODE_STEPS:
+    case LLM42_STAT_TIME_TO_FIRST_TOKEN_US:
+      *value = r->impl->stat(static_cast<llm42::RequestStat>(which));
+      return LLM42_OK;
+    case LLM42_STAT_TOKENS_VERIFIED:
+    case LLM42_STAT_VERIFY_PASSES:
+    case LLM42_STAT_ROLLBACKS:
+    case LLM42_STAT_TOKENS_ROLLED_BACK:
+    case LLM42_STAT_PREEMPTIONS:
+      *value = 0;  // nothing is verified, rolled back or preempted in this version
+      return LLM42_OK;
+    default: return Fail(LLM42_INVALID_ARGUMENT, "not a per-request statistic");
+  }
+}
+
+uint64_t llm42_request_effective_seed(const llm42_request* r) {
+  return r == nullptr ? 0 : r->impl->seed();
+}
+
+llm42_status llm42_request_receipt(llm42_request* r, void* buf, size_t capacity, size_t* n_bytes) {
+  LLM42_REQUIRE(r != nullptr, "request is NULL");
+  return Fail(LLM42_UNSUPPORTED, "receipts need deterministic requests, which this version lacks");
+}
+
+void llm42_request_destroy(llm42_request* r) {
+  if (r == nullptr) return;
+  r->impl->Cancel();
+  r->impl->DetachCallback();
+  delete r;
+}
+
+llm42_status llm42_session_verify_receipt(llm42_session* s, const void* receipt, size_t n_bytes,
+                                          int32_t* reproduced) {
+  LLM42_REQUIRE(s != nullptr, "session is NULL");
+  return Fail(LLM42_UNSUPPORTED, "receipts need deterministic requests, which this version lacks");
+}
+
+}  // extern "C"

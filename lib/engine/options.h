@@ -1,0 +1,68 @@
+#ifndef LLM42_ENGINE_OPTIONS_H_
+#define LLM42_ENGINE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "lib/sampling/sampler.h"
+
+namespace llm42 {
+
+enum class DeterminismMode : int32_t { kSelective = 0, kBatchInvariant = 1, kOff = 2 };
+
+struct DeterminismPolicy {
+  DeterminismMode mode = DeterminismMode::kSelective;
+  int32_t window = 64;
+  int32_t verify_group = 8;
+  uint64_t default_seed = 42;
+  double mismatch_injection = 0.0;  // testing hook
+  double fast_path_noise = 0.0;     // testing hook
+};
+
+struct SessionOptions {
+  std::string model_path;
+  std::string backend = "auto";
+  int32_t threads = 0;  // 0 = all cores
+  int32_t max_batch_tokens = 512;
+  int32_t max_running_requests = 16;
+  int64_t kv_cache_tokens = 0;
+  int32_t context_length = 0;  // 0 = min(model's, kDefaultContextLength)
+  DeterminismPolicy determinism;
+
+  static constexpr int32_t kDefaultContextLength = 4096;
+
+  // InvalidArgument naming the first field out of range.
+  absl::Status Validate() const;
+  // Reads a text-format llm42.SessionConfig and applies the fields it sets (FORMAT_ERROR when
+  // malformed or out of range, leaving *this unchanged).
+  absl::Status LoadConfig(const std::string& textproto_path);
+};
+
+using TokenCallbackFn = void (*)(void* user_data, void* request, const int32_t* tokens,
+                                 size_t n_tokens, const char* text, size_t text_len,
+                                 int32_t finished);
+
+struct RequestOptions {
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool has_prompt_text = false;
+  bool has_prompt_tokens = false;
+  std::vector<std::pair<std::string, std::string>> messages;  // role, content
+  int32_t max_tokens = 256;
+  SamplingParams sampling;
+  bool has_seed = false;
+  bool deterministic = false;
+  std::vector<std::string> stops;
+  bool ignore_eos = false;
+  bool logprobs = false;
+  TokenCallbackFn callback = nullptr;
+  void* callback_user_data = nullptr;
+
+  static constexpr size_t kMaxStops = 16;
+};
+
+}  // namespace llm42
+
+#endif  // LLM42_ENGINE_OPTIONS_H_

@@ -1,0 +1,162 @@
+#include "lib/engine/request.h"
+
+#include "lib/util/utf8.h"
+
+namespace llm42 {
+namespace {
+
+// Waits on `cond` under `mu` for up to timeout_ms (negative = forever).
+bool AwaitWithTimeout(absl::Mutex& mu, const absl::Condition& cond, int32_t timeout_ms)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  if (timeout_ms < 0) {
+    mu.Await(cond);
+    return true;
+  }
+  return mu.AwaitWithTimeout(cond, absl::Milliseconds(timeout_ms));
+}
+
+}  // namespace
+
+Request::Request(RequestOptions options, std::vector<int32_t> prompt, uint64_t seed)
+    : options_(std::move(options)), prompt_(std::move(prompt)), seed_(seed) {}
+
+absl::Status Request::ReadTokens(int32_t* out, size_t capacity, size_t* n, int32_t timeout_ms) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return finished_ || tokens_read_ < tokens_.size();
+  };
+  AwaitWithTimeout(mu_, absl::Condition(&ready), timeout_ms);
+  const size_t available = tokens_.size() - tokens_read_;
+  if (available == 0) {
+    *n = 0;
+    return finished_ ? absl::OkStatus() : absl::DeadlineExceededError("no new tokens before the timeout");
+  }
+  const size_t count = std::min(available, capacity);
+  if (count == 0) {
+    *n = available;
+    return absl::OutOfRangeError("buffer capacity is 0");
+  }
+  std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(tokens_read_), count, out);
+  tokens_read_ += count;
+  *n = count;
+  return absl::OkStatus();
+}
+
+absl::Status Request::ReadText(char* out, size_t capacity, size_t* n, int32_t timeout_ms) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return finished_ || text_read_ < text_.size();
+  };
+  AwaitWithTimeout(mu_, absl::Condition(&ready), timeout_ms);
+  const size_t available = text_.size() - text_read_;
+  if (available == 0) {
+    *n = 0;
+    return finished_ ? absl::OkStatus() : absl::DeadlineExceededError("no new text before the timeout");
+  }
+  // Largest prefix that fits and ends on a character boundary.
+  size_t count = 0;
+  while (count < available) {
+    const size_t len = Utf8SequenceLength(static_cast<unsigned char>(text_[text_read_ + count]));
+    if (count + len > capacity) break;
+    count += len;
+  }
+  if (count == 0) {
+    *n = available;
+    return absl::OutOfRangeError("buffer too small for the next character");
+  }
+  std::copy_n(text_.begin() + static_cast<std::ptrdiff_t>(text_read_), count, out);
+  text_read_ += count;
+  *n = count;
+  return absl::OkStatus();
+}
+
+bool Request::Wait(int32_t timeout_ms) {
+  absl::MutexLock lock(&mu_);
+  return AwaitWithTimeout(mu_, absl::Condition(&finished_), timeout_ms);
+}
+
+void Request::DetachCallback() {
+  absl::MutexLock lock(&callback_mu_);
+  callback_enabled_ = false;
+}
+
+bool Request::finished() const {
+  absl::MutexLock lock(&mu_);
+  return finished_;
+}
+
+absl::Status Request::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+FinishReason Request::finish_reason() const {
+  absl::MutexLock lock(&mu_);
+  return reason_;
+}
+
+std::vector<int32_t> Request::output_tokens() const {
+  absl::MutexLock lock(&mu_);
+  return tokens_;
+}
+
+std::string Request::output_text() const {
+  absl::MutexLock lock(&mu_);
+  return text_;
+}
+
+std::vector<float> Request::logprobs() const {
+  absl::MutexLock lock(&mu_);
+  return logprobs_;
+}
+
+int64_t Request::stat(RequestStat which) const {
+  absl::MutexLock lock(&mu_);
+  switch (which) {
+    case RequestStat::kTokensGenerated: return static_cast<int64_t>(tokens_.size());
+    case RequestStat::kPrefillTokens: return prefill_tokens_;
+    case RequestStat::kDecodeSteps: return decode_steps_;
+    case RequestStat::kTimeToFirstTokenUs: return ttft_us_;
+  }
+  return 0;
+}
+
+void Request::AddPrefill(int64_t tokens) {
+  absl::MutexLock lock(&mu_);
+  prefill_tokens_ += tokens;
+}
+
+void Request::AddDecodeStep() {
+  absl::MutexLock lock(&mu_);
+  ++decode_steps_;
+}
+
+void Request::Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,
+                     const std::string& text, bool finished, FinishReason reason,
+                     absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    if (!tokens.empty() && ttft_us_ < 0) ttft_us_ = absl::ToInt64Microseconds(absl::Now() - created_);
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+    logprobs_.insert(logprobs_.end(), logprobs.begin(), logprobs.end());
+    text_ += text;
+  }
+  // The callback runs before `finished` is published, so that when Wait returns every
+  // callback has been delivered.
+  if (options_.callback != nullptr && (!tokens.empty() || !text.empty() || finished)) {
+    absl::MutexLock lock(&callback_mu_);
+    if (callback_enabled_) {
+      options_.callback(options_.callback_user_data, handle_, tokens.data(), tokens.size(),
+                        text.data(), text.size(), finished ? 1 : 0);
+    }
+  }
+  if (finished) {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+    reason_ = reason;
+    status_ = std::move(status);
+  }
+}
+
+}  // namespace llm42

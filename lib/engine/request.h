@@ -1,0 +1,97 @@
+#ifndef LLM42_ENGINE_REQUEST_H_
+#define LLM42_ENGINE_REQUEST_H_
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/engine/options.h"
+
+namespace llm42 {
+
+enum class FinishReason : int32_t { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
+
+enum class RequestStat : int32_t {
+  kTokensGenerated = 1,
+  kPrefillTokens = 6,
+  kDecodeSteps = 7,
+  kTimeToFirstTokenUs = 8,
+};
+
+// What the user sees of one request: its committed tokens and released text, and how it
+// ended. Shared by the caller's handle and the engine; every method is thread-safe. Reads
+// consume from per-kind cursors; the whole output stays available.
+class Request {
+ public:
+  Request(RequestOptions options, std::vector<int32_t> prompt, uint64_t seed);
+
+  const RequestOptions& options() const { return options_; }
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  uint64_t seed() const { return seed_; }
+
+  // --- Caller side ---------------------------------------------------------------------
+  // Tokens committed since the last ReadTokens, at most `capacity`; waits up to timeout
+  // (negative = forever) for one. OK with none once finished and drained; DeadlineExceeded
+  // when the wait ends empty.
+  absl::Status ReadTokens(int32_t* out, size_t capacity, size_t* n, int32_t timeout_ms);
+  // Same for text, cut at a UTF-8 character boundary; OutOfRange (*n = bytes pending) when
+  // the next character does not fit.
+  absl::Status ReadText(char* out, size_t capacity, size_t* n, int32_t timeout_ms);
+  bool Wait(int32_t timeout_ms);
+  void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  // Stops callbacks; returns once none is running. Must not be called from the callback.
+  void DetachCallback();
+
+  bool finished() const;
+  absl::Status status() const;
+  FinishReason finish_reason() const;
+  std::vector<int32_t> output_tokens() const;
+  std::string output_text() const;
+  std::vector<float> logprobs() const;
+  int64_t stat(RequestStat which) const;
+
+  // --- Engine side ---------------------------------------------------------------------
+  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
+  // Appends committed tokens (their logprobs when requested) and released text, then runs the
+  // callback outside the lock. `handle` is what the callback receives as its request.
+  void Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,
+              const std::string& text, bool finished, FinishReason reason, absl::Status status);
+  void AddPrefill(int64_t tokens);
+  void AddDecodeStep();
+  void set_handle(void* handle) { handle_ = handle; }
+
+ private:
+  const RequestOptions options_;
+  const std::vector<int32_t> prompt_;
+  const uint64_t seed_;
+  const absl::Time created_ = absl::Now();
+  void* handle_ = nullptr;
+  std::atomic<bool> cancel_{false};
+
+  mutable absl::Mutex mu_;
+  std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> logprobs_ ABSL_GUARDED_BY(mu_);
+  std::string text_ ABSL_GUARDED_BY(mu_);
+  size_t tokens_read_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t text_read_ ABSL_GUARDED_BY(mu_) = 0;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  FinishReason reason_ ABSL_GUARDED_BY(mu_) = FinishReason::kNone;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  int64_t prefill_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t decode_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ttft_us_ ABSL_GUARDED_BY(mu_) = -1;
+
+  // Held while a callback runs, so DetachCallback can wait it out.
+  absl::Mutex callback_mu_;
+  bool callback_enabled_ ABSL_GUARDED_BY(callback_mu_) = true;
+};
+
+}  // namespace llm42
+
+#endif  // LLM42_ENGINE_REQUEST_H_

@@ -1,0 +1,62 @@
+#include "lib/model/llama_config.h"
+
+#include "lib/model/gguf_reader.h"
+#include "lib/util/status.h"
+
+namespace llm42 {
+namespace {
+
+absl::StatusOr<int64_t> RequiredPositive(const GgufFile& f, const std::string& key, int64_t max) {
+  LLM42_ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
+  if (v <= 0 || v > max) return FormatError("key '", key, "' = ", v, " is out of range (1..", max, ")");
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
+  LlamaConfig c;
+  LLM42_ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
+  if (c.architecture != "llama") {
+    return UnsupportedError("architecture '", c.architecture,
+                            "' is not supported (this build runs 'llama')");
+  }
+  if (const GgufValue* name = f.Find("general.name"); name && name->type == GgufType::kString) {
+    c.name = name->string_value;
+  }
+  const std::string a = c.architecture + ".";
+  LLM42_ASSIGN_OR_RETURN(c.n_ctx_train, RequiredPositive(f, a + "context_length", 1 << 24));
+  LLM42_ASSIGN_OR_RETURN(c.n_embd, RequiredPositive(f, a + "embedding_length", 1 << 17));
+  LLM42_ASSIGN_OR_RETURN(c.n_layer, RequiredPositive(f, a + "block_count", 1024));
+  LLM42_ASSIGN_OR_RETURN(c.n_ff, RequiredPositive(f, a + "feed_forward_length", 1 << 20));
+  LLM42_ASSIGN_OR_RETURN(c.n_head, RequiredPositive(f, a + "attention.head_count", 1024));
+  c.n_head_kv = c.n_head;
+  if (f.Find(a + "attention.head_count_kv") != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(c.n_head_kv, RequiredPositive(f, a + "attention.head_count_kv", 1024));
+  }
+  if (c.n_embd % c.n_head != 0) {
+    return FormatError("embedding length ", c.n_embd, " is not a multiple of head count ", c.n_head);
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return FormatError("head count ", c.n_head, " is not a multiple of KV head count ", c.n_head_kv);
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  c.n_rot = c.head_dim;
+  if (f.Find(a + "rope.dimension_count") != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(c.n_rot, RequiredPositive(f, a + "rope.dimension_count", c.head_dim));
+  }
+  if (c.n_rot % 2 != 0) return FormatError("rope dimension ", c.n_rot, " is odd");
+  if (f.Find(a + "rope.freq_base") != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(double base, f.GetFloat(a + "rope.freq_base"));
+    if (!(base > 1.0)) return FormatError("rope.freq_base = ", base, " must be > 1");
+    c.rope_freq_base = static_cast<float>(base);
+  }
+  if (f.Find(a + "attention.layer_norm_rms_epsilon") != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(double eps, f.GetFloat(a + "attention.layer_norm_rms_epsilon"));
+    if (!(eps > 0 && eps < 1)) return FormatError("layer_norm_rms_epsilon = ", eps, " out of range");
+    c.rms_eps = static_cast<float>(eps);
+  }
+  return c;
+}
+
+}  // namespace llm42

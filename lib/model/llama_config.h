@@ -1,0 +1,37 @@
+#ifndef LLM42_MODEL_LLAMA_CONFIG_H_
+#define LLM42_MODEL_LLAMA_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace llm42 {
+
+class GgufFile;
+
+// Hyperparameters of a Llama-family decoder, from GGUF metadata ({arch}.* keys).
+struct LlamaConfig {
+  std::string architecture;
+  std::string name;
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_ff = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int64_t n_rot = 0;
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+
+  // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for other architectures.
+  static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
+};
+
+}  // namespace llm42
+
+#endif  // LLM42_MODEL_LLAMA_CONFIG_H_

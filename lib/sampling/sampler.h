@@ -1,0 +1,37 @@
+#ifndef LLM42_SAMPLING_SAMPLER_H_
+#define LLM42_SAMPLING_SAMPLER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace llm42 {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  uint64_t seed = 0;
+};
+
+struct Candidate {
+  int32_t id;
+  double prob;  // normalized over the kept candidates
+};
+
+// The distribution a token is drawn from, in draw order: logits sorted descending (ties by
+// lower id), top-k, softmax at the temperature, top-p (smallest prefix reaching p), min-p
+// (probability >= min_p * the best), renormalized. Deterministic in its inputs.
+std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const SamplingParams& p);
+
+// The token for `position` of a sequence: argmax (lowest id on ties) when greedy, otherwise a
+// draw from SamplingCandidates with the uniform PhiloxUniform(seed, position).
+int32_t SampleToken(std::span<const float> logits, const SamplingParams& p, int64_t position);
+
+// Natural-log probability of `token` under softmax(logits) at temperature 1.
+float TokenLogprob(std::span<const float> logits, int32_t token);
+
+}  // namespace llm42
+
+#endif  // LLM42_SAMPLING_SAMPLER_H_

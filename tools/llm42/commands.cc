@@ -1,0 +1,142 @@
+#include "tools/llm42/commands.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "lib/model/gguf_reader.h"
+#include "lib/model/llama_config.h"
+#include "llm42/llm42.hpp"
+
+ABSL_FLAG(std::string, model, "", "Path of a GGUF model file");
+ABSL_FLAG(std::string, prompt, "", "Prompt text");
+ABSL_FLAG(int32_t, max_tokens, 128, "Tokens to generate");
+ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 = greedy");
+ABSL_FLAG(int32_t, top_k, 0, "Keep the k most likely tokens; 0 = off");
+ABSL_FLAG(float, top_p, 1.0f, "Nucleus sampling mass; 1 = off");
+ABSL_FLAG(float, min_p, 0.0f, "Drop tokens below min_p times the best probability; 0 = off");
+ABSL_FLAG(int64_t, seed, -1, "Sampling seed; -1 = random");
+ABSL_FLAG(int32_t, threads, 0, "Worker threads; 0 = all cores");
+ABSL_FLAG(int32_t, context, 0, "Context length; 0 = the model's (at most 4096)");
+ABSL_FLAG(std::vector<std::string>, stop, {}, "Comma-separated stop strings");
+ABSL_FLAG(bool, ignore_eos, false, "Keep generating after the end-of-sequence token");
+ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text");
+ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
+
+namespace llm42::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool RequireModel() {
+  if (!absl::GetFlag(FLAGS_model).empty()) return true;
+  std::cerr << "llm42: --model PATH is required\n";
+  return false;
+}
+
+}  // namespace
+
+int Generate() {
+  if (!RequireModel()) return 2;
+  try {
+    api::SessionOptions so;
+    so.SetModelPath(absl::GetFlag(FLAGS_model)).SetThreads(absl::GetFlag(FLAGS_threads));
+    if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
+    api::Session session(so);
+
+    api::RequestOptions ro;
+    ro.SetPrompt(absl::GetFlag(FLAGS_prompt))
+        .SetMaxTokens(absl::GetFlag(FLAGS_max_tokens))
+        .SetTemperature(absl::GetFlag(FLAGS_temperature))
+        .SetTopK(absl::GetFlag(FLAGS_top_k))
+        .SetTopP(absl::GetFlag(FLAGS_top_p))
+        .SetMinP(absl::GetFlag(FLAGS_min_p))
+        .SetIgnoreEos(absl::GetFlag(FLAGS_ignore_eos));
+    if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+    for (const std::string& s : absl::GetFlag(FLAGS_stop)) {
+      if (!s.empty()) ro.AddStop(s);
+    }
+
+    const auto start = Clock::now();
+    api::Request request = session.Submit(ro);
+    std::cout << absl::GetFlag(FLAGS_prompt) << std::flush;
+    Clock::time_point first{}, last{};
+    for (;;) {
+      const std::string piece = request.ReadText(-1);
+      if (piece.empty()) break;
+      last = Clock::now();
+      if (first == Clock::time_point{}) first = last;
+      std::cout << piece << std::flush;
+    }
+    request.Wait(-1);
+    std::cout << "\n";
+    if (request.Status() != LLM42_OK) {
+      std::cerr << "llm42: generation failed: " << llm42_status_name(request.Status()) << "\n";
+      return 1;
+    }
+    const std::vector<int32_t> ids = request.OutputTokens();
+    if (absl::GetFlag(FLAGS_print_ids)) std::cout << absl::StrJoin(ids, " ") << "\n";
+    if (absl::GetFlag(FLAGS_stats)) {
+      const int64_t n = static_cast<int64_t>(ids.size());
+      const double ttft_ms = request.Stat(LLM42_STAT_TIME_TO_FIRST_TOKEN_US) / 1000.0;
+      const double decode_s = std::chrono::duration<double>(last - first).count();
+      const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
+      std::cerr << absl::StrFormat(
+          "llm42: %d prompt tokens, %d generated; first token %.2f ms; decode %.1f tokens/s; "
+          "total %.3f s; finish %s\n",
+          request.Stat(LLM42_STAT_PREFILL_TOKENS), n, ttft_ms,
+          n > 1 && decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0, total_s,
+          request.FinishReason() == LLM42_FINISH_STOP ? "stop" : "length");
+    }
+    return 0;
+  } catch (const api::Error& e) {
+    std::cerr << "llm42: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int Info() {
+  if (!RequireModel()) return 2;
+  auto file = GgufFile::Open(absl::GetFlag(FLAGS_model));
+  if (!file.ok()) {
+    std::cerr << "llm42: " << file.status().message() << "\n";
+    return 1;
+  }
+  const GgufFile& f = **file;
+  std::cout << absl::StrFormat("file:        %s (%.2f MiB, GGUF v%d, %d tensors, %d metadata keys)\n",
+                               f.path(), f.file_size() / 1048576.0, f.version(), f.tensors().size(),
+                               f.metadata().size());
+  auto config = LlamaConfig::FromGguf(f);
+  if (config.ok()) {
+    const LlamaConfig& c = *config;
+    int64_t params = 0;
+    std::map<std::string, int64_t> by_type;
+    for (const GgufTensorInfo& t : f.tensors()) {
+      params += t.n_elements();
+      by_type[std::string(GetGgmlTypeInfo(static_cast<uint32_t>(t.type))->name)] += 1;
+    }
+    std::vector<std::string> types;
+    for (const auto& [name, count] : by_type) types.push_back(absl::StrCat(name, " x", count));
+    std::cout << absl::StrFormat(
+        "model:       %s '%s', %d parameters (%s)\n"
+        "shape:       %d layers, n_embd %d, n_ff %d, %d heads, %d KV heads, head dim %d\n"
+        "rope:        %d dims, base %g; rms eps %g; trained context %d\n",
+        c.architecture, c.name, params, absl::StrJoin(types, ", "), c.n_layer, c.n_embd, c.n_ff,
+        c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.rope_freq_base, c.rms_eps, c.n_ctx_train);
+  } else {
+    std::cout << "model:       not runnable here: " << config.status().message() << "\n";
+  }
+  std::cout << "metadata:\n";
+  for (const auto& [key, value] : f.metadata()) {
+    std::cout << absl::StrFormat("  %-44s %s\n", key, value.DebugString());
+  }
+  return 0;
+}
+
+}  // namespace llm42::cli

@@ -1,0 +1,12 @@
+#ifndef LLM42_TOOLS_LLM42_COMMANDS_H_
+#define LLM42_TOOLS_LLM42_COMMANDS_H_
+
+namespace llm42::cli {
+
+// Each returns the process exit code.
+int Generate();
+int Info();
+
+}  // namespace llm42::cli
+
+#endif  // LLM42_TOOLS_LLM42_COMMANDS_H_

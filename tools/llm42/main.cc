@@ -1,0 +1,54 @@
+// llm42 — command-line front end: `llm42 generate|info [flags]`.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "tools/llm42/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: llm42 COMMAND [flags]\n"
+    "  generate --model PATH --prompt TEXT [--max_tokens N] [--temperature T] [--top_k K]\n"
+    "           [--top_p P] [--min_p P] [--seed S] [--threads N] [--stop A,B] [--print_ids]\n"
+    "           streams a completion to stdout\n"
+    "  info --model PATH\n"
+    "           prints the model's metadata summary\n"
+    "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
+
+// absl flags are spelled with underscores; accept the dashed spellings people type.
+std::vector<std::string> NormalizeFlags(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t j = 2; j < end; ++j) {
+      if (a[j] == '-') a[j] = '_';
+    }
+  }
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    std::cerr << kUsage << "\n";
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  // The command takes argv[0]'s place so absl parses only the flags after it.
+  std::vector<std::string> args = NormalizeFlags(argc - 1, argv + 1);
+  std::vector<char*> ptrs;
+  for (std::string& a : args) ptrs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(ptrs.size()), ptrs.data());
+  if (command == "generate") return llm42::cli::Generate();
+  if (command == "info") return llm42::cli::Info();
+  std::cerr << "llm42: unknown command '" << command << "'\n" << kUsage << "\n";
+  return 2;
+}
