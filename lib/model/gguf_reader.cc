@@ -299,14 +299,13 @@ absl::Status GgufFile::Parse() {
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim = 0;
       LLM42_RETURN_IF_ERROR(c.Read(&dim, "tensor dimension"));
-      if (dim == 0 || dim > (uint64_t{1} << 40) ||
-          n_elements > std::numeric_limits<uint64_t>::max() / dim) {
+      if (dim == 0 || dim > (uint64_t{1} << 40)) {
         return FormatError("tensor '", t.name, "': invalid dimension ", dim);
       }
-      n_elements *= dim;
-      if (n_elements > (uint64_t{1} << 44)) {
+      if (n_elements > (uint64_t{1} << 44) / dim) {
         return FormatError("tensor '", t.name, "': element count overflows");
       }
+      n_elements *= dim;
       t.dims.push_back(static_cast<int64_t>(dim));
     }
     uint32_t type = 0;

@@ -18,7 +18,7 @@ absl::StatusOr<const GgufTensorInfo*> FindTensor(const GgufFile& f, const std::s
   const GgufTensorInfo* t = f.FindTensor(name);
   if (t == nullptr) return FormatError("missing tensor '", name, "'");
   if (t->dims != dims) {
-    return FormatError("tensor '", name, "': expected ", Shape(dims), ", got ", Shape(t->dims));
+    return FormatError("tensor ", name, ": expected ", Shape(dims), ", got ", Shape(t->dims));
   }
   if (!GetGgmlTypeInfo(static_cast<uint32_t>(t->type))->computable) {
     return UnsupportedError("tensor '", name, "' has type ",

@@ -1,0 +1,320 @@
+/* The C ABI from C: llm42.h must stay valid C99, and every entry point behaves as documented.
+ * Prints "N passed, N failed"; exits 0 only when nothing failed (77 = skipped: no model). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "llm42/llm42.h"
+
+static int g_passed = 0, g_failed = 0;
+
+#define EXPECT(cond)                                                  \
+  do {                                                                \
+    if (cond) {                                                       \
+      ++g_passed;                                                     \
+    } else {                                                          \
+      ++g_failed;                                                     \
+      fprintf(stderr, "%s:%d: EXPECT(%s) failed (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              llm42_last_error());                                    \
+    }                                                                 \
+  } while (0)
+
+#define EXPECT_STATUS(call, want)                                                         \
+  do {                                                                                    \
+    llm42_status got_ = (call);                                                           \
+    if (got_ == (want)) {                                                                 \
+      ++g_passed;                                                                         \
+    } else {                                                                              \
+      ++g_failed;                                                                         \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, #call, \
+              llm42_status_name(got_), llm42_status_name(want), llm42_last_error());     \
+    }                                                                                     \
+  } while (0)
+
+static const char* g_model = NULL;
+
+static llm42_session* OpenSession(int32_t context) {
+  llm42_session_options* so = NULL;
+  llm42_session* s = NULL;
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_threads(so, 2), LLM42_OK);
+  if (context > 0) EXPECT_STATUS(llm42_session_options_set_context_length(so, context), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create(so, &s), LLM42_OK);
+  llm42_session_options_destroy(so);
+  return s;
+}
+
+static llm42_request* Submit(llm42_session* s, const char* prompt, int32_t max_tokens,
+                             llm42_token_callback cb, void* user) {
+  llm42_request_options* ro = NULL;
+  llm42_request* r = NULL;
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, prompt, strlen(prompt)), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, max_tokens), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_ignore_eos(ro, 1), LLM42_OK);
+  if (cb != NULL) EXPECT_STATUS(llm42_request_options_set_callback(ro, cb, user), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+  llm42_request_options_destroy(ro);
+  return r;
+}
+
+/* llama.cpp's greedy continuation of "Once upon a time" (shared/reference). */
+static const char kExpected[] =
+    ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw";
+
+static void TestVersionAndStatusNames(void) {
+  EXPECT(llm42_version_number() == LLM42_VERSION_NUMBER);
+  EXPECT(strcmp(llm42_version_string(), LLM42_VERSION_STRING) == 0);
+  EXPECT(strcmp(llm42_status_name(LLM42_OK), "LLM42_OK") == 0);
+  EXPECT(strcmp(llm42_status_name(LLM42_OUT_OF_RANGE), "LLM42_OUT_OF_RANGE") == 0);
+  EXPECT(strcmp(llm42_status_name((llm42_status)99), "LLM42_UNKNOWN_STATUS") == 0);
+  EXPECT(LLM42_FORMAT_ERROR == 4 && LLM42_INTERNAL == 11 && LLM42_STAT_PREEMPTIONS == 9);
+}
+
+static void TestGenerateAndReadText(llm42_session* s) {
+  llm42_request* r = Submit(s, "Once upon a time", 32, NULL, NULL);
+  char text[1024];
+  size_t len = 0;
+  for (;;) {
+    char buf[7];
+    size_t n = 0;
+    EXPECT_STATUS(llm42_request_read_text(r, buf, sizeof buf, &n, -1), LLM42_OK);
+    if (n == 0) break;
+    memcpy(text + len, buf, n);
+    len += n;
+  }
+  text[len] = '\0';
+  EXPECT(strcmp(text, kExpected) == 0);
+  EXPECT(llm42_request_is_finished(r) == 1);
+  EXPECT(llm42_request_status(r) == LLM42_OK);
+  EXPECT(llm42_request_finish_reason(r) == LLM42_FINISH_LENGTH);
+
+  int32_t tokens[64];
+  size_t n_tokens = 0;
+  EXPECT_STATUS(llm42_request_output_tokens(r, tokens, 4, &n_tokens), LLM42_OUT_OF_RANGE);
+  EXPECT(n_tokens == 32);
+  EXPECT_STATUS(llm42_request_output_tokens(r, tokens, 64, &n_tokens), LLM42_OK);
+  EXPECT(n_tokens == 32 && tokens[0] == 432 && tokens[31] == 394);
+  char out[256];
+  size_t n_bytes = 0;
+  EXPECT_STATUS(llm42_request_output_text(r, out, sizeof out, &n_bytes), LLM42_OK);
+  EXPECT(n_bytes == strlen(kExpected) && memcmp(out, kExpected, n_bytes) == 0);
+  int64_t value = -1;
+  EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_TOKENS_GENERATED, &value), LLM42_OK);
+  EXPECT(value == 32);
+  EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_PREFILL_TOKENS, &value), LLM42_OK);
+  EXPECT(value == 5);
+  EXPECT_STATUS(llm42_request_logprobs(r, NULL, 0, &n_bytes), LLM42_FAILED_PRECONDITION);
+  /* Finished and drained: reads return OK with nothing, at once, every time. */
+  EXPECT_STATUS(llm42_request_read_text(r, out, sizeof out, &n_bytes, -1), LLM42_OK);
+  EXPECT(n_bytes == 0);
+  EXPECT_STATUS(llm42_request_read_tokens(r, tokens, 64, &n_tokens, -1), LLM42_OK);
+  EXPECT(n_tokens == 32); /* tokens were never read through read_tokens */
+  EXPECT_STATUS(llm42_request_read_tokens(r, tokens, 64, &n_tokens, -1), LLM42_OK);
+  EXPECT(n_tokens == 0);
+  llm42_request_destroy(r);
+}
+
+struct CallbackLog {
+  char text[1024];
+  size_t len;
+  size_t tokens;
+  int finished_calls;
+  llm42_request* seen;
+};
+
+static void OnTokens(void* user, llm42_request* request, const int32_t* tokens, size_t n_tokens,
+                     const char* text, size_t text_len, int32_t finished) {
+  struct CallbackLog* log = (struct CallbackLog*)user;
+  (void)tokens;
+  log->seen = request;
+  log->tokens += n_tokens;
+  if (log->len + text_len < sizeof log->text) {
+    memcpy(log->text + log->len, text, text_len);
+    log->len += text_len;
+  }
+  if (finished) ++log->finished_calls;
+}
+
+static void TestCallback(llm42_session* s) {
+  struct CallbackLog log;
+  memset(&log, 0, sizeof log);
+  llm42_request* r = Submit(s, "Once upon a time", 32, OnTokens, &log);
+  EXPECT_STATUS(llm42_request_wait(r, -1), LLM42_OK);
+  log.text[log.len] = '\0';
+  EXPECT(strcmp(log.text, kExpected) == 0);
+  EXPECT(log.tokens == 32);
+  EXPECT(log.finished_calls == 1);
+  EXPECT(log.seen == r);
+  llm42_request_destroy(r);
+}
+
+static void* CancelLater(void* arg) {
+  llm42_request* r = (llm42_request*)arg;
+  int32_t token;
+  size_t n = 0;
+  /* Wait until it produced something, then cancel from this thread. */
+  llm42_request_read_tokens(r, &token, 1, &n, -1);
+  llm42_request_cancel(r);
+  llm42_request_cancel(r); /* idempotent */
+  return NULL;
+}
+
+static void TestCancelFromAnotherThread(llm42_session* s) {
+  llm42_request* r = Submit(s, "Once upon a time", 1900, NULL, NULL);
+  pthread_t t;
+  EXPECT(pthread_create(&t, NULL, CancelLater, r) == 0);
+  pthread_join(t, NULL);
+  EXPECT_STATUS(llm42_request_wait(r, 10000), LLM42_OK);
+  EXPECT(llm42_request_status(r) == LLM42_CANCELLED);
+  EXPECT(llm42_request_finish_reason(r) == LLM42_FINISH_CANCELLED);
+  int64_t generated = 0;
+  EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_TOKENS_GENERATED, &generated), LLM42_OK);
+  EXPECT(generated >= 1 && generated < 1900);
+  llm42_request_destroy(r);
+}
+
+static void TestTokenizeDetokenize(llm42_session* s) {
+  int32_t ids[16];
+  size_t n = 0;
+  EXPECT_STATUS(llm42_session_tokenize(s, "Once upon a time", 16, 1, ids, 16, &n), LLM42_OK);
+  EXPECT(n == 5 && ids[0] == 1 && ids[1] == 403 && ids[4] == 378);
+  EXPECT_STATUS(llm42_session_tokenize(s, "Once upon a time", 16, 1, ids, 2, &n), LLM42_OUT_OF_RANGE);
+  EXPECT(n == 5);
+  char text[64];
+  size_t bytes = 0;
+  EXPECT_STATUS(llm42_session_detokenize(s, ids + 1, 4, text, sizeof text, &bytes), LLM42_OK);
+  EXPECT(bytes == 16 && memcmp(text, "Once upon a time", 16) == 0);
+  ids[0] = 9999;
+  EXPECT_STATUS(llm42_session_detokenize(s, ids, 1, text, sizeof text, &bytes), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_tokenize(s, "\xC3\x28", 2, 0, ids, 16, &n), LLM42_INVALID_ARGUMENT);
+  EXPECT(llm42_session_vocab_size(s) == 512);
+  EXPECT(llm42_session_eos_token(s) == 2);
+  int64_t finished = -1;
+  EXPECT_STATUS(llm42_session_stat(s, LLM42_STAT_REQUESTS_FINISHED, &finished), LLM42_OK);
+  EXPECT(finished >= 1);
+  EXPECT_STATUS(llm42_session_stat(s, LLM42_STAT_TIME_TO_FIRST_TOKEN_US, &finished), LLM42_INVALID_ARGUMENT);
+  char json[512];
+  EXPECT_STATUS(llm42_session_stats_json(s, json, sizeof json, &bytes), LLM42_OK);
+  EXPECT(bytes > 0 && json[0] == '{');
+}
+
+static void TestErrorPaths(llm42_session* s) {
+  llm42_session_options* so = NULL;
+  llm42_session* bad = (llm42_session*)0x1;
+  llm42_request_options* ro = NULL;
+  llm42_request* r = (llm42_request*)0x1;
+  size_t n = 0;
+
+  /* NULL handles */
+  EXPECT_STATUS(llm42_session_create(NULL, &bad), LLM42_INVALID_ARGUMENT);
+  EXPECT(bad == NULL);
+  EXPECT(strlen(llm42_last_error()) > 0);
+  EXPECT_STATUS(llm42_request_submit(NULL, NULL, &r), LLM42_INVALID_ARGUMENT);
+  EXPECT(r == NULL);
+  EXPECT_STATUS(llm42_request_read_text(NULL, NULL, 0, &n, 0), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_wait(NULL, 0), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_cancel(NULL), LLM42_INVALID_ARGUMENT);
+  EXPECT(llm42_request_is_finished(NULL) == 0);
+  EXPECT(llm42_session_vocab_size(NULL) == -1);
+  llm42_session_destroy(NULL);
+  llm42_request_destroy(NULL);
+  llm42_session_options_destroy(NULL);
+  llm42_request_options_destroy(NULL);
+  llm42_determinism_destroy(NULL);
+
+  /* Bad paths and files */
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create(so, &bad), LLM42_INVALID_ARGUMENT); /* no model path */
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, "/nonexistent/llm42/model.gguf"), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create(so, &bad), LLM42_NOT_FOUND);
+  EXPECT(bad == NULL);
+  {
+    char path[] = "/tmp/llm42_c_test_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0);
+    if (fd >= 0) {
+      EXPECT(write(fd, "GGUX not a model", 16) == 16);
+      close(fd);
+      EXPECT_STATUS(llm42_session_options_set_model_path(so, path), LLM42_OK);
+      EXPECT_STATUS(llm42_session_create(so, &bad), LLM42_FORMAT_ERROR);
+      unlink(path);
+    }
+  }
+  EXPECT_STATUS(llm42_session_options_set_threads(so, -1), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_session_options_set_backend(so, "tpu"), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_context_length(so, 1000000), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create(so, &bad), LLM42_OUT_OF_RANGE); /* beyond the model's */
+  llm42_session_options_destroy(so);
+
+  /* Request options */
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_INVALID_ARGUMENT); /* no prompt */
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, "bad \xFF utf8", 10), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 0), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_temperature(ro, -1.0f), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_top_p(ro, 0.0f), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_min_p(ro, 1.0f), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_add_stop(ro, ""), LLM42_INVALID_ARGUMENT);
+  {
+    int32_t bad_ids[2] = {1, 100000};
+    EXPECT_STATUS(llm42_request_options_set_prompt_tokens(ro, bad_ids, 2), LLM42_OK);
+    EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_INVALID_ARGUMENT);
+  }
+  {
+    /* A prompt longer than the context (this session's is 64 tokens). */
+    char long_prompt[2000];
+    memset(long_prompt, 'a', sizeof long_prompt - 1);
+    long_prompt[sizeof long_prompt - 1] = '\0';
+    EXPECT_STATUS(llm42_request_options_set_prompt(ro, long_prompt, strlen(long_prompt)), LLM42_OK);
+    EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OUT_OF_RANGE);
+    EXPECT(r == NULL);
+  }
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Hi", 2), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_UNSUPPORTED);
+  llm42_request_options_destroy(ro);
+
+  {
+    llm42_determinism* p = NULL;
+    EXPECT_STATUS(llm42_determinism_create((llm42_mode)7, &p), LLM42_INVALID_ARGUMENT);
+    EXPECT_STATUS(llm42_determinism_create(LLM42_MODE_OFF, &p), LLM42_OK);
+    EXPECT_STATUS(llm42_determinism_set_window(p, 0), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_determinism_set_window(p, 16), LLM42_OK);
+    EXPECT_STATUS(llm42_determinism_set_mismatch_injection(p, 1.5), LLM42_OUT_OF_RANGE);
+    llm42_determinism_destroy(p);
+  }
+}
+
+int main(int argc, char** argv) {
+  TestVersionAndStatusNames();
+  g_model = argc > 1 ? argv[1] : NULL;
+  if (g_model == NULL || access(g_model, R_OK) != 0) {
+    printf("c_api_test: model %s not found; skipping the model tests\n", g_model ? g_model : "(none)");
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 77 : 1;
+  }
+  {
+    llm42_session* s = OpenSession(0);
+    if (s != NULL) {
+      TestGenerateAndReadText(s);
+      TestCallback(s);
+      TestCancelFromAnotherThread(s);
+      TestTokenizeDetokenize(s);
+      llm42_session_destroy(s);
+    }
+  }
+  {
+    llm42_session* s = OpenSession(64);
+    if (s != NULL) {
+      TestErrorPaths(s);
+      llm42_session_destroy(s);
+    }
+  }
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,280 @@
+// The session and request lifecycle on stories260K: stops, streaming, cancel, threads.
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "lib/engine/session.h"
+#include "lib/engine/text_stream.h"
+#include "lib/model/gguf_writer.h"
+#include "tests/test_util.h"
+
+namespace llm42 {
+namespace {
+
+TEST(TextStream, HoldsBackPossibleStopStrings) {
+  TextStream s({"END", "\n\n"});
+  std::string out;
+  EXPECT_FALSE(s.Push("Hello E", &out));
+  EXPECT_EQ(out, "Hello ");  // "E" might begin "END"
+  EXPECT_FALSE(s.Push("N", &out));
+  EXPECT_EQ(out, "Hello ");
+  EXPECT_FALSE(s.Push("Z line\n", &out));
+  EXPECT_EQ(out, "Hello ENZ line");  // the "\n" might begin "\n\n"
+  EXPECT_TRUE(s.Push("\nmore", &out));
+  EXPECT_EQ(out, "Hello ENZ line");
+}
+
+TEST(TextStream, StopsBeforeTheStopString) {
+  TextStream s({"END"});
+  std::string out;
+  EXPECT_FALSE(s.Push("abc E", &out));
+  EXPECT_TRUE(s.Push("ND tail", &out));
+  EXPECT_EQ(out, "abc ");
+}
+
+TEST(TextStream, ReleasesHeldTextWhenTheMatchFails) {
+  TextStream s({"END"});
+  std::string out;
+  s.Push("xE", &out);
+  EXPECT_EQ(out, "x");
+  s.Push("Nx", &out);
+  EXPECT_EQ(out, "xENx");
+  s.Push("EN", &out);
+  s.Finish(&out);
+  EXPECT_EQ(out, "xENxEN");
+}
+
+TEST(TextStream, NeverSplitsACharacter) {
+  TextStream s({});
+  std::string out;
+  s.Push("\xE2", &out);
+  EXPECT_EQ(out, "");
+  s.Push("\x96\x81", &out);
+  EXPECT_EQ(out, "\xE2\x96\x81");
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::SharedPath("models/stories260K.gguf");
+    if (!std::filesystem::exists(model_)) {
+      GTEST_SKIP() << model_ << " is missing; place the shared/ folder beside the repo";
+    }
+  }
+
+  std::unique_ptr<Session> Open(const std::string& path, int threads = 1, int context = 0) {
+    SessionOptions o;
+    o.model_path = path;
+    o.threads = threads;
+    o.context_length = context;
+    auto s = Session::Create(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  static RequestOptions Prompt(const std::string& text, int max_tokens) {
+    RequestOptions r;
+    r.prompt_text = text;
+    r.has_prompt_text = true;
+    r.max_tokens = max_tokens;
+    return r;
+  }
+
+  std::string model_;
+};
+
+// Greedy continuation of "Once upon a time" per llama.cpp: ", there was a little girl named Lily."
+TEST_F(EngineTest, StopStringEndsTheTextBeforeIt) {
+  auto s = Open(model_);
+  RequestOptions r = Prompt("Once upon a time", 64);
+  r.stops = {" Lily"};
+  auto req = s->Submit(r, nullptr);
+  ASSERT_TRUE(req.ok());
+  (*req)->Wait(-1);
+  EXPECT_EQ((*req)->finish_reason(), FinishReason::kStop);
+  EXPECT_EQ((*req)->output_text(), ", there was a little girl named");
+  EXPECT_EQ((*req)->output_tokens().back(), 317);  // " Lily"
+}
+
+TEST_F(EngineTest, MaxTokensEndsWithLength) {
+  auto s = Open(model_);
+  auto req = s->Submit(Prompt("Once upon a time", 7), nullptr);
+  ASSERT_TRUE(req.ok());
+  (*req)->Wait(-1);
+  EXPECT_EQ((*req)->finish_reason(), FinishReason::kLength);
+  EXPECT_EQ((*req)->output_tokens().size(), 7u);
+  EXPECT_EQ((*req)->stat(RequestStat::kPrefillTokens), 5);
+  EXPECT_EQ((*req)->stat(RequestStat::kDecodeSteps), 6);
+  EXPECT_GE((*req)->stat(RequestStat::kTimeToFirstTokenUs), 0);
+}
+
+TEST_F(EngineTest, ContextFullEndsWithLength) {
+  auto s = Open(model_, 1, /*context=*/16);
+  auto req = s->Submit(Prompt("Once upon a time", 100), nullptr);
+  ASSERT_TRUE(req.ok());
+  (*req)->Wait(-1);
+  EXPECT_EQ((*req)->finish_reason(), FinishReason::kLength);
+  EXPECT_EQ((*req)->output_tokens().size(), 16u - 5u);
+}
+
+// stories260K never emits its EOS, so this copy declares "," (id 432, the first greedy token
+// after "Once upon a time") to be EOS.
+TEST_F(EngineTest, EosStopsUnlessIgnored) {
+  auto src = GgufFile::Open(model_);
+  ASSERT_TRUE(src.ok());
+  GgufWriter w;
+  for (const auto& [key, value] : (*src)->metadata()) {
+    if (key == "tokenizer.ggml.eos_token_id") continue;
+    w.AddValue(key, value);
+  }
+  w.AddUint32("tokenizer.ggml.eos_token_id", 432);
+  for (const GgufTensorInfo& t : (*src)->tensors()) {
+    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const std::string path = testing::TempPath("stories_eos_comma.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto s = Open(path);
+  auto req = s->Submit(Prompt("Once upon a time", 32), nullptr);
+  ASSERT_TRUE(req.ok());
+  (*req)->Wait(-1);
+  EXPECT_EQ((*req)->finish_reason(), FinishReason::kStop);
+  EXPECT_EQ((*req)->output_tokens(), std::vector<int32_t>{432});
+
+  RequestOptions r = Prompt("Once upon a time", 32);
+  r.ignore_eos = true;
+  auto ignoring = s->Submit(r, nullptr);
+  ASSERT_TRUE(ignoring.ok());
+  (*ignoring)->Wait(-1);
+  EXPECT_EQ((*ignoring)->finish_reason(), FinishReason::kLength);
+  EXPECT_EQ((*ignoring)->output_tokens().size(), 32u);
+}
+
+TEST_F(EngineTest, StreamedReadsConcatenateToTheOutput) {
+  auto s = Open(model_);
+  auto req = s->Submit(Prompt("The cat", 120), nullptr);
+  ASSERT_TRUE(req.ok());
+  std::string text;
+  std::vector<int32_t> tokens;
+  char buf[5];  // small, to exercise partial reads at character boundaries
+  int32_t ids[3];
+  for (;;) {
+    size_t n = 0, m = 0;
+    const absl::Status st = (*req)->ReadText(buf, sizeof buf, &n, 1000);
+    ASSERT_TRUE(st.ok() || absl::IsDeadlineExceeded(st)) << st;
+    text.append(buf, n);
+    ASSERT_TRUE((*req)->ReadTokens(ids, 3, &m, 0).ok() || m == 0);
+    tokens.insert(tokens.end(), ids, ids + m);
+    if (st.ok() && n == 0) break;
+  }
+  for (size_t m = 1; m > 0;) {
+    ASSERT_TRUE((*req)->ReadTokens(ids, 3, &m, 0).ok());
+    tokens.insert(tokens.end(), ids, ids + m);
+  }
+  EXPECT_EQ(text, (*req)->output_text());
+  EXPECT_EQ(tokens, (*req)->output_tokens());
+  size_t n = 7;
+  EXPECT_TRUE((*req)->ReadText(buf, sizeof buf, &n, -1).ok());  // finished and drained: at once
+  EXPECT_EQ(n, 0u);
+}
+
+TEST_F(EngineTest, CancelFromAnotherThread) {
+  auto s = Open(model_, 1);
+  RequestOptions r = Prompt("Once upon a time", 4000);
+  r.ignore_eos = true;
+  auto req = s->Submit(r, nullptr);
+  ASSERT_TRUE(req.ok());
+  size_t n = 0;
+  int32_t tok;
+  ASSERT_TRUE((*req)->ReadTokens(&tok, 1, &n, -1).ok());  // it is running
+  std::thread([&] { (*req)->Cancel(); }).join();
+  EXPECT_TRUE((*req)->Wait(10000));
+  EXPECT_EQ((*req)->finish_reason(), FinishReason::kCancelled);
+  EXPECT_EQ((*req)->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT((*req)->output_tokens().size(), 2000u);
+}
+
+TEST_F(EngineTest, RejectsBadRequests) {
+  auto s = Open(model_, 1, 16);
+  RequestOptions none;
+  EXPECT_EQ(s->Submit(none, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  RequestOptions bad_id;
+  bad_id.prompt_tokens = {1, 512};
+  bad_id.has_prompt_tokens = true;
+  EXPECT_EQ(s->Submit(bad_id, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  RequestOptions too_long = Prompt(std::string(200, 'a'), 4);
+  EXPECT_EQ(s->Submit(too_long, nullptr).status().code(), absl::StatusCode::kOutOfRange);
+  RequestOptions det = Prompt("x", 4);
+  det.deterministic = true;
+  EXPECT_EQ(s->Submit(det, nullptr).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// Many threads submit, read, cancel and drop requests at once. Every request ends with a
+// status matching how it ended, and every greedy request that ran to completion produced the
+// same tokens as the same prompt run alone.
+TEST_F(EngineTest, ConcurrentClientsWithRandomCancels) {
+  auto s = Open(model_, 2);
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily", "One day"};
+  std::vector<std::vector<int32_t>> solo;
+  for (const std::string& p : prompts) {
+    auto r = s->Submit(Prompt(p, 24), nullptr);
+    ASSERT_TRUE(r.ok());
+    (*r)->Wait(-1);
+    solo.push_back((*r)->output_tokens());
+  }
+  std::atomic<int> completed{0}, cancelled{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      for (int i = 0; i < 6; ++i) {
+        const size_t which = rng() % prompts.size();
+        auto r = s->Submit(Prompt(prompts[which], 24), nullptr);
+        if (!r.ok()) {
+          ++failures;
+          continue;
+        }
+        if (rng() % 3 == 0) (*r)->Cancel();
+        if (rng() % 5 == 0) continue;  // drop the handle without waiting
+        (*r)->Wait(-1);
+        if ((*r)->finish_reason() == FinishReason::kCancelled) {
+          cancelled += (*r)->status().code() == absl::StatusCode::kCancelled ? 1 : 0;
+          failures += (*r)->status().code() == absl::StatusCode::kCancelled ? 0 : 1;
+        } else {
+          ++completed;
+          if ((*r)->finish_reason() != FinishReason::kLength || !(*r)->status().ok() ||
+              (*r)->output_tokens() != solo[which]) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(completed.load(), 0);
+  EXPECT_GT(cancelled.load(), 0);
+}
+
+TEST_F(EngineTest, DestroyingTheSessionCancelsEverything) {
+  std::vector<std::shared_ptr<Request>> requests;
+  {
+    auto s = Open(model_, 1);
+    for (int i = 0; i < 5; ++i) {
+      RequestOptions r = Prompt("Once upon a time", 1500);
+      r.ignore_eos = true;
+      auto req = s->Submit(r, nullptr);
+      ASSERT_TRUE(req.ok());
+      requests.push_back(*req);
+    }
+  }
+  for (auto& r : requests) {
+    EXPECT_TRUE(r->finished());
+    EXPECT_EQ(r->finish_reason(), FinishReason::kCancelled);
+  }
+}
+
+}  // namespace
+}  // namespace llm42

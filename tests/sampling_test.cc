@@ -1,0 +1,134 @@
+#include "lib/sampling/sampler.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/sampling/philox.h"
+
+namespace llm42 {
+namespace {
+
+// Philox4x32-10 known-answer vectors from the Random123 distribution (kat_vectors).
+TEST(Philox, KnownAnswers) {
+  EXPECT_EQ(Philox4x32({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(Philox4x32({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
+            (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(Philox4x32({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+            (std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+TEST(Philox, UniformIsAPureFunctionOfSeedAndPosition) {
+  EXPECT_EQ(PhiloxUniform(42, 7), PhiloxUniform(42, 7));
+  EXPECT_NE(PhiloxUniform(42, 7), PhiloxUniform(42, 8));
+  EXPECT_NE(PhiloxUniform(42, 7), PhiloxUniform(43, 7));
+  double sum = 0;
+  for (uint64_t i = 0; i < 100000; ++i) {
+    const double u = PhiloxUniform(1, i);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / 100000, 0.5, 0.01);
+}
+
+const std::vector<float> kLogits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f, 2.5f, 0.0f};
+
+std::set<int32_t> Ids(const std::vector<Candidate>& c) {
+  std::set<int32_t> s;
+  for (const Candidate& x : c) s.insert(x.id);
+  return s;
+}
+
+TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
+  SamplingParams p;
+  EXPECT_EQ(SampleToken(kLogits, p, 0), 1);  // ids 1 and 3 tie at 3.0
+}
+
+TEST(Sampler, TemperatureZeroEqualsGreedyForEverySeed) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.top_k = 5;
+  p.top_p = 0.5f;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    p.seed = seed;
+    EXPECT_EQ(SampleToken(kLogits, p, static_cast<int64_t>(seed)), 1);
+  }
+}
+
+TEST(Sampler, TopKKeepsExactlyTheKBest) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 3;
+  const auto c = SamplingCandidates(kLogits, p);
+  EXPECT_EQ(Ids(c), (std::set<int32_t>{1, 3, 6}));
+  EXPECT_EQ(c[0].id, 1);  // ties ordered by id
+  EXPECT_EQ(c[1].id, 3);
+  // And draws never leave that set.
+  for (int64_t pos = 0; pos < 2000; ++pos) {
+    p.seed = 9;
+    EXPECT_TRUE(Ids(c).count(SampleToken(kLogits, p, pos)));
+  }
+}
+
+TEST(Sampler, TopPKeepsTheSmallestPrefixReachingP) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const auto all = SamplingCandidates(kLogits, p);
+  // Probabilities in order: ids 1, 3 (equal), 6, 2, ...
+  p.top_p = static_cast<float>(all[0].prob + all[1].prob) - 1e-6f;  // two suffice
+  EXPECT_EQ(Ids(SamplingCandidates(kLogits, p)), (std::set<int32_t>{1, 3}));
+  p.top_p = static_cast<float>(all[0].prob + all[1].prob) + 1e-4f;  // needs a third
+  EXPECT_EQ(Ids(SamplingCandidates(kLogits, p)), (std::set<int32_t>{1, 3, 6}));
+}
+
+TEST(Sampler, MinPDropsTokensBelowTheFraction) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  // p(id 6) / p(best) = e^-0.5 = 0.607; p(id 2) / p(best) = e^-1 = 0.368.
+  p.min_p = 0.5f;
+  EXPECT_EQ(Ids(SamplingCandidates(kLogits, p)), (std::set<int32_t>{1, 3, 6}));
+  p.min_p = 0.3f;
+  EXPECT_EQ(Ids(SamplingCandidates(kLogits, p)), (std::set<int32_t>{1, 2, 3, 6}));
+}
+
+TEST(Sampler, KeptProbabilitiesAreRenormalized) {
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_k = 4;
+  double total = 0;
+  for (const Candidate& c : SamplingCandidates(kLogits, p)) total += c.prob;
+  EXPECT_NEAR(total, 1.0, 1e-12);
+}
+
+TEST(Sampler, SeededSamplingIsReproducibleAndFollowsTheDistribution) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 1234;
+  std::vector<int32_t> first, second;
+  std::map<int32_t, int> counts;
+  const int n = 20000;
+  for (int64_t pos = 0; pos < n; ++pos) first.push_back(SampleToken(kLogits, p, pos));
+  for (int64_t pos = 0; pos < n; ++pos) second.push_back(SampleToken(kLogits, p, pos));
+  EXPECT_EQ(first, second);
+  for (int32_t id : first) ++counts[id];
+  for (const Candidate& c : SamplingCandidates(kLogits, p)) {
+    EXPECT_NEAR(counts[c.id] / static_cast<double>(n), c.prob, 0.015) << "token " << c.id;
+  }
+  p.seed = 1235;
+  std::vector<int32_t> other;
+  for (int64_t pos = 0; pos < n; ++pos) other.push_back(SampleToken(kLogits, p, pos));
+  EXPECT_NE(first, other);
+}
+
+TEST(Sampler, LogprobIsLogSoftmax) {
+  const std::vector<float> l = {0.0f, std::log(3.0f)};
+  EXPECT_NEAR(TokenLogprob(l, 1), std::log(0.75), 1e-6);
+  EXPECT_NEAR(TokenLogprob(l, 0), std::log(0.25), 1e-6);
+}
+
+}  // namespace
+}  // namespace llm42

@@ -1,0 +1,46 @@
+#ifndef LLM42_TESTS_TEST_UTIL_H_
+#define LLM42_TESTS_TEST_UTIL_H_
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace llm42::testing {
+
+// The shared reference material (models, llama.cpp outputs, tokenizer vectors): $LLM42_SHARED_DIR,
+// else ../shared beside the source tree (the build passes its location in).
+inline std::string SharedPath(const std::string& relative) {
+  const char* env = std::getenv("LLM42_SHARED_DIR");
+  const std::string root = env != nullptr ? env : LLM42_SHARED_DIR;
+  return root + "/" + relative;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A scratch directory for this test binary, inside the build tree.
+inline std::string TempPath(const std::string& name) {
+  const std::string dir = std::string(LLM42_TEST_TMP_DIR);
+  std::filesystem::create_directories(dir);
+  return dir + "/" + name;
+}
+
+}  // namespace llm42::testing
+
+// Skips the test (with a message saying what is missing) when a shared asset is absent.
+#define LLM42_SHARED_OR_SKIP(var, relative)                                              \
+  const std::string var = ::llm42::testing::SharedPath(relative);                        \
+  if (!std::filesystem::exists(var)) {                                                   \
+    GTEST_SKIP() << "shared asset " << var                                               \
+                 << " is missing; place the project's shared/ folder beside the repo";   \
+  }
+
+#endif  // LLM42_TESTS_TEST_UTIL_H_
