@@ -62,8 +62,11 @@ class LlamaReferenceTest : public ::testing::Test {
     std::vector<float> logits(static_cast<size_t>(c.n_vocab));
     const int32_t slot = cache.Allocate();
     const auto n = static_cast<int32_t>(prompt.size());
-    std::vector<int32_t> positions(prompt.size()), slots(prompt.size(), slot);
-    for (int32_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
+    std::vector<int32_t> positions, slots;
+    for (int32_t i = 0; i < n; ++i) {
+      positions.push_back(i);
+      slots.push_back(slot);
+    }
     if (one_by_one) {
       const int32_t row = 0;
       for (int32_t i = 0; i < n; ++i) {

@@ -10,6 +10,8 @@
  * - Strings are UTF-8. A `const char*` without a length is NUL-terminated. Booleans are
  *   int32_t 0/1. No structs by value, no unions, no varargs.
  * - Every handle has exactly one *_destroy function; *_destroy(NULL) is a no-op.
+ * - Enums are int32_t-sized (each has a *_FORCE_INT32_ member that is never a valid value);
+ *   an unknown value passed in is INVALID_ARGUMENT.
  * - Caller buffers are (buf, capacity, size_t* out_len): when capacity is too small the
  *   function returns LLM42_OUT_OF_RANGE and sets *out_len to the size needed. The streaming
  *   reads (llm42_request_read_tokens/_text) are the one exception: they return what fits and
@@ -62,7 +64,8 @@ typedef enum llm42_status {
   LLM42_TIMEOUT = 8,
   LLM42_FAILED_PRECONDITION = 9, /* wrong state, e.g. session shutting down */
   LLM42_OUT_OF_RANGE = 10,       /* buffer too small, value out of range */
-  LLM42_INTERNAL = 11
+  LLM42_INTERNAL = 11,
+  LLM42_STATUS_FORCE_INT32_ = 0x7FFFFFFF /* not a status: keeps the enum int32_t-sized */
 } llm42_status;
 
 /* "LLM42_OK", "LLM42_INVALID_ARGUMENT", ...; "LLM42_UNKNOWN_STATUS" for other values. Static. */
@@ -92,7 +95,8 @@ typedef struct llm42_determinism llm42_determinism;
 typedef enum llm42_mode {
   LLM42_MODE_SELECTIVE = 0,       /* decode fast; verify deterministic requests (default) */
   LLM42_MODE_BATCH_INVARIANT = 1, /* every pass on the fixed schedule */
-  LLM42_MODE_OFF = 2              /* deterministic requests are refused */
+  LLM42_MODE_OFF = 2,             /* deterministic requests are refused */
+  LLM42_MODE_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_mode;
 
 /* INVALID_ARGUMENT for an unknown mode. */
@@ -125,7 +129,8 @@ typedef enum llm42_stat {
   LLM42_STAT_PREFILL_TOKENS = 6,
   LLM42_STAT_DECODE_STEPS = 7,
   LLM42_STAT_TIME_TO_FIRST_TOKEN_US = 8, /* request only */
-  LLM42_STAT_PREEMPTIONS = 9
+  LLM42_STAT_PREEMPTIONS = 9,
+  LLM42_STAT_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_stat;
 
 /* ---- Session ------------------------------------------------------------------------------ */
@@ -293,7 +298,8 @@ typedef enum llm42_finish_reason {
   LLM42_FINISH_STOP = 1, /* EOS or a stop string */
   LLM42_FINISH_LENGTH = 2,
   LLM42_FINISH_CANCELLED = 3,
-  LLM42_FINISH_ERROR = 4
+  LLM42_FINISH_ERROR = 4,
+  LLM42_FINISH_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_finish_reason;
 LLM42_API llm42_finish_reason llm42_request_finish_reason(const llm42_request* request);
 

@@ -116,6 +116,7 @@ const char* llm42_status_name(llm42_status status) {
     case LLM42_FAILED_PRECONDITION: return "LLM42_FAILED_PRECONDITION";
     case LLM42_OUT_OF_RANGE: return "LLM42_OUT_OF_RANGE";
     case LLM42_INTERNAL: return "LLM42_INTERNAL";
+    default: break;
   }
   return "LLM42_UNKNOWN_STATUS";
 }

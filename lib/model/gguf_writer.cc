@@ -12,8 +12,9 @@ constexpr uint64_t kAlignment = 32;
 
 template <typename T>
 void Put(std::vector<uint8_t>* out, T v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  out->insert(out->end(), p, p + sizeof(T));
+  const size_t at = out->size();
+  out->resize(at + sizeof(T));
+  std::memcpy(out->data() + at, &v, sizeof(T));
 }
 
 void PutString(std::vector<uint8_t>* out, const std::string& s) {
