@@ -11,6 +11,8 @@ namespace llm42 {
 namespace {
 
 constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a weight chunk streams
+// Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
+constexpr int64_t kMinParallelWork = 1 << 16;
 
 }  // namespace
 
@@ -27,7 +29,7 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
   const internal::RowDotFn dot = internal::SelectRowDot(w.type, simd_);
   const int64_t k = w.cols, n = w.rows;
   // Enough chunks per thread to balance load, large enough to amortize the hand-out.
-  const int64_t grain = std::max<int64_t>(4, n / (pool_.size() * 8));
+  const int64_t grain = m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
   pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
     const float* xs[internal::kMaxRowDotX];
     float out[internal::kMaxRowDotX];
@@ -86,7 +88,10 @@ void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out)
   const int64_t group = n_head / in.n_head_kv;
   const int64_t kv_dim = in.n_head_kv * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.ParallelFor(in.n_tokens * n_head, 1, [&](int64_t w0, int64_t w1) {
+  int64_t work = 0;
+  for (int64_t i = 0; i < in.n_tokens; ++i) work += (in.positions[i] + 1) * n_head * hd;
+  const int64_t items = in.n_tokens * n_head;
+  pool_.ParallelFor(items, work < kMinParallelWork ? items : 1, [&](int64_t w0, int64_t w1) {
     thread_local std::vector<float> scores;
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t i = w / n_head, h = w % n_head;
