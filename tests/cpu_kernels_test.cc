@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/kv/kv_cache.h"
 #include "lib/model/ggml_types.h"
 
 #if defined(__x86_64__)
@@ -92,38 +93,48 @@ TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& r
   return m;
 }
 
+std::vector<float> RandomVector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
 class MatMulTest : public ::testing::TestWithParam<GgmlType> {};
 
-// Both kernel families against a float64 reference, across batch sizes that exercise the
-// 1..4-row micro-kernels and K lengths on and off the 8- and 32-wide steps.
+// Both schedules and both kernel families against a float64 reference, across batch sizes
+// that exercise every micro-kernel group and K lengths on and off the 8- and 32-wide steps.
 TEST_P(MatMulTest, MatchesFloat64Reference) {
   const GgmlType type = GetParam();
   std::mt19937 rng(11);
-  for (int64_t cols : {32, 64, 96, 172, 256}) {
+  for (int64_t cols : {32, 40, 43, 96, 172, 256}) {
     if (type == GgmlType::kQ8_0 && cols % 32 != 0) continue;
     const int64_t rows = 37;
     TestMatrix w = MakeMatrix(type, rows, cols, rng);
     WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
     for (int64_t m : {1, 3, 5, 33}) {
-      std::normal_distribution<float> dist(0.0f, 1.0f);
-      std::vector<float> x(static_cast<size_t>(m * cols));
-      for (float& v : x) v = dist(rng);
+      const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), static_cast<uint32_t>(m));
       for (bool simd : {false, true}) {
-        if (simd && !internal::CpuHasAvx2()) continue;
-        CpuBackend backend(2, simd);
-        std::vector<float> y(static_cast<size_t>(m * rows));
-        backend.MatMul(x.data(), m, wm, y.data());
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = 0; r < rows; ++r) {
-            double ref = 0, mag = 0;
-            for (int64_t k = 0; k < cols; ++k) {
-              const double p = static_cast<double>(x[static_cast<size_t>(i * cols + k)]) *
-                               w.values[static_cast<size_t>(r * cols + k)];
-              ref += p;
-              mag += std::fabs(p);
+        for (Schedule sched : {Schedule::kFast, Schedule::kFixed}) {
+          CpuBackend backend(2, simd);
+          std::vector<float> y(static_cast<size_t>(m * rows));
+          backend.MatMul(x.data(), m, wm, y.data(), sched);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double ref = 0, mag = 0;
+              for (int64_t k = 0; k < cols; ++k) {
+                const double p = static_cast<double>(x[static_cast<size_t>(i * cols + k)]) *
+                                 w.values[static_cast<size_t>(r * cols + k)];
+                ref += p;
+                mag += std::fabs(p);
+              }
+              ASSERT_NEAR(y[static_cast<size_t>(i * rows + r)], ref, 1e-5 * mag + 1e-6)
+                  << "simd " << simd << " fixed " << (sched == Schedule::kFixed) << " m " << m
+                  << " k " << cols;
             }
-            ASSERT_NEAR(y[static_cast<size_t>(i * rows + r)], ref, 1e-5 * mag + 1e-6)
-                << "type " << static_cast<int>(type) << " simd " << simd << " m " << m << " k " << cols;
           }
         }
       }
@@ -131,40 +142,200 @@ TEST_P(MatMulTest, MatchesFloat64Reference) {
   }
 }
 
+// DETERMINISM_TESTS.md item 8 for MatMul: row i of fixed(X[:M]) equals row i of fixed(X) for
+// M in {1, 3, 8, 33, 256}, at 1 and 2 threads, K on and off the kernel's steps, and the portable
+// kernels give the AVX2 kernels' bits.
+TEST_P(MatMulTest, FixedIsRowInvariantAndSimdIndependent) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(21);
+  for (int64_t cols : {64, 96, 43, 200}) {
+    if (type == GgmlType::kQ8_0 && cols % 32 != 0) continue;
+    const int64_t rows = 50, full = 256;
+    TestMatrix w = MakeMatrix(type, rows, cols, rng);
+    WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
+    const std::vector<float> x = RandomVector(static_cast<size_t>(full * cols), 5);
+    std::vector<float> reference(static_cast<size_t>(full * rows));
+    CpuBackend(2, true).MatMul(x.data(), full, wm, reference.data(), Schedule::kFixed);
+    for (int threads : {1, 2}) {
+      for (bool simd : {true, false}) {
+        CpuBackend backend(threads, simd);
+        for (int64_t m : {1, 3, 8, 33, 256}) {
+          std::vector<float> y(static_cast<size_t>(m * rows));
+          backend.MatMul(x.data(), m, wm, y.data(), Schedule::kFixed);
+          ASSERT_TRUE(SameBits(y.data(), reference.data(), y.size()))
+              << "k " << cols << " m " << m << " threads " << threads << " simd " << simd;
+        }
+        // A row in the middle of a batch, alone.
+        std::vector<float> one(static_cast<size_t>(rows));
+        backend.MatMul(x.data() + 100 * cols, 1, wm, one.data(), Schedule::kFixed);
+        ASSERT_TRUE(SameBits(one.data(), reference.data() + 100 * rows, one.size()));
+      }
+    }
+  }
+}
+
+// The sensitivity control of the test above: the fast schedule really depends on the batch.
+TEST_P(MatMulTest, FastDependsOnTheBatch) {
+  const GgmlType type = GetParam();
+  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "needs the AVX2 kernels";
+  std::mt19937 rng(31);
+  const int64_t rows = 64, cols = 256;
+  TestMatrix w = MakeMatrix(type, rows, cols, rng);
+  WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
+  const std::vector<float> x = RandomVector(static_cast<size_t>(8 * cols), 7);
+  CpuBackend backend(2);
+  std::vector<float> alone(static_cast<size_t>(rows)), batched(static_cast<size_t>(8 * rows));
+  backend.MatMul(x.data(), 1, wm, alone.data(), Schedule::kFast);
+  backend.MatMul(x.data(), 8, wm, batched.data(), Schedule::kFast);
+  EXPECT_FALSE(SameBits(alone.data(), batched.data(), alone.size()));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
-                                           GgmlType::kQ8_0));
+                                           GgmlType::kQ8_0),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return std::string(GetGgmlTypeInfo(static_cast<uint32_t>(info.param))->name);
+                         });
 
-TEST(CpuBackend, AttentionMatchesFloat64Reference) {
-  const int64_t n_head = 4, n_head_kv = 2, hd = 8, len = 37;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(len * n_head_kv * hd)), v(k.size()),
-      q(static_cast<size_t>(n_head * hd));
-  for (float& f : k) f = dist(rng);
-  for (float& f : v) f = dist(rng);
-  for (float& f : q) f = dist(rng);
-  const int32_t pos = static_cast<int32_t>(len - 1);
-  const float* kp = k.data();
-  const float* vp = v.data();
-  AttentionInput in{1, &pos, &kp, &vp, n_head, n_head_kv, hd};
-  std::vector<float> out(q.size());
-  CpuBackend(2).Attention(q.data(), in, out.data());
-  for (int64_t h = 0; h < n_head; ++h) {
-    const int64_t g = h / (n_head / n_head_kv);
-    std::vector<double> s(static_cast<size_t>(len));
-    double mx = -1e300, sum = 0;
-    for (int64_t t = 0; t < len; ++t) {
-      double d = 0;
-      for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(q[static_cast<size_t>(h * hd + i)]) * k[static_cast<size_t>((t * n_head_kv + g) * hd + i)];
-      s[static_cast<size_t>(t)] = d / std::sqrt(static_cast<double>(hd));
-      mx = std::max(mx, s[static_cast<size_t>(t)]);
+// Sequences of different lengths in one paged cache (block size 16), filled with random K/V.
+struct AttentionFixture {
+  static constexpr int64_t kHeads = 4, kKvHeads = 2, kHeadDim = 64;
+  KvCache cache{1, kKvHeads * kHeadDim, 256};
+  std::vector<int32_t> seqs;
+  std::vector<int64_t> lengths;
+
+  explicit AttentionFixture(const std::vector<int64_t>& lens) : lengths(lens) {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const KvLayerView kv = cache.layer(0);
+    for (int64_t len : lens) {
+      const int32_t s = cache.Create();
+      EXPECT_TRUE(cache.Reserve(s, len));
+      for (int64_t p = 0; p < len; ++p) {
+        for (int64_t d = 0; d < kv.kv_dim; ++d) {
+          kv.key(cache.block_table(s), p)[d] = dist(rng);
+          kv.value(cache.block_table(s), p)[d] = dist(rng);
+        }
+      }
+      seqs.push_back(s);
     }
-    for (double& x : s) sum += (x = std::exp(x - mx));
-    for (int64_t i = 0; i < hd; ++i) {
-      double o = 0;
-      for (int64_t t = 0; t < len; ++t) o += s[static_cast<size_t>(t)] / sum * v[static_cast<size_t>((t * n_head_kv + g) * hd + i)];
-      EXPECT_NEAR(out[static_cast<size_t>(h * hd + i)], o, 1e-5) << "head " << h << " dim " << i;
+  }
+
+  // Attention for (sequence index, position) pairs, in one batch.
+  std::vector<float> Run(CpuBackend& be, const std::vector<std::pair<int, int32_t>>& rows,
+                         const std::vector<float>& q, Schedule s) {
+    std::vector<int32_t> positions;
+    std::vector<const int32_t*> tables;
+    std::vector<float> qs;
+    for (const auto& [seq, pos] : rows) {
+      positions.push_back(pos);
+      tables.push_back(cache.block_table(seqs[static_cast<size_t>(seq)]));
+      qs.insert(qs.end(), q.begin() + seq * kHeads * kHeadDim, q.begin() + (seq + 1) * kHeads * kHeadDim);
+    }
+    AttentionInput in{static_cast<int64_t>(rows.size()), positions.data(), tables.data(), cache.layer(0),
+                      kHeads, kKvHeads, kHeadDim};
+    std::vector<float> out(qs.size());
+    be.Attention(qs.data(), in, out.data(), s);
+    return out;
+  }
+};
+
+TEST(Attention, BothSchedulesMatchFloat64Reference) {
+  AttentionFixture f({37, 300});
+  const std::vector<float> q = RandomVector(2 * 4 * 64, 3);
+  CpuBackend be(2);
+  for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
+    const std::vector<float> out = f.Run(be, {{0, 36}, {1, 299}}, q, s);
+    for (int row = 0; row < 2; ++row) {
+      const int32_t* table = f.cache.block_table(f.seqs[static_cast<size_t>(row)]);
+      const KvLayerView kv = f.cache.layer(0);
+      const int64_t len = f.lengths[static_cast<size_t>(row)];
+      for (int64_t h = 0; h < 4; ++h) {
+        const float* qh = q.data() + (row * 4 + h) * 64;
+        std::vector<double> sc(static_cast<size_t>(len));
+        double mx = -1e300, sum = 0;
+        for (int64_t t = 0; t < len; ++t) {
+          double d = 0;
+          for (int64_t i = 0; i < 64; ++i) d += static_cast<double>(qh[i]) * kv.key(table, t)[(h / 2) * 64 + i];
+          sc[static_cast<size_t>(t)] = d / 8.0;
+          mx = std::max(mx, sc[static_cast<size_t>(t)]);
+        }
+        for (double& x : sc) sum += (x = std::exp(x - mx));
+        for (int64_t i = 0; i < 64; ++i) {
+          double o = 0;
+          for (int64_t t = 0; t < len; ++t) o += sc[static_cast<size_t>(t)] / sum * kv.value(table, t)[(h / 2) * 64 + i];
+          ASSERT_NEAR(out[static_cast<size_t>((row * 4 + h) * 64 + i)], o, 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// Item 8 for attention: KV lengths straddling the fixed chunk (256) and block (16) boundaries;
+// each row alone, in batches of other rows, at 1 and 4 threads: the same bits.
+TEST(Attention, FixedIsRowInvariant) {
+  const std::vector<int64_t> lens = {1, 15, 16, 17, 255, 256, 257, 600};
+  AttentionFixture f(lens);
+  const std::vector<float> q = RandomVector(lens.size() * 4 * 64, 4);
+  std::vector<std::pair<int, int32_t>> all;
+  for (size_t i = 0; i < lens.size(); ++i) all.push_back({static_cast<int>(i), static_cast<int32_t>(lens[i] - 1)});
+  CpuBackend two(2), four(4), one(1);
+  const std::vector<float> batch = f.Run(two, all, q, Schedule::kFixed);
+  const size_t row = 4 * 64;
+  for (CpuBackend* be : {&one, &four}) {
+    EXPECT_TRUE(SameBits(f.Run(*be, all, q, Schedule::kFixed).data(), batch.data(), batch.size()));
+    for (size_t i = 0; i < all.size(); ++i) {
+      const std::vector<float> alone = f.Run(*be, {all[i]}, q, Schedule::kFixed);
+      EXPECT_TRUE(SameBits(alone.data(), batch.data() + i * row, row)) << "length " << lens[i];
+    }
+  }
+}
+
+// The control: fast attention of a long prefix computed alone (split across threads) differs
+// in some bit from the same row in a batch (not split).
+TEST(Attention, FastDependsOnTheBatch) {
+  AttentionFixture f({600, 600, 600, 600});
+  const std::vector<float> q = RandomVector(4 * 4 * 64, 6);
+  CpuBackend be(4);
+  const std::vector<float> alone = f.Run(be, {{0, 599}}, q, Schedule::kFast);
+  const std::vector<float> batch = f.Run(be, {{0, 599}, {1, 599}, {2, 599}, {3, 599}}, q, Schedule::kFast);
+  EXPECT_FALSE(SameBits(alone.data(), batch.data(), alone.size()));
+}
+
+// Item 8 for the per-row ops: a row's bits do not depend on the rows computed with it.
+TEST(CpuBackend, RowOpsAreRowInvariant) {
+  const int64_t n = 264, full = 256;
+  const std::vector<float> x = RandomVector(static_cast<size_t>(full * n), 8);
+  const std::vector<float> w = RandomVector(static_cast<size_t>(n), 9);
+  std::vector<int32_t> positions(static_cast<size_t>(full));
+  for (int64_t i = 0; i < full; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7);
+  std::mt19937 rng(2);
+  TestMatrix table = MakeMatrix(GgmlType::kF16, 300, n, rng);
+  WeightMatrix tm{GgmlType::kF16, table.bytes.data(), 300, n, table.row_bytes};
+  std::vector<int32_t> ids(static_cast<size_t>(full));
+  for (int64_t i = 0; i < full; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37) % 300);
+
+  auto run = [&](CpuBackend& be, int64_t m) {
+    std::vector<float> norm(static_cast<size_t>(m * n)), rope(x.begin(), x.begin() + m * n),
+        glu(static_cast<size_t>(m * n)), emb(static_cast<size_t>(m * n));
+    be.RmsNorm(x.data(), w.data(), m, n, 1e-5f, norm.data(), Schedule::kFixed);
+    be.Rope(rope.data(), m, 4, 66, 64, positions.data(), 10000.0f, Schedule::kFixed);
+    be.SwiGlu(x.data(), w.data(), std::min<int64_t>(m * n, n), glu.data(), Schedule::kFixed);
+    be.Embed(tm, ids.data(), m, emb.data(), Schedule::kFixed);
+    norm.insert(norm.end(), rope.begin(), rope.end());
+    norm.insert(norm.end(), emb.begin(), emb.end());
+    return norm;
+  };
+  CpuBackend two(2);
+  const std::vector<float> ref = run(two, full);
+  for (int threads : {1, 2}) {
+    CpuBackend be(threads);
+    for (int64_t m : {1, 3, 8, 33, 256}) {
+      const std::vector<float> got = run(be, m);
+      const size_t mn = static_cast<size_t>(m * n), fn = static_cast<size_t>(full * n);
+      EXPECT_TRUE(SameBits(got.data(), ref.data(), mn)) << "rms_norm m " << m;
+      EXPECT_TRUE(SameBits(got.data() + mn, ref.data() + fn, mn)) << "rope m " << m;
+      EXPECT_TRUE(SameBits(got.data() + 2 * mn, ref.data() + 2 * fn, mn)) << "embed m " << m;
     }
   }
 }
@@ -173,7 +344,7 @@ TEST(CpuBackend, RmsNormRopeAndSwiGlu) {
   CpuBackend be(1);
   const std::vector<float> x = {1, 2, 3, 4}, w = {1, 1, 2, 0.5f};
   std::vector<float> y(4);
-  be.RmsNorm(x.data(), w.data(), 1, 4, 0.0f, y.data());
+  be.RmsNorm(x.data(), w.data(), 1, 4, 0.0f, y.data(), Schedule::kFixed);
   const double inv = 1 / std::sqrt(30.0 / 4);
   EXPECT_NEAR(y[2], 3 * inv * 2, 1e-6);
   EXPECT_NEAR(y[3], 4 * inv * 0.5, 1e-6);
@@ -181,7 +352,7 @@ TEST(CpuBackend, RmsNormRopeAndSwiGlu) {
   // RoPE rotates pair i by pos * base^(-2i/n_rot); dims past n_rot stay.
   std::vector<float> r = {1, 0, 1, 0, 7, 7};
   const int32_t pos = 3;
-  be.Rope(r.data(), 1, 1, 6, 4, &pos, 100.0f);
+  be.Rope(r.data(), 1, 1, 6, 4, &pos, 100.0f, Schedule::kFixed);
   EXPECT_NEAR(r[0], std::cos(3.0), 1e-6);
   EXPECT_NEAR(r[1], std::sin(3.0), 1e-6);
   EXPECT_NEAR(r[2], std::cos(3.0 / 10), 1e-6);
@@ -190,7 +361,7 @@ TEST(CpuBackend, RmsNormRopeAndSwiGlu) {
 
   const std::vector<float> g = {0, 2}, u = {5, 3};
   std::vector<float> s(2);
-  be.SwiGlu(g.data(), u.data(), 2, s.data());
+  be.SwiGlu(g.data(), u.data(), 2, s.data(), Schedule::kFixed);
   EXPECT_EQ(s[0], 0);
   EXPECT_NEAR(s[1], 2 / (1 + std::exp(-2.0)) * 3, 1e-6);
 }

@@ -51,16 +51,18 @@ class LlamaReferenceTest : public ::testing::Test {
   }
 
   // Logits after prefilling `prompt` in one pass, or token by token.
-  std::vector<float> LastLogits(const std::vector<int32_t>& prompt, bool simd, bool one_by_one) {
+  std::vector<float> LastLogits(const std::vector<int32_t>& prompt, bool simd, bool one_by_one,
+                                Schedule schedule = Schedule::kFast) {
     auto file = GgufFile::Open(model_path_);
     EXPECT_TRUE(file.ok());
     auto model = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
     EXPECT_TRUE(model.ok()) << model.status();
     const LlamaConfig& c = (*model)->config();
     CpuBackend backend(2, simd);
-    KvCache cache(c.n_layer, c.kv_dim(), 1, 256);
+    KvCache cache(c.n_layer, c.kv_dim(), 16);
     std::vector<float> logits(static_cast<size_t>(c.n_vocab));
-    const int32_t slot = cache.Allocate();
+    const int32_t slot = cache.Create();
+    EXPECT_TRUE(cache.Reserve(slot, static_cast<int64_t>(prompt.size())));
     const auto n = static_cast<int32_t>(prompt.size());
     std::vector<int32_t> positions, slots;
     for (int32_t i = 0; i < n; ++i) {
@@ -73,12 +75,12 @@ class LlamaReferenceTest : public ::testing::Test {
         (*model)->Forward(backend, cache,
                           ForwardBatch{std::span(prompt).subspan(static_cast<size_t>(i), 1),
                                        std::span(positions).subspan(static_cast<size_t>(i), 1),
-                                       std::span(slots).subspan(0, 1), std::span(&row, 1)},
+                                       std::span(slots).subspan(0, 1), std::span(&row, 1), schedule},
                           logits.data());
       }
     } else {
       const int32_t last = n - 1;
-      (*model)->Forward(backend, cache, ForwardBatch{prompt, positions, slots, std::span(&last, 1)},
+      (*model)->Forward(backend, cache, ForwardBatch{prompt, positions, slots, std::span(&last, 1), schedule},
                         logits.data());
     }
     return logits;
@@ -149,6 +151,8 @@ TEST_F(LlamaReferenceTest, LastPositionLogitsMatch) {
     ExpectLogitsClose(LastLogits(prompt, true, false), ref, name + " (simd, batched)");
     ExpectLogitsClose(LastLogits(prompt, false, false), ref, name + " (portable, batched)");
     ExpectLogitsClose(LastLogits(prompt, true, true), ref, name + " (simd, token by token)");
+    ExpectLogitsClose(LastLogits(prompt, true, false, Schedule::kFixed), ref, name + " (fixed)");
+    ExpectLogitsClose(LastLogits(prompt, false, true, Schedule::kFixed), ref, name + " (fixed, portable)");
   }
 }
 

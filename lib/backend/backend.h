@@ -9,6 +9,17 @@
 
 namespace llm42 {
 
+// How an op may compute (DESIGN.md §2).
+enum class Schedule {
+  // As fast as possible; results may depend on batch size and composition, thread count and
+  // how work was split.
+  kFast,
+  // A row's result depends only on that row's inputs and its own KV prefix: not on the batch,
+  // the row's place in it, thread count, chunk boundaries, prefill versus decode, or the
+  // machine's SIMD width.
+  kFixed,
+};
+
 // A weight matrix as stored in the model file: `rows` output rows of `cols` inputs each, every
 // row contiguous (ggml order: dims[0] = cols, dims[1] = rows).
 struct WeightMatrix {
@@ -20,41 +31,59 @@ struct WeightMatrix {
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };
 
-// Where each token of a batch reads its keys and values: its sequence's cache for the current
-// layer, positions [0, positions[i]] valid (the token's own K/V already written).
+// One layer of a paged KV cache: position p of a sequence with block table T lives in block
+// T[p / block_size], row p % block_size; its keys start at
+// base + T[p / block_size] * block_stride + (p % block_size) * kv_dim, its values v_offset
+// floats further.
+struct KvLayerView {
+  float* base = nullptr;
+  int64_t block_stride = 0;
+  int64_t v_offset = 0;
+  int32_t block_size = 0;
+  int64_t kv_dim = 0;
+
+  float* key(const int32_t* table, int64_t p) const {
+    return base + table[p / block_size] * block_stride + (p % block_size) * kv_dim;
+  }
+  float* value(const int32_t* table, int64_t p) const { return key(table, p) + v_offset; }
+};
+
+// Token i of a batch attends over positions [0, positions[i]] of the sequence whose block table
+// is block_tables[i]; its own K/V are already in the cache.
 struct AttentionInput {
   int64_t n_tokens = 0;
   const int32_t* positions = nullptr;
-  const float* const* k = nullptr;  // per token: [context][n_head_kv * head_dim]
-  const float* const* v = nullptr;
+  const int32_t* const* block_tables = nullptr;
+  KvLayerView kv;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
 };
 
-// The compute operations the Llama graph is written over. Activations are f32, row-major
-// [tokens][features]. The CPU backend is the reference and is always built.
+// The compute operations the Llama graph is written over, each under a Schedule. Activations
+// are f32, row-major [tokens][features]. The CPU backend is the reference and always built.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
 
   // y[m][w.rows] = x[m][w.cols] * w^T.
-  virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
+  virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedule s) = 0;
   // y = x / sqrt(mean(x^2) + eps) * weight, per row of n.
   virtual void RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
-                       float* y) = 0;
+                       float* y, Schedule s) = 0;
   // Rotates adjacent pairs of the first n_rot dims of every head in place (GGUF/ggml "normal"
   // RoPE), angle position * base^(-2i/n_rot).
   virtual void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                    const int32_t* positions, float freq_base) = 0;
+                    const int32_t* positions, float freq_base, Schedule s) = 0;
   // Causal grouped-query attention: out[i] = softmax(q[i] K^T / sqrt(d)) V over the token's KV
   // prefix, per head.
-  virtual void Attention(const float* q, const AttentionInput& in, float* out) = 0;
+  virtual void Attention(const float* q, const AttentionInput& in, float* out, Schedule s) = 0;
   // out = silu(gate) * up, elementwise over n values.
-  virtual void SwiGlu(const float* gate, const float* up, int64_t n, float* out) = 0;
+  virtual void SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule s) = 0;
   // out[i] = table row tokens[i], as f32.
-  virtual void Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out) = 0;
+  virtual void Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
+                     Schedule s) = 0;
 };
 
 }  // namespace llm42

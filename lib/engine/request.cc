@@ -117,6 +117,7 @@ int64_t Request::stat(RequestStat which) const {
     case RequestStat::kPrefillTokens: return prefill_tokens_;
     case RequestStat::kDecodeSteps: return decode_steps_;
     case RequestStat::kTimeToFirstTokenUs: return ttft_us_;
+    case RequestStat::kPreemptions: return preemptions_;
   }
   return 0;
 }
@@ -124,6 +125,11 @@ int64_t Request::stat(RequestStat which) const {
 void Request::AddPrefill(int64_t tokens) {
   absl::MutexLock lock(&mu_);
   prefill_tokens_ += tokens;
+}
+
+void Request::AddPreemption() {
+  absl::MutexLock lock(&mu_);
+  ++preemptions_;
 }
 
 void Request::AddDecodeStep() {

@@ -22,6 +22,7 @@ enum class RequestStat : int32_t {
   kPrefillTokens = 6,
   kDecodeSteps = 7,
   kTimeToFirstTokenUs = 8,
+  kPreemptions = 9,
 };
 
 // What the user sees of one request: its committed tokens and released text, and how it
@@ -64,6 +65,7 @@ class Request {
               const std::string& text, bool finished, FinishReason reason, absl::Status status);
   void AddPrefill(int64_t tokens);
   void AddDecodeStep();
+  void AddPreemption();
   void set_handle(void* handle) { handle_ = handle; }
 
  private:
@@ -86,6 +88,7 @@ class Request {
   int64_t prefill_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t decode_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ttft_us_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Held while a callback runs, so DetachCallback can wait it out.
   absl::Mutex callback_mu_;

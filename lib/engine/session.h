@@ -7,20 +7,22 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/backend/backend.h"
 #include "lib/engine/options.h"
 #include "lib/engine/request.h"
 
 namespace llm42 {
 
-class Backend;
 class GgufFile;
 class KvCache;
 class LlamaModel;
 class Tokenizer;
+struct Sequence;
 
 enum class SessionStat : int32_t {
   kRequestsFinished = 0,
@@ -36,8 +38,12 @@ enum class SessionStat : int32_t {
 
 // A loaded model and the engine thread that serves its requests. Thread-safe.
 //
-// This version runs one request at a time, first come first served: the prompt is prefilled
-// in chunks of max_batch_tokens, then tokens are decoded one per step until a stop condition.
+// The engine runs continuous batching: every step is one forward pass over a mixed batch of
+// one decode token for each running request that has its prompt in the cache and prefill
+// chunks of the others, bounded by max_batch_tokens. Requests join (first come, first served)
+// and leave between steps; at most max_running_requests run at once. KV memory is paged; when
+// it runs out the newest running request is preempted (its blocks freed, its tokens
+// recomputed when it is readmitted) so that older requests always progress.
 class Session {
  public:
   static absl::StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options);
@@ -47,19 +53,29 @@ class Session {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const LlamaModel& model() const { return *model_; }
   int32_t context_length() const { return context_length_; }
+  int64_t kv_cache_tokens() const;
   const SessionOptions& options() const { return options_; }
+  // The schedule every forward pass of this session runs under (fixed in batch_invariant mode).
+  Schedule schedule() const { return schedule_; }
 
   // Validates and queues a request. `handle` is passed to its callback.
   absl::StatusOr<std::shared_ptr<Request>> Submit(const RequestOptions& options, void* handle);
 
   int64_t stat(SessionStat which) const;
   std::string StatsJson() const;
+  // KV blocks in use; 0 once every request has finished (engine thread quiescent).
+  int64_t kv_blocks_in_use() const;
 
  private:
-  Session() = default;
+  Session();
   void EngineLoop();
-  void Run(Request& request);
-  void Finish(Request& request, FinishReason reason, absl::Status status);
+  // One scheduling step and forward pass; false when there was nothing to do.
+  bool Step();
+  void Admit();
+  void Preempt(Sequence& victim);
+  bool ReserveOrPreempt(Sequence& seq, int64_t positions);
+  void Finish(Sequence& seq, FinishReason reason, absl::Status status);
+  void Release(Sequence& seq);
 
   SessionOptions options_;
   std::shared_ptr<const GgufFile> file_;
@@ -68,14 +84,22 @@ class Session {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvCache> cache_;
   int32_t context_length_ = 0;
+  int64_t max_sequence_ = 0;  // min(context, KV capacity)
+  Schedule schedule_ = Schedule::kFast;
 
   absl::Mutex mu_;
-  std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread engine_;
 
+  // Engine thread only.
+  std::deque<std::unique_ptr<Sequence>> waiting_;  // arrival order
+  std::vector<std::unique_ptr<Sequence>> running_;  // arrival order
+  std::vector<float> logits_;
+
   std::atomic<int64_t> requests_finished_{0}, tokens_generated_{0}, prefill_tokens_{0},
-      decode_steps_{0};
+      decode_steps_{0}, preemptions_{0}, blocks_in_use_{0};
 };
 
 }  // namespace llm42

@@ -4,27 +4,63 @@
 
 namespace llm42 {
 
-KvCache::KvCache(int64_t n_layers, int64_t kv_dim, int32_t n_slots, int32_t capacity)
-    : n_layers_(n_layers), kv_dim_(kv_dim), capacity_(capacity) {
-  data_.resize(static_cast<size_t>(n_slots) * static_cast<size_t>(n_layers) * 2 *
-               static_cast<size_t>(capacity) * static_cast<size_t>(kv_dim));
-  for (int32_t s = n_slots - 1; s >= 0; --s) free_.push_back(s);
+KvCache::KvCache(int64_t n_layers, int64_t kv_dim, int64_t n_blocks, int32_t block_size)
+    : n_layers_(n_layers), kv_dim_(kv_dim), n_blocks_(n_blocks), block_size_(block_size) {
+  data_ = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n_blocks * n_layers * 2 *
+                                                                      block_size * kv_dim));
+  free_.reserve(static_cast<size_t>(n_blocks));
+  for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-int32_t KvCache::Allocate() {
-  if (free_.empty()) return -1;
-  const int32_t s = free_.back();
-  free_.pop_back();
-  return s;
+int32_t KvCache::Create() {
+  if (!free_seqs_.empty()) {
+    const int32_t s = free_seqs_.back();
+    free_seqs_.pop_back();
+    return s;
+  }
+  tables_.emplace_back();
+  return static_cast<int32_t>(tables_.size() - 1);
 }
 
-void KvCache::Release(int32_t slot) { free_.push_back(slot); }
+void KvCache::Free(int32_t seq) {
+  Truncate(seq, 0);
+  free_seqs_.push_back(seq);
+}
 
-float* KvCache::Base(int32_t slot, int64_t layer, int kind) {
-  const size_t per_matrix = static_cast<size_t>(capacity_) * static_cast<size_t>(kv_dim_);
-  const size_t index = (static_cast<size_t>(slot) * static_cast<size_t>(n_layers_) +
-                        static_cast<size_t>(layer)) * 2 + static_cast<size_t>(kind);
-  return data_.data() + index * per_matrix;
+bool KvCache::Reserve(int32_t seq, int64_t n) {
+  std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
+  const int64_t need = BlocksFor(n) - static_cast<int64_t>(t.size());
+  if (need <= 0) return true;
+  if (need > free_blocks()) return false;
+  for (int64_t i = 0; i < need; ++i) {
+    t.push_back(free_.back());
+    free_.pop_back();
+  }
+  return true;
+}
+
+void KvCache::Truncate(int32_t seq, int64_t n) {
+  std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
+  const auto keep = static_cast<size_t>(BlocksFor(n));
+  while (t.size() > keep) {
+    free_.push_back(t.back());
+    t.pop_back();
+  }
+}
+
+int64_t KvCache::reserved_positions(int32_t seq) const {
+  return static_cast<int64_t>(tables_[static_cast<size_t>(seq)].size()) * block_size_;
+}
+
+KvLayerView KvCache::layer(int64_t l) const {
+  KvLayerView v;
+  const int64_t matrix = static_cast<int64_t>(block_size_) * kv_dim_;
+  v.base = data_.get() + l * 2 * matrix;
+  v.block_stride = n_layers_ * 2 * matrix;
+  v.v_offset = matrix;
+  v.block_size = block_size_;
+  v.kv_dim = kv_dim_;
+  return v;
 }
 
 }  // namespace llm42

@@ -2,34 +2,48 @@
 #define LLM42_KV_KV_CACHE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "lib/backend/backend.h"
 
 namespace llm42 {
 
-// Keys and values of every layer for a fixed number of sequence slots, each holding up to
-// `capacity` positions. A slot's layout per layer is [position][kv_dim], so attention reads a
-// sequence's prefix contiguously.
+// Paged keys and values: a pool of fixed-size blocks, each holding block_size positions of
+// every layer, and a block table per sequence. Truncating a sequence returns its tail blocks to
+// the pool, so a rollback costs O(blocks freed). Not thread-safe (the engine thread owns it).
 class KvCache {
  public:
-  KvCache(int64_t n_layers, int64_t kv_dim, int32_t n_slots, int32_t capacity);
+  static constexpr int32_t kDefaultBlockSize = 16;
 
-  int32_t capacity() const { return capacity_; }
-  int32_t free_slots() const { return static_cast<int32_t>(free_.size()); }
+  KvCache(int64_t n_layers, int64_t kv_dim, int64_t n_blocks,
+          int32_t block_size = kDefaultBlockSize);
 
-  // A free slot, or -1 when all are taken.
-  int32_t Allocate();
-  void Release(int32_t slot);
+  int32_t block_size() const { return block_size_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t capacity_tokens() const { return n_blocks_ * block_size_; }
+  int64_t BlocksFor(int64_t positions) const { return (positions + block_size_ - 1) / block_size_; }
 
-  float* keys(int32_t slot, int64_t layer) { return Base(slot, layer, 0); }
-  float* values(int32_t slot, int64_t layer) { return Base(slot, layer, 1); }
+  // Sequences are small integer ids, reused after Free.
+  int32_t Create();
+  void Free(int32_t seq);
+  // Makes room for positions [0, n); false (and no change) when the pool lacks blocks.
+  bool Reserve(int32_t seq, int64_t n);
+  // Keeps positions [0, n), returning the blocks past them to the pool.
+  void Truncate(int32_t seq, int64_t n);
+  int64_t reserved_positions(int32_t seq) const;
+  const int32_t* block_table(int32_t seq) const { return tables_[static_cast<size_t>(seq)].data(); }
+
+  KvLayerView layer(int64_t l) const;
 
  private:
-  float* Base(int32_t slot, int64_t layer, int kind);
-
-  int64_t n_layers_, kv_dim_;
-  int32_t capacity_;
-  std::vector<float> data_;
+  int64_t n_layers_, kv_dim_, n_blocks_;
+  int32_t block_size_;
+  std::unique_ptr<float[]> data_;  // [block][layer][k|v][block_size][kv_dim], pages touched lazily
   std::vector<int32_t> free_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> free_seqs_;
 };
 
 }  // namespace llm42

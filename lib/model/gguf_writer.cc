@@ -135,7 +135,8 @@ void GgufWriter::AddTensor(const std::string& name, GgmlType type,
   tensors_.push_back(Tensor{name, type, dims, std::move(data)});
 }
 
-std::vector<uint8_t> GgufWriter::Serialize() const {
+// Header, metadata and tensor infos, padded to the data section; fills each tensor's offset.
+std::vector<uint8_t> GgufWriter::Header(std::vector<uint64_t>* offsets) const {
   std::vector<uint8_t> out;
   Put<uint32_t>(&out, 0x46554747);
   Put<uint32_t>(&out, 3);
@@ -143,33 +144,44 @@ std::vector<uint8_t> GgufWriter::Serialize() const {
   Put<uint64_t>(&out, n_kv_);
   out.insert(out.end(), kv_bytes_.begin(), kv_bytes_.end());
   uint64_t offset = 0;
-  std::vector<uint64_t> offsets;
   for (const Tensor& t : tensors_) {
     PutString(&out, t.name);
     Put<uint32_t>(&out, static_cast<uint32_t>(t.dims.size()));
     for (int64_t d : t.dims) Put<uint64_t>(&out, static_cast<uint64_t>(d));
     Put<uint32_t>(&out, static_cast<uint32_t>(t.type));
     Put<uint64_t>(&out, offset);
-    offsets.push_back(offset);
+    offsets->push_back(offset);
     offset += (t.data.size() + kAlignment - 1) / kAlignment * kAlignment;
   }
   out.resize((out.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
+  return out;
+}
+
+std::vector<uint8_t> GgufWriter::Serialize() const {
+  std::vector<uint64_t> offsets;
+  std::vector<uint8_t> out = Header(&offsets);
   const size_t data_start = out.size();
-  out.resize(data_start + offset, 0);
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (!tensors_[i].data.empty()) {
-      std::memcpy(out.data() + data_start + offsets[i], tensors_[i].data.data(),
-                  tensors_[i].data.size());
-    }
+    out.resize(data_start + offsets[i]);
+    out.insert(out.end(), tensors_[i].data.begin(), tensors_[i].data.end());
   }
+  out.resize((out.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
   return out;
 }
 
 absl::Status GgufWriter::WriteFile(const std::string& path) const {
-  const std::vector<uint8_t> bytes = Serialize();
+  std::vector<uint64_t> offsets;
+  const std::vector<uint8_t> header = Header(&offsets);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return IoError(path, ": cannot open for writing");
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  static const uint8_t kZeros[kAlignment] = {};
+  for (const Tensor& t : tensors_) {
+    if (!ok) break;
+    ok = std::fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size();
+    const size_t pad = (kAlignment - t.data.size() % kAlignment) % kAlignment;
+    ok = ok && std::fwrite(kZeros, 1, pad, f) == pad;
+  }
   if (std::fclose(f) != 0 || !ok) return IoError(path, ": write failed");
   return absl::OkStatus();
 }

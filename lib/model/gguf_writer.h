@@ -31,6 +31,7 @@ class GgufWriter {
                  std::vector<uint8_t> data);
 
   std::vector<uint8_t> Serialize() const;
+  // Streams the file out (tensors are not copied again).
   absl::Status WriteFile(const std::string& path) const;
 
  private:
@@ -40,6 +41,8 @@ class GgufWriter {
     std::vector<int64_t> dims;
     std::vector<uint8_t> data;
   };
+  std::vector<uint8_t> Header(std::vector<uint64_t>* offsets) const;
+
   std::vector<uint8_t> kv_bytes_;
   uint64_t n_kv_ = 0;
   std::vector<Tensor> tensors_;

@@ -101,6 +101,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
 
 void LlamaModel::Forward(Backend& be, KvCache& cache, const ForwardBatch& batch, float* logits) {
   const LlamaConfig& c = config_;
+  const Schedule sc = batch.schedule;
   const int64_t m = static_cast<int64_t>(batch.tokens.size());
   const int64_t e = c.n_embd, kv = c.kv_dim(), ff = c.n_ff;
   const auto um = static_cast<size_t>(m);
@@ -113,46 +114,42 @@ void LlamaModel::Forward(Backend& be, KvCache& cache, const ForwardBatch& batch,
   float* proj = Grow(proj_, um * static_cast<size_t>(e));
   float* gate = Grow(gate_, um * static_cast<size_t>(ff));
   float* up = Grow(up_, um * static_cast<size_t>(ff));
-  k_ptrs_.resize(um);
-  v_ptrs_.resize(um);
+  tables_.resize(um);
+  for (size_t i = 0; i < um; ++i) tables_[i] = cache.block_table(batch.seqs[i]);
 
-  be.Embed(token_embd_, batch.tokens.data(), m, x);
+  be.Embed(token_embd_, batch.tokens.data(), m, x, sc);
   AttentionInput ai;
   ai.n_tokens = m;
   ai.positions = batch.positions.data();
-  ai.k = k_ptrs_.data();
-  ai.v = v_ptrs_.data();
+  ai.block_tables = tables_.data();
   ai.n_head = c.n_head;
   ai.n_head_kv = c.n_head_kv;
   ai.head_dim = c.head_dim;
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
-    be.RmsNorm(x, L.attn_norm.data(), m, e, c.rms_eps, xn);
-    be.MatMul(xn, m, L.wq, q);
-    be.MatMul(xn, m, L.wk, k);
-    be.MatMul(xn, m, L.wv, v);
-    be.Rope(q, m, c.n_head, c.head_dim, c.n_rot, batch.positions.data(), c.rope_freq_base);
-    be.Rope(k, m, c.n_head_kv, c.head_dim, c.n_rot, batch.positions.data(), c.rope_freq_base);
+    be.RmsNorm(x, L.attn_norm.data(), m, e, c.rms_eps, xn, sc);
+    be.MatMul(xn, m, L.wq, q, sc);
+    be.MatMul(xn, m, L.wk, k, sc);
+    be.MatMul(xn, m, L.wv, v, sc);
+    be.Rope(q, m, c.n_head, c.head_dim, c.n_rot, batch.positions.data(), c.rope_freq_base, sc);
+    be.Rope(k, m, c.n_head_kv, c.head_dim, c.n_rot, batch.positions.data(), c.rope_freq_base, sc);
     // Every token's K/V lands in the cache before any token of the batch attends.
+    ai.kv = cache.layer(l);
     for (size_t i = 0; i < um; ++i) {
-      float* kc = cache.keys(batch.slots[i], l);
-      float* vc = cache.values(batch.slots[i], l);
-      const size_t at = static_cast<size_t>(batch.positions[i]) * static_cast<size_t>(kv);
-      std::memcpy(kc + at, k + i * static_cast<size_t>(kv), static_cast<size_t>(kv) * sizeof(float));
-      std::memcpy(vc + at, v + i * static_cast<size_t>(kv), static_cast<size_t>(kv) * sizeof(float));
-      k_ptrs_[i] = kc;
-      v_ptrs_[i] = vc;
+      const int64_t pos = batch.positions[i];
+      std::memcpy(ai.kv.key(tables_[i], pos), k + i * static_cast<size_t>(kv), static_cast<size_t>(kv) * sizeof(float));
+      std::memcpy(ai.kv.value(tables_[i], pos), v + i * static_cast<size_t>(kv), static_cast<size_t>(kv) * sizeof(float));
     }
-    be.Attention(q, ai, attn);
-    be.MatMul(attn, m, L.wo, proj);
+    be.Attention(q, ai, attn, sc);
+    be.MatMul(attn, m, L.wo, proj, sc);
     for (size_t i = 0; i < um * static_cast<size_t>(e); ++i) x[i] += proj[i];
 
-    be.RmsNorm(x, L.ffn_norm.data(), m, e, c.rms_eps, xn);
-    be.MatMul(xn, m, L.w_gate, gate);
-    be.MatMul(xn, m, L.w_up, up);
-    be.SwiGlu(gate, up, m * ff, gate);
-    be.MatMul(gate, m, L.w_down, proj);
+    be.RmsNorm(x, L.ffn_norm.data(), m, e, c.rms_eps, xn, sc);
+    be.MatMul(xn, m, L.w_gate, gate, sc);
+    be.MatMul(xn, m, L.w_up, up, sc);
+    be.SwiGlu(gate, up, m * ff, gate, sc);
+    be.MatMul(gate, m, L.w_down, proj, sc);
     for (size_t i = 0; i < um * static_cast<size_t>(e); ++i) x[i] += proj[i];
   }
 
@@ -162,8 +159,8 @@ void LlamaModel::Forward(Backend& be, KvCache& cache, const ForwardBatch& batch,
     std::memcpy(sel + r * static_cast<size_t>(e), x + static_cast<size_t>(batch.logit_rows[r]) * static_cast<size_t>(e),
                 static_cast<size_t>(e) * sizeof(float));
   }
-  be.RmsNorm(sel, output_norm_.data(), static_cast<int64_t>(n_out), e, c.rms_eps, sel);
-  be.MatMul(sel, static_cast<int64_t>(n_out), output_, logits);
+  be.RmsNorm(sel, output_norm_.data(), static_cast<int64_t>(n_out), e, c.rms_eps, sel, sc);
+  be.MatMul(sel, static_cast<int64_t>(n_out), output_, logits, sc);
 }
 
 }  // namespace llm42

@@ -14,6 +14,56 @@ constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a wei
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
+// Dot product with 8 lane accumulators and a fixed reduction tree. The build compiles with
+// -ffp-contract=off, so whether or not the compiler vectorizes the lanes, the bits are the same.
+inline float Dot8(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Softmax state of attention over part of a prefix: max score, sum of exp(score - max), and
+// the exp-weighted sum of values.
+struct Partial {
+  float max = -INFINITY;
+  float sum = 0;
+};
+
+// Attends q over positions [begin, end) of one KV head: writes the partial's unnormalized
+// output to o[hd].
+Partial AttendRange(const float* q, const KvLayerView& kv, const int32_t* table, int64_t kv_head,
+                    int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
+  Partial p;
+  const int64_t off = kv_head * hd;
+  for (int64_t t = begin; t < end; ++t) {
+    const float s = Dot8(q, kv.key(table, t) + off, hd) * scale;
+    scores[t - begin] = s;
+    p.max = std::max(p.max, s);
+  }
+  std::fill(o, o + hd, 0.0f);
+  for (int64_t t = begin; t < end; ++t) {
+    const float e = std::exp(scores[t - begin] - p.max);
+    p.sum += e;
+    const float* v = kv.value(table, t) + off;
+    for (int64_t d = 0; d < hd; ++d) o[d] += e * v[d];
+  }
+  return p;
+}
+
+// Folds partial b (output ob) into a (output oa).
+void Combine(Partial& a, float* oa, const Partial& b, const float* ob, int64_t hd) {
+  const float m = std::max(a.max, b.max);
+  const float ca = std::exp(a.max - m), cb = std::exp(b.max - m);
+  a.sum = a.sum * ca + b.sum * cb;
+  for (int64_t d = 0; d < hd; ++d) oa[d] = oa[d] * ca + ob[d] * cb;
+  a.max = m;
+}
+
 }  // namespace
 
 int DefaultThreadCount() {
@@ -25,11 +75,15 @@ CpuBackend::CpuBackend(int n_threads, bool allow_simd)
     : pool_(n_threads > 0 ? n_threads : DefaultThreadCount()),
       simd_(allow_simd && internal::CpuHasAvx2()) {}
 
-void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  const internal::RowDotFn dot = internal::SelectRowDot(w.type, simd_);
+void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedule s) {
+  const bool fixed = s == Schedule::kFixed;
+  const internal::RowDotFn dot = internal::SelectRowDot(
+      w.type, fixed ? internal::DotFamily::kFixed : internal::DotFamily::kFast, simd_);
+  const int64_t group = fixed ? internal::kMaxFixedRowDotX : internal::kMaxRowDotX;
   const int64_t k = w.cols, n = w.rows;
   // Enough chunks per thread to balance load, large enough to amortize the hand-out.
-  const int64_t grain = m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
+  const int64_t grain =
+      m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
   pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
     const float* xs[internal::kMaxRowDotX];
     float out[internal::kMaxRowDotX];
@@ -37,8 +91,8 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
       const int64_t t1 = std::min(m, t0 + kXTile);
       for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = w.row(r);
-        for (int64_t b = t0; b < t1; b += internal::kMaxRowDotX) {
-          const int nb = static_cast<int>(std::min<int64_t>(internal::kMaxRowDotX, t1 - b));
+        for (int64_t b = t0; b < t1; b += group) {
+          const int nb = static_cast<int>(std::min(group, t1 - b));
           for (int j = 0; j < nb; ++j) xs[j] = x + (b + j) * k;
           dot(row, xs, nb, k, out);
           for (int j = 0; j < nb; ++j) y[(b + j) * n + r] = out[j];
@@ -49,7 +103,7 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
 }
 
 void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
-                         float* y) {
+                         float* y, Schedule) {
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * n;
     float* yi = y + i * n;
@@ -61,9 +115,10 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t
 }
 
 void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                      const int32_t* positions, float freq_base) {
+                      const int32_t* positions, float freq_base, Schedule) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
-  std::vector<float> cs(static_cast<size_t>(n_rot));
+  thread_local std::vector<float> cs;
+  cs.resize(static_cast<size_t>(n_rot));
   for (int64_t i = 0; i < m; ++i) {
     float theta = static_cast<float>(positions[i]);
     for (int64_t d = 0; d < n_rot; d += 2) {
@@ -74,67 +129,91 @@ void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, in
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (i * n_heads + h) * head_dim;
       for (int64_t d = 0; d < n_rot; d += 2) {
-        const float c = cs[static_cast<size_t>(d)], s = cs[static_cast<size_t>(d) + 1];
+        const float c = cs[static_cast<size_t>(d)], sn = cs[static_cast<size_t>(d) + 1];
         const float a = v[d], b = v[d + 1];
-        v[d] = a * c - b * s;
-        v[d + 1] = a * s + b * c;
+        v[d] = a * c - b * sn;
+        v[d + 1] = a * sn + b * c;
       }
     }
   }
 }
 
-void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out) {
+void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out, Schedule s) {
   const int64_t hd = in.head_dim, n_head = in.n_head;
   const int64_t group = n_head / in.n_head_kv;
-  const int64_t kv_dim = in.n_head_kv * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  int64_t work = 0;
-  for (int64_t i = 0; i < in.n_tokens; ++i) work += (in.positions[i] + 1) * n_head * hd;
   const int64_t items = in.n_tokens * n_head;
-  pool_.ParallelFor(items, work < kMinParallelWork ? items : 1, [&](int64_t w0, int64_t w1) {
-    thread_local std::vector<float> scores;
-    for (int64_t w = w0; w < w1; ++w) {
+  int64_t work = 0, longest = 0;
+  for (int64_t i = 0; i < in.n_tokens; ++i) {
+    work += (in.positions[i] + 1) * n_head * hd;
+    longest = std::max<int64_t>(longest, in.positions[i] + 1);
+  }
+  const int threads = pool_.size();
+  const bool fixed = s == Schedule::kFixed;
+  // fast: split each prefix across the threads when there are too few items to occupy them.
+  const int64_t splits =
+      !fixed && work >= kMinParallelWork && items < 2 * threads && longest >= 2 * threads * 16
+          ? threads
+          : 1;
+  // Each work unit is one (item, part) pair; parts of one item are combined afterwards.
+  const int64_t units = items * splits;
+  std::vector<float> part_out(splits > 1 ? static_cast<size_t>(units * hd) : 0);
+  std::vector<Partial> parts(splits > 1 ? static_cast<size_t>(units) : 0);
+  pool_.ParallelFor(units, work < kMinParallelWork ? units : 1, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<float> scores, chunk_out;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t w = u / splits, part = u % splits;
       const int64_t i = w / n_head, h = w % n_head;
       const int64_t len = in.positions[i] + 1;
       const float* qh = q + (i * n_head + h) * hd;
-      const float* k = in.k[i] + (h / group) * hd;
-      const float* v = in.v[i] + (h / group) * hd;
-      scores.resize(static_cast<size_t>(len));
-      float max_score = -INFINITY;
-      for (int64_t t = 0; t < len; ++t) {
-        const float* kt = k + t * kv_dim;
-        float s = 0;
-        for (int64_t d = 0; d < hd; ++d) s += qh[d] * kt[d];
-        s *= scale;
-        scores[static_cast<size_t>(t)] = s;
-        max_score = std::max(max_score, s);
-      }
-      double sum = 0;
-      for (int64_t t = 0; t < len; ++t) {
-        const float e = std::exp(scores[static_cast<size_t>(t)] - max_score);
-        scores[static_cast<size_t>(t)] = e;
-        sum += e;
-      }
-      const float inv = static_cast<float>(1.0 / sum);
+      const int32_t* table = in.block_tables[i];
       float* o = out + (i * n_head + h) * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t t = 0; t < len; ++t) {
-        const float p = scores[static_cast<size_t>(t)] * inv;
-        const float* vt = v + t * kv_dim;
-        for (int64_t d = 0; d < hd; ++d) o[d] += p * vt[d];
+      if (splits > 1) {
+        const int64_t begin = len * part / splits, end = len * (part + 1) / splits;
+        scores.resize(static_cast<size_t>(std::max<int64_t>(1, end - begin)));
+        parts[static_cast<size_t>(u)] = AttendRange(qh, in.kv, table, h / group, hd, scale, begin,
+                                                    end, scores.data(), part_out.data() + u * hd);
+        continue;
       }
+      const int64_t chunk = fixed ? kAttentionChunk : len;
+      scores.resize(static_cast<size_t>(std::min(chunk, len)));
+      chunk_out.resize(static_cast<size_t>(hd));
+      Partial total = AttendRange(qh, in.kv, table, h / group, hd, scale, 0, std::min(chunk, len),
+                                  scores.data(), o);
+      for (int64_t begin = chunk; begin < len; begin += chunk) {
+        const Partial p = AttendRange(qh, in.kv, table, h / group, hd, scale, begin,
+                                      std::min(len, begin + chunk), scores.data(), chunk_out.data());
+        Combine(total, o, p, chunk_out.data(), hd);
+      }
+      const float inv = 1.0f / total.sum;
+      for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
     }
   });
+  if (splits > 1) {
+    for (int64_t w = 0; w < items; ++w) {
+      float* o = out + w * hd;
+      std::copy_n(part_out.data() + w * splits * hd, hd, o);
+      Partial total = parts[static_cast<size_t>(w * splits)];
+      for (int64_t part = 1; part < splits; ++part) {
+        const int64_t u = w * splits + part;
+        if (parts[static_cast<size_t>(u)].sum == 0) continue;  // empty range
+        Combine(total, o, parts[static_cast<size_t>(u)], part_out.data() + u * hd, hd);
+      }
+      const float inv = 1.0f / total.sum;
+      for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+    }
+  }
 }
 
-void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 
-void CpuBackend::Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out) {
+void CpuBackend::Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
+                       Schedule) {
   for (int64_t i = 0; i < m; ++i) {
     internal::DequantizeRow(table.type, table.row(tokens[i]), table.cols, out + i * table.cols);
   }

@@ -1,5 +1,6 @@
 #include "lib/backend/cpu/row_dot.h"
 
+#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -57,6 +58,37 @@ void PortableDot(const uint8_t* w, const float* const* x, int64_t k, float* out)
     for (int64_t t = i; t < k; ++t) s += L::At(w, t) * x[j][t];
     out[j] = s;
   }
+}
+
+// The fixed family's arithmetic, lane by lane (see row_dot.h).
+template <typename L>
+float PortableFixedDot(const uint8_t* w, const float* x, int64_t k) {
+  float acc[4][8] = {};
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    for (int u = 0; u < 4; ++u) {
+      for (int l = 0; l < 8; ++l) {
+        const int64_t t = i + 8 * u + l;
+        acc[u][l] = std::fma(L::At(w, t), x[t], acc[u][l]);
+      }
+    }
+  }
+  for (; i + 8 <= k; i += 8) {
+    for (int l = 0; l < 8; ++l) acc[0][l] = std::fma(L::At(w, i + l), x[i + l], acc[0][l]);
+  }
+  for (int u = 1; u < 4; ++u) {
+    for (int l = 0; l < 8; ++l) acc[0][l] = acc[0][l] + acc[u][l];
+  }
+  float h[4];
+  for (int l = 0; l < 4; ++l) h[l] = acc[0][l] + acc[0][l + 4];
+  float s = (h[0] + h[2]) + (h[1] + h[3]);
+  for (; i < k; ++i) s = std::fma(L::At(w, i), x[i], s);
+  return s;
+}
+
+template <typename L>
+void PortableFixedRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
+  for (int j = 0; j < n_x; ++j) out[j] = PortableFixedDot<L>(w, x[j], k);
 }
 
 template <typename L>
@@ -130,8 +162,18 @@ LLM42_AVX2 void Avx2Dot(const uint8_t* w, const float* const* x, int64_t k, floa
   for (int j = 0; j < NX; ++j) {
     for (int u = 1; u < U; ++u) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][u]);
     float s = HorizontalSum(acc[j][0]);
-    for (int64_t t = i; t < k; ++t) s += L::At(w, t) * x[j][t];
+    for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w, t), x[j][t], s);
     out[j] = s;
+  }
+}
+
+// Every row with 4 accumulators, whatever the group size: the fixed family.
+template <typename V, typename L>
+LLM42_AVX2 void Avx2FixedRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
+  switch (n_x) {
+    case 1: return Avx2Dot<V, L, 1, 4>(w, x, k, out);
+    case 2: return Avx2Dot<V, L, 2, 4>(w, x, k, out);
+    default: return Avx2Dot<V, L, 3, 4>(w, x, k, out);
   }
 }
 
@@ -158,31 +200,41 @@ bool CpuHasAvx2() {
 #endif
 }
 
-RowDotFn PortableRowDot(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32: return PortableRowDotT<F32Loader>;
-    case GgmlType::kF16: return PortableRowDotT<F16Loader>;
-    case GgmlType::kBF16: return PortableRowDotT<Bf16Loader>;
-    case GgmlType::kQ8_0: return PortableRowDotT<Q8_0Loader>;
-    default: return nullptr;
-  }
-}
+namespace {
 
-RowDotFn Avx2RowDot(GgmlType type) {
-#if LLM42_X86
-  if (!CpuHasAvx2()) return nullptr;
+template <template <typename> class Portable>
+RowDotFn PortableFor(GgmlType type) {
   switch (type) {
-    case GgmlType::kF32: return Avx2RowDotT<F32Vec, F32Loader>;
-    case GgmlType::kF16: return Avx2RowDotT<F16Vec, F16Loader>;
-    case GgmlType::kBF16: return Avx2RowDotT<Bf16Vec, Bf16Loader>;
-    case GgmlType::kQ8_0: return Avx2RowDotT<Q8_0Vec, Q8_0Loader>;
+    case GgmlType::kF32: return Portable<F32Loader>::fn;
+    case GgmlType::kF16: return Portable<F16Loader>::fn;
+    case GgmlType::kBF16: return Portable<Bf16Loader>::fn;
+    case GgmlType::kQ8_0: return Portable<Q8_0Loader>::fn;
     default: return nullptr;
   }
-#else
-  (void)type;
-  return nullptr;
-#endif
 }
+template <typename L>
+struct PortableFast {
+  static constexpr RowDotFn fn = PortableRowDotT<L>;
+};
+template <typename L>
+struct PortableFixed {
+  static constexpr RowDotFn fn = PortableFixedRowDotT<L>;
+};
+
+#if LLM42_X86
+RowDotFn Avx2For(GgmlType type, DotFamily family) {
+  const bool fixed = family == DotFamily::kFixed;
+  switch (type) {
+    case GgmlType::kF32: return fixed ? Avx2FixedRowDotT<F32Vec, F32Loader> : Avx2RowDotT<F32Vec, F32Loader>;
+    case GgmlType::kF16: return fixed ? Avx2FixedRowDotT<F16Vec, F16Loader> : Avx2RowDotT<F16Vec, F16Loader>;
+    case GgmlType::kBF16: return fixed ? Avx2FixedRowDotT<Bf16Vec, Bf16Loader> : Avx2RowDotT<Bf16Vec, Bf16Loader>;
+    case GgmlType::kQ8_0: return fixed ? Avx2FixedRowDotT<Q8_0Vec, Q8_0Loader> : Avx2RowDotT<Q8_0Vec, Q8_0Loader>;
+    default: return nullptr;
+  }
+}
+#endif
+
+}  // namespace
 
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
   auto run = [&](auto loader) {
@@ -197,11 +249,11 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
   }
 }
 
-RowDotFn SelectRowDot(GgmlType type, bool allow_simd) {
-  if (allow_simd) {
-    if (RowDotFn f = Avx2RowDot(type)) return f;
-  }
-  return PortableRowDot(type);
+RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd) {
+#if LLM42_X86
+  if (allow_simd && CpuHasAvx2()) return Avx2For(type, family);
+#endif
+  return family == DotFamily::kFixed ? PortableFor<PortableFixed>(type) : PortableFor<PortableFast>(type);
 }
 
 }  // namespace llm42::internal

@@ -9,13 +9,26 @@ namespace llm42::internal {
 
 // Dot products of one weight row (in its storage type) with up to kMaxRowDotX activation rows
 // at once, so the row is loaded and converted once for all of them.
+//
+// Two families:
+// - fast: one row alone uses 4 accumulators of 8 lanes; rows in groups use 2 each (less
+//   register pressure, more rows per weight load). A row's bits therefore depend on how many
+//   rows it was grouped with, that is, on the batch.
+// - fixed: every row, grouped or not, runs the same arithmetic: 4 accumulators of 8 lanes
+//   updated by fused multiply-adds over 32-element steps, then 8-element steps into the first
+//   accumulator, then a fixed reduction tree, then a fused multiply-add per tail element. The
+//   portable version emulates exactly that with std::fma, so fixed results are the same bits
+//   with or without AVX2.
 inline constexpr int kMaxRowDotX = 4;
+inline constexpr int kMaxFixedRowDotX = 3;  // 3 x 4 accumulators fit the 16 AVX2 registers
 using RowDotFn = void (*)(const uint8_t* w_row, const float* const* x, int n_x, int64_t k,
                           float* out);
 
-// The kernel for `type` on this CPU: AVX2/FMA/F16C when the processor has them, else portable.
-// nullptr for types without kernels.
-RowDotFn SelectRowDot(GgmlType type, bool allow_simd = true);
+enum class DotFamily { kFast, kFixed };
+
+// The kernel for `type` on this CPU: AVX2/FMA/F16C when the processor has them and allow_simd,
+// else portable. nullptr for types without kernels.
+RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd = true);
 
 // Converts the first n weights of a row to f32 (embedding lookups).
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
@@ -23,9 +36,6 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
 // True when the AVX2/FMA/F16C path is usable on this machine.
 bool CpuHasAvx2();
 
-// Portable and AVX2 implementations, exposed for the kernel tests.
-RowDotFn PortableRowDot(GgmlType type);
-RowDotFn Avx2RowDot(GgmlType type);
 
 }  // namespace llm42::internal
 

@@ -1,0 +1,132 @@
+#include "lib/model/model_maker.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "lib/model/gguf_reader.h"
+#include "lib/model/gguf_writer.h"
+#include "lib/sampling/philox.h"
+#include "lib/util/status.h"
+
+namespace llm42 {
+namespace {
+
+// Uniform values in [-a, a] for element i of a tensor identified by `stream`.
+void FillUniform(uint64_t seed, uint32_t stream, float a, std::vector<float>* out) {
+  const auto key = std::array<uint32_t, 2>{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  for (size_t i = 0; i < out->size(); i += 4) {
+    const auto r = Philox4x32({static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32), stream, 0x6D6F646C}, key);
+    for (size_t j = 0; j < 4 && i + j < out->size(); ++j) {
+      (*out)[i + j] = a * (static_cast<float>(r[j] >> 8) * 0x1.0p-23f - 1.0f);
+    }
+  }
+}
+
+std::vector<uint8_t> Encode(const std::vector<float>& v, GgmlType type) {
+  std::vector<uint8_t> out;
+  switch (type) {
+    case GgmlType::kF32:
+      out.resize(v.size() * 4);
+      std::memcpy(out.data(), v.data(), out.size());
+      break;
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      out.resize(v.size() * 2);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t h = type == GgmlType::kF16 ? Fp32ToFp16(v[i]) : Fp32ToBf16(v[i]);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+      }
+      break;
+    case GgmlType::kQ8_0: {
+      const size_t blocks = v.size() / kQ8_0BlockSize;
+      out.resize(blocks * sizeof(BlockQ8_0));
+      auto* b = reinterpret_cast<BlockQ8_0*>(out.data());
+      for (size_t k = 0; k < blocks; ++k) {
+        float amax = 0;
+        for (int j = 0; j < kQ8_0BlockSize; ++j) amax = std::max(amax, std::fabs(v[k * kQ8_0BlockSize + j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        b[k].scale = Fp32ToFp16(d);
+        for (int j = 0; j < kQ8_0BlockSize; ++j) {
+          b[k].q[j] = static_cast<int8_t>(std::lround(v[k * kQ8_0BlockSize + j] * id));
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<ModelPreset>& ModelPresets() {
+  static const std::vector<ModelPreset> presets = {
+      {"tiny", 256, 4, 8, 4, 688, 2048},
+      {"llama-110m", 768, 12, 12, 12, 2048, 2048},
+      {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
+  };
+  return presets;
+}
+
+absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& vocab_path,
+                       uint64_t seed, const std::string& out_path) {
+  if (dtype != GgmlType::kF32 && dtype != GgmlType::kF16 && dtype != GgmlType::kBF16 &&
+      dtype != GgmlType::kQ8_0) {
+    return InvalidArgument("make-model writes f32, f16, bf16 or q8_0");
+  }
+  LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(vocab_path));
+  const GgufValue* tokens = vocab->Find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->string_array.empty()) {
+    return FormatError(vocab_path, ": no tokenizer.ggml.tokens to copy");
+  }
+  const auto n_vocab = static_cast<int64_t>(tokens->string_array.size());
+
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddString("general.name", "llm42-random-" + p.name);
+  w.AddUint32("llama.context_length", static_cast<uint32_t>(p.n_ctx));
+  w.AddUint32("llama.embedding_length", static_cast<uint32_t>(p.n_embd));
+  w.AddUint32("llama.block_count", static_cast<uint32_t>(p.n_layer));
+  w.AddUint32("llama.feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  w.AddUint32("llama.attention.head_count", static_cast<uint32_t>(p.n_head));
+  w.AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
+  w.AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(p.n_embd / p.n_head));
+  w.AddFloat32("llama.rope.freq_base", 10000.0f);
+  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  for (const auto& [key, value] : vocab->metadata()) {
+    if (key.rfind("tokenizer.", 0) == 0) w.AddValue(key, value);
+  }
+
+  uint32_t stream = 0;
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, GgmlType type) {
+    std::vector<float> v(static_cast<size_t>(cols * rows));
+    FillUniform(seed, stream++, 0.02f * std::sqrt(3.0f), &v);
+    w.AddTensor(name, type, {cols, rows}, Encode(v, type));
+  };
+  auto ones = [&](const std::string& name, int64_t n) {
+    w.AddTensor(name, GgmlType::kF32, {n}, Encode(std::vector<float>(static_cast<size_t>(n), 1.0f), GgmlType::kF32));
+  };
+  const int64_t kv = p.n_embd / p.n_head * p.n_head_kv;
+  // q8_0 models keep the embedding table in f16, as llama.cpp's quantizer keeps it in higher
+  // precision than the matrices.
+  matrix("token_embd.weight", p.n_embd, n_vocab, dtype == GgmlType::kQ8_0 ? GgmlType::kF16 : dtype);
+  ones("output_norm.weight", p.n_embd);
+  matrix("output.weight", p.n_embd, n_vocab, dtype);
+  for (int64_t l = 0; l < p.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    ones(b + "attn_norm.weight", p.n_embd);
+    ones(b + "ffn_norm.weight", p.n_embd);
+    matrix(b + "attn_q.weight", p.n_embd, p.n_embd, dtype);
+    matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
+    matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
+    matrix(b + "attn_output.weight", p.n_embd, p.n_embd, dtype);
+    matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, dtype);
+    matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, dtype);
+    matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, dtype);
+  }
+  return w.WriteFile(out_path);
+}
+
+}  // namespace llm42
