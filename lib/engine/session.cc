@@ -224,8 +224,8 @@ void Session::Release(Sequence& seq) {
 void Session::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
   std::string rest;
   seq.text.Finish(&rest);
-  seq.request->Commit({}, {}, rest, true, reason, std::move(status));
   Release(seq);
+  seq.request->Commit({}, {}, rest, true, reason, std::move(status));
   requests_finished_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -372,13 +372,15 @@ bool Session::Step() {
     }
     if (reason != FinishReason::kNone && !stop_string) s.text.Finish(&released);
     const bool done = reason != FinishReason::kNone;
+    if (done) {
+      Release(s);  // before the request is seen finished, so its blocks are back in the pool
+      finished.push_back(&s);
+    }
     s.request->Commit(std::span(&token, 1),
                       o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>(),
                       released, done, reason, absl::OkStatus());
-    if (done) finished.push_back(&s);
   }
   for (Sequence* s : finished) {
-    Release(*s);
     requests_finished_.fetch_add(1, std::memory_order_relaxed);
     running_.erase(std::find_if(running_.begin(), running_.end(),
                                 [&](const std::unique_ptr<Sequence>& p) { return p.get() == s; }));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/llama_config.h"
+#include "lib/model/model_maker.h"
 #include "llm42/llm42.hpp"
 
 ABSL_FLAG(std::string, model, "", "Path of a GGUF model file");
@@ -28,6 +29,11 @@ ABSL_FLAG(std::vector<std::string>, stop, {}, "Comma-separated stop strings");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating after the end-of-sequence token");
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text");
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
+ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, llama-110m or llama-1b");
+ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16 or q8_0");
+ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
+ABSL_FLAG(std::string, vocab, "../shared/vocab/ggml-vocab-llama-spm.gguf",
+          "make-model: GGUF whose vocabulary the model gets");
 
 namespace llm42::cli {
 namespace {
@@ -136,6 +142,46 @@ int Info() {
   for (const auto& [key, value] : f.metadata()) {
     std::cout << absl::StrFormat("  %-44s %s\n", key, value.DebugString());
   }
+  return 0;
+}
+
+int MakeModel() {
+  const std::string name = absl::GetFlag(FLAGS_preset);
+  const ModelPreset* preset = nullptr;
+  for (const ModelPreset& p : ModelPresets()) {
+    if (p.name == name) preset = &p;
+  }
+  if (preset == nullptr) {
+    std::cerr << "llm42 make-model: unknown preset '" << name << "' (tiny, llama-110m, llama-1b)\n";
+    return 2;
+  }
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  GgmlType type;
+  if (dtype == "f32") {
+    type = GgmlType::kF32;
+  } else if (dtype == "f16") {
+    type = GgmlType::kF16;
+  } else if (dtype == "bf16") {
+    type = GgmlType::kBF16;
+  } else if (dtype == "q8_0") {
+    type = GgmlType::kQ8_0;
+  } else {
+    std::cerr << "llm42 make-model: unknown dtype '" << dtype << "'\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_out).empty()) {
+    std::cerr << "llm42 make-model: --out FILE is required\n";
+    return 2;
+  }
+  const int64_t seed = absl::GetFlag(FLAGS_seed);
+  const absl::Status s = llm42::MakeModel(*preset, type, absl::GetFlag(FLAGS_vocab),
+                                          seed < 0 ? 42 : static_cast<uint64_t>(seed),
+                                          absl::GetFlag(FLAGS_out));
+  if (!s.ok()) {
+    std::cerr << "llm42 make-model: " << s.message() << "\n";
+    return 1;
+  }
+  std::cerr << "llm42: wrote " << absl::GetFlag(FLAGS_out) << " (" << name << ", " << dtype << ")\n";
   return 0;
 }
 

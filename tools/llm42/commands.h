@@ -6,6 +6,8 @@ namespace llm42::cli {
 // Each returns the process exit code.
 int Generate();
 int Info();
+int MakeModel();
+int Bench();
 
 }  // namespace llm42::cli
 

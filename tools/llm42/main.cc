@@ -17,6 +17,11 @@ constexpr char kUsage[] =
     "           streams a completion to stdout\n"
     "  info --model PATH\n"
     "           prints the model's metadata summary\n"
+    "  make-model --preset tiny|llama-110m|llama-1b --dtype f32|f16|bf16|q8_0 --out FILE\n"
+    "           [--vocab GGUF] [--seed S]   writes a random-weight Llama GGUF\n"
+    "  bench --model PATH [--concurrency 1,4,8,16] [--schedules fast,fixed]\n"
+    "           [--prompt_tokens P] [--output_tokens O] [--threads N]\n"
+    "           throughput and latency of concurrent requests, as a markdown table\n"
     "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
 
 // absl flags are spelled with underscores; accept the dashed spellings people type.
@@ -49,6 +54,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(static_cast<int>(ptrs.size()), ptrs.data());
   if (command == "generate") return llm42::cli::Generate();
   if (command == "info") return llm42::cli::Info();
+  if (command == "make-model") return llm42::cli::MakeModel();
+  if (command == "bench") return llm42::cli::Bench();
   std::cerr << "llm42: unknown command '" << command << "'\n" << kUsage << "\n";
   return 2;
 }

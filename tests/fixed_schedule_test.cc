@@ -1,0 +1,99 @@
+// The fixed schedule end to end through the model: a position's logits are the same bits
+// however it is computed (prefill, decode, chunked, batched with others, threads, SIMD), and
+// the fast schedule is not secretly fixed.
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/backend/cpu/cpu_backend.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/llama_model.h"
+#include "tests/model_fixture.h"
+
+namespace llm42 {
+namespace {
+
+class FixedScheduleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = testing::TinyModelPath();
+    if (path_.empty()) GTEST_SKIP() << "the Llama 2 vocabulary under ../shared/vocab is missing";
+    auto file = GgufFile::Open(path_);
+    ASSERT_TRUE(file.ok()) << file.status();
+    auto model = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(model).value();
+    for (int i = 0; i < 270; ++i) prompt_.push_back(3 + (i * 7919) % 31000);
+    other_.assign(prompt_.rbegin(), prompt_.rend());
+  }
+
+  // Logits of every position of `prompt_`, fed in chunks of `chunk` tokens; when `interleave`,
+  // each chunk shares its forward pass with a chunk of another sequence.
+  std::vector<float> AllLogits(int threads, bool simd, int chunk, bool interleave, Schedule s) {
+    const LlamaConfig& c = model_->config();
+    CpuBackend be(threads, simd);
+    KvCache cache(c.n_layer, c.kv_dim(), 64);
+    const int32_t a = cache.Create(), b = cache.Create();
+    const auto n = static_cast<int32_t>(prompt_.size());
+    EXPECT_TRUE(cache.Reserve(a, n) && cache.Reserve(b, n));
+    std::vector<float> out(static_cast<size_t>(n * c.n_vocab));
+    for (int32_t begin = 0; begin < n; begin += chunk) {
+      const int32_t end = std::min(n, begin + chunk);
+      std::vector<int32_t> tokens, positions, seqs, rows;
+      if (interleave) {  // the other sequence's tokens first, so ours sit at other row indices
+        for (int32_t p = begin; p < end; ++p) {
+          tokens.push_back(other_[static_cast<size_t>(p)]);
+          positions.push_back(p);
+          seqs.push_back(b);
+        }
+      }
+      for (int32_t p = begin; p < end; ++p) {
+        rows.push_back(static_cast<int32_t>(tokens.size()));
+        tokens.push_back(prompt_[static_cast<size_t>(p)]);
+        positions.push_back(p);
+        seqs.push_back(a);
+      }
+      model_->Forward(be, cache, ForwardBatch{tokens, positions, seqs, rows, s},
+                      out.data() + static_cast<size_t>(begin) * static_cast<size_t>(c.n_vocab));
+    }
+    return out;
+  }
+
+  std::string path_;
+  std::unique_ptr<LlamaModel> model_;
+  std::vector<int32_t> prompt_, other_;
+};
+
+TEST_F(FixedScheduleTest, LogitsAreTheSameBitsHoweverComputed) {
+  const std::vector<float> ref = AllLogits(2, true, 270, false, Schedule::kFixed);  // one prefill
+  struct Variant {
+    const char* name;
+    int threads;
+    bool simd;
+    int chunk;
+    bool interleave;
+  };
+  for (const Variant& v : {Variant{"decode token by token", 2, true, 1, false},
+                           Variant{"chunks of 7", 1, true, 7, false},
+                           Variant{"chunks of 64 beside another sequence", 2, true, 64, true},
+                           Variant{"portable kernels, chunks of 33", 1, false, 33, true}}) {
+    const std::vector<float> got = AllLogits(v.threads, v.simd, v.chunk, v.interleave, Schedule::kFixed);
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0) << v.name;
+  }
+}
+
+// Sensitivity control: the same comparisons under the fast schedule find differences.
+TEST_F(FixedScheduleTest, FastLogitsDependOnHowTheyAreComputed) {
+  const std::vector<float> prefill = AllLogits(2, true, 270, false, Schedule::kFast);
+  const std::vector<float> decode = AllLogits(2, true, 1, false, Schedule::kFast);
+  EXPECT_NE(std::memcmp(prefill.data(), decode.data(), prefill.size() * sizeof(float)), 0);
+  // And fast is close to fixed (it computes the same function).
+  const std::vector<float> fixed = AllLogits(2, true, 270, false, Schedule::kFixed);
+  double worst = 0;
+  for (size_t i = 0; i < fixed.size(); ++i) worst = std::max(worst, std::fabs(double{fixed[i]} - prefill[i]));
+  EXPECT_LT(worst, 1e-3);
+}
+
+}  // namespace
+}  // namespace llm42
