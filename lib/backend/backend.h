@@ -20,6 +20,21 @@ enum class Schedule {
   kFixed,
 };
 
+// The schedule of each row of a batch: one for all rows, or one per row (deterministic requests
+// verify under fixed in the same pass that decodes everyone else under fast). Converts from a
+// single Schedule.
+class Schedules {
+ public:
+  Schedules(Schedule all) : all_(all) {}  // NOLINT: implicit on purpose
+  explicit Schedules(const Schedule* per_row) : per_row_(per_row) {}
+  Schedule operator[](int64_t row) const { return per_row_ != nullptr ? per_row_[row] : all_; }
+  bool uniform() const { return per_row_ == nullptr; }
+
+ private:
+  Schedule all_ = Schedule::kFast;
+  const Schedule* per_row_ = nullptr;
+};
+
 // A weight matrix as stored in the model file: `rows` output rows of `cols` inputs each, every
 // row contiguous (ggml order: dims[0] = cols, dims[1] = rows).
 struct WeightMatrix {
@@ -68,22 +83,23 @@ class Backend {
   virtual std::string_view name() const = 0;
 
   // y[m][w.rows] = x[m][w.cols] * w^T.
-  virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedule s) = 0;
+  virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) = 0;
   // y = x / sqrt(mean(x^2) + eps) * weight, per row of n.
   virtual void RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
-                       float* y, Schedule s) = 0;
+                       float* y, Schedules s) = 0;
   // Rotates adjacent pairs of the first n_rot dims of every head in place (GGUF/ggml "normal"
   // RoPE), angle position * base^(-2i/n_rot).
   virtual void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                    const int32_t* positions, float freq_base, Schedule s) = 0;
+                    const int32_t* positions, float freq_base, Schedules s) = 0;
   // Causal grouped-query attention: out[i] = softmax(q[i] K^T / sqrt(d)) V over the token's KV
   // prefix, per head.
-  virtual void Attention(const float* q, const AttentionInput& in, float* out, Schedule s) = 0;
+  virtual void Attention(const float* q, const AttentionInput& in, float* out, Schedules s) = 0;
   // out = silu(gate) * up, elementwise over n values.
+  // Elementwise over n values (rows of any width), so the schedule is one for all.
   virtual void SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule s) = 0;
   // out[i] = table row tokens[i], as f32.
   virtual void Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
-                     Schedule s) = 0;
+                     Schedules s) = 0;
 };
 
 }  // namespace llm42

@@ -101,7 +101,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
 
 void LlamaModel::Forward(Backend& be, KvCache& cache, const ForwardBatch& batch, float* logits) {
   const LlamaConfig& c = config_;
-  const Schedule sc = batch.schedule;
+  const Schedules sc = batch.schedules.empty() ? Schedules(batch.schedule) : Schedules(batch.schedules.data());
   const int64_t m = static_cast<int64_t>(batch.tokens.size());
   const int64_t e = c.n_embd, kv = c.kv_dim(), ff = c.n_ff;
   const auto um = static_cast<size_t>(m);
@@ -148,7 +148,7 @@ void LlamaModel::Forward(Backend& be, KvCache& cache, const ForwardBatch& batch,
     be.RmsNorm(x, L.ffn_norm.data(), m, e, c.rms_eps, xn, sc);
     be.MatMul(xn, m, L.w_gate, gate, sc);
     be.MatMul(xn, m, L.w_up, up, sc);
-    be.SwiGlu(gate, up, m * ff, gate, sc);
+    for (int64_t i = 0; i < m; ++i) be.SwiGlu(gate + i * ff, up + i * ff, ff, gate + i * ff, sc[i]);
     be.MatMul(gate, m, L.w_down, proj, sc);
     for (size_t i = 0; i < um * static_cast<size_t>(e); ++i) x[i] += proj[i];
   }
@@ -159,8 +159,11 @@ void LlamaModel::Forward(Backend& be, KvCache& cache, const ForwardBatch& batch,
     std::memcpy(sel + r * static_cast<size_t>(e), x + static_cast<size_t>(batch.logit_rows[r]) * static_cast<size_t>(e),
                 static_cast<size_t>(e) * sizeof(float));
   }
-  be.RmsNorm(sel, output_norm_.data(), static_cast<int64_t>(n_out), e, c.rms_eps, sel, sc);
-  be.MatMul(sel, static_cast<int64_t>(n_out), output_, logits, sc);
+  logit_schedules_.resize(n_out);
+  for (size_t r = 0; r < n_out; ++r) logit_schedules_[r] = sc[batch.logit_rows[r]];
+  const Schedules out_sc(logit_schedules_.data());
+  be.RmsNorm(sel, output_norm_.data(), static_cast<int64_t>(n_out), e, c.rms_eps, sel, out_sc);
+  be.MatMul(sel, static_cast<int64_t>(n_out), output_, logits, out_sc);
 }
 
 }  // namespace llm42

@@ -17,13 +17,15 @@ class KvCache;
 
 // One forward pass's input: token i is `tokens[i]` at `positions[i]` of KV-cache sequence
 // `seqs[i]` (which must have room reserved for it). Logits are produced for the token indices in
-// `logit_rows`, in that order. Every op runs under `schedule`.
+// `logit_rows`, in that order. Token i runs under schedules[i], or all under `schedule` when
+// `schedules` is empty.
 struct ForwardBatch {
   std::span<const int32_t> tokens;
   std::span<const int32_t> positions;
   std::span<const int32_t> seqs;
   std::span<const int32_t> logit_rows;
   Schedule schedule = Schedule::kFast;
+  std::span<const Schedule> schedules = {};
 };
 
 // A Llama decoder whose weights point into a memory-mapped GGUF file. The graph is written once
@@ -62,6 +64,7 @@ class LlamaModel {
   // Scratch activations, grown to the largest batch seen.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_in_;
   std::vector<const int32_t*> tables_;
+  std::vector<Schedule> logit_schedules_;
 };
 
 }  // namespace llm42

@@ -75,27 +75,52 @@ CpuBackend::CpuBackend(int n_threads, bool allow_simd)
     : pool_(n_threads > 0 ? n_threads : DefaultThreadCount()),
       simd_(allow_simd && internal::CpuHasAvx2()) {}
 
-void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedule s) {
-  const bool fixed = s == Schedule::kFixed;
-  const internal::RowDotFn dot = internal::SelectRowDot(
-      w.type, fixed ? internal::DotFamily::kFixed : internal::DotFamily::kFast, simd_);
-  const int64_t group = fixed ? internal::kMaxFixedRowDotX : internal::kMaxRowDotX;
+void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
   const int64_t k = w.cols, n = w.rows;
+  // Rows of each schedule go through their own kernel family; a weight row is streamed once for
+  // both while it is hot in cache.
+  struct Family {
+    internal::RowDotFn dot;
+    int64_t group;
+    std::vector<int64_t> rows;
+  };
+  Family fast{internal::SelectRowDot(w.type, internal::DotFamily::kFast, simd_),
+              internal::kMaxRowDotX, {}};
+  Family fixed{internal::SelectRowDot(w.type, internal::DotFamily::kFixed, simd_),
+               internal::kMaxFixedRowDotX, {}};
+  for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed : fast).rows.push_back(i);
   // Enough chunks per thread to balance load, large enough to amortize the hand-out.
   const int64_t grain =
       m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
+  const internal::TileDotFn tile = internal::SelectTileDot(w.type, simd_);
   pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
     const float* xs[internal::kMaxRowDotX];
-    float out[internal::kMaxRowDotX];
-    for (int64_t t0 = 0; t0 < m; t0 += kXTile) {
-      const int64_t t1 = std::min(m, t0 + kXTile);
-      for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* row = w.row(r);
-        for (int64_t b = t0; b < t1; b += group) {
-          const int nb = static_cast<int>(std::min(group, t1 - b));
-          for (int j = 0; j < nb; ++j) xs[j] = x + (b + j) * k;
-          dot(row, xs, nb, k, out);
-          for (int j = 0; j < nb; ++j) y[(b + j) * n + r] = out[j];
+    float out[2 * internal::kMaxRowDotX];
+    for (const Family* f : {&fast, &fixed}) {
+      const auto count = static_cast<int64_t>(f->rows.size());
+      for (int64_t t0 = 0; t0 < count; t0 += kXTile) {
+        const int64_t t1 = std::min(count, t0 + kXTile);
+        for (int64_t r = r0; r < r1;) {
+          // fast, full groups of 4 activation rows: two weight rows at a time.
+          const bool pair = f == &fast && tile != nullptr && r + 1 < r1 && t1 - t0 >= 4;
+          for (int64_t b = t0; b < t1; b += f->group) {
+            const int nb = static_cast<int>(std::min(f->group, t1 - b));
+            for (int j = 0; j < nb; ++j) xs[j] = x + f->rows[static_cast<size_t>(b + j)] * k;
+            if (pair && nb == 4) {
+              tile(w.row(r), w.row(r + 1), xs, k, out);
+              for (int j = 0; j < 4; ++j) {
+                float* yr = y + f->rows[static_cast<size_t>(b + j)] * n + r;
+                yr[0] = out[2 * j];
+                yr[1] = out[2 * j + 1];
+              }
+              continue;
+            }
+            for (int64_t rr = r; rr < r + (pair ? 2 : 1); ++rr) {
+              f->dot(w.row(rr), xs, nb, k, out);
+              for (int j = 0; j < nb; ++j) y[f->rows[static_cast<size_t>(b + j)] * n + rr] = out[j];
+            }
+          }
+          r += pair ? 2 : 1;
         }
       }
     }
@@ -103,7 +128,7 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
 }
 
 void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
-                         float* y, Schedule) {
+                         float* y, Schedules) {
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * n;
     float* yi = y + i * n;
@@ -115,7 +140,7 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t
 }
 
 void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                      const int32_t* positions, float freq_base, Schedule) {
+                      const int32_t* positions, float freq_base, Schedules) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
   thread_local std::vector<float> cs;
   cs.resize(static_cast<size_t>(n_rot));
@@ -138,21 +163,22 @@ void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, in
   }
 }
 
-void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out, Schedule s) {
+void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out, Schedules s) {
   const int64_t hd = in.head_dim, n_head = in.n_head;
   const int64_t group = n_head / in.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t items = in.n_tokens * n_head;
   int64_t work = 0, longest = 0;
+  bool all_fast = true;
   for (int64_t i = 0; i < in.n_tokens; ++i) {
     work += (in.positions[i] + 1) * n_head * hd;
     longest = std::max<int64_t>(longest, in.positions[i] + 1);
+    all_fast = all_fast && s[i] == Schedule::kFast;
   }
   const int threads = pool_.size();
-  const bool fixed = s == Schedule::kFixed;
   // fast: split each prefix across the threads when there are too few items to occupy them.
   const int64_t splits =
-      !fixed && work >= kMinParallelWork && items < 2 * threads && longest >= 2 * threads * 16
+      all_fast && work >= kMinParallelWork && items < 2 * threads && longest >= 2 * threads * 16
           ? threads
           : 1;
   // Each work unit is one (item, part) pair; parts of one item are combined afterwards.
@@ -175,7 +201,7 @@ void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out,
                                                     end, scores.data(), part_out.data() + u * hd);
         continue;
       }
-      const int64_t chunk = fixed ? kAttentionChunk : len;
+      const int64_t chunk = s[i] == Schedule::kFixed ? kAttentionChunk : len;
       scores.resize(static_cast<size_t>(std::min(chunk, len)));
       chunk_out.resize(static_cast<size_t>(hd));
       Partial total = AttendRange(qh, in.kv, table, h / group, hd, scale, 0, std::min(chunk, len),
@@ -213,7 +239,7 @@ void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* ou
 }
 
 void CpuBackend::Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
-                       Schedule) {
+                       Schedules) {
   for (int64_t i = 0; i < m; ++i) {
     internal::DequantizeRow(table.type, table.row(tokens[i]), table.cols, out + i * table.cols);
   }

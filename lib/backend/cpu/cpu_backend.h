@@ -21,19 +21,19 @@ class CpuBackend final : public Backend {
 
   // fast: 1-row GEMV kernel or 4-row register tiles; fixed: the fixed dot family (row_dot.h)
   // in groups of up to 3 rows, each row's bits independent of its group.
-  void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedule s) override;
+  void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) override;
   // Per-row sequential reductions: already fixed, so both schedules run the same code.
   void RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps, float* y,
-               Schedule s) override;
+               Schedules s) override;
   void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-            const int32_t* positions, float freq_base, Schedule s) override;
+            const int32_t* positions, float freq_base, Schedules s) override;
   // fixed: the prefix in chunks of kAttentionChunk positions, combined in order. fast: the
   // whole prefix in one pass, or split evenly across the threads when few (token, head) pairs
   // would leave threads idle.
-  void Attention(const float* q, const AttentionInput& in, float* out, Schedule s) override;
+  void Attention(const float* q, const AttentionInput& in, float* out, Schedules s) override;
   void SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule s) override;
   void Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
-             Schedule s) override;
+             Schedules s) override;
 
   static constexpr int64_t kAttentionChunk = 256;
 

@@ -167,6 +167,31 @@ LLM42_AVX2 void Avx2Dot(const uint8_t* w, const float* const* x, int64_t k, floa
   }
 }
 
+template <typename V, typename L>
+LLM42_AVX2 void Avx2Tile(const uint8_t* w0, const uint8_t* w1, const float* const* x, int64_t k,
+                         float* out) {
+  __m256 acc[4][2];
+  for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 a = V::Load8(w0, i), b = V::Load8(w1, i);
+    for (int j = 0; j < 4; ++j) {
+      const __m256 xv = _mm256_loadu_ps(x[j] + i);
+      acc[j][0] = _mm256_fmadd_ps(a, xv, acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(b, xv, acc[j][1]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    float s0 = HorizontalSum(acc[j][0]), s1 = HorizontalSum(acc[j][1]);
+    for (int64_t t = i; t < k; ++t) {
+      s0 += L::At(w0, t) * x[j][t];
+      s1 += L::At(w1, t) * x[j][t];
+    }
+    out[j * 2] = s0;
+    out[j * 2 + 1] = s1;
+  }
+}
+
 // Every row with 4 accumulators, whatever the group size: the fixed family.
 template <typename V, typename L>
 LLM42_AVX2 void Avx2FixedRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
@@ -247,6 +272,23 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
     case GgmlType::kQ8_0: return run(Q8_0Loader{});
     default: std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
   }
+}
+
+TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {
+#if LLM42_X86
+  if (allow_simd && CpuHasAvx2()) {
+    switch (type) {
+      case GgmlType::kF32: return Avx2Tile<F32Vec, F32Loader>;
+      case GgmlType::kF16: return Avx2Tile<F16Vec, F16Loader>;
+      case GgmlType::kBF16: return Avx2Tile<Bf16Vec, Bf16Loader>;
+      case GgmlType::kQ8_0: return Avx2Tile<Q8_0Vec, Q8_0Loader>;
+      default: return nullptr;
+    }
+  }
+#endif
+  (void)type;
+  (void)allow_simd;
+  return nullptr;
 }
 
 RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd) {

@@ -30,6 +30,12 @@ enum class DotFamily { kFast, kFixed };
 // else portable. nullptr for types without kernels.
 RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd = true);
 
+// fast only: two weight rows against four activation rows at once (8 independent accumulators,
+// enough to keep both FMA pipes busy), out[j * 2 + r]. nullptr where there is no such kernel.
+using TileDotFn = void (*)(const uint8_t* w_row0, const uint8_t* w_row1, const float* const* x,
+                           int64_t k, float* out);
+TileDotFn SelectTileDot(GgmlType type, bool allow_simd = true);
+
 // Converts the first n weights of a row to f32 (embedding lookups).
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
 
