@@ -152,6 +152,47 @@ static void TestCallback(llm42_session* s) {
   llm42_request_destroy(r);
 }
 
+/* A deterministic request (selective mode, window 4 so several verify passes run): only
+ * verified tokens stream, the text is llama.cpp's greedy continuation, the seed is the default. */
+static void TestDeterministic(void) {
+  llm42_session_options* so = NULL;
+  llm42_session* s = NULL;
+  llm42_determinism* p = NULL;
+  llm42_request_options* ro = NULL;
+  llm42_request* r = NULL;
+  char text[512];
+  size_t len = 0, n = 0;
+  int64_t passes = 0;
+  EXPECT_STATUS(llm42_determinism_create(LLM42_MODE_SELECTIVE, &p), LLM42_OK);
+  EXPECT_STATUS(llm42_determinism_set_window(p, 4), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_determinism(so, p), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create(so, &s), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 32), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+  if (r != NULL) {
+    for (;;) {
+      EXPECT_STATUS(llm42_request_read_text(r, text + len, sizeof text - 1 - len, &n, -1), LLM42_OK);
+      if (n == 0) break;
+      len += n;
+    }
+    text[len] = '\0';
+    EXPECT(strcmp(text, kExpected) == 0);
+    EXPECT(llm42_request_effective_seed(r) == 42);
+    EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_VERIFY_PASSES, &passes), LLM42_OK);
+    EXPECT(passes >= 7); /* 31 candidates in windows of at most 4 */
+    llm42_request_destroy(r);
+  }
+  llm42_request_options_destroy(ro);
+  llm42_session_destroy(s);
+  llm42_session_options_destroy(so);
+  llm42_determinism_destroy(p);
+}
+
 static void* CancelLater(void* arg) {
   llm42_request* r = (llm42_request*)arg;
   int32_t token;
@@ -274,18 +315,28 @@ static void TestErrorPaths(llm42_session* s) {
     EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OUT_OF_RANGE);
     EXPECT(r == NULL);
   }
-  EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Hi", 2), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
-  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_UNSUPPORTED);
   llm42_request_options_destroy(ro);
 
   {
+    /* Mode off refuses deterministic requests. */
     llm42_determinism* p = NULL;
+    llm42_session* off = NULL;
     EXPECT_STATUS(llm42_determinism_create((llm42_mode)7, &p), LLM42_INVALID_ARGUMENT);
     EXPECT_STATUS(llm42_determinism_create(LLM42_MODE_OFF, &p), LLM42_OK);
     EXPECT_STATUS(llm42_determinism_set_window(p, 0), LLM42_OUT_OF_RANGE);
     EXPECT_STATUS(llm42_determinism_set_window(p, 16), LLM42_OK);
     EXPECT_STATUS(llm42_determinism_set_mismatch_injection(p, 1.5), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+    EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+    EXPECT_STATUS(llm42_session_options_set_determinism(so, p), LLM42_OK);
+    EXPECT_STATUS(llm42_session_create(so, &off), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Hi", 2), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+    EXPECT_STATUS(llm42_request_submit(off, ro, &r), LLM42_UNSUPPORTED);
+    llm42_request_options_destroy(ro);
+    llm42_session_destroy(off);
+    llm42_session_options_destroy(so);
     llm42_determinism_destroy(p);
   }
 }
@@ -308,6 +359,7 @@ int main(int argc, char** argv) {
       llm42_session_destroy(s);
     }
   }
+  TestDeterministic();
   {
     llm42_session* s = OpenSession(64);
     if (s != NULL) {

@@ -206,9 +206,6 @@ TEST_F(EngineTest, RejectsBadRequests) {
   EXPECT_EQ(s->Submit(bad_id, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   RequestOptions too_long = Prompt(std::string(200, 'a'), 4);
   EXPECT_EQ(s->Submit(too_long, nullptr).status().code(), absl::StatusCode::kOutOfRange);
-  RequestOptions det = Prompt("x", 4);
-  det.deterministic = true;
-  EXPECT_EQ(s->Submit(det, nullptr).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 // Many threads submit, read, cancel and drop requests at once. Every request ends with a

@@ -548,17 +548,15 @@ llm42_status llm42_request_stat(llm42_request* r, llm42_stat which, int64_t* val
   LLM42_REQUIRE(value != nullptr, "value is NULL");
   switch (which) {
     case LLM42_STAT_TOKENS_GENERATED:
+    case LLM42_STAT_TOKENS_VERIFIED:
+    case LLM42_STAT_VERIFY_PASSES:
+    case LLM42_STAT_ROLLBACKS:
+    case LLM42_STAT_TOKENS_ROLLED_BACK:
     case LLM42_STAT_PREFILL_TOKENS:
     case LLM42_STAT_DECODE_STEPS:
     case LLM42_STAT_TIME_TO_FIRST_TOKEN_US:
     case LLM42_STAT_PREEMPTIONS:
       *value = r->impl->stat(static_cast<llm42::RequestStat>(which));
-      return LLM42_OK;
-    case LLM42_STAT_TOKENS_VERIFIED:
-    case LLM42_STAT_VERIFY_PASSES:
-    case LLM42_STAT_ROLLBACKS:
-    case LLM42_STAT_TOKENS_ROLLED_BACK:
-      *value = 0;  // nothing is verified or rolled back in this version
       return LLM42_OK;
     default: return Fail(LLM42_INVALID_ARGUMENT, "not a per-request statistic");
   }

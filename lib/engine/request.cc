@@ -118,6 +118,10 @@ int64_t Request::stat(RequestStat which) const {
     case RequestStat::kDecodeSteps: return decode_steps_;
     case RequestStat::kTimeToFirstTokenUs: return ttft_us_;
     case RequestStat::kPreemptions: return preemptions_;
+    case RequestStat::kTokensVerified: return tokens_verified_;
+    case RequestStat::kVerifyPasses: return verify_passes_;
+    case RequestStat::kRollbacks: return rollbacks_;
+    case RequestStat::kTokensRolledBack: return tokens_rolled_back_;
   }
   return 0;
 }
@@ -125,6 +129,16 @@ int64_t Request::stat(RequestStat which) const {
 void Request::AddPrefill(int64_t tokens) {
   absl::MutexLock lock(&mu_);
   prefill_tokens_ += tokens;
+}
+
+void Request::AddVerify(int64_t verified, int64_t discarded) {
+  absl::MutexLock lock(&mu_);
+  tokens_verified_ += verified;
+  ++verify_passes_;
+  if (discarded > 0) {
+    ++rollbacks_;
+    tokens_rolled_back_ += discarded;
+  }
 }
 
 void Request::AddPreemption() {

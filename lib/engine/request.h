@@ -19,6 +19,10 @@ enum class FinishReason : int32_t { kNone = 0, kStop = 1, kLength = 2, kCancelle
 
 enum class RequestStat : int32_t {
   kTokensGenerated = 1,
+  kTokensVerified = 2,
+  kVerifyPasses = 3,
+  kRollbacks = 4,
+  kTokensRolledBack = 5,
   kPrefillTokens = 6,
   kDecodeSteps = 7,
   kTimeToFirstTokenUs = 8,
@@ -66,6 +70,8 @@ class Request {
   void AddPrefill(int64_t tokens);
   void AddDecodeStep();
   void AddPreemption();
+  // One verified window: `verified` candidates checked, `discarded` of them rolled back.
+  void AddVerify(int64_t verified, int64_t discarded);
   void set_handle(void* handle) { handle_ = handle; }
 
  private:
@@ -89,6 +95,10 @@ class Request {
   int64_t decode_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ttft_us_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t tokens_verified_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t verify_passes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t tokens_rolled_back_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Held while a callback runs, so DetachCallback can wait it out.
   absl::Mutex callback_mu_;

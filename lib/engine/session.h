@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,6 +67,9 @@ class Session {
   std::string StatsJson() const;
   // KV blocks in use; 0 once every request has finished (engine thread quiescent).
   int64_t kv_blocks_in_use() const;
+  // Times an invariant of docs/deterministic-requests.md failed (logged as errors); tests
+  // require 0.
+  int64_t invariant_violations() const { return invariant_violations_.load(); }
 
  private:
   Session();
@@ -75,6 +80,16 @@ class Session {
   void Preempt(Sequence& victim);
   bool ReserveOrPreempt(Sequence& seq, int64_t positions);
   void Finish(Sequence& seq, FinishReason reason, absl::Status status);
+  void Check(bool ok, const char* invariant);
+  // Why `token`, making the sequence `length` long with `generated` tokens, would end it.
+  FinishReason EndsRequest(const Sequence& s, int32_t token, int64_t length, int64_t generated,
+                           bool stop_string) const;
+  // Commits tokens in order, stopping at the first that ends the request; streams them.
+  // True when the request finished (its cache is then released).
+  bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs);
+  // Compares a deterministic request's candidates with the fixed-schedule replay, commits the
+  // agreed prefix plus the replay's token at the first disagreement, rolls back the rest.
+  bool VerifyWindow(Sequence& s, const std::function<std::span<float>(int64_t)>& row);
   void Release(Sequence& seq);
 
   SessionOptions options_;
@@ -99,7 +114,8 @@ class Session {
   std::vector<float> logits_;
 
   std::atomic<int64_t> requests_finished_{0}, tokens_generated_{0}, prefill_tokens_{0},
-      decode_steps_{0}, preemptions_{0}, blocks_in_use_{0};
+      decode_steps_{0}, preemptions_{0}, blocks_in_use_{0}, tokens_verified_{0},
+      verify_passes_{0}, rollbacks_{0}, tokens_rolled_back_{0}, invariant_violations_{0};
 };
 
 }  // namespace llm42
