@@ -18,66 +18,113 @@ int32_t Argmax(std::span<const float> logits) {
 
 }  // namespace
 
-std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const SamplingParams& p) {
-  const auto n = static_cast<int32_t>(logits.size());
-  std::vector<int32_t> ids(logits.size());
-  for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
-  auto order = [&](int32_t a, int32_t b) {
-    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+namespace {
+
+// Token ids in sampling order (logit descending, lower id first on ties), sorted lazily: only as
+// far as a caller looks, which for a draw is usually a handful of tokens out of the vocabulary.
+class LazyOrder {
+ public:
+  explicit LazyOrder(std::span<const float> logits) : logits_(logits), ids_(logits.size()) {
+    for (size_t i = 0; i < ids_.size(); ++i) ids_[i] = static_cast<int32_t>(i);
+  }
+  size_t size() const { return ids_.size(); }
+  int32_t operator[](size_t i) {
+    if (i >= sorted_) Extend(i + 1);
+    return ids_[i];
+  }
+
+ private:
+  bool Before(int32_t a, int32_t b) const {
+    const float la = logits_[static_cast<size_t>(a)], lb = logits_[static_cast<size_t>(b)];
     return la > lb || (la == lb && a < b);
-  };
-  size_t keep = ids.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) {
-    keep = static_cast<size_t>(p.top_k);
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep), ids.end(), order);
-  } else {
-    std::sort(ids.begin(), ids.end(), order);
   }
-  ids.resize(keep);
-
-  std::vector<Candidate> c(keep);
-  const double max_logit = logits[static_cast<size_t>(ids[0])];
-  const double t = p.temperature > 0 ? p.temperature : 1.0;
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    const double e = std::exp((logits[static_cast<size_t>(ids[i])] - max_logit) / t);
-    c[i] = Candidate{ids[i], e};
-    total += e;
+  void Extend(size_t n) {
+    const size_t target = std::min(ids_.size(), std::max({n, 2 * sorted_, size_t{64}}));
+    auto cmp = [this](int32_t a, int32_t b) { return Before(a, b); };
+    const auto first = ids_.begin() + static_cast<std::ptrdiff_t>(sorted_);
+    const auto mid = ids_.begin() + static_cast<std::ptrdiff_t>(target);
+    if (mid != ids_.end()) std::nth_element(first, mid, ids_.end(), cmp);
+    std::sort(first, mid, cmp);
+    sorted_ = target;
   }
-  for (Candidate& x : c) x.prob /= total;
 
-  if (p.top_p < 1.0f) {
-    double cum = 0;
-    size_t i = 0;
-    while (i < c.size()) {
-      cum += c[i].prob;
-      ++i;
-      if (cum >= p.top_p) break;
+  std::span<const float> logits_;
+  std::vector<int32_t> ids_;
+  size_t sorted_ = 0;
+};
+
+// The filtered distribution, as SamplingCandidates documents it: `order` holds the candidates
+// first to last, weight(i) is the unnormalized probability of order[i]; kept() of them survive.
+class Filtered {
+ public:
+  Filtered(std::span<const float> logits, const SamplingParams& p) : order_(logits), logits_(logits) {
+    max_ = logits[static_cast<size_t>(order_[0])];
+    t_ = p.temperature > 0 ? p.temperature : 1.0;
+    kept_ = order_.size();
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < kept_) kept_ = static_cast<size_t>(p.top_k);
+    // Mass of the top-k set (in order), or of the whole vocabulary (in id order: no sort).
+    double total = 0;
+    if (kept_ < order_.size()) {
+      for (size_t i = 0; i < kept_; ++i) total += Weight(i);
+    } else {
+      for (float l : logits) total += std::exp((l - max_) / t_);
     }
-    c.resize(i);
+    if (p.top_p < 1.0f) {
+      double cum = 0;
+      size_t i = 0;
+      while (i < kept_) {
+        cum += Weight(i) / total;
+        ++i;
+        if (cum >= p.top_p) break;
+      }
+      kept_ = i;
+    }
+    if (p.min_p > 0.0f) {
+      size_t i = 1;  // weight(0) = 1 is the best; weight(i)/weight(0) is the probability ratio
+      while (i < kept_ && Weight(i) >= p.min_p) ++i;
+      kept_ = i;
+    }
+    filtered_ = kept_ < order_.size();
+    if (filtered_) {
+      kept_total_ = 0;
+      for (size_t i = 0; i < kept_; ++i) kept_total_ += Weight(i);
+    } else {
+      kept_total_ = total;
+    }
   }
-  if (p.min_p > 0.0f) {
-    const double floor = p.min_p * c[0].prob;
-    size_t i = 1;
-    while (i < c.size() && c[i].prob >= floor) ++i;
-    c.resize(i);
-  }
-  total = 0;
-  for (const Candidate& x : c) total += x.prob;
-  for (Candidate& x : c) x.prob /= total;
+
+  size_t kept() const { return kept_; }
+  double kept_total() const { return kept_total_; }
+  int32_t id(size_t i) { return order_[i]; }
+  double Weight(size_t i) { return std::exp((logits_[static_cast<size_t>(order_[i])] - max_) / t_); }
+
+ private:
+  LazyOrder order_;
+  std::span<const float> logits_;
+  double max_ = 0, t_ = 1, kept_total_ = 0;
+  size_t kept_ = 0;
+  bool filtered_ = false;
+};
+
+}  // namespace
+
+std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const SamplingParams& p) {
+  Filtered f(logits, p);
+  std::vector<Candidate> c;
+  for (size_t i = 0; i < f.kept(); ++i) c.push_back(Candidate{f.id(i), f.Weight(i) / f.kept_total()});
   return c;
 }
 
 int32_t SampleToken(std::span<const float> logits, const SamplingParams& p, int64_t position) {
   if (p.temperature <= 0.0f || p.top_k == 1) return Argmax(logits);
-  const std::vector<Candidate> c = SamplingCandidates(logits, p);
-  const double u = PhiloxUniform(p.seed, static_cast<uint64_t>(position));
+  Filtered f(logits, p);
+  const double target = PhiloxUniform(p.seed, static_cast<uint64_t>(position)) * f.kept_total();
   double cum = 0;
-  for (const Candidate& x : c) {
-    cum += x.prob;
-    if (u < cum) return x.id;
+  for (size_t i = 0; i < f.kept(); ++i) {
+    cum += f.Weight(i);
+    if (target < cum) return f.id(i);
   }
-  return c.back().id;  // rounding left u at or above the final cumulative sum
+  return f.id(f.kept() - 1);  // rounding left the target at or above the final sum
 }
 
 float TokenLogprob(std::span<const float> logits, int32_t token) {

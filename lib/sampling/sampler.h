@@ -22,11 +22,14 @@ struct Candidate {
 
 // The distribution a token is drawn from, in draw order: logits sorted descending (ties by
 // lower id), top-k, softmax at the temperature, top-p (smallest prefix reaching p), min-p
-// (probability >= min_p * the best), renormalized. Deterministic in its inputs.
+// (probability >= min_p * the best), renormalized. Deterministic in its inputs: the
+// normalizing sums run over the candidates in draw order, or over the whole vocabulary in id
+// order when nothing is filtered out (so a draw sorts only as far as it walks).
 std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const SamplingParams& p);
 
-// The token for `position` of a sequence: argmax (lowest id on ties) when greedy, otherwise a
-// draw from SamplingCandidates with the uniform PhiloxUniform(seed, position).
+// The token for `position` of a sequence: argmax (lowest id on ties) when greedy, otherwise the
+// first candidate, in draw order, whose cumulative weight exceeds
+// PhiloxUniform(seed, position) times the candidates' total.
 int32_t SampleToken(std::span<const float> logits, const SamplingParams& p, int64_t position);
 
 // Natural-log probability of `token` under softmax(logits) at temperature 1.

@@ -28,6 +28,8 @@ ABSL_FLAG(int32_t, context, 0, "Context length; 0 = the model's (at most 4096)")
 ABSL_FLAG(std::vector<std::string>, stop, {}, "Comma-separated stop strings");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating after the end-of-sequence token");
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text");
+ABSL_FLAG(bool, deterministic, false,
+          "Bitwise-reproducible output (verified against the fixed schedule; default seed 42)");
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
 ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, llama-110m or llama-1b");
 ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16 or q8_0");
@@ -63,7 +65,8 @@ int Generate() {
         .SetTopK(absl::GetFlag(FLAGS_top_k))
         .SetTopP(absl::GetFlag(FLAGS_top_p))
         .SetMinP(absl::GetFlag(FLAGS_min_p))
-        .SetIgnoreEos(absl::GetFlag(FLAGS_ignore_eos));
+        .SetIgnoreEos(absl::GetFlag(FLAGS_ignore_eos))
+        .SetDeterministic(absl::GetFlag(FLAGS_deterministic));
     if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
     for (const std::string& s : absl::GetFlag(FLAGS_stop)) {
       if (!s.empty()) ro.AddStop(s);
@@ -95,10 +98,10 @@ int Generate() {
       const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
       std::cerr << absl::StrFormat(
           "llm42: %d prompt tokens, %d generated; first token %.2f ms; decode %.1f tokens/s; "
-          "total %.3f s; finish %s\n",
+          "total %.3f s; finish %s; seed %d\n",
           request.Stat(LLM42_STAT_PREFILL_TOKENS), n, ttft_ms,
           n > 1 && decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0, total_s,
-          request.FinishReason() == LLM42_FINISH_STOP ? "stop" : "length");
+          request.FinishReason() == LLM42_FINISH_STOP ? "stop" : "length", request.EffectiveSeed());
     }
     return 0;
   } catch (const api::Error& e) {

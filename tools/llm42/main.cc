@@ -14,6 +14,7 @@ constexpr char kUsage[] =
     "usage: llm42 COMMAND [flags]\n"
     "  generate --model PATH --prompt TEXT [--max_tokens N] [--temperature T] [--top_k K]\n"
     "           [--top_p P] [--min_p P] [--seed S] [--threads N] [--stop A,B] [--print_ids]\n"
+    "           [--deterministic]\n"
     "           streams a completion to stdout\n"
     "  info --model PATH\n"
     "           prints the model's metadata summary\n"
