@@ -8,6 +8,7 @@ int Generate();
 int Info();
 int MakeModel();
 int Bench();
+int BenchDvr();
 
 }  // namespace llm42::cli
 

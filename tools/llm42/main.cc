@@ -23,6 +23,9 @@ constexpr char kUsage[] =
     "  bench --model PATH [--concurrency 1,4,8,16] [--schedules fast,fixed]\n"
     "           [--prompt_tokens P] [--output_tokens O] [--threads N]\n"
     "           throughput and latency of concurrent requests, as a markdown table\n"
+    "  bench-dvr --model PATH [--workload sharegpt|fixed] [--requests N] [--rate R]\n"
+    "           [--fractions 0.02,0.1,...] [--windows ...] [--groups ...] [--csv FILE]\n"
+    "           modes off / batch_invariant / selective on a Poisson workload, and the W x G sweep\n"
     "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
 
 // absl flags are spelled with underscores; accept the dashed spellings people type.
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   if (command == "info") return llm42::cli::Info();
   if (command == "make-model") return llm42::cli::MakeModel();
   if (command == "bench") return llm42::cli::Bench();
+  if (command == "bench-dvr") return llm42::cli::BenchDvr();
   std::cerr << "llm42: unknown command '" << command << "'\n" << kUsage << "\n";
   return 2;
 }

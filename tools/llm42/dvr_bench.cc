@@ -1,0 +1,280 @@
+// `llm42 bench-dvr`: the LLM-42 paper's experiment on our engine (PERFORMANCE.md). A seeded
+// workload arrives as a Poisson process; it runs in mode off, batch_invariant, and selective
+// with a given share of deterministic requests; then the window x group sweep at 100 %.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "lib/engine/session.h"
+#include "lib/sampling/philox.h"
+#include "lib/tokenizer/tokenizer.h"
+#include "tools/llm42/commands.h"
+
+ABSL_FLAG(std::string, workload, "sharegpt",
+          "sharegpt (lognormal lengths like ShareGPT's, scaled by --scale) or fixed (--prompt_tokens "
+          "/ --output_tokens)");
+ABSL_FLAG(double, scale, 0.25, "sharegpt: length scale (1 = ShareGPT's means, ~230 in / ~240 out)");
+ABSL_FLAG(int32_t, requests, 24, "Requests in the workload");
+ABSL_FLAG(double, rate, 4.0, "Poisson arrival rate, requests per second");
+ABSL_FLAG(std::string, fractions, "0.02,0.1,0.2,0.5,1", "Deterministic shares for mode selective");
+ABSL_FLAG(std::string, windows, "16,32,64,128", "Window sizes of the sweep (empty: no sweep)");
+ABSL_FLAG(std::string, groups, "1,4,16", "Verify group sizes of the sweep");
+ABSL_FLAG(std::string, csv, "", "Also write the rows as CSV to this file (for plotting)");
+
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(int32_t, prompt_tokens);
+ABSL_DECLARE_FLAG(int32_t, output_tokens);
+ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);
+
+namespace llm42::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Job {
+  double arrival_s;
+  std::vector<int32_t> prompt;
+  int32_t output;
+  bool deterministic;
+};
+
+// Lognormal lengths with ShareGPT-like medians and spread (scaled), clipped, and exponential
+// inter-arrival gaps; everything drawn from Philox with a fixed seed.
+std::vector<Job> MakeWorkload(int32_t vocab, int32_t bos) {
+  const int n = absl::GetFlag(FLAGS_requests);
+  const bool fixed = absl::GetFlag(FLAGS_workload) == "fixed";
+  const double scale = absl::GetFlag(FLAGS_scale);
+  std::vector<Job> jobs;
+  double t = 0;
+  auto normal = [](uint64_t i, uint32_t stream) {
+    const double u1 = std::max(PhiloxUniform(4242, i, stream), 1e-12), u2 = PhiloxUniform(4242, i, stream + 1);
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  };
+  for (int i = 0; i < n; ++i) {
+    Job j;
+    t += -std::log(std::max(PhiloxUniform(4242, static_cast<uint64_t>(i), 1), 1e-12)) / absl::GetFlag(FLAGS_rate);
+    j.arrival_s = t;
+    int in, out;
+    if (fixed) {
+      in = absl::GetFlag(FLAGS_prompt_tokens);
+      out = absl::GetFlag(FLAGS_output_tokens);
+    } else {
+      in = static_cast<int>(std::clamp(scale * std::exp(5.1 + 0.9 * normal(static_cast<uint64_t>(i), 2)), 8.0, 1024.0));
+      out = static_cast<int>(std::clamp(scale * std::exp(5.2 + 0.8 * normal(static_cast<uint64_t>(i), 4)), 8.0, 512.0));
+    }
+    j.prompt.push_back(bos);
+    for (int k = 1; k < in; ++k) {
+      j.prompt.push_back(3 + static_cast<int32_t>(PhiloxUniform(static_cast<uint64_t>(i), static_cast<uint64_t>(k), 6) * (vocab - 3)));
+    }
+    j.output = out;
+    j.deterministic = false;
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+// Marks round(fraction * n) jobs deterministic, spread evenly over the arrival order.
+void MarkDeterministic(std::vector<Job>& jobs, double fraction) {
+  const auto n = static_cast<int>(jobs.size());
+  const int k = static_cast<int>(std::lround(fraction * n));
+  for (int i = 0; i < n; ++i) jobs[static_cast<size_t>(i)].deterministic = false;
+  for (int i = 0; i < k; ++i) jobs[static_cast<size_t>(i * n / k)].deterministic = true;
+  if (k == 0 && fraction > 0 && n > 0) jobs[0].deterministic = true;  // at least one
+}
+
+struct Row {
+  std::string mode;
+  double det_share;
+  int32_t window, group;
+  double output_tps, recompute_pct;
+  int64_t verify_passes, rollbacks;
+  double ttft_p50, ttft_p99, e2e_p50, e2e_p99;
+};
+
+// Set from the engine's callback when a request's last token is committed.
+struct Finish {
+  std::atomic<int64_t> at_ns{0};
+};
+
+void OnCommit(void* user, void*, const int32_t*, size_t, const char*, size_t, int32_t finished) {
+  if (finished) {
+    static_cast<Finish*>(user)->at_ns.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+  }
+}
+
+double Pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& jobs, int32_t window,
+        int32_t group, const std::string& label, double share) {
+  SessionOptions o;
+  o.model_path = model;
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  o.max_running_requests = 64;
+  o.context_length = 2048;
+  o.determinism.mode = mode;
+  o.determinism.window = window;
+  o.determinism.verify_group = group;
+  auto session = Session::Create(o);
+  if (!session.ok()) {
+    std::cerr << "llm42 bench-dvr: " << session.status().message() << "\n";
+    std::exit(1);
+  }
+  Session& s = **session;
+  {  // warm-up: page in the weights
+    RequestOptions w;
+    w.has_prompt_tokens = true;
+    w.prompt_tokens.assign(32, 3);
+    w.max_tokens = 2;
+    (*s.Submit(w, nullptr))->Wait(-1);
+  }
+  const int64_t base_tokens = s.stat(SessionStat::kTokensGenerated);
+  std::vector<std::shared_ptr<Request>> reqs(jobs.size());
+  std::vector<Clock::time_point> submitted(jobs.size());
+  std::vector<Finish> finish(jobs.size());
+  const auto start = Clock::now();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(jobs[i].arrival_s)));
+    RequestOptions r;
+    r.has_prompt_tokens = true;
+    r.prompt_tokens = jobs[i].prompt;
+    r.max_tokens = jobs[i].output;
+    r.ignore_eos = true;
+    r.deterministic = jobs[i].deterministic && mode != DeterminismMode::kOff;
+    r.callback = OnCommit;
+    r.callback_user_data = &finish[i];
+    submitted[i] = Clock::now();
+    reqs[i] = *s.Submit(r, nullptr);
+    std::fprintf(stderr, "\r%-40s submitted %zu/%zu   ", label.c_str(), i + 1, jobs.size());
+  }
+  std::vector<double> ttft, e2e;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i]->Wait(-1);  // the callback has run by then
+    const Clock::time_point done{std::chrono::duration_cast<Clock::duration>(
+        std::chrono::nanoseconds(finish[i].at_ns.load()))};
+    e2e.push_back(std::chrono::duration<double>(done - submitted[i]).count() * 1000);
+    ttft.push_back(reqs[i]->stat(RequestStat::kTimeToFirstTokenUs) / 1000.0);
+    std::fprintf(stderr, "\r%-40s finished %zu/%zu    ", label.c_str(), i + 1, reqs.size());
+  }
+  const double makespan = std::chrono::duration<double>(Clock::now() - start).count();
+  const int64_t out = s.stat(SessionStat::kTokensGenerated) - base_tokens;
+  Row row;
+  row.mode = mode == DeterminismMode::kOff ? "off" : mode == DeterminismMode::kBatchInvariant ? "batch_invariant" : "selective";
+  row.det_share = share;
+  row.window = window;
+  row.group = group;
+  row.output_tps = static_cast<double>(out) / makespan;
+  row.recompute_pct = 100.0 * static_cast<double>(s.stat(SessionStat::kTokensRolledBack)) / static_cast<double>(std::max<int64_t>(1, out));
+  row.verify_passes = s.stat(SessionStat::kVerifyPasses);
+  row.rollbacks = s.stat(SessionStat::kRollbacks);
+  row.ttft_p50 = Pct(ttft, 0.5);
+  row.ttft_p99 = Pct(ttft, 0.99);
+  row.e2e_p50 = Pct(e2e, 0.5);
+  row.e2e_p99 = Pct(e2e, 0.99);
+  return row;
+}
+
+std::vector<double> ParseList(const std::string& text) {
+  std::vector<double> v;
+  for (absl::string_view p : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    double d;
+    if (absl::SimpleAtod(p, &d)) v.push_back(d);
+  }
+  return v;
+}
+
+}  // namespace
+
+int BenchDvr() {
+  const std::string model = absl::GetFlag(FLAGS_model);
+  if (model.empty()) {
+    std::cerr << "llm42: --model PATH is required\n";
+    return 2;
+  }
+  int32_t vocab = 0, bos = 1;
+  {
+    SessionOptions o;
+    o.model_path = model;
+    o.threads = 1;
+    o.kv_cache_tokens = 64;
+    auto s = Session::Create(o);
+    if (!s.ok()) {
+      std::cerr << "llm42 bench-dvr: " << s.status().message() << "\n";
+      return 1;
+    }
+    vocab = (*s)->tokenizer().vocab().size();
+    bos = std::max(0, (*s)->tokenizer().vocab().bos());
+  }
+  std::vector<Job> jobs = MakeWorkload(vocab, bos);
+  int64_t in_tokens = 0, out_tokens = 0;
+  for (const Job& j : jobs) {
+    in_tokens += static_cast<int64_t>(j.prompt.size());
+    out_tokens += j.output;
+  }
+  const int32_t w0 = 64, g0 = 8;  // the policy's defaults
+  std::vector<Row> rows;
+  rows.push_back(Run(model, DeterminismMode::kOff, jobs, w0, g0, "off", 0));
+  MarkDeterministic(jobs, 1.0);
+  rows.push_back(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, "batch_invariant", 1));
+  for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
+    MarkDeterministic(jobs, f);
+    rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0, absl::StrFormat("selective %g%%", f * 100), f));
+  }
+  MarkDeterministic(jobs, 1.0);
+  for (double w : ParseList(absl::GetFlag(FLAGS_windows))) {
+    for (double g : ParseList(absl::GetFlag(FLAGS_groups))) {
+      if (static_cast<int>(w) == w0 && static_cast<int>(g) == g0) continue;
+      rows.push_back(Run(model, DeterminismMode::kSelective, jobs, static_cast<int32_t>(w), static_cast<int32_t>(g),
+                         absl::StrFormat("sweep W=%g G=%g", w, g), 1));
+    }
+  }
+  std::fprintf(stderr, "\n");
+  const double off = rows[0].output_tps;
+  std::cout << absl::StrFormat(
+      "workload %s: %d requests, %d prompt + %d output tokens in all, Poisson %.2f req/s; "
+      "model %s; %d threads\n\n",
+      absl::GetFlag(FLAGS_workload), jobs.size(), in_tokens, out_tokens, absl::GetFlag(FLAGS_rate), model,
+      absl::GetFlag(FLAGS_threads));
+  std::cout << "| mode | det % | W | G | output tok/s | vs off | recomputed % | verify passes | "
+               "rollbacks | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::ofstream csv;
+  if (!absl::GetFlag(FLAGS_csv).empty()) {
+    csv.open(absl::GetFlag(FLAGS_csv));
+    csv << "mode,det_share,window,group,output_tps,vs_off,recompute_pct,verify_passes,rollbacks,"
+           "ttft_p50,ttft_p99,e2e_p50,e2e_p99\n";
+  }
+  for (const Row& r : rows) {
+    std::cout << absl::StrFormat("| %s | %g | %d | %d | %.1f | %.3f | %.2f | %d | %d | %.0f | %.0f | %.0f | %.0f |\n",
+                                 r.mode, r.det_share * 100, r.window, r.group, r.output_tps, r.output_tps / off,
+                                 r.recompute_pct, r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99,
+                                 r.e2e_p50, r.e2e_p99);
+    if (csv) {
+      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f\n", r.mode, r.det_share,
+                             r.window, r.group, r.output_tps, r.output_tps / off, r.recompute_pct,
+                             r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99, r.e2e_p50, r.e2e_p99);
+    }
+  }
+  return 0;
+}
+
+}  // namespace llm42::cli

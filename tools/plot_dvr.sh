@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Plots `llm42 bench-dvr --csv FILE` output as a PNG, like the LLM-42 paper's figures:
+# throughput relative to mode off per mode, and the window x group sweep at 100 % deterministic.
+#   tools/plot_dvr.sh results.csv plot.png
+set -euo pipefail
+csv=$1
+png=$2
+if ! command -v gnuplot >/dev/null; then
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
+  $SUDO apt-get install -y -q --no-install-recommends gnuplot-nox=5.4.4+dfsg1-2+b2 ||
+    $SUDO apt-get install -y -q --no-install-recommends gnuplot-nox
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# Panel 1: one bar per mode row that is not part of the sweep (window 64, group 8).
+awk -F, 'NR>1 && $3==64 && $4==8 {
+  label = ($1=="selective") ? sprintf("sel %g%%", $2*100) : $1;
+  printf "\"%s\" %s %s\n", label, $6, $7 }' "$csv" > "$tmp/modes.dat"
+# Panel 2: selective 100 % rows, throughput relative to off by window, one line per group.
+awk -F, 'NR>1 && $1=="selective" && $2==1 { print $4, $3, $6 }' "$csv" | sort -n -k1,1 -k2,2 > "$tmp/sweep.dat"
+groups=$(cut -d' ' -f1 "$tmp/sweep.dat" | sort -un | tr '\n' ' ')
+plots=""
+for g in $groups; do
+  awk -v g="$g" '$1==g { print $2, $3 }' "$tmp/sweep.dat" > "$tmp/g$g.dat"
+  plots="$plots \"$tmp/g$g.dat\" using 1:2 with linespoints lw 2 title \"G = $g\","
+done
+gnuplot <<GP
+set terminal pngcairo size 1200,480 font ",11" noenhanced
+set output "$png"
+set multiplot layout 1,2
+set title "Output throughput relative to mode off"
+set style fill solid 0.7
+set boxwidth 0.6
+set yrange [0:*]
+set ylabel "fraction of off"
+set xtics rotate by -30
+set grid ytics
+plot "$tmp/modes.dat" using 0:2:xtic(1) with boxes notitle, \
+     "" using 0:2:(sprintf("%.2f", \$2)) with labels offset 0,0.7 notitle
+set title "100 % deterministic: window x verify group"
+set xlabel "window W (tokens)"
+set logscale x 2
+set xtics norotate
+set ylabel "fraction of off"
+plot ${plots%,}
+unset multiplot
+GP
+echo "wrote $png"
