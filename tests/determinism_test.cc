@@ -24,6 +24,8 @@ struct ModelCase {
   double noise;  // fast_path_noise that flips a fair share of tokens on this model
 };
 
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
+
 struct Output {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;

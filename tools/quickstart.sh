@@ -22,5 +22,5 @@ fi
 bash tools/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build --target llm42_cli
-echo "--- llm42 generate (greedy, streamed) ---" >&2
-exec build/tools/llm42 generate --model "$model" --prompt "$prompt" --max-tokens 200
+echo "--- llm42 generate (deterministic, streamed) ---" >&2
+exec build/tools/llm42 generate --model "$model" --prompt "$prompt" --max-tokens 200 --deterministic

@@ -93,16 +93,21 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
   const int64_t grain =
       m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
   const internal::TileDotFn tile = internal::SelectTileDot(w.type, simd_);
+  const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w.type, simd_);
   pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
     const float* xs[internal::kMaxRowDotX];
+    const uint8_t* ws[4];
     float out[2 * internal::kMaxRowDotX];
     for (const Family* f : {&fast, &fixed}) {
       const auto count = static_cast<int64_t>(f->rows.size());
       for (int64_t t0 = 0; t0 < count; t0 += kXTile) {
         const int64_t t1 = std::min(count, t0 + kXTile);
         for (int64_t r = r0; r < r1;) {
-          // fast, full groups of 4 activation rows: two weight rows at a time.
-          const bool pair = f == &fast && tile != nullptr && r + 1 < r1 && t1 - t0 >= 4;
+          // Full groups of 4 activation rows: two weight rows at a time (both families); fixed
+          // rows in smaller groups (decode): four weight rows at a time.
+          const bool pair = tile != nullptr && r + 1 < r1 && t1 - t0 >= 4;
+          const bool quad = f == &fixed && gemv4 != nullptr && r + 3 < r1 && t1 - t0 < 4;
+          const int64_t step = quad ? 4 : pair ? 2 : 1;
           for (int64_t b = t0; b < t1; b += f->group) {
             const int nb = static_cast<int>(std::min(f->group, t1 - b));
             for (int j = 0; j < nb; ++j) xs[j] = x + f->rows[static_cast<size_t>(b + j)] * k;
@@ -115,12 +120,20 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
               }
               continue;
             }
-            for (int64_t rr = r; rr < r + (pair ? 2 : 1); ++rr) {
+            if (quad) {
+              for (int q = 0; q < 4; ++q) ws[q] = w.row(r + q);
+              for (int j = 0; j < nb; ++j) {
+                gemv4(ws, xs[j], k, out);
+                std::copy_n(out, 4, y + f->rows[static_cast<size_t>(b + j)] * n + r);
+              }
+              continue;
+            }
+            for (int64_t rr = r; rr < r + step; ++rr) {
               f->dot(w.row(rr), xs, nb, k, out);
               for (int j = 0; j < nb; ++j) y[f->rows[static_cast<size_t>(b + j)] * n + rr] = out[j];
             }
           }
-          r += pair ? 2 : 1;
+          r += step;
         }
       }
     }

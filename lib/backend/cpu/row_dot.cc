@@ -63,24 +63,13 @@ void PortableDot(const uint8_t* w, const float* const* x, int64_t k, float* out)
 // The fixed family's arithmetic, lane by lane (see row_dot.h).
 template <typename L>
 float PortableFixedDot(const uint8_t* w, const float* x, int64_t k) {
-  float acc[4][8] = {};
+  float acc[8] = {};
   int64_t i = 0;
-  for (; i + 32 <= k; i += 32) {
-    for (int u = 0; u < 4; ++u) {
-      for (int l = 0; l < 8; ++l) {
-        const int64_t t = i + 8 * u + l;
-        acc[u][l] = std::fma(L::At(w, t), x[t], acc[u][l]);
-      }
-    }
-  }
   for (; i + 8 <= k; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[0][l] = std::fma(L::At(w, i + l), x[i + l], acc[0][l]);
-  }
-  for (int u = 1; u < 4; ++u) {
-    for (int l = 0; l < 8; ++l) acc[0][l] = acc[0][l] + acc[u][l];
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(L::At(w, i + l), x[i + l], acc[l]);
   }
   float h[4];
-  for (int l = 0; l < 4; ++l) h[l] = acc[0][l] + acc[0][l + 4];
+  for (int l = 0; l < 4; ++l) h[l] = acc[l] + acc[l + 4];
   float s = (h[0] + h[2]) + (h[1] + h[3]);
   for (; i < k; ++i) s = std::fma(L::At(w, i), x[i], s);
   return s;
@@ -184,21 +173,41 @@ LLM42_AVX2 void Avx2Tile(const uint8_t* w0, const uint8_t* w1, const float* cons
   for (int j = 0; j < 4; ++j) {
     float s0 = HorizontalSum(acc[j][0]), s1 = HorizontalSum(acc[j][1]);
     for (int64_t t = i; t < k; ++t) {
-      s0 += L::At(w0, t) * x[j][t];
-      s1 += L::At(w1, t) * x[j][t];
+      s0 = std::fma(L::At(w0, t), x[j][t], s0);
+      s1 = std::fma(L::At(w1, t), x[j][t], s1);
     }
     out[j * 2] = s0;
     out[j * 2 + 1] = s1;
   }
 }
 
-// Every row with 4 accumulators, whatever the group size: the fixed family.
+// One accumulator per (weight row, activation row) pair, whatever the grouping: the fixed
+// family (row_dot.h). The tile above and Avx2Gemv4 below run the same per-pair arithmetic.
 template <typename V, typename L>
 LLM42_AVX2 void Avx2FixedRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
   switch (n_x) {
-    case 1: return Avx2Dot<V, L, 1, 4>(w, x, k, out);
-    case 2: return Avx2Dot<V, L, 2, 4>(w, x, k, out);
-    default: return Avx2Dot<V, L, 3, 4>(w, x, k, out);
+    case 1: return Avx2Dot<V, L, 1, 1>(w, x, k, out);
+    case 2: return Avx2Dot<V, L, 2, 1>(w, x, k, out);
+    case 3: return Avx2Dot<V, L, 3, 1>(w, x, k, out);
+    default: return Avx2Dot<V, L, 4, 1>(w, x, k, out);
+  }
+}
+
+// Four weight rows against one activation row: four independent chains hide the FMA latency
+// of the one-accumulator-per-pair arithmetic in decode.
+template <typename V, typename L>
+LLM42_AVX2 void Avx2Gemv4(const uint8_t* const* w, const float* x, int64_t k, float* out) {
+  __m256 acc[4];
+  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(V::Load8(w[r], i), xv, acc[r]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    float s = HorizontalSum(acc[r]);
+    for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
+    out[r] = s;
   }
 }
 
@@ -272,6 +281,23 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
     case GgmlType::kQ8_0: return run(Q8_0Loader{});
     default: std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
   }
+}
+
+Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
+#if LLM42_X86
+  if (allow_simd && CpuHasAvx2()) {
+    switch (type) {
+      case GgmlType::kF32: return Avx2Gemv4<F32Vec, F32Loader>;
+      case GgmlType::kF16: return Avx2Gemv4<F16Vec, F16Loader>;
+      case GgmlType::kBF16: return Avx2Gemv4<Bf16Vec, Bf16Loader>;
+      case GgmlType::kQ8_0: return Avx2Gemv4<Q8_0Vec, Q8_0Loader>;
+      default: return nullptr;
+    }
+  }
+#endif
+  (void)type;
+  (void)allow_simd;
+  return nullptr;
 }
 
 TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {

@@ -14,13 +14,13 @@ namespace llm42::internal {
 // - fast: one row alone uses 4 accumulators of 8 lanes; rows in groups use 2 each (less
 //   register pressure, more rows per weight load). A row's bits therefore depend on how many
 //   rows it was grouped with, that is, on the batch.
-// - fixed: every row, grouped or not, runs the same arithmetic: 4 accumulators of 8 lanes
-//   updated by fused multiply-adds over 32-element steps, then 8-element steps into the first
-//   accumulator, then a fixed reduction tree, then a fused multiply-add per tail element. The
-//   portable version emulates exactly that with std::fma, so fixed results are the same bits
-//   with or without AVX2.
+// - fixed: every (weight row, activation row) pair, however the rows are grouped, runs the same
+//   arithmetic: one accumulator of 8 lanes updated by a fused multiply-add per 8-element step,
+//   the reduction tree ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then a fused multiply-add per
+//   tail element. The portable version emulates exactly that with std::fma, so fixed results
+//   are the same bits with or without AVX2, and the 2x4 tile and the 4-row GEMV may serve it.
 inline constexpr int kMaxRowDotX = 4;
-inline constexpr int kMaxFixedRowDotX = 3;  // 3 x 4 accumulators fit the 16 AVX2 registers
+inline constexpr int kMaxFixedRowDotX = 4;
 using RowDotFn = void (*)(const uint8_t* w_row, const float* const* x, int n_x, int64_t k,
                           float* out);
 
@@ -30,11 +30,16 @@ enum class DotFamily { kFast, kFixed };
 // else portable. nullptr for types without kernels.
 RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd = true);
 
-// fast only: two weight rows against four activation rows at once (8 independent accumulators,
-// enough to keep both FMA pipes busy), out[j * 2 + r]. nullptr where there is no such kernel.
+// Two weight rows against four activation rows at once (8 independent accumulators, enough to
+// keep both FMA pipes busy), out[j * 2 + r], with the fixed family's per-pair arithmetic (so
+// both families use it). nullptr where there is no such kernel.
 using TileDotFn = void (*)(const uint8_t* w_row0, const uint8_t* w_row1, const float* const* x,
                            int64_t k, float* out);
 TileDotFn SelectTileDot(GgmlType type, bool allow_simd = true);
+
+// fixed: four weight rows against one activation row, out[r]. nullptr where there is none.
+using Gemv4Fn = void (*)(const uint8_t* const* w_rows, const float* x, int64_t k, float* out);
+Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd = true);
 
 // Converts the first n weights of a row to f32 (embedding lookups).
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
