@@ -19,6 +19,7 @@
 #include "lib/sampling/philox.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/thread_pool.h"
+#include "tools/llm42/bench_util.h"
 #include "tools/llm42/commands.h"
 
 ABSL_FLAG(std::string, concurrency, "1,4,8,16", "Comma-separated numbers of concurrent requests");
@@ -38,12 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
 // Token arrival times of one request, recorded from the engine's callback.
@@ -104,15 +99,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
     std::exit(1);
   }
   const int32_t vocab = (*session)->tokenizer().vocab().size();
-  {
-    // Warm-up: page the weights in and size the scratch buffers before the clock starts.
-    RequestOptions warm;
-    warm.has_prompt_tokens = true;
-    warm.prompt_tokens.assign(static_cast<size_t>(std::min(prompt_len, 64)), 3);
-    warm.max_tokens = 2;
-    auto r = (*session)->Submit(warm, nullptr);
-    if (r.ok()) (*r)->Wait(-1);
-  }
+  WarmUp(**session, prompt_len);
   std::vector<std::unique_ptr<Trace>> traces;
   std::vector<std::shared_ptr<Request>> requests;
   const auto start = Clock::now();

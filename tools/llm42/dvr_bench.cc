@@ -20,6 +20,7 @@
 #include "lib/engine/session.h"
 #include "lib/sampling/philox.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "tools/llm42/bench_util.h"
 #include "tools/llm42/commands.h"
 
 ABSL_FLAG(std::string, workload, "sharegpt",
@@ -116,12 +117,6 @@ void OnCommit(void* user, void*, const int32_t*, size_t, const char*, size_t, in
   }
 }
 
-double Pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-
 Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& jobs, int32_t window,
         int32_t group, const std::string& label, double share) {
   SessionOptions o;
@@ -139,13 +134,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
     std::exit(1);
   }
   Session& s = **session;
-  {  // warm-up: page in the weights
-    RequestOptions w;
-    w.has_prompt_tokens = true;
-    w.prompt_tokens.assign(32, 3);
-    w.max_tokens = 2;
-    (*s.Submit(w, nullptr))->Wait(-1);
-  }
+  WarmUp(s, 32);
   const int64_t base_tokens = s.stat(SessionStat::kTokensGenerated);
   std::vector<std::shared_ptr<Request>> reqs(jobs.size());
   std::vector<Clock::time_point> submitted(jobs.size());
@@ -186,10 +175,10 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   row.recompute_pct = 100.0 * static_cast<double>(s.stat(SessionStat::kTokensRolledBack)) / static_cast<double>(std::max<int64_t>(1, out));
   row.verify_passes = s.stat(SessionStat::kVerifyPasses);
   row.rollbacks = s.stat(SessionStat::kRollbacks);
-  row.ttft_p50 = Pct(ttft, 0.5);
-  row.ttft_p99 = Pct(ttft, 0.99);
-  row.e2e_p50 = Pct(e2e, 0.5);
-  row.e2e_p99 = Pct(e2e, 0.99);
+  row.ttft_p50 = Percentile(ttft, 0.5);
+  row.ttft_p99 = Percentile(ttft, 0.99);
+  row.e2e_p50 = Percentile(e2e, 0.5);
+  row.e2e_p99 = Percentile(e2e, 0.99);
   return row;
 }
 
