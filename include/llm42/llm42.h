@@ -195,7 +195,8 @@ LLM42_API llm42_status llm42_session_detokenize(llm42_session* session, const in
 /* -1 for a NULL session. */
 LLM42_API int32_t llm42_session_vocab_size(const llm42_session* session);
 LLM42_API int32_t llm42_session_eos_token(const llm42_session* session);
-/* Hex digest of the model's tensors and metadata plus the engine's schedule. */
+/* Hex digest of the model's tensors and metadata plus the engine's schedule. This version
+ * returns LLM42_UNSUPPORTED (fingerprints come with reproducibility receipts). */
 LLM42_API llm42_status llm42_session_fingerprint(llm42_session* session, char* buf,
                                                  size_t capacity, size_t* n_bytes);
 /* Session-wide counter; INVALID_ARGUMENT for LLM42_STAT_TIME_TO_FIRST_TOKEN_US. */
@@ -228,7 +229,9 @@ LLM42_API llm42_status llm42_request_options_set_prompt(llm42_request_options* o
  * the vocabulary at submit. */
 LLM42_API llm42_status llm42_request_options_set_prompt_tokens(llm42_request_options* options,
                                                                const int32_t* tokens, size_t n);
-/* Appends a chat message; the model's chat template renders them at submit. */
+/* Appends a chat message; the model's chat template renders them at submit. This version
+ * stores them but llm42_request_submit refuses messages with LLM42_UNSUPPORTED (no chat
+ * templates yet). */
 LLM42_API llm42_status llm42_request_options_add_message(llm42_request_options* options,
                                                          const char* role, const char* content);
 /* Tokens to generate, >= 1; default 256. Generation also stops when the context is full. */
@@ -247,7 +250,10 @@ LLM42_API llm42_status llm42_request_options_set_min_p(llm42_request_options* op
  * policy's default seed); llm42_request_effective_seed reports it. */
 LLM42_API llm42_status llm42_request_options_set_seed(llm42_request_options* options,
                                                       uint64_t seed);
-/* Ask for bitwise-reproducible output (UNSUPPORTED at submit in mode OFF). */
+/* Ask for bitwise-reproducible output: in mode SELECTIVE the request decodes on the fast path
+ * and only tokens verified against the fixed schedule are committed and streamed; in mode
+ * BATCH_INVARIANT every request already is; in mode OFF submit returns LLM42_UNSUPPORTED.
+ * Without a seed, the policy's default seed is used. */
 LLM42_API llm42_status llm42_request_options_set_deterministic(llm42_request_options* options,
                                                                int32_t on);
 /* Adds a stop string (copied, non-empty valid UTF-8; at most 16). Generation ends when the
@@ -309,7 +315,9 @@ LLM42_API llm42_status llm42_request_output_tokens(llm42_request* request, int32
 /* The text released so far (what read_text has returned or would return). */
 LLM42_API llm42_status llm42_request_output_text(llm42_request* request, char* buf,
                                                  size_t capacity, size_t* n_bytes);
-/* Logprob of every committed token; FAILED_PRECONDITION unless logprobs were requested. */
+/* Logprob of every committed token (a deterministic request's come from the verifier, so they
+ * equal a fixed-schedule prefill of the output); FAILED_PRECONDITION unless logprobs were
+ * requested. */
 LLM42_API llm42_status llm42_request_logprobs(llm42_request* request, float* values,
                                               size_t capacity, size_t* n);
 /* Per-request counter (TOKENS_GENERATED, PREFILL_TOKENS, DECODE_STEPS,
@@ -318,13 +326,15 @@ LLM42_API llm42_status llm42_request_stat(llm42_request* request, llm42_stat whi
                                           int64_t* value);
 /* Seed the sampler uses (set, default or drawn). 0 for NULL. */
 LLM42_API uint64_t llm42_request_effective_seed(const llm42_request* request);
-/* Serialized llm42.Receipt protobuf of a finished deterministic request. */
+/* Serialized llm42.Receipt protobuf of a finished deterministic request. This version returns
+ * LLM42_UNSUPPORTED. */
 LLM42_API llm42_status llm42_request_receipt(llm42_request* request, void* buf, size_t capacity,
                                              size_t* n_bytes);
 /* Cancels if still running, then frees the handle. Must not be called from its own callback. */
 LLM42_API void llm42_request_destroy(llm42_request* request);
 
-/* Replays a receipt; *reproduced = 1 when this build reproduces it bit for bit. */
+/* Replays a receipt; *reproduced = 1 when this build reproduces it bit for bit. This version
+ * returns LLM42_UNSUPPORTED. */
 LLM42_API llm42_status llm42_session_verify_receipt(llm42_session* session, const void* receipt,
                                                     size_t n_bytes, int32_t* reproduced);
 
