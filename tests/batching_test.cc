@@ -13,8 +13,11 @@ namespace llm42 {
 namespace {
 
 std::unique_ptr<Session> Open(const std::string& model, DeterminismMode mode, int64_t kv_tokens,
-                              int32_t max_running = 16, int32_t max_batch_tokens = 256) {
+                              int32_t max_running = 16, int32_t max_batch_tokens = 256,
+                              double noise = 0, int32_t window = 64) {
   SessionOptions o;
+  o.determinism.fast_path_noise = noise;
+  o.determinism.window = window;
   o.model_path = model;
   o.threads = 2;
   o.kv_cache_tokens = kv_tokens;
@@ -71,8 +74,10 @@ TEST(Batching, RequestThatCanNeverFitIsRefused) {
 // threads, random cancels, a KV cache small enough to force preemption. Every request ends with
 // the right status and finish reason, the cache is empty afterwards, and every greedy request
 // that completed produced exactly what it produces alone (the fixed schedule).
-TEST(Batching, ConcurrentLoadWithCancelsAndPreemption) {
-  LLM42_TINY_MODEL_OR_SKIP(model);
+//
+// In selective mode with every request deterministic (noisy fast path, windows of 8) the same
+// must hold: verification, rollback and preemption interleave under memory pressure.
+void ConcurrentLoad(const std::string& model, bool selective) {
   struct Spec {
     std::vector<int32_t> prompt;
     int32_t max_tokens;
@@ -89,12 +94,14 @@ TEST(Batching, ConcurrentLoadWithCancelsAndPreemption) {
     for (size_t i = 0; i < specs.size(); ++i) {
       auto r = alone->Submit(Greedy(specs[i].prompt, specs[i].max_tokens), nullptr);
       ASSERT_TRUE(r.ok());
+      ASSERT_TRUE(r.ok());
       ASSERT_TRUE((*r)->Wait(60000));
       solo[i] = (*r)->output_tokens();
     }
   }
 
-  auto s = Open(model, DeterminismMode::kBatchInvariant, /*kv_tokens=*/640, 16, 128);
+  auto s = selective ? Open(model, DeterminismMode::kSelective, /*kv_tokens=*/640, 16, 128, 0.05, 8)
+                     : Open(model, DeterminismMode::kBatchInvariant, /*kv_tokens=*/640, 16, 128);
   std::atomic<int> mismatches{0}, bad_status{0}, completed{0}, cancelled{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -102,7 +109,9 @@ TEST(Batching, ConcurrentLoadWithCancelsAndPreemption) {
       std::mt19937 local(static_cast<uint32_t>(t));
       std::vector<std::pair<size_t, std::shared_ptr<Request>>> mine;
       for (size_t i = static_cast<size_t>(t); i < specs.size(); i += 8) {
-        auto r = s->Submit(Greedy(specs[i].prompt, specs[i].max_tokens), nullptr);
+        RequestOptions spec = Greedy(specs[i].prompt, specs[i].max_tokens);
+        spec.deterministic = selective;
+        auto r = s->Submit(spec, nullptr);
         if (!r.ok()) {
           ++bad_status;
           continue;
@@ -140,6 +149,18 @@ TEST(Batching, ConcurrentLoadWithCancelsAndPreemption) {
   EXPECT_GT(s->stat(SessionStat::kPreemptions), 0) << "the cache was meant to force preemption";
   // The engine frees a request's blocks before publishing that it finished.
   EXPECT_EQ(s->kv_blocks_in_use(), 0);
+  EXPECT_EQ(s->invariant_violations(), 0);
+  if (selective) EXPECT_GT(s->stat(SessionStat::kRollbacks), 0);
+}
+
+TEST(Batching, ConcurrentLoadWithCancelsAndPreemption) {
+  LLM42_TINY_MODEL_OR_SKIP(model);
+  ConcurrentLoad(model, /*selective=*/false);
+}
+
+TEST(Batching, DeterministicLoadWithCancelsAndPreemption) {
+  LLM42_TINY_MODEL_OR_SKIP(model);
+  ConcurrentLoad(model, /*selective=*/true);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ struct Sequence {
   SamplingParams sampling;
   bool dvr;            // decode-verify-rollback: candidates are committed only once verified
   bool ready = false;  // dvr: holds a full window (or an ending candidate) awaiting verification
+  bool planned = false;  // in the batch being built (never a preemption victim then)
   TextStream text;     // committed text
   TextStream probe;    // dvr: committed text plus candidates, to spot a candidate stop string
 
@@ -277,13 +278,21 @@ void Session::Preempt(Sequence& victim) {
   waiting_.insert(pos, std::move(owned));
 }
 
-// Reserves cache room for `seq` up to `positions`, preempting newer running requests while
-// the pool is short. False when `seq` itself had to be preempted.
+// Reserves cache room for `seq` up to `positions`, preempting the newest running requests not
+// yet in this step's batch while the pool is short. False when `seq` itself had to go.
 bool Session::ReserveOrPreempt(Sequence& seq, int64_t positions) {
   while (!cache_->Reserve(seq.kv_seq, positions)) {
-    Sequence& newest = *running_.back();
-    Preempt(newest);
-    if (&newest == &seq) return false;
+    Sequence* victim = &seq;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      if (!(*it)->planned && it->get() != &seq) {
+        victim = it->get();
+        break;
+      }
+    }
+    // Only requests older than `seq` or already planned remain: `seq` yields.
+    if (victim != &seq && victim->arrival < seq.arrival) victim = &seq;
+    Preempt(*victim);
+    if (victim == &seq) return false;
   }
   return true;
 }
@@ -374,14 +383,16 @@ bool Session::Step() {
     Sequence& s = *running_[i];
     if (!s.ready || (s.candidates() > budget && !plan.empty())) continue;
     plan.push_back({&s, s.candidates(), Kind::kVerify});
+    s.planned = true;
     budget -= s.candidates();
     ++group;
   }
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
     if (s.pending() != 1 || s.ready || s.fixed_prefill()) continue;
-    if (!ReserveOrPreempt(s, s.n_computed + 1)) break;  // s (the newest) was preempted
+    if (!ReserveOrPreempt(s, s.n_computed + 1)) break;  // s (the newest unplanned) was preempted
     plan.push_back({&s, 1, Kind::kDecode});
+    s.planned = true;
     --budget;
   }
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -396,9 +407,11 @@ bool Session::Step() {
     if (n == 0) continue;
     if (!ReserveOrPreempt(s, s.n_computed + n)) break;
     plan.push_back({&s, n, Kind::kPrefill});
+    s.planned = true;
     budget -= n;
   }
   blocks_in_use_.store(cache_->n_blocks() - cache_->free_blocks(), std::memory_order_relaxed);
+  for (const Entry& e : plan) e.seq->planned = false;
   if (plan.empty()) return false;
 
   // Rows: a verify entry feeds positions [n_committed - 1, n_committed - 1 + n) and wants every
