@@ -19,5 +19,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/llm42Config.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/llm42ConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/llm42)
 
+# Relocatable: the prefix is found from the .pc file's own location.
+file(RELATIVE_PATH LLM42_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(cmake/llm42.pc.in ${CMAKE_CURRENT_BINARY_DIR}/llm42.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/llm42.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
