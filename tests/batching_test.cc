@@ -150,7 +150,9 @@ void ConcurrentLoad(const std::string& model, bool selective) {
   // The engine frees a request's blocks before publishing that it finished.
   EXPECT_EQ(s->kv_blocks_in_use(), 0);
   EXPECT_EQ(s->invariant_violations(), 0);
-  if (selective) EXPECT_GT(s->stat(SessionStat::kRollbacks), 0);
+  if (selective) {
+    EXPECT_GT(s->stat(SessionStat::kRollbacks), 0);
+  }
 }
 
 TEST(Batching, ConcurrentLoadWithCancelsAndPreemption) {
