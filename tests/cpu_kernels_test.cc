@@ -32,7 +32,7 @@ TEST(Fp16, ConversionsRoundTripEveryHalf) {
 
 TEST(Fp16, MatchesF16cInstructionsBitForBit) {
 #if defined(__x86_64__)
-  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks F16C";
+  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C: no hardware conversion to compare with";
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
   for (int i = 0; i < 200000; ++i) {
@@ -177,7 +177,7 @@ TEST_P(MatMulTest, FixedIsRowInvariantAndSimdIndependent) {
 // The sensitivity control of the test above: the fast schedule really depends on the batch.
 TEST_P(MatMulTest, FastDependsOnTheBatch) {
   const GgmlType type = GetParam();
-  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "needs the AVX2 kernels";
+  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C: the fast family has only its portable kernel here";
   std::mt19937 rng(31);
   const int64_t rows = 64, cols = 256;
   TestMatrix w = MakeMatrix(type, rows, cols, rng);

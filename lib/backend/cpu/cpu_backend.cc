@@ -82,12 +82,14 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
   struct Family {
     internal::RowDotFn dot;
     int64_t group;
-    std::vector<int64_t> rows;
+    std::vector<int64_t>& rows;
   };
   Family fast{internal::SelectRowDot(w.type, internal::DotFamily::kFast, simd_),
-              internal::kMaxRowDotX, {}};
+              internal::kMaxRowDotX, fast_rows_};
   Family fixed{internal::SelectRowDot(w.type, internal::DotFamily::kFixed, simd_),
-               internal::kMaxFixedRowDotX, {}};
+               internal::kMaxFixedRowDotX, fixed_rows_};
+  fast_rows_.clear();
+  fixed_rows_.clear();
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed : fast).rows.push_back(i);
   // Enough chunks per thread to balance load, large enough to amortize the hand-out.
   const int64_t grain =

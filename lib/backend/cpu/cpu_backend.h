@@ -2,6 +2,7 @@
 #define LLM42_BACKEND_CPU_CPU_BACKEND_H_
 
 #include <memory>
+#include <vector>
 
 #include "lib/backend/backend.h"
 #include "lib/util/thread_pool.h"
@@ -40,6 +41,9 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   bool simd_;
+  // MatMul's split of a batch's rows by schedule, kept to avoid allocating per op. The backend
+  // is driven by one thread (the session's engine), like the pool.
+  std::vector<int64_t> fast_rows_, fixed_rows_;
 };
 
 int DefaultThreadCount();

@@ -256,13 +256,23 @@ struct PortableFixed {
 };
 
 #if LLM42_X86
-RowDotFn Avx2For(GgmlType type, DotFamily family) {
-  const bool fixed = family == DotFamily::kFixed;
+// A weight type's AVX2 loader pair, as a tag for the kernel templates.
+template <typename Vec, typename Loader>
+struct Avx2Types {
+  using V = Vec;
+  using L = Loader;
+};
+
+// The AVX2 kernel `pick` instantiates for `type` (nullptr for types without kernels or CPUs
+// without AVX2/FMA/F16C).
+template <typename Fn, typename Pick>
+Fn Avx2ByType(GgmlType type, Pick pick) {
+  if (!CpuHasAvx2()) return nullptr;
   switch (type) {
-    case GgmlType::kF32: return fixed ? Avx2FixedRowDotT<F32Vec, F32Loader> : Avx2RowDotT<F32Vec, F32Loader>;
-    case GgmlType::kF16: return fixed ? Avx2FixedRowDotT<F16Vec, F16Loader> : Avx2RowDotT<F16Vec, F16Loader>;
-    case GgmlType::kBF16: return fixed ? Avx2FixedRowDotT<Bf16Vec, Bf16Loader> : Avx2RowDotT<Bf16Vec, Bf16Loader>;
-    case GgmlType::kQ8_0: return fixed ? Avx2FixedRowDotT<Q8_0Vec, Q8_0Loader> : Avx2RowDotT<Q8_0Vec, Q8_0Loader>;
+    case GgmlType::kF32: return pick(Avx2Types<F32Vec, F32Loader>{});
+    case GgmlType::kF16: return pick(Avx2Types<F16Vec, F16Loader>{});
+    case GgmlType::kBF16: return pick(Avx2Types<Bf16Vec, Bf16Loader>{});
+    case GgmlType::kQ8_0: return pick(Avx2Types<Q8_0Vec, Q8_0Loader>{});
     default: return nullptr;
   }
 }
@@ -285,41 +295,37 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
 
 Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) {
-    switch (type) {
-      case GgmlType::kF32: return Avx2Gemv4<F32Vec, F32Loader>;
-      case GgmlType::kF16: return Avx2Gemv4<F16Vec, F16Loader>;
-      case GgmlType::kBF16: return Avx2Gemv4<Bf16Vec, Bf16Loader>;
-      case GgmlType::kQ8_0: return Avx2Gemv4<Q8_0Vec, Q8_0Loader>;
-      default: return nullptr;
-    }
+  if (allow_simd) {
+    return Avx2ByType<Gemv4Fn>(type, [](auto t) -> Gemv4Fn {
+      return Avx2Gemv4<typename decltype(t)::V, typename decltype(t)::L>;
+    });
   }
 #endif
   (void)type;
-  (void)allow_simd;
   return nullptr;
 }
 
 TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) {
-    switch (type) {
-      case GgmlType::kF32: return Avx2Tile<F32Vec, F32Loader>;
-      case GgmlType::kF16: return Avx2Tile<F16Vec, F16Loader>;
-      case GgmlType::kBF16: return Avx2Tile<Bf16Vec, Bf16Loader>;
-      case GgmlType::kQ8_0: return Avx2Tile<Q8_0Vec, Q8_0Loader>;
-      default: return nullptr;
-    }
+  if (allow_simd) {
+    return Avx2ByType<TileDotFn>(type, [](auto t) -> TileDotFn {
+      return Avx2Tile<typename decltype(t)::V, typename decltype(t)::L>;
+    });
   }
 #endif
   (void)type;
-  (void)allow_simd;
   return nullptr;
 }
 
 RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd) {
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) return Avx2For(type, family);
+  if (allow_simd && CpuHasAvx2()) {
+    return Avx2ByType<RowDotFn>(type, [family](auto t) -> RowDotFn {
+      using V = typename decltype(t)::V;
+      using L = typename decltype(t)::L;
+      return family == DotFamily::kFixed ? Avx2FixedRowDotT<V, L> : Avx2RowDotT<V, L>;
+    });
+  }
 #endif
   return family == DotFamily::kFixed ? PortableFor<PortableFixed>(type) : PortableFor<PortableFast>(type);
 }
