@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/util/utf8.h"
@@ -45,27 +46,77 @@ std::unique_ptr<Tokenizer> Load(const std::string& path) {
   return tok.ok() ? std::move(tok).value() : nullptr;
 }
 
-TEST(SpmTokenizer, MatchesLlamaCppVectors) {
-  LLM42_SHARED_OR_SKIP(vocab, "vocab/ggml-vocab-llama-spm.gguf");
+// Every vector of llama.cpp's test-tokenizer-0 for one vocabulary: ids exact, and decoding
+// gives the text back.
+class LlamaCppVectors : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppVectors, EncodeMatchesAndDecodeRoundTrips) {
+  LLM42_SHARED_OR_SKIP(vocab, std::string("vocab/ggml-vocab-") + GetParam() + ".gguf");
   auto tok = Load(vocab);
   ASSERT_NE(tok, nullptr);
   const std::vector<Vector> vectors = ReadVectors(vocab);
   ASSERT_GE(vectors.size(), 40u);
   for (const Vector& v : vectors) {
-    EXPECT_EQ(absl::StrJoin(tok->Encode(v.text, /*add_special=*/false, /*parse_special=*/true), " "),
-              absl::StrJoin(v.ids, " "))
-        << "input: '" << v.text << "'";
+    ASSERT_TRUE(IsValidUtf8(v.text));
+    const std::vector<int32_t> ids = tok->Encode(v.text, /*add_special=*/false, /*parse_special=*/false);
+    EXPECT_EQ(absl::StrJoin(ids, " "), absl::StrJoin(v.ids, " ")) << "input: '" << v.text << "'";
+    EXPECT_EQ(tok->Decode(ids), v.text) << "input: '" << v.text << "'";
   }
 }
 
-TEST(SpmTokenizer, DecodeRoundTrips) {
-  LLM42_SHARED_OR_SKIP(vocab, "vocab/ggml-vocab-llama-spm.gguf");
+INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppVectors,
+                         ::testing::Values("llama-spm", "llama-bpe", "gpt-2"));
+
+TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {
+  LLM42_SHARED_OR_SKIP(vocab, "vocab/ggml-vocab-llama-bpe.gguf");
   auto tok = Load(vocab);
   ASSERT_NE(tok, nullptr);
-  for (const Vector& v : ReadVectors(vocab)) {
-    ASSERT_TRUE(IsValidUtf8(v.text));
-    EXPECT_EQ(tok->Decode(tok->Encode(v.text, false, true)), v.text) << "input: '" << v.text << "'";
-  }
+  const Vocab& v = tok->vocab();
+  EXPECT_EQ(v.pre(), "llama-bpe");
+  EXPECT_EQ(v.bos(), 128000);
+  const std::vector<int32_t> ids = tok->Encode("<|start_header_id|>user<|end_header_id|>", true, true);
+  EXPECT_EQ(ids, (std::vector<int32_t>{128000, 128006, 882, 128007}));
+  // Without parse_special the same text is ordinary characters.
+  const std::vector<int32_t> literal = tok->Encode("<|eot_id|>", false, false);
+  EXPECT_GT(literal.size(), 1u);
+  EXPECT_EQ(tok->Decode(literal), "<|eot_id|>");
+  EXPECT_TRUE(v.IsEndOfGeneration(128009));  // <|eot_id|>
+  EXPECT_TRUE(v.IsEndOfGeneration(128001));  // EOS
+  EXPECT_FALSE(v.IsEndOfGeneration(882));
+}
+
+TEST(BpeTokenizer, PreTokenizersSplitAsTheirRegexes) {
+  using P = PreTokenizer;
+  auto split = [](P kind, std::string_view text) {
+    std::string joined;
+    for (std::string_view piece : PreTokenize(kind, text)) joined.append(joined.empty() ? "" : "|").append(piece);
+    return joined;
+  };
+  EXPECT_EQ(split(P::kGpt2, "Hello world's  12345!!\n"), "Hello| world|'s| | 12345|!!|\n");
+  EXPECT_EQ(split(P::kGpt2, "a   b"), "a|  | b");
+  EXPECT_EQ(split(P::kLlama3, "HE'S 12345 a\n\n b"), "HE|'S| |123|45| a|\n\n| b");
+  EXPECT_EQ(split(P::kQwen2, "x 123"), "x| |1|2|3");
+  EXPECT_EQ(split(P::kLlama3, "\tfoo...\r\n"), "\tfoo|...\r\n");
+  EXPECT_EQ(split(P::kGpt2, "\xC3\xA4pfel \xD0\xBD\xD0\xB5"), "\xC3\xA4pfel| \xD0\xBD\xD0\xB5");  // letters beyond ASCII
+  EXPECT_FALSE(PreTokenizerFromName("falcon").has_value());
+}
+
+TEST(BpeTokenizer, UnknownPreTokenizerIsUnsupported) {
+  LLM42_SHARED_OR_SKIP(path, "vocab/ggml-vocab-gpt-2.gguf");
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto vocab = Vocab::FromGguf(**file);
+  ASSERT_TRUE(vocab.ok());
+  VocabSpec spec;
+  spec.model = "gpt2";
+  spec.pre = "falcon";
+  spec.texts = {"a", "b"};
+  auto tok = Tokenizer::FromVocab(*Vocab::FromSpec(spec));
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(tok.status().message()), ::testing::HasSubstr("falcon"));
+  spec.pre = "gpt-2";
+  spec.merges = {"ab"};
+  EXPECT_EQ(Vocab::FromSpec(spec).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(SpmTokenizer, BosAndSpecialTokens) {

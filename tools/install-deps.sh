@@ -17,6 +17,8 @@ PINNED=(
   libgtest-dev=1.12.1-0.2
   libgmock-dev=1.12.1-0.2
   nlohmann-json3-dev=3.11.2-2
+  libutf8proc-dev=2.8.0-1
+  python3-jinja2=3.1.2-1+deb12u3
 )
 
 missing=()

@@ -316,7 +316,7 @@ void AddNoise(std::span<float> logits, double stddev, uint64_t key, int64_t posi
 FinishReason Session::EndsRequest(const Sequence& s, int32_t token, int64_t length,
                                   int64_t generated, bool stop_string) const {
   const RequestOptions& o = s.request->options();
-  if (stop_string || (token == tokenizer_->vocab().eos() && !o.ignore_eos)) return FinishReason::kStop;
+  if (stop_string || (tokenizer_->vocab().IsEndOfGeneration(token) && !o.ignore_eos)) return FinishReason::kStop;
   if (generated >= o.max_tokens || length >= max_sequence_) return FinishReason::kLength;
   return FinishReason::kNone;
 }

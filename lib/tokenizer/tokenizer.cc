@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "lib/model/gguf_reader.h"
+#include "lib/tokenizer/bpe_encoder.h"
 #include "lib/tokenizer/spm_encoder.h"
 #include "lib/util/status.h"
 #include "lib/util/utf8.h"
@@ -26,15 +27,35 @@ struct Fragment {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
   LLM42_ASSIGN_OR_RETURN(Vocab vocab, Vocab::FromGguf(file));
-  if (vocab.model() != "llama") {
-    return UnsupportedError("tokenizer model '", vocab.model(),
-                            "' is not supported (this build reads SentencePiece 'llama')");
+  return FromVocab(std::move(vocab));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocab(Vocab vocab) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer(std::move(vocab)));
+  const Vocab& v = t->vocab_;
+  if (v.model() == "gpt2") {
+    const std::string pre = v.pre().empty() ? "default" : v.pre();
+    const std::optional<PreTokenizer> kind = PreTokenizerFromName(pre);
+    if (!kind) {
+      return UnsupportedError("BPE pre-tokenizer '", pre,
+                              "' is not supported (default, gpt-2, llama-bpe, qwen2)");
+    }
+    t->bpe_ = true;
+    t->pre_ = *kind;
+    t->ignore_merges_ = *kind == PreTokenizer::kLlama3;
+  } else if (v.model() != "llama") {
+    return UnsupportedError("tokenizer model '", v.model(),
+                            "' is not supported (SentencePiece 'llama', byte-level BPE 'gpt2')");
   }
-  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(vocab)));
+  return t;
 }
 
 void Tokenizer::EncodeRaw(std::string_view text, bool prefix_space,
                           std::vector<int32_t>* out) const {
+  if (bpe_) {
+    for (std::string_view piece : PreTokenize(pre_, text)) BpeEncode(vocab_, piece, ignore_merges_, out);
+    return;
+  }
   std::string escaped;
   if (prefix_space) escaped = " ";
   escaped.append(text);
@@ -87,7 +108,8 @@ std::string Tokenizer::TokenBytes(int32_t id) const {
   if (!vocab_.IsValid(id)) return {};
   const std::string& text = vocab_.text(id);
   switch (vocab_.type(id)) {
-    case TokenType::kNormal: return absl::StrReplaceAll(text, {{kSpmSpace, " "}});
+    case TokenType::kNormal:
+      return bpe_ ? UnicodeToBytes(text) : absl::StrReplaceAll(text, {{kSpmSpace, " "}});
     case TokenType::kUnknown: return std::string(kUnknownGlyph);
     case TokenType::kUserDefined: return text;
     case TokenType::kByte:

@@ -9,18 +9,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/tokenizer/pretokenizer.h"
 #include "lib/tokenizer/vocab.h"
 
 namespace llm42 {
 
 class GgufFile;
 
-// Text <-> token ids for a model. Special tokens (control, user-defined) written literally in
-// the text are matched first, longest first; the text between them goes to the model's
-// subword encoder.
+// Text <-> token ids for a model: SentencePiece ("llama") or byte-level BPE ("gpt2" with one
+// of the pre-tokenizers of pretokenizer.h). Special tokens (control, user-defined) written
+// literally in the text are matched first, longest first; the text between them goes to the
+// model's subword encoder.
 class Tokenizer {
  public:
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& file);
+  // UNSUPPORTED for tokenizer models and pre-tokenizers llm42 does not implement, naming them.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromVocab(Vocab vocab);
 
   const Vocab& vocab() const { return vocab_; }
 
@@ -29,7 +33,8 @@ class Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // Bytes a token contributes to output text: control and unused tokens none, byte tokens
-  // their byte, the unknown token U+2585, normal tokens their text with U+2581 as a space.
+  // their byte, the unknown token U+2585, normal tokens their text with U+2581 as a space
+  // (SentencePiece) or mapped back to bytes (byte-level BPE).
   std::string TokenBytes(int32_t id) const;
 
   // Concatenated TokenBytes as valid UTF-8. Like llama.cpp's detokenize, the space the encoder
@@ -41,6 +46,9 @@ class Tokenizer {
   void EncodeRaw(std::string_view text, bool prefix_space, std::vector<int32_t>* out) const;
 
   Vocab vocab_;
+  bool bpe_ = false;
+  PreTokenizer pre_ = PreTokenizer::kGpt2;
+  bool ignore_merges_ = false;
 };
 
 }  // namespace llm42

@@ -24,14 +24,31 @@ enum class TokenType : int32_t {
   kByte = 6,
 };
 
-// The token table of a model: texts, merge scores, types and the special ids, read from GGUF
-// metadata (tokenizer.ggml.*).
+// A vocabulary as a model file describes it, before validation. GGUF's tokenizer.ggml.* keys
+// and Hugging Face's tokenizer files both fill one.
+struct VocabSpec {
+  std::string model;  // "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string pre;    // the BPE pre-tokenizer's name (tokenizer.ggml.pre)
+  std::vector<std::string> texts;
+  std::vector<float> scores;       // empty: all 0
+  std::vector<TokenType> types;    // empty: all normal
+  std::vector<std::string> merges;  // BPE: "left right", highest priority first
+  int32_t bos = -1, eos = -1, unk = -1, eot = -1;
+  std::optional<bool> add_bos, add_eos, add_space_prefix;  // unset: the model type's default
+  std::string chat_template;  // Jinja source, empty when the model has none
+};
+
+// The token table of a model: texts, merge scores or ranks, types and the special ids.
 class Vocab {
  public:
   static absl::StatusOr<Vocab> FromGguf(const GgufFile& file);
+  // FORMAT_ERROR for inconsistent specs (sizes, ids out of range, malformed merges).
+  static absl::StatusOr<Vocab> FromSpec(VocabSpec spec);
 
   int32_t size() const { return static_cast<int32_t>(texts_.size()); }
   const std::string& model() const { return model_; }
+  const std::string& pre() const { return pre_; }
+  const std::string& chat_template() const { return chat_template_; }
   const std::string& text(int32_t id) const { return texts_[static_cast<size_t>(id)]; }
   float score(int32_t id) const { return scores_[static_cast<size_t>(id)]; }
   TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
@@ -41,6 +58,10 @@ class Vocab {
   int32_t bos() const { return bos_; }  // -1 when the model has none
   int32_t eos() const { return eos_; }
   int32_t unk() const { return unk_; }
+  // True for tokens that end a turn: EOS, end-of-turn (<|eot_id|>, <|im_end|>, ...).
+  bool IsEndOfGeneration(int32_t id) const;
+  // BPE merge rank of the pair (lower merges first), -1 when the pair never merges.
+  int32_t MergeRank(std::string_view left, std::string_view right) const;
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
@@ -51,11 +72,13 @@ class Vocab {
   int32_t ByteToken(uint8_t byte) const;
 
  private:
-  std::string model_;
+  std::string model_, pre_, chat_template_;
   std::vector<std::string> texts_;
   std::vector<float> scores_;
   std::vector<TokenType> types_;
   absl::flat_hash_map<std::string, int32_t> index_;
+  absl::flat_hash_map<std::string, int32_t> merge_rank_;  // key "left right"
+  std::vector<int32_t> end_of_generation_;
   std::vector<int32_t> special_tokens_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = true;

@@ -1,0 +1,30 @@
+#ifndef LLM42_TOKENIZER_BPE_ENCODER_H_
+#define LLM42_TOKENIZER_BPE_ENCODER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lib/tokenizer/vocab.h"
+
+namespace llm42 {
+
+// GPT-2's reversible byte -> code point map: printable Latin-1 bytes map to themselves, the
+// others (controls, space, ...) to U+0100 onwards, so every byte string is printable text.
+// Returns the UTF-8 of the byte's code point.
+const std::string& ByteToUnicode(uint8_t byte);
+// The inverse over a token's text: each code point of the map back to its byte; code points
+// outside the map are kept as their UTF-8.
+std::string UnicodeToBytes(std::string_view text);
+
+// Byte-level BPE of one pre-tokenized piece (raw UTF-8 bytes): map its bytes through
+// ByteToUnicode, start from single code points and repeatedly merge the adjacent pair with the
+// lowest merge rank (leftmost on ties), then emit each symbol's token. With ignore_merges a piece
+// that is itself a token is emitted whole (Llama 3).
+void BpeEncode(const Vocab& vocab, std::string_view piece, bool ignore_merges,
+               std::vector<int32_t>* out);
+
+}  // namespace llm42
+
+#endif  // LLM42_TOKENIZER_BPE_ENCODER_H_
