@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/engine/session.h"
 #include "lib/engine/text_stream.h"
+#include "lib/tokenizer/tokenizer.h"
 #include "lib/model/gguf_writer.h"
 #include "tests/test_util.h"
 
@@ -271,6 +273,23 @@ TEST_F(EngineTest, DestroyingTheSessionCancelsEverything) {
     EXPECT_TRUE(r->finished());
     EXPECT_EQ(r->finish_reason(), FinishReason::kCancelled);
   }
+}
+
+TEST(VocabOnlySession, TokenizesButCannotGenerate) {
+  LLM42_SHARED_OR_SKIP(vocab, "vocab/ggml-vocab-llama-bpe.gguf");
+  SessionOptions o;
+  o.model_path = vocab;
+  auto refused = Session::Create(o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("vocab_only"));
+  o.vocab_only = true;
+  auto s = Session::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->tokenizer().Encode("Hello world", true, true), (std::vector<int32_t>{128000, 9906, 1917}));
+  RequestOptions r;
+  r.prompt_text = "Hello";
+  r.has_prompt_text = true;
+  EXPECT_EQ((*s)->Submit(r, nullptr).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

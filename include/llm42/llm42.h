@@ -164,6 +164,11 @@ LLM42_API llm42_status llm42_session_options_set_kv_cache_tokens(llm42_session_o
  * OUT_OF_RANGE at session creation. */
 LLM42_API llm42_status llm42_session_options_set_context_length(llm42_session_options* options,
                                                                 int32_t n);
+/* Nonzero: open only the model's vocabulary (a vocabulary-only GGUF is enough) for
+ * tokenize/detokenize; no weights are loaded and submitting a request is FAILED_PRECONDITION.
+ * Without it, a file that has no weights is FORMAT_ERROR naming this option. */
+LLM42_API llm42_status llm42_session_options_set_vocab_only(llm42_session_options* options,
+                                                            int32_t on);
 /* Copies the policy. Default: LLM42_MODE_SELECTIVE with default knobs. */
 LLM42_API llm42_status llm42_session_options_set_determinism(llm42_session_options* options,
                                                              const llm42_determinism* policy);

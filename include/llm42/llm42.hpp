@@ -134,6 +134,10 @@ class SessionOptions {
     detail::Check(llm42_session_options_set_context_length(h_.get(), n));
     return *this;
   }
+  SessionOptions& SetVocabOnly(bool on = true) {
+    detail::Check(llm42_session_options_set_vocab_only(h_.get(), on ? 1 : 0));
+    return *this;
+  }
   SessionOptions& SetDeterminism(const DeterminismPolicy& policy) {
     detail::Check(llm42_session_options_set_determinism(h_.get(), policy.get()));
     return *this;

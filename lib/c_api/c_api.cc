@@ -233,6 +233,11 @@ llm42_status llm42_session_options_set_context_length(llm42_session_options* o, 
   o->options.context_length = n;
   return LLM42_OK;
 }
+llm42_status llm42_session_options_set_vocab_only(llm42_session_options* o, int32_t on) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.vocab_only = on != 0;
+  return LLM42_OK;
+}
 llm42_status llm42_session_options_set_determinism(llm42_session_options* o,
                                                    const llm42_determinism* p) {
   LLM42_REQUIRE(o != nullptr, "options is NULL");

@@ -30,6 +30,9 @@ struct SessionOptions {
   int64_t kv_cache_tokens = 0;
   int32_t context_length = 0;  // 0 = min(model's, kDefaultContextLength)
   DeterminismPolicy determinism;
+  // Open only the vocabulary (a vocabulary-only GGUF works): tokenize and detokenize, no
+  // weights loaded, no engine thread; submitting a request fails.
+  bool vocab_only = false;
 
   static constexpr int32_t kDefaultContextLength = 4096;
 

@@ -95,6 +95,15 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(options.model_path));
   s->file_ = std::move(file);
   LLM42_ASSIGN_OR_RETURN(s->tokenizer_, Tokenizer::FromGguf(*s->file_));
+  if (options.vocab_only) {
+    Log(LogLevel::kInfo, "opened the vocabulary of ", options.model_path, " (",
+        s->tokenizer_->vocab().size(), " tokens, tokenizer only)");
+    return s;
+  }
+  if (s->file_->tensors().empty()) {
+    return FormatError(options.model_path, " has no weights (a vocabulary-only file?); open it "
+                       "with vocab_only to tokenize");
+  }
   LLM42_ASSIGN_OR_RETURN(s->model_, LlamaModel::Load(s->file_));
   const LlamaConfig& c = s->model_->config();
   if (c.n_vocab != s->tokenizer_->vocab().size()) {
@@ -141,10 +150,14 @@ Session::~Session() {
   if (engine_.joinable()) engine_.join();
 }
 
-int64_t Session::kv_cache_tokens() const { return cache_->capacity_tokens(); }
+int64_t Session::kv_cache_tokens() const { return cache_ ? cache_->capacity_tokens() : 0; }
 
 absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& options,
                                                          void* handle) {
+  if (model_ == nullptr) {
+    return absl::FailedPreconditionError("this session is tokenizer-only (vocab_only): it "
+                                         "cannot generate");
+  }
   if (!options.messages.empty()) {
     return UnsupportedError("chat messages need the model's chat template, which this version "
                             "does not render yet; send a prompt");

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text"
 ABSL_FLAG(bool, deterministic, false,
           "Bitwise-reproducible output (verified against the fixed schedule; default seed 42)");
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
+ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
+ABSL_FLAG(bool, ids, false, "tokenize: print only the ids, separated by spaces");
 ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, llama-110m or llama-1b");
 ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16 or q8_0");
 ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
@@ -102,6 +105,26 @@ int Generate() {
           request.Stat(LLM42_STAT_PREFILL_TOKENS), n, ttft_ms,
           n > 1 && decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0, total_s,
           request.FinishReason() == LLM42_FINISH_STOP ? "stop" : "length", request.EffectiveSeed());
+    }
+    return 0;
+  } catch (const api::Error& e) {
+    std::cerr << "llm42: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int Tokenize() {
+  if (!RequireModel()) return 2;
+  try {
+    api::SessionOptions so;
+    so.SetModelPath(absl::GetFlag(FLAGS_model)).SetVocabOnly();
+    api::Session session(so);
+    const std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+    const std::vector<int32_t> ids = session.Tokenize(text, !absl::GetFlag(FLAGS_no_bos));
+    if (absl::GetFlag(FLAGS_ids)) {
+      std::cout << absl::StrJoin(ids, " ") << "\n";
+    } else {
+      for (int32_t id : ids) std::cout << id << "\t'" << session.Detokenize({id}) << "'\n";
     }
     return 0;
   } catch (const api::Error& e) {

@@ -6,6 +6,7 @@ namespace llm42::cli {
 // Each returns the process exit code.
 int Generate();
 int Info();
+int Tokenize();
 int MakeModel();
 int Bench();
 int BenchDvr();

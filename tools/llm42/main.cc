@@ -1,4 +1,4 @@
-// llm42 — command-line front end: `llm42 generate|info [flags]`.
+// llm42 — command-line front end: `llm42 COMMAND [flags]`.
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -18,6 +18,8 @@ constexpr char kUsage[] =
     "           streams a completion to stdout\n"
     "  info --model PATH\n"
     "           prints the model's metadata summary\n"
+    "  tokenize --model PATH [--no-bos] [--ids]\n"
+    "           token ids of stdin's text (one 'id<TAB>piece' per line; --ids: ids only)\n"
     "  make-model --preset tiny|llama-110m|llama-1b --dtype f32|f16|bf16|q8_0 --out FILE\n"
     "           [--vocab GGUF] [--seed S]   writes a random-weight Llama GGUF\n"
     "  bench --model PATH [--concurrency 1,4,8,16] [--schedules fast,fixed]\n"
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(static_cast<int>(ptrs.size()), ptrs.data());
   if (command == "generate") return llm42::cli::Generate();
   if (command == "info") return llm42::cli::Info();
+  if (command == "tokenize") return llm42::cli::Tokenize();
   if (command == "make-model") return llm42::cli::MakeModel();
   if (command == "bench") return llm42::cli::Bench();
   if (command == "bench-dvr") return llm42::cli::BenchDvr();
