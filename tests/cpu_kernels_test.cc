@@ -76,6 +76,22 @@ TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& r
     }
     return m;
   }
+  if (type == GgmlType::kQ4_0) {  // ggml's layout: low nibbles are elements 0-15, high 16-31
+    m.row_bytes = static_cast<size_t>(cols / kQ4_0BlockSize) * sizeof(BlockQ4_0);
+    m.bytes.resize(m.row_bytes * static_cast<size_t>(rows));
+    auto* blocks = reinterpret_cast<BlockQ4_0*>(m.bytes.data());
+    for (int64_t b = 0; b < rows * cols / kQ4_0BlockSize; ++b) {
+      blocks[b].scale = Fp32ToFp16(0.1f + 0.01f * static_cast<float>(b % 7));
+      const float d = Fp16ToFp32(blocks[b].scale);
+      for (int j = 0; j < 16; ++j) {
+        const int lo = static_cast<int>(rng() % 16), hi = static_cast<int>(rng() % 16);
+        blocks[b].q[j] = static_cast<uint8_t>(lo | (hi << 4));
+        m.values[static_cast<size_t>(b * kQ4_0BlockSize + j)] = d * static_cast<float>(lo - 8);
+        m.values[static_cast<size_t>(b * kQ4_0BlockSize + j + 16)] = d * static_cast<float>(hi - 8);
+      }
+    }
+    return m;
+  }
   const size_t es = type == GgmlType::kF32 ? 4 : 2;
   m.row_bytes = static_cast<size_t>(cols) * es;
   m.bytes.resize(m.row_bytes * static_cast<size_t>(rows));
@@ -111,7 +127,7 @@ TEST_P(MatMulTest, MatchesFloat64Reference) {
   const GgmlType type = GetParam();
   std::mt19937 rng(11);
   for (int64_t cols : {32, 40, 43, 96, 172, 256}) {
-    if (type == GgmlType::kQ8_0 && cols % 32 != 0) continue;
+    if (GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1 && cols % 32 != 0) continue;
     const int64_t rows = 37;
     TestMatrix w = MakeMatrix(type, rows, cols, rng);
     WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
@@ -149,7 +165,7 @@ TEST_P(MatMulTest, FixedIsRowInvariantAndSimdIndependent) {
   const GgmlType type = GetParam();
   std::mt19937 rng(21);
   for (int64_t cols : {64, 96, 43, 200}) {
-    if (type == GgmlType::kQ8_0 && cols % 32 != 0) continue;
+    if (GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1 && cols % 32 != 0) continue;
     const int64_t rows = 50, full = 256;
     TestMatrix w = MakeMatrix(type, rows, cols, rng);
     WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
@@ -192,7 +208,7 @@ TEST_P(MatMulTest, FastDependsOnTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
-                                           GgmlType::kQ8_0),
+                                           GgmlType::kQ8_0, GgmlType::kQ4_0),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return std::string(GetGgmlTypeInfo(static_cast<uint32_t>(info.param))->name);
                          });
@@ -319,7 +335,9 @@ TEST(CpuBackend, RowOpsAreRowInvariant) {
     std::vector<float> norm(static_cast<size_t>(m * n)), rope(x.begin(), x.begin() + m * n),
         glu(static_cast<size_t>(m * n)), emb(static_cast<size_t>(m * n));
     be.RmsNorm(x.data(), w.data(), m, n, 1e-5f, norm.data(), Schedule::kFixed);
-    be.Rope(rope.data(), m, 4, 66, 64, positions.data(), 10000.0f, Schedule::kFixed);
+    RopeParams rp;
+    rp.n_rot = 64;
+    be.Rope(rope.data(), m, 4, 66, rp, positions.data(), Schedule::kFixed);
     be.SwiGlu(x.data(), w.data(), std::min<int64_t>(m * n, n), glu.data(), Schedule::kFixed);
     be.Embed(tm, ids.data(), m, emb.data(), Schedule::kFixed);
     norm.insert(norm.end(), rope.begin(), rope.end());
@@ -352,12 +370,28 @@ TEST(CpuBackend, RmsNormRopeAndSwiGlu) {
   // RoPE rotates pair i by pos * base^(-2i/n_rot); dims past n_rot stay.
   std::vector<float> r = {1, 0, 1, 0, 7, 7};
   const int32_t pos = 3;
-  be.Rope(r.data(), 1, 1, 6, 4, &pos, 100.0f, Schedule::kFixed);
+  RopeParams rp;
+  rp.n_rot = 4;
+  rp.freq_base = 100.0f;
+  be.Rope(r.data(), 1, 1, 6, rp, &pos, Schedule::kFixed);
   EXPECT_NEAR(r[0], std::cos(3.0), 1e-6);
   EXPECT_NEAR(r[1], std::sin(3.0), 1e-6);
   EXPECT_NEAR(r[2], std::cos(3.0 / 10), 1e-6);
   EXPECT_NEAR(r[3], std::sin(3.0 / 10), 1e-6);
   EXPECT_EQ(r[4], 7);
+  // NeoX pairs (i, i + n_rot/2); frequency factors divide each pair's angle; freq_scale
+  // scales positions.
+  std::vector<float> n = {1, 1, 0, 0, 7, 7};
+  const float factors[2] = {1.0f, 4.0f};
+  rp.neox = true;
+  rp.freq_factors = factors;
+  rp.freq_scale = 0.5f;
+  be.Rope(n.data(), 1, 1, 6, rp, &pos, Schedule::kFixed);
+  EXPECT_NEAR(n[0], std::cos(1.5), 1e-6);
+  EXPECT_NEAR(n[2], std::sin(1.5), 1e-6);
+  EXPECT_NEAR(n[1], std::cos(1.5 / 10 / 4), 1e-6);
+  EXPECT_NEAR(n[3], std::sin(1.5 / 10 / 4), 1e-6);
+  EXPECT_EQ(n[4], 7);
 
   const std::vector<float> g = {0, 2}, u = {5, 3};
   std::vector<float> s(2);

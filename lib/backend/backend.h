@@ -75,6 +75,18 @@ struct AttentionInput {
   int64_t head_dim = 0;
 };
 
+// Rotary position embedding of the first n_rot dims of every head: pair i (of n_rot / 2) turns by
+// position * freq_scale * base^(-2i/n_rot) / freq_factors[i].
+struct RopeParams {
+  int64_t n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // linear position scaling (1 = none)
+  // false: adjacent pairs (2i, 2i+1), GGUF/ggml "normal" (Llama); true: (i, i + n_rot/2),
+  // "NeoX" (Qwen2, and Hugging Face's rotate_half).
+  bool neox = false;
+  const float* freq_factors = nullptr;  // n_rot / 2 divisors, or none (Llama 3.1 scaling)
+};
+
 // The compute operations the Llama graph is written over, each under a Schedule. Activations
 // are f32, row-major [tokens][features]. The CPU backend is the reference and always built.
 class Backend {
@@ -87,10 +99,9 @@ class Backend {
   // y = x / sqrt(mean(x^2) + eps) * weight, per row of n.
   virtual void RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
                        float* y, Schedules s) = 0;
-  // Rotates adjacent pairs of the first n_rot dims of every head in place (GGUF/ggml "normal"
-  // RoPE), angle position * base^(-2i/n_rot).
-  virtual void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                    const int32_t* positions, float freq_base, Schedules s) = 0;
+  // Rotates every head of every row in place (RopeParams).
+  virtual void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
+                    const int32_t* positions, Schedules s) = 0;
   // Causal grouped-query attention: out[i] = softmax(q[i] K^T / sqrt(d)) V over the token's KV
   // prefix, per head.
   virtual void Attention(const float* q, const AttentionInput& in, float* out, Schedules s) = 0;

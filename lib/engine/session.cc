@@ -12,6 +12,7 @@
 #include "lib/engine/text_stream.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/gguf_reader.h"
+#include "lib/model/hf_loader.h"
 #include "lib/model/llama_model.h"
 #include "lib/sampling/philox.h"
 #include "lib/sampling/sampler.h"
@@ -92,7 +93,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   s->options_ = options;
   s->schedule_ = options.determinism.mode == DeterminismMode::kBatchInvariant ? Schedule::kFixed
                                                                               : Schedule::kFast;
-  LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(options.model_path));
+  LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenModel(options.model_path));
   s->file_ = std::move(file);
   LLM42_ASSIGN_OR_RETURN(s->tokenizer_, Tokenizer::FromGguf(*s->file_));
   if (options.vocab_only) {

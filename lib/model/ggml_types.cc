@@ -8,7 +8,7 @@ std::optional<GgmlTypeInfo> GetGgmlTypeInfo(uint32_t type) {
     case GgmlType::kF16: return GgmlTypeInfo{"f16", 1, 2, true};
     case GgmlType::kBF16: return GgmlTypeInfo{"bf16", 1, 2, true};
     case GgmlType::kQ8_0: return GgmlTypeInfo{"q8_0", 32, 34, true};
-    case GgmlType::kQ4_0: return GgmlTypeInfo{"q4_0", 32, 18, false};
+    case GgmlType::kQ4_0: return GgmlTypeInfo{"q4_0", 32, 18, true};
     case GgmlType::kQ4_1: return GgmlTypeInfo{"q4_1", 32, 20, false};
     case GgmlType::kQ5_0: return GgmlTypeInfo{"q5_0", 32, 22, false};
     case GgmlType::kQ5_1: return GgmlTypeInfo{"q5_1", 32, 24, false};

@@ -49,6 +49,15 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34);
 
+// 32 weights as 4-bit values around 8: element j < 16 is the low nibble of q[j], element j >= 16
+// the high nibble of q[j - 16]; weight = (nibble - 8) * scale.
+inline constexpr int64_t kQ4_0BlockSize = 32;
+struct BlockQ4_0 {
+  uint16_t scale;  // f16
+  uint8_t q[kQ4_0BlockSize / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
 inline float Fp16ToFp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1F;

@@ -225,7 +225,34 @@ int64_t GgufTensorInfo::n_elements() const {
 
 GgufFile::~GgufFile() = default;
 
-size_t GgufFile::file_size() const { return file_->size(); }
+size_t GgufFile::file_size() const {
+  if (file_) return file_->size();
+  size_t bytes = 0;
+  for (const GgufTensorInfo& t : tensors_) bytes += t.n_bytes;
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromParts(
+    std::string path, std::vector<std::pair<std::string, GgufValue>> metadata,
+    std::vector<GgufTensorInfo> tensors, std::shared_ptr<const void> storage) {
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->path_ = std::move(path);
+  f->version_ = 3;
+  f->storage_ = std::move(storage);
+  f->metadata_ = std::move(metadata);
+  f->tensors_ = std::move(tensors);
+  for (size_t i = 0; i < f->metadata_.size(); ++i) {
+    if (!f->metadata_index_.emplace(f->metadata_[i].first, i).second) {
+      return FormatError(f->path_, ": duplicate key '", f->metadata_[i].first, "'");
+    }
+  }
+  for (size_t i = 0; i < f->tensors_.size(); ++i) {
+    if (!f->tensor_index_.emplace(f->tensors_[i].name, i).second) {
+      return FormatError(f->path_, ": duplicate tensor '", f->tensors_[i].name, "'");
+    }
+  }
+  return f;
+}
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());

@@ -74,6 +74,12 @@ class MappedFile;
 class GgufFile {
  public:
   static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // A model assembled in memory with the keys and tensor names GGUF would use (a Hugging Face
+  // directory presented as the GGUF it converts to); tensor data stays valid while `storage`
+  // lives. FORMAT_ERROR for duplicate keys or tensor names.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> FromParts(
+      std::string path, std::vector<std::pair<std::string, GgufValue>> metadata,
+      std::vector<GgufTensorInfo> tensors, std::shared_ptr<const void> storage);
   ~GgufFile();
 
   uint32_t version() const { return version_; }
@@ -101,6 +107,7 @@ class GgufFile {
 
   std::string path_;
   std::unique_ptr<MappedFile> file_;
+  std::shared_ptr<const void> storage_;  // FromParts' tensor memory
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> metadata_;

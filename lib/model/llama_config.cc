@@ -17,10 +17,11 @@ absl::StatusOr<int64_t> RequiredPositive(const GgufFile& f, const std::string& k
 absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   LlamaConfig c;
   LLM42_ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
-  if (c.architecture != "llama") {
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
     return UnsupportedError("architecture '", c.architecture,
-                            "' is not supported (this build runs 'llama')");
+                            "' is not supported (llm42 runs llama, qwen2)");
   }
+  c.rope_neox = c.architecture == "qwen2";
   if (const GgufValue* name = f.Find("general.name"); name && name->type == GgufType::kString) {
     c.name = name->string_value;
   }
@@ -50,6 +51,17 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
     LLM42_ASSIGN_OR_RETURN(double base, f.GetFloat(a + "rope.freq_base"));
     if (!(base > 1.0)) return FormatError("rope.freq_base = ", base, " must be > 1");
     c.rope_freq_base = static_cast<float>(base);
+  }
+  if (const GgufValue* type = f.Find(a + "rope.scaling.type"); type && type->type == GgufType::kString) {
+    const std::string& t = type->string_value;
+    if (t == "linear") {
+      LLM42_ASSIGN_OR_RETURN(double factor, f.GetFloat(a + "rope.scaling.factor"));
+      if (!(factor >= 1.0)) return FormatError("rope.scaling.factor = ", factor, " must be >= 1");
+      c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    } else if (t != "none") {
+      return UnsupportedError("RoPE scaling type '", t, "' is not supported (none, linear; "
+                              "Llama 3.1 scaling comes as rope_freqs.weight)");
+    }
   }
   if (f.Find(a + "attention.layer_norm_rms_epsilon") != nullptr) {
     LLM42_ASSIGN_OR_RETURN(double eps, f.GetFloat(a + "attention.layer_norm_rms_epsilon"));

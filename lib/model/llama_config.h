@@ -10,7 +10,9 @@ namespace llm42 {
 
 class GgufFile;
 
-// Hyperparameters of a Llama-family decoder, from GGUF metadata ({arch}.* keys).
+// Hyperparameters of a Llama-family decoder, from GGUF metadata ({arch}.* keys). Architectures:
+// "llama" (Llama 2/3/3.1/3.2, Mistral 7B, TinyLlama, ...) and "qwen2" (Qwen2 / Qwen2.5: q/k/v
+// biases, NeoX RoPE).
 struct LlamaConfig {
   std::string architecture;
   std::string name;
@@ -24,11 +26,14 @@ struct LlamaConfig {
   int64_t head_dim = 0;
   int64_t n_rot = 0;
   float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+  bool rope_neox = false;
   float rms_eps = 1e-5f;
 
   int64_t kv_dim() const { return n_head_kv * head_dim; }
 
-  // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for other architectures.
+  // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for other architectures and
+  // RoPE scaling types (naming them).
   static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
 };
 

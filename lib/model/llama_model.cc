@@ -23,7 +23,7 @@ absl::StatusOr<const GgufTensorInfo*> FindTensor(const GgufFile& f, const std::s
   if (!GetGgmlTypeInfo(static_cast<uint32_t>(t->type))->computable) {
     return UnsupportedError("tensor '", name, "' has type ",
                             GetGgmlTypeInfo(static_cast<uint32_t>(t->type))->name,
-                            ", which llm42 cannot compute with yet (f32, f16, bf16, q8_0)");
+                            ", which llm42 cannot compute with yet (f32, f16, bf16, q8_0, q4_0)");
   }
   return t;
 }
@@ -47,6 +47,22 @@ absl::StatusOr<std::vector<float>> LoadVector(const GgufFile& f, const std::stri
   std::vector<float> v(static_cast<size_t>(n));
   internal::DequantizeRow(t->type, t->data, n, v.data());
   return v;
+}
+
+// An optional vector: empty when the tensor is absent, else validated like a required one.
+absl::StatusOr<std::vector<float>> LoadOptionalVector(const GgufFile& f, const std::string& name,
+                                                      int64_t n) {
+  if (f.FindTensor(name) == nullptr) return std::vector<float>();
+  return LoadVector(f, name, n);
+}
+
+// y[i] += bias for each of m rows of n (nothing when the model has no bias).
+void AddBias(float* y, int64_t m, const std::vector<float>& bias) {
+  if (bias.empty()) return;
+  const size_t n = bias.size();
+  for (size_t i = 0; i < static_cast<size_t>(m); ++i) {
+    for (size_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
+  }
 }
 
 template <typename T>
@@ -80,12 +96,22 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
     bytes += static_cast<int64_t>(embd->n_bytes);
   }
   const int64_t kv = c.kv_dim();
+  LLM42_ASSIGN_OR_RETURN(m->rope_freqs_, LoadOptionalVector(f, "rope_freqs.weight", c.n_rot / 2));
+  m->rope_.n_rot = c.n_rot;
+  m->rope_.freq_base = c.rope_freq_base;
+  m->rope_.freq_scale = c.rope_freq_scale;
+  m->rope_.neox = c.rope_neox;
+  m->rope_.freq_factors = m->rope_freqs_.empty() ? nullptr : m->rope_freqs_.data();
+  const bool qwen2 = c.architecture == "qwen2";
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     Layer& L = m->layers_[static_cast<size_t>(l)];
     const std::string p = absl::StrCat("blk.", l, ".");
     LLM42_ASSIGN_OR_RETURN(L.attn_norm, LoadVector(f, p + "attn_norm.weight", c.n_embd));
     LLM42_ASSIGN_OR_RETURN(L.ffn_norm, LoadVector(f, p + "ffn_norm.weight", c.n_embd));
+    LLM42_ASSIGN_OR_RETURN(L.bq, (qwen2 ? LoadVector : LoadOptionalVector)(f, p + "attn_q.bias", c.n_embd));
+    LLM42_ASSIGN_OR_RETURN(L.bk, (qwen2 ? LoadVector : LoadOptionalVector)(f, p + "attn_k.bias", kv));
+    LLM42_ASSIGN_OR_RETURN(L.bv, (qwen2 ? LoadVector : LoadOptionalVector)(f, p + "attn_v.bias", kv));
     LLM42_ASSIGN_OR_RETURN(L.wq, LoadMatrix(f, p + "attn_q.weight", c.n_embd, c.n_embd, &bytes));
     LLM42_ASSIGN_OR_RETURN(L.wk, LoadMatrix(f, p + "attn_k.weight", c.n_embd, kv, &bytes));
     LLM42_ASSIGN_OR_RETURN(L.wv, LoadMatrix(f, p + "attn_v.weight", c.n_embd, kv, &bytes));
@@ -132,8 +158,11 @@ void LlamaModel::Forward(Backend& be, KvCache& cache, const ForwardBatch& batch,
     be.MatMul(xn, m, L.wq, q, sc);
     be.MatMul(xn, m, L.wk, k, sc);
     be.MatMul(xn, m, L.wv, v, sc);
-    be.Rope(q, m, c.n_head, c.head_dim, c.n_rot, batch.positions.data(), c.rope_freq_base, sc);
-    be.Rope(k, m, c.n_head_kv, c.head_dim, c.n_rot, batch.positions.data(), c.rope_freq_base, sc);
+    AddBias(q, m, L.bq);
+    AddBias(k, m, L.bk);
+    AddBias(v, m, L.bv);
+    be.Rope(q, m, c.n_head, c.head_dim, rope_, batch.positions.data(), sc);
+    be.Rope(k, m, c.n_head_kv, c.head_dim, rope_, batch.positions.data(), sc);
     // Every token's K/V lands in the cache before any token of the batch attends.
     ai.kv = cache.layer(l);
     for (size_t i = 0; i < um; ++i) {

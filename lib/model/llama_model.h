@@ -49,6 +49,7 @@ class LlamaModel {
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
+    std::vector<float> bq, bk, bv;  // empty when the model has no attention biases
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   };
 
@@ -58,6 +59,8 @@ class LlamaModel {
   LlamaConfig config_;
   WeightMatrix token_embd_, output_;
   std::vector<float> output_norm_;
+  std::vector<float> rope_freqs_;  // per-pair frequency divisors (Llama 3.1), or empty
+  RopeParams rope_;
   std::vector<Layer> layers_;
   int64_t weight_bytes_ = 0;
 

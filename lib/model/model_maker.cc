@@ -1,5 +1,6 @@
 #include "lib/model/model_maker.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -54,6 +55,30 @@ std::vector<uint8_t> Encode(const std::vector<float>& v, GgmlType type) {
       }
       break;
     }
+    case GgmlType::kQ4_0: {  // ggml's quantize_row_q4_0_ref
+      const size_t blocks = v.size() / kQ4_0BlockSize;
+      out.resize(blocks * sizeof(BlockQ4_0));
+      auto* b = reinterpret_cast<BlockQ4_0*>(out.data());
+      for (size_t k = 0; k < blocks; ++k) {
+        const float* x = v.data() + k * kQ4_0BlockSize;
+        float amax = 0, max = 0;
+        for (int j = 0; j < kQ4_0BlockSize; ++j) {
+          if (std::fabs(x[j]) > amax) {
+            amax = std::fabs(x[j]);
+            max = x[j];
+          }
+        }
+        const float d = max / -8;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        b[k].scale = Fp32ToFp16(d);
+        for (int j = 0; j < 16; ++j) {
+          const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+          const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+          b[k].q[j] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      }
+      break;
+    }
     default: break;
   }
   return out;
@@ -61,9 +86,31 @@ std::vector<uint8_t> Encode(const std::vector<float>& v, GgmlType type) {
 
 }  // namespace
 
+std::vector<float> Llama3RopeFactors(int64_t n_rot, double base, double factor, double low_freq_factor,
+                                     double high_freq_factor, double original_context) {
+  const double low_wavelen = original_context / low_freq_factor;
+  const double high_wavelen = original_context / high_freq_factor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < n_rot; i += 2) {
+    const double freq = 1.0 / std::pow(base, static_cast<double>(i) / static_cast<double>(n_rot));
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(static_cast<float>(factor));
+    } else {
+      const double smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      factors.push_back(static_cast<float>(1.0 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return factors;
+}
+
 const std::vector<ModelPreset>& ModelPresets() {
   static const std::vector<ModelPreset> presets = {
       {"tiny", 256, 4, 8, 4, 688, 2048},
+      {"tiny-qwen2", 256, 4, 8, 4, 688, 2048, "qwen2"},
+      {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
       {"llama-110m", 768, 12, 12, 12, 2048, 2048},
       {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
   };
@@ -73,8 +120,13 @@ const std::vector<ModelPreset>& ModelPresets() {
 absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& vocab_path,
                        uint64_t seed, const std::string& out_path) {
   if (dtype != GgmlType::kF32 && dtype != GgmlType::kF16 && dtype != GgmlType::kBF16 &&
-      dtype != GgmlType::kQ8_0) {
-    return InvalidArgument("make-model writes f32, f16, bf16 or q8_0");
+      dtype != GgmlType::kQ8_0 && dtype != GgmlType::kQ4_0) {
+    return InvalidArgument("make-model writes f32, f16, bf16, q8_0 or q4_0");
+  }
+  const bool quantized = dtype == GgmlType::kQ8_0 || dtype == GgmlType::kQ4_0;
+  if (quantized && (p.n_embd % 32 != 0 || p.n_ff % 32 != 0)) {
+    return InvalidArgument("preset '", p.name, "' has rows that are not whole 32-weight blocks; "
+                           "quantize llama-110m or llama-1b");
   }
   LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(vocab_path));
   const GgufValue* tokens = vocab->Find("tokenizer.ggml.tokens");
@@ -84,17 +136,20 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   const auto n_vocab = static_cast<int64_t>(tokens->string_array.size());
 
   GgufWriter w;
-  w.AddString("general.architecture", "llama");
+  const std::string a = p.architecture + ".";
+  const int64_t n_rot = p.n_embd / p.n_head;
+  const float rope_base = p.llama3_rope ? 500000.0f : 10000.0f;
+  w.AddString("general.architecture", p.architecture);
   w.AddString("general.name", "llm42-random-" + p.name);
-  w.AddUint32("llama.context_length", static_cast<uint32_t>(p.n_ctx));
-  w.AddUint32("llama.embedding_length", static_cast<uint32_t>(p.n_embd));
-  w.AddUint32("llama.block_count", static_cast<uint32_t>(p.n_layer));
-  w.AddUint32("llama.feed_forward_length", static_cast<uint32_t>(p.n_ff));
-  w.AddUint32("llama.attention.head_count", static_cast<uint32_t>(p.n_head));
-  w.AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
-  w.AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(p.n_embd / p.n_head));
-  w.AddFloat32("llama.rope.freq_base", 10000.0f);
-  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.AddUint32(a + "context_length", static_cast<uint32_t>(p.n_ctx));
+  w.AddUint32(a + "embedding_length", static_cast<uint32_t>(p.n_embd));
+  w.AddUint32(a + "block_count", static_cast<uint32_t>(p.n_layer));
+  w.AddUint32(a + "feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  w.AddUint32(a + "attention.head_count", static_cast<uint32_t>(p.n_head));
+  w.AddUint32(a + "attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
+  w.AddUint32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
+  w.AddFloat32(a + "rope.freq_base", rope_base);
+  w.AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   for (const auto& [key, value] : vocab->metadata()) {
     if (key.rfind("tokenizer.", 0) == 0) w.AddValue(key, value);
   }
@@ -108,10 +163,19 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   auto ones = [&](const std::string& name, int64_t n) {
     w.AddTensor(name, GgmlType::kF32, {n}, Encode(std::vector<float>(static_cast<size_t>(n), 1.0f), GgmlType::kF32));
   };
+  auto bias = [&](const std::string& name, int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    FillUniform(seed, stream++, 0.5f, &v);
+    w.AddTensor(name, GgmlType::kF32, {n}, Encode(v, GgmlType::kF32));
+  };
+  if (p.llama3_rope) {
+    w.AddTensor("rope_freqs.weight", GgmlType::kF32, {n_rot / 2},
+                Encode(Llama3RopeFactors(n_rot, rope_base, 8.0, 1.0, 4.0, 64.0), GgmlType::kF32));
+  }
   const int64_t kv = p.n_embd / p.n_head * p.n_head_kv;
-  // q8_0 models keep the embedding table in f16, as llama.cpp's quantizer keeps it in higher
-  // precision than the matrices.
-  matrix("token_embd.weight", p.n_embd, n_vocab, dtype == GgmlType::kQ8_0 ? GgmlType::kF16 : dtype);
+  // Quantized models keep the embedding table in f16, as llama.cpp's quantizer keeps it in
+  // higher precision than the matrices.
+  matrix("token_embd.weight", p.n_embd, n_vocab, quantized ? GgmlType::kF16 : dtype);
   ones("output_norm.weight", p.n_embd);
   matrix("output.weight", p.n_embd, n_vocab, dtype);
   for (int64_t l = 0; l < p.n_layer; ++l) {
@@ -121,6 +185,11 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     matrix(b + "attn_q.weight", p.n_embd, p.n_embd, dtype);
     matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
     matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
+    if (p.architecture == "qwen2") {
+      bias(b + "attn_q.bias", p.n_embd);
+      bias(b + "attn_k.bias", kv);
+      bias(b + "attn_v.bias", kv);
+    }
     matrix(b + "attn_output.weight", p.n_embd, p.n_embd, dtype);
     matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, dtype);
     matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, dtype);

@@ -10,20 +10,27 @@
 
 namespace llm42 {
 
-// Shape of a generated Llama model.
+// Shape of a generated model.
 struct ModelPreset {
   std::string name;
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+  std::string architecture = "llama";  // or "qwen2" (q/k/v biases, NeoX RoPE)
+  bool llama3_rope = false;  // Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000)
 };
 
-// tiny (tests: big enough that the fast path takes its split and GEMV branches), llama-110m,
-// llama-1b.
+// tiny (tests: big enough that the fast path takes its split and GEMV branches), tiny-qwen2,
+// tiny-llama3 (the tiny shape with the other architecture features), llama-110m, llama-1b.
 const std::vector<ModelPreset>& ModelPresets();
 
 // Writes a Llama GGUF with seeded uniform random weights (reproducible across machines: the
 // values come from Philox) and the vocabulary (tokens, scores, types, special ids) of
-// `vocab_path`, another GGUF. Matrices are stored as `dtype` (f32, f16, bf16 or q8_0); norms are
-// f32 ones.
+// `vocab_path`, another GGUF. Matrices are stored as `dtype` (f32, f16, bf16, q8_0 or q4_0; the
+// embedding table of quantized models in f16); norms are f32 ones.
+// The Llama 3.1 RoPE frequency divisors (Hugging Face rope_scaling type "llama3") for n_rot
+// dims: 1 for high frequencies, `factor` for low ones, interpolated between.
+std::vector<float> Llama3RopeFactors(int64_t n_rot, double base, double factor, double low_freq_factor,
+                                     double high_freq_factor, double original_context);
+
 absl::Status MakeModel(const ModelPreset& preset, GgmlType dtype, const std::string& vocab_path,
                        uint64_t seed, const std::string& out_path);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lib/model/gguf_reader.h"
+#include "lib/model/hf_loader.h"
 #include "lib/model/llama_config.h"
 #include "lib/model/model_maker.h"
 #include "llm42/llm42.hpp"
@@ -34,8 +35,8 @@ ABSL_FLAG(bool, deterministic, false,
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
 ABSL_FLAG(bool, ids, false, "tokenize: print only the ids, separated by spaces");
-ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, llama-110m or llama-1b");
-ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16 or q8_0");
+ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, tiny-qwen2, tiny-llama3, llama-110m or llama-1b");
+ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16, q8_0 or q4_0");
 ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
 ABSL_FLAG(std::string, vocab, "../shared/vocab/ggml-vocab-llama-spm.gguf",
           "make-model: GGUF whose vocabulary the model gets");
@@ -135,7 +136,7 @@ int Tokenize() {
 
 int Info() {
   if (!RequireModel()) return 2;
-  auto file = GgufFile::Open(absl::GetFlag(FLAGS_model));
+  auto file = OpenModel(absl::GetFlag(FLAGS_model));
   if (!file.ok()) {
     std::cerr << "llm42: " << file.status().message() << "\n";
     return 1;
@@ -191,6 +192,8 @@ int MakeModel() {
     type = GgmlType::kBF16;
   } else if (dtype == "q8_0") {
     type = GgmlType::kQ8_0;
+  } else if (dtype == "q4_0") {
+    type = GgmlType::kQ4_0;
   } else {
     std::cerr << "llm42 make-model: unknown dtype '" << dtype << "'\n";
     return 2;

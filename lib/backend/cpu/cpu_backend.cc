@@ -154,25 +154,31 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t
   }
 }
 
-void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                      const int32_t* positions, float freq_base, Schedules) {
-  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim,
+                      const RopeParams& rope, const int32_t* positions, Schedules) {
+  const int64_t half = rope.n_rot / 2;
+  const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(rope.n_rot));
+  // Pair p rotates elements (first(p), first(p) + stride).
+  const int64_t stride = rope.neox ? half : 1;
+  const int64_t step = rope.neox ? 1 : 2;
   thread_local std::vector<float> cs;
-  cs.resize(static_cast<size_t>(n_rot));
+  cs.resize(static_cast<size_t>(rope.n_rot));
   for (int64_t i = 0; i < m; ++i) {
-    float theta = static_cast<float>(positions[i]);
-    for (int64_t d = 0; d < n_rot; d += 2) {
-      cs[static_cast<size_t>(d)] = std::cos(theta);
-      cs[static_cast<size_t>(d) + 1] = std::sin(theta);
+    float theta = static_cast<float>(positions[i]) * rope.freq_scale;
+    for (int64_t p = 0; p < half; ++p) {
+      const float t = rope.freq_factors != nullptr ? theta / rope.freq_factors[p] : theta;
+      cs[static_cast<size_t>(2 * p)] = std::cos(t);
+      cs[static_cast<size_t>(2 * p) + 1] = std::sin(t);
       theta *= theta_scale;
     }
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (i * n_heads + h) * head_dim;
-      for (int64_t d = 0; d < n_rot; d += 2) {
-        const float c = cs[static_cast<size_t>(d)], sn = cs[static_cast<size_t>(d) + 1];
-        const float a = v[d], b = v[d + 1];
-        v[d] = a * c - b * sn;
-        v[d + 1] = a * sn + b * c;
+      for (int64_t p = 0; p < half; ++p) {
+        const float c = cs[static_cast<size_t>(2 * p)], sn = cs[static_cast<size_t>(2 * p) + 1];
+        float* a = v + p * step;
+        const float x0 = a[0], x1 = a[stride];
+        a[0] = x0 * c - x1 * sn;
+        a[stride] = x0 * sn + x1 * c;
       }
     }
   }

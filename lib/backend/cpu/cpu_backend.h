@@ -26,8 +26,8 @@ class CpuBackend final : public Backend {
   // Per-row sequential reductions: already fixed, so both schedules run the same code.
   void RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps, float* y,
                Schedules s) override;
-  void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-            const int32_t* positions, float freq_base, Schedules s) override;
+  void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
+            const int32_t* positions, Schedules s) override;
   // fixed: the prefix in chunks of kAttentionChunk positions, combined in order. fast: the
   // whole prefix in one pass, or split evenly across the threads when few (token, head) pairs
   // would leave threads idle.

@@ -40,6 +40,15 @@ struct Q8_0Loader {
   }
 };
 
+struct Q4_0Loader {
+  static float At(const uint8_t* w, int64_t i) {
+    const auto* b = reinterpret_cast<const BlockQ4_0*>(w) + i / kQ4_0BlockSize;
+    const int64_t j = i % kQ4_0BlockSize;
+    const int nibble = j < 16 ? (b->q[j] & 0x0F) : (b->q[j - 16] >> 4);
+    return Fp16ToFp32(b->scale) * static_cast<float>(nibble - 8);
+  }
+};
+
 template <typename L, int NX>
 void PortableDot(const uint8_t* w, const float* const* x, int64_t k, float* out) {
   constexpr int kLanes = 8;
@@ -116,6 +125,18 @@ struct Q8_0Vec {
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + i % kQ8_0BlockSize));
     const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
     return _mm256_mul_ps(qf, _mm256_set1_ps(Fp16ToFp32(b->scale)));
+  }
+};
+
+struct Q4_0Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    const auto* b = reinterpret_cast<const BlockQ4_0*>(w) + i / kQ4_0BlockSize;
+    const int64_t j = i % kQ4_0BlockSize;
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + (j & 15)));
+    const __m128i nibbles = j < 16 ? _mm_and_si128(bytes, _mm_set1_epi8(0x0F))
+                                   : _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
+    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(nibbles), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(Fp16ToFp32(b->scale)));
   }
 };
 
@@ -243,6 +264,7 @@ RowDotFn PortableFor(GgmlType type) {
     case GgmlType::kF16: return Portable<F16Loader>::fn;
     case GgmlType::kBF16: return Portable<Bf16Loader>::fn;
     case GgmlType::kQ8_0: return Portable<Q8_0Loader>::fn;
+    case GgmlType::kQ4_0: return Portable<Q4_0Loader>::fn;
     default: return nullptr;
   }
 }
@@ -273,6 +295,7 @@ Fn Avx2ByType(GgmlType type, Pick pick) {
     case GgmlType::kF16: return pick(Avx2Types<F16Vec, F16Loader>{});
     case GgmlType::kBF16: return pick(Avx2Types<Bf16Vec, Bf16Loader>{});
     case GgmlType::kQ8_0: return pick(Avx2Types<Q8_0Vec, Q8_0Loader>{});
+    case GgmlType::kQ4_0: return pick(Avx2Types<Q4_0Vec, Q4_0Loader>{});
     default: return nullptr;
   }
 }
@@ -289,6 +312,7 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
     case GgmlType::kF16: return run(F16Loader{});
     case GgmlType::kBF16: return run(Bf16Loader{});
     case GgmlType::kQ8_0: return run(Q8_0Loader{});
+    case GgmlType::kQ4_0: return run(Q4_0Loader{});
     default: std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
   }
 }

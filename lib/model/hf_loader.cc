@@ -1,0 +1,498 @@
+#include "lib/model/hf_loader.h"
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "lib/model/model_maker.h"
+#include "lib/model/safetensors.h"
+#include "lib/tokenizer/vocab.h"
+#include "lib/util/status.h"
+#include "nlohmann/json.hpp"
+
+namespace llm42 {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Metadata = std::vector<std::pair<std::string, GgufValue>>;
+
+// The pre-tokenizer regexes of Llama 3 and Qwen 2 as their tokenizer.json files spell them.
+constexpr char kLlama3Regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr char kQwen2Regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// What the GgufFile keeps alive: the mapped shards and the permuted copies.
+struct Storage {
+  std::vector<std::unique_ptr<SafetensorsFile>> shards;
+  std::deque<std::vector<uint8_t>> owned;
+};
+
+absl::StatusOr<std::string> ReadText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+absl::StatusOr<json> ReadJson(const fs::path& path) {
+  LLM42_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return FormatError(path.string(), " is not a JSON object");
+  return j;
+}
+
+GgufValue Uint(int64_t v) {
+  GgufValue g;
+  g.type = GgufType::kUint32;
+  g.int_value = v;
+  g.uint_value = static_cast<uint64_t>(v);
+  return g;
+}
+GgufValue Float(double v) {
+  GgufValue g;
+  g.type = GgufType::kFloat32;
+  g.float_value = v;
+  return g;
+}
+GgufValue Bool(bool v) {
+  GgufValue g;
+  g.type = GgufType::kBool;
+  g.bool_value = v;
+  g.int_value = v;
+  return g;
+}
+GgufValue String(std::string v) {
+  GgufValue g;
+  g.type = GgufType::kString;
+  g.string_value = std::move(v);
+  return g;
+}
+GgufValue Strings(std::vector<std::string> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kString;
+  g.string_array = std::move(v);
+  return g;
+}
+
+// A config.json integer field (required unless a fallback is given).
+absl::StatusOr<int64_t> Int(const json& c, const char* key, std::optional<int64_t> fallback = {}) {
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return FormatError("config.json: missing '", key, "'");
+  }
+  if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (int64_t{1} << 31)) {
+    return FormatError("config.json: '", key, "' = ", it->dump(), " is not a positive integer");
+  }
+  return it->get<int64_t>();
+}
+
+absl::StatusOr<double> Number(const json& c, const char* key, double fallback) {
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null()) return fallback;
+  if (!it->is_number()) return FormatError("config.json: '", key, "' = ", it->dump(), " is not a number");
+  return it->get<double>();
+}
+
+// A tokenizer_config.json special token: a string or {"content": ...}.
+std::string TokenContent(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return {};
+}
+
+absl::Status AddConfig(const json& c, Metadata* md, std::string* arch, int64_t* n_vocab, bool* tied) {
+  const json& archs = c.value("architectures", json::array());
+  const std::string name = archs.is_array() && !archs.empty() && archs[0].is_string() ? archs[0].get<std::string>() : "";
+  if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") {
+    *arch = "llama";
+  } else if (name == "Qwen2ForCausalLM") {
+    *arch = "qwen2";
+  } else {
+    return UnsupportedError("config.json: architecture '", name.empty() ? c.value("model_type", "?") : name,
+                            "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+  }
+  const std::string a = *arch + ".";
+  LLM42_ASSIGN_OR_RETURN(const int64_t n_embd, Int(c, "hidden_size"));
+  LLM42_ASSIGN_OR_RETURN(const int64_t n_head, Int(c, "num_attention_heads"));
+  LLM42_ASSIGN_OR_RETURN(const int64_t n_head_kv, Int(c, "num_key_value_heads", n_head));
+  LLM42_ASSIGN_OR_RETURN(const int64_t head_dim, Int(c, "head_dim", n_embd / n_head));
+  if (head_dim * n_head != n_embd) {
+    return UnsupportedError("config.json: head_dim ", head_dim, " x ", n_head,
+                            " heads differs from hidden_size ", n_embd, " (not supported yet)");
+  }
+  LLM42_ASSIGN_OR_RETURN(int64_t n_ctx, Int(c, "max_position_embeddings"));
+  if (auto sw = c.find("sliding_window"); sw != c.end() && sw->is_number_integer() &&
+      sw->get<int64_t>() > 0 && sw->get<int64_t>() < n_ctx &&
+      !(c.contains("use_sliding_window") && c["use_sliding_window"] == false)) {
+    n_ctx = sw->get<int64_t>();  // without a sliding window, results are exact up to its size
+  }
+  LLM42_ASSIGN_OR_RETURN(*n_vocab, Int(c, "vocab_size"));
+  LLM42_ASSIGN_OR_RETURN(const double theta, Number(c, "rope_theta", 10000.0));
+  LLM42_ASSIGN_OR_RETURN(const double eps, Number(c, "rms_norm_eps", 1e-6));
+  *tied = c.value("tie_word_embeddings", false);
+  md->emplace_back(a + "context_length", Uint(n_ctx));
+  md->emplace_back(a + "embedding_length", Uint(n_embd));
+  LLM42_ASSIGN_OR_RETURN(const int64_t n_layer, Int(c, "num_hidden_layers"));
+  md->emplace_back(a + "block_count", Uint(n_layer));
+  LLM42_ASSIGN_OR_RETURN(const int64_t n_ff, Int(c, "intermediate_size"));
+  md->emplace_back(a + "feed_forward_length", Uint(n_ff));
+  md->emplace_back(a + "attention.head_count", Uint(n_head));
+  md->emplace_back(a + "attention.head_count_kv", Uint(n_head_kv));
+  md->emplace_back(a + "rope.dimension_count", Uint(head_dim));
+  md->emplace_back(a + "rope.freq_base", Float(theta));
+  md->emplace_back(a + "attention.layer_norm_rms_epsilon", Float(eps));
+  return absl::OkStatus();
+}
+
+// rope_scaling: none, linear (GGUF keys) or llama3 (a rope_freqs.weight tensor, as llama.cpp's
+// converter writes it).
+absl::Status AddRopeScaling(const json& c, const std::string& arch, Metadata* md, Storage* st,
+                            std::vector<GgufTensorInfo>* tensors) {
+  auto it = c.find("rope_scaling");
+  if (it == c.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return FormatError("config.json: rope_scaling is not an object");
+  const json& r = *it;
+  const std::string type = r.contains("rope_type") ? r.value("rope_type", "") : r.value("type", "");
+  LLM42_ASSIGN_OR_RETURN(const double factor, Number(r, "factor", 1.0));
+  if (type == "linear") {
+    md->emplace_back(arch + ".rope.scaling.type", String("linear"));
+    md->emplace_back(arch + ".rope.scaling.factor", Float(factor));
+    return absl::OkStatus();
+  }
+  if (type != "llama3") {
+    return UnsupportedError("config.json: rope_scaling type '", type, "' is not supported (linear, llama3)");
+  }
+  LLM42_ASSIGN_OR_RETURN(const int64_t n_embd, Int(c, "hidden_size"));
+  LLM42_ASSIGN_OR_RETURN(const int64_t n_head, Int(c, "num_attention_heads"));
+  LLM42_ASSIGN_OR_RETURN(const double theta, Number(c, "rope_theta", 10000.0));
+  LLM42_ASSIGN_OR_RETURN(const double low, Number(r, "low_freq_factor", 1.0));
+  LLM42_ASSIGN_OR_RETURN(const double high, Number(r, "high_freq_factor", 4.0));
+  LLM42_ASSIGN_OR_RETURN(const double original, Number(r, "original_max_position_embeddings", 8192));
+  if (!(high > low) || !(factor >= 1.0) || !(original > 0)) {
+    return FormatError("config.json: rope_scaling llama3 factors are inconsistent");
+  }
+  const std::vector<float> f = Llama3RopeFactors(n_embd / n_head, theta, factor, low, high, original);
+  std::vector<uint8_t>& bytes = st->owned.emplace_back(f.size() * sizeof(float));
+  std::memcpy(bytes.data(), f.data(), bytes.size());
+  GgufTensorInfo t;
+  t.name = "rope_freqs.weight";
+  t.dims = {static_cast<int64_t>(f.size())};
+  t.type = GgmlType::kF32;
+  t.n_bytes = bytes.size();
+  t.data = bytes.data();
+  tensors->push_back(std::move(t));
+  return absl::OkStatus();
+}
+
+// tokenizer.json's pre-tokenizer as a GGUF tokenizer.ggml.pre name.
+absl::StatusOr<std::string> PreTokenizerName(const json& tok) {
+  const std::string dump = tok.value("pre_tokenizer", json()).dump();
+  if (dump.find("\"ByteLevel\"") == std::string::npos) {
+    return UnsupportedError("tokenizer.json: only byte-level BPE tokenizers are supported (this one's "
+                            "pre-tokenizer is ", dump.substr(0, 200), ")");
+  }
+  if (dump.find(json(kLlama3Regex).dump()) != std::string::npos) return std::string("llama-bpe");
+  if (dump.find(json(kQwen2Regex).dump()) != std::string::npos) return std::string("qwen2");
+  if (dump.find("\"Split\"") == std::string::npos) return std::string("gpt-2");
+  return UnsupportedError("tokenizer.json: the pre-tokenizer's regex is not one llm42 implements "
+                          "(GPT-2, Llama 3, Qwen 2)");
+}
+
+// Fills texts/types from id -> text pairs, padding holes and the rows past the tokenizer up to
+// n_vocab as unused [PADn] tokens (as llama.cpp's converter does).
+absl::Status PlaceTokens(const std::vector<std::pair<int64_t, std::string>>& pairs, int64_t n_vocab,
+                         VocabSpec* spec) {
+  int64_t n = n_vocab;
+  for (const auto& [id, text] : pairs) {
+    if (id < 0 || id >= (int64_t{1} << 24)) return FormatError("token id ", id, " is out of range");
+    n = std::max(n, id + 1);
+  }
+  spec->texts.assign(static_cast<size_t>(n), std::string());
+  spec->types.assign(static_cast<size_t>(n), TokenType::kUnused);
+  std::vector<bool> seen(static_cast<size_t>(n));
+  for (const auto& [id, text] : pairs) {
+    spec->texts[static_cast<size_t>(id)] = text;
+    spec->types[static_cast<size_t>(id)] = TokenType::kNormal;
+    seen[static_cast<size_t>(id)] = true;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (!seen[static_cast<size_t>(i)]) spec->texts[static_cast<size_t>(i)] = absl::StrCat("[PAD", i, "]");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VocabSpec> ReadTokenizer(const fs::path& dir, const json& config, int64_t n_vocab) {
+  VocabSpec spec;
+  spec.model = "gpt2";
+  std::vector<std::pair<int64_t, std::string>> pairs;
+  std::vector<std::pair<int64_t, bool>> added;  // id, special
+  if (fs::exists(dir / "tokenizer.json")) {
+    LLM42_ASSIGN_OR_RETURN(json tok, ReadJson(dir / "tokenizer.json"));
+    const json& model = tok.value("model", json::object());
+    if (model.value("type", "") != "BPE") {
+      return UnsupportedError("tokenizer.json: model type '", model.value("type", "?"),
+                              "' is not supported (byte-level BPE)");
+    }
+    LLM42_ASSIGN_OR_RETURN(spec.pre, PreTokenizerName(tok));
+    const json& vocab = model.value("vocab", json::object());
+    for (const auto& [text, id] : vocab.items()) {
+      if (!id.is_number_integer()) return FormatError("tokenizer.json: vocab['", text, "'] is not an id");
+      pairs.emplace_back(id.get<int64_t>(), text);
+    }
+    for (const json& m : model.value("merges", json::array())) {
+      if (m.is_string()) {
+        spec.merges.push_back(m.get<std::string>());
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      } else {
+        return FormatError("tokenizer.json: merge ", m.dump(), " is not a pair");
+      }
+    }
+    for (const json& a : tok.value("added_tokens", json::array())) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string()) {
+        return FormatError("tokenizer.json: added token ", a.dump(), " lacks an id or content");
+      }
+      pairs.emplace_back(a["id"].get<int64_t>(), a["content"].get<std::string>());
+      added.emplace_back(a["id"].get<int64_t>(), a.value("special", false));
+    }
+  } else if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
+    spec.pre = "gpt-2";
+    LLM42_ASSIGN_OR_RETURN(json vocab, ReadJson(dir / "vocab.json"));
+    for (const auto& [text, id] : vocab.items()) {
+      if (!id.is_number_integer()) return FormatError("vocab.json: '", text, "' is not an id");
+      pairs.emplace_back(id.get<int64_t>(), text);
+    }
+    LLM42_ASSIGN_OR_RETURN(std::string merges, ReadText(dir / "merges.txt"));
+    std::istringstream lines(merges);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line.rfind("#version", 0) == 0) continue;
+      spec.merges.push_back(line);
+    }
+  } else {
+    return FormatError(dir.string(), ": no tokenizer (tokenizer.json, or vocab.json and merges.txt)");
+  }
+  LLM42_RETURN_IF_ERROR(PlaceTokens(pairs, n_vocab, &spec));
+  for (const auto& [id, special] : added) {
+    spec.types[static_cast<size_t>(id)] = special ? TokenType::kControl : TokenType::kUserDefined;
+  }
+
+  json tc = json::object();
+  if (fs::exists(dir / "tokenizer_config.json")) {
+    LLM42_ASSIGN_OR_RETURN(tc, ReadJson(dir / "tokenizer_config.json"));
+  }
+  absl::flat_hash_map<std::string, int32_t> index;
+  for (size_t i = 0; i < spec.texts.size(); ++i) index.emplace(spec.texts[i], static_cast<int32_t>(i));
+  auto special_id = [&](const char* tc_key, const char* config_key) -> int32_t {
+    if (tc.contains(tc_key)) {
+      auto it = index.find(TokenContent(tc[tc_key]));
+      if (it != index.end()) return it->second;
+    }
+    const json& v = config.value(config_key, json());
+    if (v.is_number_integer()) return static_cast<int32_t>(v.get<int64_t>());
+    if (v.is_array() && !v.empty() && v[0].is_number_integer()) return static_cast<int32_t>(v[0].get<int64_t>());
+    return -1;
+  };
+  spec.bos = special_id("bos_token", "bos_token_id");
+  spec.eos = special_id("eos_token", "eos_token_id");
+  if (const json& e = config.value("eos_token_id", json()); e.is_array() && e.size() > 1 && e.back().is_number_integer()) {
+    spec.eot = static_cast<int32_t>(e.back().get<int64_t>());  // Llama 3.1: [end_of_text, eom, eot]
+  }
+  for (int32_t id : {spec.bos, spec.eos, spec.eot}) {  // GGUF marks these control tokens
+    if (id >= 0 && id < static_cast<int32_t>(spec.types.size()) && spec.types[static_cast<size_t>(id)] == TokenType::kNormal) {
+      spec.types[static_cast<size_t>(id)] = TokenType::kControl;
+    }
+  }
+  if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean()) spec.add_bos = tc["add_bos_token"].get<bool>();
+  if (tc.contains("add_eos_token") && tc["add_eos_token"].is_boolean()) spec.add_eos = tc["add_eos_token"].get<bool>();
+  if (const json& t = tc.value("chat_template", json()); t.is_string()) {
+    spec.chat_template = t.get<std::string>();
+  } else if (t.is_array()) {
+    for (const json& named : t) {
+      if (named.value("name", "") == "default" && named.contains("template") && named["template"].is_string()) {
+        spec.chat_template = named["template"].get<std::string>();
+      }
+    }
+  }
+  return spec;
+}
+
+void AddVocab(const VocabSpec& spec, Metadata* md) {
+  md->emplace_back("tokenizer.ggml.model", String(spec.model));
+  md->emplace_back("tokenizer.ggml.pre", String(spec.pre));
+  md->emplace_back("tokenizer.ggml.tokens", Strings(spec.texts));
+  GgufValue types;
+  types.type = GgufType::kArray;
+  types.array_type = GgufType::kInt32;
+  for (TokenType t : spec.types) types.int_array.push_back(static_cast<int64_t>(t));
+  md->emplace_back("tokenizer.ggml.token_type", std::move(types));
+  md->emplace_back("tokenizer.ggml.merges", Strings(spec.merges));
+  if (spec.bos >= 0) md->emplace_back("tokenizer.ggml.bos_token_id", Uint(spec.bos));
+  if (spec.eos >= 0) md->emplace_back("tokenizer.ggml.eos_token_id", Uint(spec.eos));
+  if (spec.eot >= 0) md->emplace_back("tokenizer.ggml.eot_token_id", Uint(spec.eot));
+  if (spec.add_bos) md->emplace_back("tokenizer.ggml.add_bos_token", Bool(*spec.add_bos));
+  if (spec.add_eos) md->emplace_back("tokenizer.ggml.add_eos_token", Bool(*spec.add_eos));
+  if (!spec.chat_template.empty()) md->emplace_back("tokenizer.chat_template", String(spec.chat_template));
+}
+
+// The GGUF name of a Hugging Face tensor, empty for tensors llm42 does not use.
+std::string GgufName(const std::string& hf) {
+  static const std::pair<const char*, const char*> kGlobal[] = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"},
+  };
+  for (const auto& [from, to] : kGlobal) {
+    if (hf == from) return to;
+  }
+  static const std::pair<const char*, const char*> kLayer[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (hf.rfind(kPrefix, 0) != 0) return {};
+  const size_t dot = hf.find('.', kPrefix.size());
+  if (dot == std::string::npos) return {};
+  const std::string layer = hf.substr(kPrefix.size(), dot - kPrefix.size());
+  const std::string rest = hf.substr(dot + 1);
+  for (const auto& [from, to] : kLayer) {
+    if (rest == from) return absl::StrCat("blk.", layer, ".", to);
+  }
+  return {};
+}
+
+// Rows (or bias elements) of a q/k projection from Hugging Face's rotate-half order to GGUF's
+// interleaved order, per head: GGUF row 2i + s of a head is HF row s * head_dim/2 + i.
+std::vector<uint8_t> PermuteRows(const uint8_t* data, uint64_t n_bytes, int64_t rows, int64_t n_heads) {
+  std::vector<uint8_t> out(n_bytes);
+  const size_t row_bytes = n_bytes / static_cast<uint64_t>(rows);
+  const int64_t hd = rows / n_heads, half = hd / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t s = 0; s < 2; ++s) {
+        std::memcpy(out.data() + static_cast<size_t>(h * hd + 2 * i + s) * row_bytes,
+                    data + static_cast<size_t>(h * hd + s * half + i) * row_bytes, row_bytes);
+      }
+    }
+  }
+  return out;
+}
+
+absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json& config,
+                        Storage* st, std::vector<GgufTensorInfo>* tensors) {
+  std::vector<std::string> shard_names;
+  if (fs::exists(dir / "model.safetensors.index.json")) {
+    LLM42_ASSIGN_OR_RETURN(json index, ReadJson(dir / "model.safetensors.index.json"));
+    const json& map = index.value("weight_map", json());
+    if (!map.is_object()) return FormatError("model.safetensors.index.json has no weight_map object");
+    for (const auto& [name, file] : map.items()) {
+      if (!file.is_string()) return FormatError("model.safetensors.index.json: '", name, "' has no file");
+      const std::string f = file.get<std::string>();
+      if (f.find('/') != std::string::npos || f.find("..") != std::string::npos) {
+        return FormatError("model.safetensors.index.json: shard '", f, "' is not a file in the directory");
+      }
+      if (std::find(shard_names.begin(), shard_names.end(), f) == shard_names.end()) shard_names.push_back(f);
+    }
+  } else if (fs::exists(dir / "model.safetensors")) {
+    shard_names.push_back("model.safetensors");
+  }  // else a tokenizer-only directory: no tensors, as in a vocabulary-only GGUF
+  const int64_t n_head = config.value("num_attention_heads", 1);
+  const int64_t n_head_kv = config.value("num_key_value_heads", n_head);
+  for (const std::string& name : shard_names) {
+    LLM42_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> shard, SafetensorsFile::Open((dir / name).string()));
+    for (const SafetensorsTensor& t : shard->tensors()) {
+      const std::string gguf = GgufName(t.name);
+      if (gguf.empty()) continue;
+      GgufTensorInfo info;
+      info.name = gguf;
+      if (t.dtype == "F32") {
+        info.type = GgmlType::kF32;
+      } else if (t.dtype == "F16") {
+        info.type = GgmlType::kF16;
+      } else if (t.dtype == "BF16") {
+        info.type = GgmlType::kBF16;
+      } else {
+        return UnsupportedError(shard->path(), ": tensor '", t.name, "' has dtype ", t.dtype,
+                                "; llm42 reads F32, F16 and BF16");
+      }
+      if (t.shape.empty() || t.shape.size() > 2) {
+        return FormatError(shard->path(), ": tensor '", t.name, "' has ", t.shape.size(), " dimensions");
+      }
+      info.dims.assign(t.shape.rbegin(), t.shape.rend());  // ggml order: contiguous first
+      info.data = t.data;
+      info.n_bytes = t.n_bytes;
+      const bool q = gguf.ends_with("attn_q.weight") || gguf.ends_with("attn_q.bias");
+      const bool k = gguf.ends_with("attn_k.weight") || gguf.ends_with("attn_k.bias");
+      if (arch == "llama" && (q || k)) {
+        const int64_t heads = q ? n_head : n_head_kv;
+        const int64_t rows = t.shape[0];
+        if (heads <= 0 || rows % (2 * heads) != 0) {
+          return FormatError(shard->path(), ": tensor '", t.name, "' has ", rows, " rows, not a whole "
+                             "number of ", heads, " heads");
+        }
+        info.data = st->owned.emplace_back(PermuteRows(t.data, t.n_bytes, rows, heads)).data();
+      }
+      tensors->push_back(std::move(info));
+    }
+    st->shards.push_back(std::move(shard));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& path) {
+  const fs::path dir(path);
+  LLM42_ASSIGN_OR_RETURN(json config, ReadJson(dir / "config.json"));
+  Metadata md;
+  std::string arch;
+  int64_t n_vocab = 0;
+  bool tied = false;
+  absl::Status s = AddConfig(config, &md, &arch, &n_vocab, &tied);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  md.insert(md.begin(), {"general.architecture", String(arch)});
+  md.insert(md.begin() + 1, {"general.name", String(dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string())});
+
+  auto storage = std::make_shared<Storage>();
+  std::vector<GgufTensorInfo> tensors;
+  s = AddRopeScaling(config, arch, &md, storage.get(), &tensors);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  absl::StatusOr<VocabSpec> vocab = ReadTokenizer(dir, config, n_vocab);
+  if (!vocab.ok()) return absl::Status(vocab.status().code(), absl::StrCat(path, ": ", vocab.status().message()));
+  AddVocab(*vocab, &md);
+  LLM42_RETURN_IF_ERROR(AddTensors(dir, arch, config, storage.get(), &tensors));
+  if (tied) {
+    // Tied embeddings: the model reuses token_embd.weight when output.weight is absent.
+    std::erase_if(tensors, [](const GgufTensorInfo& t) { return t.name == "output.weight"; });
+  }
+  return GgufFile::FromParts(path, std::move(md), std::move(tensors), std::move(storage));
+}
+
+absl::StatusOr<std::unique_ptr<GgufFile>> OpenModel(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return OpenHfDirectory(path);
+  return GgufFile::Open(path);
+}
+
+}  // namespace llm42

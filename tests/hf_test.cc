@@ -1,0 +1,377 @@
+// Hugging Face directories: safetensors validation, tokenizer files, and the same weights in
+// GGUF and HF layout computing the same bits.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/backend/cpu/cpu_backend.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/gguf_reader.h"
+#include "lib/model/hf_loader.h"
+#include "lib/model/llama_model.h"
+#include "lib/model/model_maker.h"
+#include "lib/model/safetensors.h"
+#include "lib/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace llm42 {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+void WriteFile(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+// A safetensors file from (name, dtype, shape, bytes) entries, laid out in order.
+struct Entry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+std::string Safetensors(const std::vector<Entry>& entries, const json& extra = json::object()) {
+  json header = extra;
+  std::string data;
+  for (const Entry& e : entries) {
+    header[e.name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {data.size(), data.size() + e.bytes.size()}}};
+    data += e.bytes;
+  }
+  const std::string h = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xFF);
+  return out + h + data;
+}
+
+absl::StatusCode OpenCode(const std::string& bytes) {
+  const std::string path = testing::TempPath("bad.safetensors");
+  WriteFile(path, bytes);
+  return SafetensorsFile::Open(path).status().code();
+}
+
+TEST(Safetensors, ReadsAValidFile) {
+  const std::string path = testing::TempPath("ok.safetensors");
+  WriteFile(path, Safetensors({{"a", "F32", {2, 2}, std::string(16, '\1')}, {"b", "BF16", {3}, std::string(6, '\2')}},
+                              {{"__metadata__", {{"format", "pt"}}}}));
+  auto f = SafetensorsFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ((*f)->tensors().size(), 2u);
+  const SafetensorsTensor* b = (*f)->Find("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->dtype, "BF16");
+  EXPECT_EQ(b->shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(b->n_bytes, 6u);
+  EXPECT_EQ(b->data[0], 2);
+}
+
+TEST(Safetensors, EveryMalformedHeaderIsAFormatError) {
+  const absl::StatusCode kBad = absl::StatusCode::kDataLoss;
+  EXPECT_EQ(OpenCode("short"), kBad);
+  std::string huge(8, '\xFF');
+  EXPECT_EQ(OpenCode(huge + "{}"), kBad);  // header length past the file
+  std::string len(8, '\0');
+  len[0] = 3;
+  EXPECT_EQ(OpenCode(len + "[1]"), kBad);  // not an object
+  len[0] = 5;
+  EXPECT_EQ(OpenCode(len + "{\"a\":"), kBad);  // not JSON
+  auto with = [](json entry, const std::string& data) {
+    const std::string h = json{{"t", entry}}.dump();
+    std::string out(8, '\0');
+    out[0] = static_cast<char>(h.size());
+    return out + h + data;
+  };
+  EXPECT_EQ(OpenCode(with({{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}, "1234")), kBad);  // past the end
+  EXPECT_EQ(OpenCode(with({{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 4}}}, "1234")), kBad);  // size != shape
+  EXPECT_EQ(OpenCode(with({{"dtype", "Q9"}, {"shape", {1}}, {"data_offsets", {0, 4}}}, "1234")), kBad);   // dtype
+  EXPECT_EQ(OpenCode(with({{"dtype", "F32"}, {"shape", {-1}}, {"data_offsets", {0, 4}}}, "1234")), kBad);  // shape
+  EXPECT_EQ(OpenCode(with({{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {4, 0}}}, "1234")), kBad);   // reversed
+  EXPECT_EQ(OpenCode(with({{"dtype", "F32"}, {"shape", {1}}}, "1234")), kBad);                            // no offsets
+  EXPECT_EQ(OpenCode(with({{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}}, "12345678")), kBad);  // trailing bytes
+  EXPECT_EQ(OpenCode(Safetensors({{"a", "F32", {1}, "1234"}, {"b", "F32", {1}, "1234"}})), absl::StatusCode::kOk);
+  // Overlap: two tensors on the same bytes.
+  const std::string h = json{{"a", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}}},
+                             {"b", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}}}}.dump();
+  std::string overlap(8, '\0');
+  overlap[0] = static_cast<char>(h.size());
+  EXPECT_EQ(OpenCode(overlap + h + "1234"), kBad);
+}
+
+// ---- A GGUF model exported to Hugging Face layout, as transformers would save it. ----
+
+struct Variant {
+  const char* preset;  // model_maker preset
+  const char* hf_architecture;
+  int shards;
+};
+
+// The inverse of GGUF's q/k row order: HF row s * hd/2 + i of a head is GGUF row 2i + s.
+std::string UnpermuteRows(const uint8_t* data, size_t n_bytes, int64_t rows, int64_t heads) {
+  std::string out(n_bytes, '\0');
+  const size_t rb = n_bytes / static_cast<size_t>(rows);
+  const int64_t hd = rows / heads, half = hd / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t s = 0; s < 2; ++s) {
+        std::memcpy(out.data() + static_cast<size_t>(h * hd + s * half + i) * rb,
+                    data + static_cast<size_t>(h * hd + 2 * i + s) * rb, rb);
+      }
+    }
+  }
+  return out;
+}
+
+std::string HfName(const std::string& gguf) {
+  static const std::map<std::string, std::string> kNames = {
+      {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"}, {"attn_norm.weight", "input_layernorm.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"}, {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"}, {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"}, {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"}, {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"}, {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"}};
+  if (auto it = kNames.find(gguf); it != kNames.end()) return it->second;
+  const size_t dot = gguf.find('.', 4);  // blk.N.rest
+  return "model.layers." + gguf.substr(4, dot - 4) + "." + kNames.at(gguf.substr(dot + 1));
+}
+
+// Generates the variant's GGUF (GPT-2 vocabulary, bf16) and its HF directory once per build.
+struct Exported {
+  std::string gguf, dir;
+};
+
+Exported Export(const Variant& v) {
+  const std::string vocab = testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf");
+  const Exported out{testing::TempPath(std::string(v.preset) + "-gpt2.gguf"), testing::TempPath(std::string(v.preset) + "-hf")};
+  if (fs::exists(out.dir + "/config.json")) return out;
+  const std::string tmp = out.dir + "." + std::to_string(::getpid());
+  fs::create_directories(tmp);
+  const ModelPreset* preset = nullptr;
+  for (const ModelPreset& p : ModelPresets()) {
+    if (p.name == v.preset) preset = &p;
+  }
+  EXPECT_NE(preset, nullptr);
+  const std::string gguf_tmp = tmp + "/model.gguf";
+  EXPECT_TRUE(MakeModel(*preset, GgmlType::kBF16, vocab, 7, gguf_tmp).ok());
+  auto file = GgufFile::Open(gguf_tmp);
+  EXPECT_TRUE(file.ok()) << file.status();
+
+  json config = {{"architectures", {v.hf_architecture}}, {"hidden_size", preset->n_embd},
+                 {"num_hidden_layers", preset->n_layer}, {"intermediate_size", preset->n_ff},
+                 {"num_attention_heads", preset->n_head}, {"num_key_value_heads", preset->n_head_kv},
+                 {"max_position_embeddings", preset->n_ctx}, {"vocab_size", 50257},
+                 {"rms_norm_eps", 1e-5}, {"rope_theta", preset->llama3_rope ? 500000.0 : 10000.0},
+                 {"bos_token_id", 50256}, {"eos_token_id", 50256}, {"tie_word_embeddings", false},
+                 {"torch_dtype", "bfloat16"}};
+  if (preset->llama3_rope) {  // the values model_maker's rope_freqs.weight was computed with
+    config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                              {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+  }
+  WriteFile(tmp + "/config.json", config.dump(2));
+  fs::copy_file(testing::SharedPath("vocab/gpt2-hf/vocab.json"), tmp + "/vocab.json");
+  fs::copy_file(testing::SharedPath("vocab/gpt2-hf/merges.txt"), tmp + "/merges.txt");
+
+  std::vector<std::vector<Entry>> shards(static_cast<size_t>(v.shards));
+  json weight_map = json::object();
+  size_t i = 0;
+  const bool llama = std::string(v.hf_architecture) != "Qwen2ForCausalLM";
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    if (t.name == "rope_freqs.weight") continue;  // HF computes it from rope_scaling
+    Entry e{HfName(t.name), t.type == GgmlType::kF32 ? "F32" : "BF16", {t.dims.rbegin(), t.dims.rend()},
+            std::string(reinterpret_cast<const char*>(t.data), t.n_bytes)};
+    const bool q = t.name.find("attn_q.") != std::string::npos, k = t.name.find("attn_k.") != std::string::npos;
+    if (llama && (q || k)) e.bytes = UnpermuteRows(t.data, t.n_bytes, e.shape[0], q ? preset->n_head : preset->n_head_kv);
+    const size_t shard = i++ % shards.size();
+    const std::string shard_name = shards.size() == 1 ? "model.safetensors"
+                                                      : absl::StrCat("model-0000", shard + 1, "-of-0000", shards.size(), ".safetensors");
+    weight_map[e.name] = shard_name;
+    shards[shard].push_back(std::move(e));
+  }
+  for (size_t s = 0; s < shards.size(); ++s) {
+    WriteFile(tmp + "/" + weight_map[shards[s][0].name].get<std::string>(), Safetensors(shards[s]));
+  }
+  if (shards.size() > 1) WriteFile(tmp + "/model.safetensors.index.json", json{{"weight_map", weight_map}}.dump());
+  file->reset();
+  fs::rename(gguf_tmp, out.gguf);
+  std::error_code ec;
+  fs::rename(tmp, out.dir, ec);  // a parallel test process may have won the race
+  if (ec) fs::remove_all(tmp);
+  return out;
+}
+
+std::vector<float> Logits(const std::string& path, Schedule schedule, const std::vector<int32_t>& prompt) {
+  auto file = OpenModel(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return {};
+  auto model = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  const LlamaConfig& c = (*model)->config();
+  CpuBackend be(2);
+  KvCache cache(c.n_layer, c.kv_dim(), 8);
+  const int32_t seq = cache.Create();
+  const auto n = static_cast<int32_t>(prompt.size());
+  EXPECT_TRUE(cache.Reserve(seq, n));
+  std::vector<int32_t> positions, seqs(prompt.size(), seq), rows;
+  for (int32_t p = 0; p < n; ++p) {
+    positions.push_back(p);
+    rows.push_back(p);
+  }
+  std::vector<float> logits(static_cast<size_t>(n * c.n_vocab));
+  (*model)->Forward(be, cache, ForwardBatch{prompt, positions, seqs, rows, schedule}, logits.data());
+  return logits;
+}
+
+class HfModel : public ::testing::TestWithParam<Variant> {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(testing::SharedPath("vocab/gpt2-hf/vocab.json")) ||
+        !fs::exists(testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf"))) {
+      GTEST_SKIP() << "../shared/vocab (GPT-2 vocabulary in GGUF and HF layout) is missing";
+    }
+    exported_ = Export(GetParam());
+  }
+  Exported exported_;
+};
+
+TEST_P(HfModel, SameWeightsInGgufAndHfLayoutGiveIdenticalLogits) {
+  const std::vector<int32_t> prompt = {50256, 464, 3290, 318, 257, 1332, 13, 1026, 373, 845, 6029, 11};
+  for (Schedule s : {Schedule::kFixed, Schedule::kFast}) {
+    const std::vector<float> gguf = Logits(exported_.gguf, s, prompt);
+    const std::vector<float> hf = Logits(exported_.dir, s, prompt);
+    ASSERT_EQ(gguf.size(), hf.size());
+    ASSERT_FALSE(gguf.empty());
+    EXPECT_EQ(std::memcmp(gguf.data(), hf.data(), gguf.size() * sizeof(float)), 0)
+        << "schedule " << (s == Schedule::kFixed ? "fixed" : "fast");
+  }
+}
+
+// Sensitivity control for the test above: in Llama's HF layout the q rows really are in another
+// order than GGUF's, so identical logits mean the loader permuted them back.
+TEST(HfLlama, QueryRowsDifferBetweenLayouts) {
+  if (!fs::exists(testing::SharedPath("vocab/gpt2-hf/vocab.json"))) GTEST_SKIP() << "../shared/vocab is missing";
+  const Exported exported_ = Export(Variant{"tiny-llama3", "LlamaForCausalLM", 2});
+  auto gguf = GgufFile::Open(exported_.gguf);
+  ASSERT_TRUE(gguf.ok());
+  const GgufTensorInfo* q = (*gguf)->FindTensor("blk.0.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  bool found = false;
+  for (const auto& entry : fs::directory_iterator(exported_.dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    auto st = SafetensorsFile::Open(entry.path().string());
+    ASSERT_TRUE(st.ok());
+    if (const SafetensorsTensor* t = (*st)->Find("model.layers.0.self_attn.q_proj.weight")) {
+      found = true;
+      ASSERT_EQ(t->n_bytes, q->n_bytes);
+      EXPECT_NE(std::memcmp(t->data, q->data, q->n_bytes), 0);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_P(HfModel, ConfigAndTokenizerMatchTheGguf) {
+  auto hf = OpenModel(exported_.dir);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  auto gguf = GgufFile::Open(exported_.gguf);
+  ASSERT_TRUE(gguf.ok());
+  auto hc = LlamaConfig::FromGguf(**hf);
+  auto gc = LlamaConfig::FromGguf(**gguf);
+  ASSERT_TRUE(hc.ok() && gc.ok());
+  EXPECT_EQ(hc->architecture, gc->architecture);
+  EXPECT_EQ(hc->n_rot, gc->n_rot);
+  EXPECT_EQ(hc->rope_freq_base, gc->rope_freq_base);
+  EXPECT_EQ(hc->rope_neox, gc->rope_neox);
+  auto hf_tok = Tokenizer::FromGguf(**hf);
+  auto gguf_tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(hf_tok.ok() && gguf_tok.ok()) << hf_tok.status();
+  EXPECT_EQ((*hf_tok)->vocab().size(), (*gguf_tok)->vocab().size());
+  EXPECT_EQ((*hf_tok)->vocab().eos(), 50256);
+  // llama.cpp's GPT-2 vectors, through vocab.json + merges.txt.
+  const std::string inp = testing::ReadFile(testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf.inp"));
+  const std::string out = testing::ReadFile(testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf.out"));
+  std::istringstream expected(out);
+  size_t n = 0;
+  for (size_t pos = 0, next; (next = inp.find("\n__ggml_vocab_test__\n", pos)) != std::string::npos; pos = next + 21) {
+    const std::string text = inp.substr(pos, next - pos);
+    std::string line;
+    std::getline(expected, line);
+    const std::vector<int32_t> ids = (*hf_tok)->Encode(text, false, false);
+    EXPECT_EQ(absl::StrJoin(ids, " "), line.empty() ? "" : line.substr(line.find_first_not_of(' '))) << text;
+    ++n;
+  }
+  EXPECT_GE(n, 40u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
+                         ::testing::Values(Variant{"tiny-llama3", "LlamaForCausalLM", 2},
+                                           Variant{"tiny-qwen2", "Qwen2ForCausalLM", 1}),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           return std::string(info.param.hf_architecture);
+                         });
+
+TEST(HfDirectory, RefusesWhatItCannotLoad) {
+  const fs::path dir = testing::TempPath("refuse-hf");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto code = [&] { return OpenModel(dir.string()).status(); };
+  EXPECT_EQ(code().code(), absl::StatusCode::kNotFound);  // no config.json
+  WriteFile(dir / "config.json", "{not json");
+  EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);
+  json config = {{"architectures", {"GPT2LMHeadModel"}}};
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(code().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("GPT2LMHeadModel"));
+  config = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64}, {"num_attention_heads", 4},
+            {"num_hidden_layers", 1}, {"intermediate_size", 128}, {"max_position_embeddings", 128},
+            {"vocab_size", 10}, {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}};
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(code().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("yarn"));
+  config.erase("rope_scaling");
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);  // no tokenizer
+  EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("tokenizer"));
+  WriteFile(dir / "tokenizer.json", json{{"model", {{"type", "Unigram"}}}}.dump());
+  EXPECT_EQ(code().code(), absl::StatusCode::kUnimplemented);
+  fs::remove(dir / "tokenizer.json");
+  WriteFile(dir / "vocab.json", json{{"a", 0}, {"b", 1}}.dump());
+  WriteFile(dir / "merges.txt", "#version: 0.2\na b\n");
+  WriteFile(dir / "model.safetensors", Safetensors({{"model.norm.weight", "I64", {8}, std::string(64, '\0')}}));
+  EXPECT_EQ(code().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("I64"));
+}
+
+// The Llama 3.1 frequency divisors as transformers' _compute_llama3_parameters derives them:
+// new inv_freq per band, divisor = old / new.
+TEST(RopeScaling, Llama3FactorsMatchTransformersFormula) {
+  const double base = 500000, factor = 8, low = 1, high = 4, original = 8192;
+  const std::vector<float> got = Llama3RopeFactors(128, base, factor, low, high, original);
+  ASSERT_EQ(got.size(), 64u);
+  for (int i = 0; i < 64; ++i) {
+    const double inv_freq = std::pow(base, -2.0 * i / 128);
+    const double wavelen = 2 * M_PI / inv_freq;
+    double scaled = inv_freq;
+    if (wavelen > original / low) {
+      scaled = inv_freq / factor;
+    } else if (wavelen >= original / high) {
+      const double smooth = (original / wavelen - low) / (high - low);
+      scaled = (1 - smooth) * inv_freq / factor + smooth * inv_freq;
+    }
+    EXPECT_NEAR(got[static_cast<size_t>(i)], inv_freq / scaled, 1e-5) << i;
+  }
+  EXPECT_EQ(got.front(), 1.0f);
+  EXPECT_EQ(got.back(), 8.0f);
+}
+
+}  // namespace
+}  // namespace llm42
