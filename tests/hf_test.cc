@@ -232,6 +232,15 @@ std::vector<float> Logits(const std::string& path, Schedule schedule, const std:
   return logits;
 }
 
+// llama.cpp's test-tokenizer-0 vectors for the vocabulary at `base`, through `tok`.
+void ExpectVectors(const Tokenizer& tok, const std::string& base) {
+  const std::vector<testing::VocabVector> vectors = testing::ReadVocabVectors(base);
+  EXPECT_GE(vectors.size(), 40u);
+  for (const testing::VocabVector& v : vectors) {
+    EXPECT_EQ(tok.Encode(v.text, false, false), v.ids) << v.text;
+  }
+}
+
 class HfModel : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
@@ -297,19 +306,7 @@ TEST_P(HfModel, ConfigAndTokenizerMatchTheGguf) {
   EXPECT_EQ((*hf_tok)->vocab().size(), (*gguf_tok)->vocab().size());
   EXPECT_EQ((*hf_tok)->vocab().eos(), 50256);
   // llama.cpp's GPT-2 vectors, through vocab.json + merges.txt.
-  const std::string inp = testing::ReadFile(testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf.inp"));
-  const std::string out = testing::ReadFile(testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf.out"));
-  std::istringstream expected(out);
-  size_t n = 0;
-  for (size_t pos = 0, next; (next = inp.find("\n__ggml_vocab_test__\n", pos)) != std::string::npos; pos = next + 21) {
-    const std::string text = inp.substr(pos, next - pos);
-    std::string line;
-    std::getline(expected, line);
-    const std::vector<int32_t> ids = (*hf_tok)->Encode(text, false, false);
-    EXPECT_EQ(absl::StrJoin(ids, " "), line.empty() ? "" : line.substr(line.find_first_not_of(' '))) << text;
-    ++n;
-  }
-  EXPECT_GE(n, 40u);
+  ExpectVectors(**hf_tok, testing::SharedPath("vocab/ggml-vocab-gpt-2.gguf"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
@@ -318,6 +315,54 @@ INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
                          [](const ::testing::TestParamInfo<Variant>& info) {
                            return std::string(info.param.hf_architecture);
                          });
+
+// tokenizer.json with Llama 3's pre-tokenizer, built from the llama-bpe GGUF's tokens and
+// merges, opened as a tokenizer-only directory: llama.cpp's llama-bpe vectors must come out.
+TEST(HfTokenizerJson, Llama3VectorsThroughTokenizerJson) {
+  LLM42_SHARED_OR_SKIP(vocab_path, "vocab/ggml-vocab-llama-bpe.gguf");
+  auto gguf = GgufFile::Open(vocab_path);
+  ASSERT_TRUE(gguf.ok());
+  const GgufValue* tokens = (*gguf)->Find("tokenizer.ggml.tokens");
+  const GgufValue* types = (*gguf)->Find("tokenizer.ggml.token_type");
+  const GgufValue* merges = (*gguf)->Find("tokenizer.ggml.merges");
+  ASSERT_TRUE(tokens && types && merges);
+  json vocab = json::object(), added = json::array();
+  for (size_t i = 0; i < tokens->string_array.size(); ++i) {
+    if (types->int_array[i] == 3) {
+      added.push_back({{"id", i}, {"content", tokens->string_array[i]}, {"special", true}});
+    } else {
+      vocab[tokens->string_array[i]] = i;
+    }
+  }
+  const json tok = {
+      {"added_tokens", added},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+           {"behavior", "Isolated"}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges->string_array}}}};
+  const fs::path dir = testing::TempPath("llama3-tokenizer-hf");
+  fs::create_directories(dir);
+  WriteFile(dir / "tokenizer.json", tok.dump());
+  WriteFile(dir / "tokenizer_config.json", json{{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}}.dump());
+  WriteFile(dir / "config.json", json{{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64},
+                                      {"num_attention_heads", 4}, {"num_hidden_layers", 1},
+                                      {"intermediate_size", 128}, {"max_position_embeddings", 128},
+                                      {"vocab_size", 128256}}.dump());
+  auto file = OpenModel(dir.string());
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE((*file)->tensors().empty());
+  auto t = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->vocab().pre(), "llama-bpe");
+  EXPECT_EQ((*t)->vocab().bos(), 128000);
+  EXPECT_EQ((*t)->vocab().eos(), 128009);
+  EXPECT_EQ((*t)->Encode("Hello world", true, true), (std::vector<int32_t>{128000, 9906, 1917}));
+  ExpectVectors(**t, vocab_path);
+}
 
 TEST(HfDirectory, RefusesWhatItCannotLoad) {
   const fs::path dir = testing::TempPath("refuse-hf");

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -24,6 +25,30 @@ inline std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// One of llama.cpp's test-tokenizer-0 vectors: inputs separated by "\n__ggml_vocab_test__\n"
+// in BASE.inp, expected ids one line per input in BASE.out.
+struct VocabVector {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+inline std::vector<VocabVector> ReadVocabVectors(const std::string& base) {
+  std::string inp = ReadFile(base + ".inp");
+  const std::string out = ReadFile(base + ".out");
+  const std::string delim = "\n__ggml_vocab_test__\n";
+  std::vector<VocabVector> v;
+  for (size_t pos; (pos = inp.find(delim)) != std::string::npos; inp.erase(0, pos + delim.size())) {
+    v.push_back(VocabVector{inp.substr(0, pos), {}});
+  }
+  std::istringstream lines(out);
+  std::string line;
+  for (size_t i = 0; std::getline(lines, line) && i < v.size(); ++i) {
+    std::istringstream ids(line);
+    for (int32_t id; ids >> id;) v[i].ids.push_back(id);
+  }
+  return v;
 }
 
 // A scratch directory for this test binary, inside the build tree.

@@ -13,29 +13,7 @@
 namespace llm42 {
 namespace {
 
-struct Vector {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-// llama.cpp's test-tokenizer-0 format: inputs separated by "\n__ggml_vocab_test__\n", outputs
-// one line of space-separated ids per input.
-std::vector<Vector> ReadVectors(const std::string& base) {
-  std::string inp = testing::ReadFile(base + ".inp");
-  const std::string out = testing::ReadFile(base + ".out");
-  const std::string delim = "\n__ggml_vocab_test__\n";
-  std::vector<Vector> v;
-  for (size_t pos; (pos = inp.find(delim)) != std::string::npos; inp.erase(0, pos + delim.size())) {
-    v.push_back(Vector{inp.substr(0, pos), {}});
-  }
-  std::istringstream lines(out);
-  std::string line;
-  for (size_t i = 0; std::getline(lines, line) && i < v.size(); ++i) {
-    std::istringstream ids(line);
-    for (int32_t id; ids >> id;) v[i].ids.push_back(id);
-  }
-  return v;
-}
+using Vector = testing::VocabVector;
 
 std::unique_ptr<Tokenizer> Load(const std::string& path) {
   auto file = GgufFile::Open(path);
@@ -54,7 +32,7 @@ TEST_P(LlamaCppVectors, EncodeMatchesAndDecodeRoundTrips) {
   LLM42_SHARED_OR_SKIP(vocab, std::string("vocab/ggml-vocab-") + GetParam() + ".gguf");
   auto tok = Load(vocab);
   ASSERT_NE(tok, nullptr);
-  const std::vector<Vector> vectors = ReadVectors(vocab);
+  const std::vector<Vector> vectors = testing::ReadVocabVectors(vocab);
   ASSERT_GE(vectors.size(), 40u);
   for (const Vector& v : vectors) {
     ASSERT_TRUE(IsValidUtf8(v.text));
