@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/engine/session.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/hf_loader.h"
@@ -362,6 +363,42 @@ TEST(HfTokenizerJson, Llama3VectorsThroughTokenizerJson) {
   EXPECT_EQ((*t)->vocab().eos(), 128009);
   EXPECT_EQ((*t)->Encode("Hello world", true, true), (std::vector<int32_t>{128000, 9906, 1917}));
   ExpectVectors(**t, vocab_path);
+}
+
+// Chat through a session: a Hugging Face directory whose tokenizer_config.json carries Qwen
+// 2.5's chat template; the request's prompt must be the tokens of the Jinja rendering.
+TEST(HfChat, MessagesAreRenderedWithTheModelsTemplate) {
+  LLM42_SHARED_OR_SKIP(qwen_template, "templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  if (!fs::exists(testing::SharedPath("vocab/gpt2-hf/vocab.json"))) GTEST_SKIP() << "../shared/vocab is missing";
+  const Exported exported = Export(Variant{"tiny-qwen2", "Qwen2ForCausalLM", 1});
+  const fs::path dir = testing::TempPath("qwen-chat-hf");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "vocab.json", "merges.txt", "model.safetensors"}) {
+    fs::create_symlink(fs::absolute(fs::path(exported.dir) / f), dir / f);
+  }
+  WriteFile(dir / "tokenizer_config.json", json{{"chat_template", testing::ReadFile(qwen_template)}}.dump());
+  SessionOptions o;
+  o.model_path = dir.string();
+  o.threads = 1;
+  auto session = Session::Create(o);
+  ASSERT_TRUE(session.ok()) << session.status();
+  RequestOptions r;
+  r.messages = {{"system", "Be brief."}, {"user", "Hi there"}};
+  r.max_tokens = 4;
+  r.deterministic = true;
+  auto request = (*session)->Submit(r, nullptr);
+  ASSERT_TRUE(request.ok()) << request.status();
+  // What Qwen's template renders for this conversation (checked against Jinja itself in
+  // chat_template_test).
+  const std::string rendered =
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ((*request)->prompt(), (*session)->tokenizer().Encode(rendered, false, true));
+  (*request)->Wait(-1);
+  EXPECT_EQ((*request)->status().code(), absl::StatusCode::kOk);
+  r.prompt_text = "x";
+  r.has_prompt_text = true;
+  EXPECT_EQ((*session)->Submit(r, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HfDirectory, RefusesWhatItCannotLoad) {

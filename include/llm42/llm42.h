@@ -234,9 +234,12 @@ LLM42_API llm42_status llm42_request_options_set_prompt(llm42_request_options* o
  * the vocabulary at submit. */
 LLM42_API llm42_status llm42_request_options_set_prompt_tokens(llm42_request_options* options,
                                                                const int32_t* tokens, size_t n);
-/* Appends a chat message; the model's chat template renders them at submit. This version
- * stores them but llm42_request_submit refuses messages with LLM42_UNSUPPORTED (no chat
- * templates yet). */
+/* Appends a chat message (role "system", "user" or "assistant"; copied). At submit the
+ * conversation is rendered in the model's chat format, chosen from its chat template (GGUF
+ * tokenizer.chat_template or tokenizer_config.json): Llama 3 / 3.1 / 3.2, ChatML (Qwen), Llama 2
+ * [INST] <<SYS>>, Mistral [INST]; the assistant's header is appended so generation answers as
+ * the assistant. Submit returns UNSUPPORTED for a model whose format llm42 does not render,
+ * INVALID_ARGUMENT for other roles or a request that also has a prompt. */
 LLM42_API llm42_status llm42_request_options_add_message(llm42_request_options* options,
                                                          const char* role, const char* content);
 /* Tokens to generate, >= 1; default 256. Generation also stops when the context is full. */
@@ -277,8 +280,9 @@ LLM42_API llm42_status llm42_request_options_set_callback(llm42_request_options*
 
 /* Queues a request. INVALID_ARGUMENT for no prompt or a token id outside the vocabulary,
  * OUT_OF_RANGE for a prompt that leaves no room in the context, UNSUPPORTED for a feature this
- * session cannot serve, FAILED_PRECONDITION when the session is shutting down. The returned
- * handle is owned by the caller (llm42_request_destroy) and may outlive the session. */
+ * session cannot serve, FAILED_PRECONDITION when the session is shutting down or
+ * tokenizer-only. The returned handle is owned by the caller (llm42_request_destroy) and may
+ * outlive the session. */
 LLM42_API llm42_status llm42_request_submit(llm42_session* session,
                                             const llm42_request_options* options,
                                             llm42_request** out);

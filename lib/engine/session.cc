@@ -96,6 +96,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenModel(options.model_path));
   s->file_ = std::move(file);
   LLM42_ASSIGN_OR_RETURN(s->tokenizer_, Tokenizer::FromGguf(*s->file_));
+  {
+    const Vocab& v = s->tokenizer_->vocab();
+    s->chat_template_ = ChatTemplate::Detect(v.chat_template(), v.Find("<|im_start|>").has_value(),
+                                             v.Find("<|start_header_id|>").has_value());
+  }
   if (options.vocab_only) {
     Log(LogLevel::kInfo, "opened the vocabulary of ", options.model_path, " (",
         s->tokenizer_->vocab().size(), " tokens, tokenizer only)");
@@ -151,6 +156,16 @@ Session::~Session() {
   if (engine_.joinable()) engine_.join();
 }
 
+absl::StatusOr<std::string> Session::RenderChat(
+    const std::vector<std::pair<std::string, std::string>>& messages) const {
+  if (!chat_template_.ok()) return chat_template_.status();
+  std::vector<ChatMessage> conv;
+  for (const auto& [role, content] : messages) conv.push_back(ChatMessage{role, content});
+  const Vocab& v = tokenizer_->vocab();
+  return chat_template_->Render(conv, v.bos() >= 0 ? v.text(v.bos()) : std::string(),
+                                v.eos() >= 0 ? v.text(v.eos()) : std::string());
+}
+
 int64_t Session::kv_cache_tokens() const { return cache_ ? cache_->capacity_tokens() : 0; }
 
 absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& options,
@@ -159,9 +174,8 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
     return absl::FailedPreconditionError("this session is tokenizer-only (vocab_only): it "
                                          "cannot generate");
   }
-  if (!options.messages.empty()) {
-    return UnsupportedError("chat messages need the model's chat template, which this version "
-                            "does not render yet; send a prompt");
+  if (!options.messages.empty() && (options.has_prompt_text || options.has_prompt_tokens)) {
+    return InvalidArgument("the request has both a prompt and chat messages; send one");
   }
   if (options.deterministic) {
     switch (options_.determinism.mode) {
@@ -184,6 +198,10 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
     }
   } else if (options.has_prompt_text) {
     prompt = tokenizer_->Encode(options.prompt_text, /*add_special=*/true, /*parse_special=*/true);
+  } else if (!options.messages.empty()) {
+    LLM42_ASSIGN_OR_RETURN(std::string text, RenderChat(options.messages));
+    // The template writes BOS itself, as Hugging Face's apply_chat_template does.
+    prompt = tokenizer_->Encode(text, /*add_special=*/false, /*parse_special=*/true);
   }
   if (prompt.empty()) return InvalidArgument("the request has no prompt");
   if (static_cast<int64_t>(prompt.size()) >= context_length_) {

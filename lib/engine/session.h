@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/backend/backend.h"
+#include "lib/chat/chat_template.h"
 #include "lib/engine/options.h"
 #include "lib/engine/request.h"
 
@@ -63,6 +64,11 @@ class Session {
   // Validates and queues a request. `handle` is passed to its callback.
   absl::StatusOr<std::shared_ptr<Request>> Submit(const RequestOptions& options, void* handle);
 
+  // The chat messages (role, content) rendered in the model's chat format, assistant header
+  // appended. UNSUPPORTED when the model's format is not one llm42 renders.
+  absl::StatusOr<std::string> RenderChat(
+      const std::vector<std::pair<std::string, std::string>>& messages) const;
+
   int64_t stat(SessionStat which) const;
   std::string StatsJson() const;
   // KV blocks in use; 0 once every request has finished (engine thread quiescent).
@@ -95,6 +101,7 @@ class Session {
   SessionOptions options_;
   std::shared_ptr<const GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  absl::StatusOr<ChatTemplate> chat_template_ = absl::UnknownError("not detected");
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvCache> cache_;

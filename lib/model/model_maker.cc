@@ -118,7 +118,7 @@ const std::vector<ModelPreset>& ModelPresets() {
 }
 
 absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& vocab_path,
-                       uint64_t seed, const std::string& out_path) {
+                       uint64_t seed, const std::string& out_path, const std::string& chat_template) {
   if (dtype != GgmlType::kF32 && dtype != GgmlType::kF16 && dtype != GgmlType::kBF16 &&
       dtype != GgmlType::kQ8_0 && dtype != GgmlType::kQ4_0) {
     return InvalidArgument("make-model writes f32, f16, bf16, q8_0 or q4_0");
@@ -151,8 +151,11 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   w.AddFloat32(a + "rope.freq_base", rope_base);
   w.AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   for (const auto& [key, value] : vocab->metadata()) {
-    if (key.rfind("tokenizer.", 0) == 0) w.AddValue(key, value);
+    if (key.rfind("tokenizer.", 0) == 0 && (chat_template.empty() || key != "tokenizer.chat_template")) {
+      w.AddValue(key, value);
+    }
   }
+  if (!chat_template.empty()) w.AddString("tokenizer.chat_template", chat_template);
 
   uint32_t stream = 0;
   auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, GgmlType type) {

@@ -31,8 +31,9 @@ const std::vector<ModelPreset>& ModelPresets();
 std::vector<float> Llama3RopeFactors(int64_t n_rot, double base, double factor, double low_freq_factor,
                                      double high_freq_factor, double original_context);
 
+// A non-empty chat_template replaces the vocabulary file's tokenizer.chat_template.
 absl::Status MakeModel(const ModelPreset& preset, GgmlType dtype, const std::string& vocab_path,
-                       uint64_t seed, const std::string& out_path);
+                       uint64_t seed, const std::string& out_path, const std::string& chat_template = "");
 
 }  // namespace llm42
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -33,11 +34,13 @@ ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text"
 ABSL_FLAG(bool, deterministic, false,
           "Bitwise-reproducible output (verified against the fixed schedule; default seed 42)");
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
+ABSL_FLAG(std::string, system, "", "chat: system message");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
 ABSL_FLAG(bool, ids, false, "tokenize: print only the ids, separated by spaces");
 ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, tiny-qwen2, tiny-llama3, llama-110m or llama-1b");
 ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16, q8_0 or q4_0");
 ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
+ABSL_FLAG(std::string, chat_template, "", "make-model: Jinja chat template file to embed");
 ABSL_FLAG(std::string, vocab, "../shared/vocab/ggml-vocab-llama-spm.gguf",
           "make-model: GGUF whose vocabulary the model gets");
 
@@ -106,6 +109,60 @@ int Generate() {
           request.Stat(LLM42_STAT_PREFILL_TOKENS), n, ttft_ms,
           n > 1 && decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0, total_s,
           request.FinishReason() == LLM42_FINISH_STOP ? "stop" : "length", request.EffectiveSeed());
+    }
+    return 0;
+  } catch (const api::Error& e) {
+    std::cerr << "llm42: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int Chat() {
+  if (!RequireModel()) return 2;
+  try {
+    api::SessionOptions so;
+    so.SetModelPath(absl::GetFlag(FLAGS_model)).SetThreads(absl::GetFlag(FLAGS_threads));
+    if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
+    api::Session session(so);
+    std::vector<std::pair<std::string, std::string>> conversation;
+    if (!absl::GetFlag(FLAGS_system).empty()) conversation.emplace_back("system", absl::GetFlag(FLAGS_system));
+    std::cerr << "llm42 chat: type a message; /reset starts over, /exit (or end of input) quits\n";
+    for (std::string line;;) {
+      std::cerr << "> " << std::flush;
+      if (!std::getline(std::cin, line) || line == "/exit") break;
+      if (line == "/reset") {
+        conversation.resize(absl::GetFlag(FLAGS_system).empty() ? 0 : 1);
+        continue;
+      }
+      if (line.empty()) continue;
+      conversation.emplace_back("user", line);
+      api::RequestOptions ro;
+      for (const auto& [role, content] : conversation) ro.AddMessage(role, content);
+      ro.SetMaxTokens(absl::GetFlag(FLAGS_max_tokens))
+          .SetTemperature(absl::GetFlag(FLAGS_temperature))
+          .SetTopK(absl::GetFlag(FLAGS_top_k))
+          .SetTopP(absl::GetFlag(FLAGS_top_p))
+          .SetMinP(absl::GetFlag(FLAGS_min_p))
+          .SetDeterministic(absl::GetFlag(FLAGS_deterministic));
+      if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+      std::string answer;
+      try {
+        api::Request request = session.Submit(ro);
+        for (std::string piece; !(piece = request.ReadText(-1)).empty();) {
+          answer += piece;
+          std::cout << piece << std::flush;
+        }
+        request.Wait(-1);
+        std::cout << "\n" << std::flush;
+        if (request.Status() != LLM42_OK) throw api::Error(request.Status(), "generation failed");
+      } catch (const api::Error& e) {
+        std::cerr << "llm42: " << e.what() << "\n";
+        if (e.status() == LLM42_UNSUPPORTED) return 1;  // every turn would fail the same way
+        std::cerr << "llm42: the turn is dropped (/reset if the context is full)\n";
+        conversation.pop_back();
+        continue;
+      }
+      conversation.emplace_back("assistant", answer);
     }
     return 0;
   } catch (const api::Error& e) {
@@ -203,9 +260,18 @@ int MakeModel() {
     return 2;
   }
   const int64_t seed = absl::GetFlag(FLAGS_seed);
+  std::string chat_template;
+  if (!absl::GetFlag(FLAGS_chat_template).empty()) {
+    std::ifstream in(absl::GetFlag(FLAGS_chat_template), std::ios::binary);
+    if (!in) {
+      std::cerr << "llm42 make-model: cannot read " << absl::GetFlag(FLAGS_chat_template) << "\n";
+      return 1;
+    }
+    chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   const absl::Status s = llm42::MakeModel(*preset, type, absl::GetFlag(FLAGS_vocab),
                                           seed < 0 ? 42 : static_cast<uint64_t>(seed),
-                                          absl::GetFlag(FLAGS_out));
+                                          absl::GetFlag(FLAGS_out), chat_template);
   if (!s.ok()) {
     std::cerr << "llm42 make-model: " << s.message() << "\n";
     return 1;

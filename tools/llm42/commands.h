@@ -7,6 +7,7 @@ namespace llm42::cli {
 int Generate();
 int Info();
 int Tokenize();
+int Chat();
 int MakeModel();
 int Bench();
 int BenchDvr();

@@ -18,10 +18,12 @@ constexpr char kUsage[] =
     "           streams a completion to stdout\n"
     "  info --model PATH\n"
     "           prints the model's metadata summary\n"
+    "  chat --model PATH [--system TEXT] [--deterministic] [sampling flags as generate]\n"
+    "           interactive chat in the model's chat format; keeps the conversation\n"
     "  tokenize --model PATH [--no-bos] [--ids]\n"
     "           token ids of stdin's text (one 'id<TAB>piece' per line; --ids: ids only)\n"
-    "  make-model --preset tiny|llama-110m|llama-1b --dtype f32|f16|bf16|q8_0 --out FILE\n"
-    "           [--vocab GGUF] [--seed S]   writes a random-weight Llama GGUF\n"
+    "  make-model --preset tiny|tiny-qwen2|tiny-llama3|llama-110m|llama-1b\n           --dtype f32|f16|bf16|q8_0|q4_0 --out FILE\n"
+    "           [--vocab GGUF] [--seed S] [--chat-template JINJA]   writes a random-weight GGUF\n"
     "  bench --model PATH [--concurrency 1,4,8,16] [--schedules fast,fixed]\n"
     "           [--prompt_tokens P] [--output_tokens O] [--threads N]\n"
     "           throughput and latency of concurrent requests, as a markdown table\n"
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return llm42::cli::Generate();
   if (command == "info") return llm42::cli::Info();
   if (command == "tokenize") return llm42::cli::Tokenize();
+  if (command == "chat") return llm42::cli::Chat();
   if (command == "make-model") return llm42::cli::MakeModel();
   if (command == "bench") return llm42::cli::Bench();
   if (command == "bench-dvr") return llm42::cli::BenchDvr();

@@ -1,0 +1,134 @@
+#include "lib/chat/chat_template.h"
+
+#include "lib/util/status.h"
+
+namespace llm42 {
+namespace {
+
+// Jinja's |trim (Python str.strip()) for ASCII whitespace.
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+
+// Appends pieces (std::string_view: Debian's Abseil has its own string_view, so no StrAppend).
+template <typename... Pieces>
+void Append(std::string* out, const Pieces&... pieces) {
+  (out->append(std::string_view(pieces)), ...);
+}
+
+template <typename... Pieces>
+std::string Cat(const Pieces&... pieces) {
+  std::string s;
+  Append(&s, pieces...);
+  return s;
+}
+
+bool Contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+}  // namespace
+
+absl::StatusOr<ChatTemplate> ChatTemplate::Detect(std::string_view jinja, bool has_im_start,
+                                                  bool has_header_tokens) {
+  ChatTemplate t;
+  if (Contains(jinja, "<|start_header_id|>") || (jinja.empty() && has_header_tokens)) {
+    t.format = Format::kLlama3;
+    t.llama31_system_block = Contains(jinja, "Cutting Knowledge Date");
+  } else if (Contains(jinja, "<|im_start|>") || (jinja.empty() && has_im_start)) {
+    t.format = Format::kChatMl;
+    for (const char* system : {"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+                               "You are a helpful assistant."}) {
+      if (Contains(jinja, system)) {
+        t.default_system = system;
+        break;
+      }
+    }
+  } else if (Contains(jinja, "[INST]")) {
+    t.format = Contains(jinja, "<<SYS>>") ? Format::kLlama2 : Format::kMistral;
+  } else if (jinja.empty()) {
+    return UnsupportedError("the model has no chat template and its vocabulary matches no known "
+                            "chat format; send a prompt instead");
+  } else {
+    return UnsupportedError("the model's chat template is not one llm42 renders (Llama 3, ChatML/"
+                            "Qwen, Llama 2, Mistral); send a prompt instead");
+  }
+  return t;
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                                 std::string_view bos, std::string_view eos) const {
+  if (messages.empty()) return InvalidArgument("the conversation has no messages");
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      return InvalidArgument("chat role '", m.role, "' is not system, user or assistant");
+    }
+  }
+  const bool has_system = messages[0].role == "system";
+  std::string out;
+  switch (format) {
+    case Format::kLlama3: {
+      out = std::string(bos);
+      std::span<const ChatMessage> rest = messages;
+      if (llama31_system_block) {
+        const std::string_view system = has_system ? Trim(messages[0].content) : std::string_view();
+        if (has_system) rest = messages.subspan(1);
+        Append(&out, "<|start_header_id|>system<|end_header_id|>\n\n",
+                        "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n", system,
+                        "<|eot_id|>");
+      }
+      for (const ChatMessage& m : rest) {
+        Append(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n", Trim(m.content),
+                        "<|eot_id|>");
+      }
+      out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      return out;
+    }
+    case Format::kChatMl: {
+      std::span<const ChatMessage> rest = messages;
+      if (has_system) {
+        Append(&out, "<|im_start|>system\n", messages[0].content, "<|im_end|>\n");
+        rest = messages.subspan(1);
+      } else if (!default_system.empty()) {
+        Append(&out, "<|im_start|>system\n", default_system, "<|im_end|>\n");
+      }
+      for (const ChatMessage& m : rest) {
+        Append(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
+      }
+      out += "<|im_start|>assistant\n";
+      return out;
+    }
+    case Format::kLlama2:
+    case Format::kMistral: {
+      const std::string_view system = has_system ? std::string_view(messages[0].content) : std::string_view();
+      bool first_user = true;
+      for (const ChatMessage& m : messages.subspan(has_system ? 1 : 0)) {
+        if (m.role == "system") return InvalidArgument("only the first chat message may be a system message");
+        if (m.role == "user") {
+          std::string content = m.content;
+          if (first_user && has_system) {
+            content = format == Format::kLlama2 ? Cat("<<SYS>>\n", system, "\n<</SYS>>\n\n", content)
+                                                : Cat(system, "\n\n", content);
+          }
+          first_user = false;
+          if (format == Format::kLlama2) {
+            Append(&out, bos, "[INST] ", Trim(content), " [/INST]");
+          } else {
+            Append(&out, out.empty() ? bos : "", "[INST] ", content, " [/INST]");
+          }
+        } else if (format == Format::kLlama2) {
+          Append(&out, " ", Trim(m.content), " ", eos);
+        } else {
+          Append(&out, m.content, eos);
+        }
+      }
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace llm42
