@@ -124,7 +124,7 @@ struct Q8_0Vec {
     const auto* b = reinterpret_cast<const BlockQ8_0*>(w) + i / kQ8_0BlockSize;
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + i % kQ8_0BlockSize));
     const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-    return _mm256_mul_ps(qf, _mm256_set1_ps(Fp16ToFp32(b->scale)));
+    return _mm256_mul_ps(qf, _mm256_set1_ps(_cvtsh_ss(b->scale)));
   }
 };
 
@@ -136,7 +136,7 @@ struct Q4_0Vec {
     const __m128i nibbles = j < 16 ? _mm_and_si128(bytes, _mm_set1_epi8(0x0F))
                                    : _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
     const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(nibbles), _mm256_set1_epi32(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(Fp16ToFp32(b->scale)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->scale)));
   }
 };
 
