@@ -1,6 +1,7 @@
 # Every llm42 build option, in one place.
 option(LLM42_BUILD_TESTS "Build the test suite" ON)
 option(LLM42_BUILD_SAMPLES "Build the samples" ON)
+option(LLM42_BUILD_BINDINGS "Build the SWIG bindings whose toolchains are found" ON)
 option(LLM42_WERROR "Treat warnings as errors" OFF)
 set(LLM42_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined")
 

@@ -19,6 +19,14 @@ PINNED=(
   nlohmann-json3-dev=3.11.2-2
   libutf8proc-dev=2.8.0-1
   python3-jinja2=3.1.2-1+deb12u3
+  swig=4.1.0-0.2
+  python3-dev=3.11.2-1+b1
+  python3-pytest=7.2.1-2
+  openjdk-17-jdk-headless=17.0.15+6-1~deb12u1
+  junit4=4.13.2-3
+  mono-devel=6.8.0.105+dfsg-3.3+deb12u1
+  libnunit-cil-dev=2.6.4+dfsg-1.1
+  nunit-console=2.6.4+dfsg-1.1
 )
 
 missing=()

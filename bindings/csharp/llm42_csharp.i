@@ -1,0 +1,100 @@
+/* C#: namespace Llm42 (swig -namespace Llm42), native library llm42_csharp. Classes are
+ * IDisposable (Dispose frees the handle at once; the finalizer is the safety net), methods
+ * PascalCase, strings explicitly marshalled as UTF-8 both ways (whatever the platform's default
+ * string marshalling), token lists int[], failures Llm42.Llm42Exception. */
+%module llm42
+
+%{
+#include <string>
+#include <vector>
+
+typedef void (SWIGSTDCALL* llm42_cs_exception_callback_t)(int status, const char* message);
+static llm42_cs_exception_callback_t llm42_cs_exception_callback = nullptr;
+
+extern "C" {
+SWIGEXPORT void SWIGSTDCALL llm42_cs_set_exception_callback(llm42_cs_exception_callback_t cb) {
+  llm42_cs_exception_callback = cb;
+}
+// Results handed to C# as heap objects it reads and frees (Llm42Native.TakeString/TakeInts).
+SWIGEXPORT int SWIGSTDCALL llm42_cs_string_size(void* s) { return static_cast<int>(static_cast<std::string*>(s)->size()); }
+SWIGEXPORT const char* SWIGSTDCALL llm42_cs_string_data(void* s) { return static_cast<std::string*>(s)->data(); }
+SWIGEXPORT void SWIGSTDCALL llm42_cs_string_free(void* s) { delete static_cast<std::string*>(s); }
+SWIGEXPORT int SWIGSTDCALL llm42_cs_ints_size(void* v) { return static_cast<int>(static_cast<std::vector<int32_t>*>(v)->size()); }
+SWIGEXPORT const int32_t* SWIGSTDCALL llm42_cs_ints_data(void* v) { return static_cast<std::vector<int32_t>*>(v)->data(); }
+SWIGEXPORT void SWIGSTDCALL llm42_cs_ints_free(void* v) { delete static_cast<std::vector<int32_t>*>(v); }
+}
+
+#define LLM42_SWIG_RAISE(status, message) \
+  do {                                     \
+    if (llm42_cs_exception_callback) llm42_cs_exception_callback(status, message); \
+  } while (0)
+%}
+#define LLM42_SWIG_ON_ERROR return $null;
+
+%rename("%(camelcase)s", %$isfunction) "";
+%rename("%(regex:/^LLM42_(MODE_|STAT_)?(.*)$/\\2/)s", %$isenumitem) "";
+%ignore close;  // Dispose() is the close
+
+%pragma(csharp) imclasscode=%{
+  internal delegate void Llm42ExceptionDelegate(int status, global::System.IntPtr message);
+  static readonly Llm42ExceptionDelegate llm42ExceptionDelegate = SetLlm42Exception;
+  [global::System.Runtime.InteropServices.DllImport("llm42_csharp", EntryPoint = "llm42_cs_set_exception_callback")]
+  static extern void Llm42SetExceptionCallback(Llm42ExceptionDelegate callback);
+  static void SetLlm42Exception(int status, global::System.IntPtr message) {
+    SWIGPendingException.Set(new Llm42Exception((Status)status, Llm42Native.Utf8ToString(message)));
+  }
+#pragma warning disable 414  // read by nobody: initializing it registers the callback
+  static readonly bool llm42ExceptionRegistered = RegisterLlm42Exception();
+#pragma warning restore 414
+  static bool RegisterLlm42Exception() {
+    Llm42SetExceptionCallback(llm42ExceptionDelegate);
+    return true;
+  }
+%}
+
+/* Strings in: NUL-terminated UTF-8 bytes. */
+%typemap(ctype) const std::string& "char*"
+%typemap(imtype) const std::string& "byte[]"
+%typemap(cstype) const std::string& "string"
+%typemap(csin) const std::string& "Llm42Native.ToUtf8Z($csinput)"
+%typemap(in, canthrow=1) const std::string& (std::string temp) {
+  if ($input == nullptr) {
+    SWIG_CSharpSetPendingExceptionArgument(SWIG_CSharpArgumentNullException, "null string", 0);
+    return $null;
+  }
+  temp = $input;
+  $1 = &temp;
+}
+/* Strings out: a heap std::string that C# decodes and frees. */
+%typemap(ctype) std::string "void*"
+%typemap(imtype) std::string "global::System.IntPtr"
+%typemap(cstype) std::string "string"
+%typemap(out) std::string %{ $result = new std::string(static_cast<const std::string&>($1)); %}
+%typemap(csout, excode=SWIGEXCODE) std::string {
+    global::System.IntPtr p = $imcall;$excode
+    return Llm42Native.TakeString(p);
+  }
+/* Token lists in: int[] with its length prepended (the native side cannot know it otherwise). */
+%typemap(ctype) const std::vector<int32_t>& "int32_t*"
+%typemap(imtype) const std::vector<int32_t>& "int[]"
+%typemap(cstype) const std::vector<int32_t>& "int[]"
+%typemap(csin) const std::vector<int32_t>& "Llm42Native.WithLength($csinput)"
+%typemap(in, canthrow=1) const std::vector<int32_t>& (std::vector<int32_t> temp) {
+  if ($input == nullptr) {
+    SWIG_CSharpSetPendingExceptionArgument(SWIG_CSharpArgumentNullException, "null array", 0);
+    return $null;
+  }
+  temp.assign($input + 1, $input + 1 + $input[0]);
+  $1 = &temp;
+}
+/* Token lists out. */
+%typemap(ctype) std::vector<int32_t> "void*"
+%typemap(imtype) std::vector<int32_t> "global::System.IntPtr"
+%typemap(cstype) std::vector<int32_t> "int[]"
+%typemap(out) std::vector<int32_t> %{ $result = new std::vector<int32_t>(static_cast<const std::vector<int32_t>&>($1)); %}
+%typemap(csout, excode=SWIGEXCODE) std::vector<int32_t> {
+    global::System.IntPtr p = $imcall;$excode
+    return Llm42Native.TakeInts(p);
+  }
+
+%include "../swig/llm42.i"

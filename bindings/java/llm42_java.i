@@ -1,0 +1,92 @@
+/* Java: package ai.llm42 (swig -package ai.llm42), JNI library llm42_jni. Classes are
+ * AutoCloseable (close() frees the handle; use try-with-resources), methods lowerCamelCase,
+ * strings UTF-8 both ways (not JNI's modified UTF-8), token lists int[], failures
+ * ai.llm42.Llm42Exception. */
+%module llm42
+
+%{
+static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
+  jclass cls = jenv->FindClass("ai/llm42/Llm42Exception");
+  if (cls == nullptr) return;  // NoClassDefFoundError is pending
+  jmethodID ctor = jenv->GetMethodID(cls, "<init>", "(ILjava/lang/String;)V");
+  jstring msg = jenv->NewStringUTF(message);
+  jobject e = jenv->NewObject(cls, ctor, static_cast<jint>(status), msg);
+  if (e != nullptr) jenv->Throw(static_cast<jthrowable>(e));
+}
+#define LLM42_SWIG_RAISE(status, message) llm42_java_throw(jenv, status, message)
+%}
+#define LLM42_SWIG_ON_ERROR return $null;
+
+%include <enums.swg>
+%javaconst(1);
+
+%rename("%(lowercamelcase)s", %$isfunction) "";
+%rename("%(regex:/^LLM42_(MODE_|STAT_)?(.*)$/\\2/)s", %$isenumitem) "";
+
+%pragma(java) jniclasscode=%{
+  static {
+    System.loadLibrary("llm42_jni");
+  }
+%}
+
+/* Strings: UTF-8 bytes across JNI. */
+%typemap(jni) const std::string& "jbyteArray"
+%typemap(jtype) const std::string& "byte[]"
+%typemap(jstype) const std::string& "String"
+%typemap(javain) const std::string& "$javainput.getBytes(java.nio.charset.StandardCharsets.UTF_8)"
+%typemap(in) const std::string& (std::string temp) {
+  if ($input == nullptr) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "null string");
+    return $null;
+  }
+  const jsize n = jenv->GetArrayLength($input);
+  temp.resize(static_cast<size_t>(n));
+  jenv->GetByteArrayRegion($input, 0, n, reinterpret_cast<jbyte*>(temp.data()));
+  $1 = &temp;
+}
+%typemap(jni) std::string "jbyteArray"
+%typemap(jtype) std::string "byte[]"
+%typemap(jstype) std::string "String"
+%typemap(javaout) std::string { return new String($jnicall, java.nio.charset.StandardCharsets.UTF_8); }
+%typemap(out) std::string {
+  const std::string& s = $1;
+  $result = jenv->NewByteArray(static_cast<jsize>(s.size()));
+  jenv->SetByteArrayRegion($result, 0, static_cast<jsize>(s.size()), reinterpret_cast<const jbyte*>(s.data()));
+}
+
+/* Token lists: int[]. */
+%typemap(jni) const std::vector<int32_t>& "jintArray"
+%typemap(jtype) const std::vector<int32_t>& "int[]"
+%typemap(jstype) const std::vector<int32_t>& "int[]"
+%typemap(javain) const std::vector<int32_t>& "$javainput"
+%typemap(in) const std::vector<int32_t>& (std::vector<int32_t> temp) {
+  if ($input == nullptr) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "null array");
+    return $null;
+  }
+  temp.resize(static_cast<size_t>(jenv->GetArrayLength($input)));
+  jenv->GetIntArrayRegion($input, 0, static_cast<jsize>(temp.size()), reinterpret_cast<jint*>(temp.data()));
+  $1 = &temp;
+}
+%typemap(jni) std::vector<int32_t> "jintArray"
+%typemap(jtype) std::vector<int32_t> "int[]"
+%typemap(jstype) std::vector<int32_t> "int[]"
+%typemap(javaout) std::vector<int32_t> { return $jnicall; }
+%typemap(out) std::vector<int32_t> {
+  const std::vector<int32_t>& v = $1;
+  $result = jenv->NewIntArray(static_cast<jsize>(v.size()));
+  jenv->SetIntArrayRegion($result, 0, static_cast<jsize>(v.size()), reinterpret_cast<const jint*>(v.data()));
+}
+
+/* AutoCloseable instead of finalizers (deprecated since Java 9): close() is SWIG's delete(). */
+%typemap(javainterfaces) SWIGTYPE "AutoCloseable"
+%typemap(javafinalize) SWIGTYPE ""
+%typemap(javacode) SWIGTYPE %{
+  @Override
+  public void close() {
+    delete();
+  }
+%}
+%ignore close;
+
+%include "../swig/llm42.i"

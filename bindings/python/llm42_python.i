@@ -1,0 +1,95 @@
+/* Python: module llm42. Built with -threads, so the GIL is released during every call into
+ * llm42 (waits included). Strings are str (UTF-8), token lists list[int]. */
+%module llm42
+
+%{
+#include <Python.h>
+static PyObject* llm42_py_exception = nullptr;  // llm42.Llm42Exception, set at import
+
+static void llm42_py_raise(int status, const char* message) {
+  PyObject* args = Py_BuildValue("(is)", status, message);
+  PyErr_SetObject(llm42_py_exception != nullptr ? llm42_py_exception : PyExc_RuntimeError, args);
+  Py_XDECREF(args);
+}
+#define LLM42_SWIG_RAISE(status, message) llm42_py_raise(status, message)
+%}
+#define LLM42_SWIG_ON_ERROR SWIG_fail;
+
+%inline %{
+void _set_exception_class(PyObject* cls) {
+  Py_XINCREF(cls);
+  llm42_py_exception = cls;
+}
+%}
+
+%include <stdint.i>
+%include <std_string.i>
+%include <std_vector.i>
+%template(_IntVector) std::vector<int32_t>;
+
+/* Token lists come back as list[int]. */
+%typemap(out) std::vector<int32_t> {
+  const std::vector<int32_t>& v = $1;
+  $result = PyList_New(static_cast<Py_ssize_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM($result, static_cast<Py_ssize_t>(i), PyLong_FromLong(v[i]));
+}
+
+%include "../swig/llm42.i"
+
+%pythoncode %{
+import enum as _enum
+
+
+class Llm42Exception(Exception):
+    """An llm42 call failed: `status` is the Status, str(e) the message."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = Status(status)
+
+    def __str__(self):
+        return "%s: %s" % (self.status.name, self.args[0])
+
+
+_set_exception_class(Llm42Exception)
+
+
+def _enum_from(prefix, name):
+    return _enum.IntEnum(name, {k[len(prefix):]: v for k, v in globals().items()
+                                if k.startswith(prefix) and not k.endswith("FORCE_INT32_")})
+
+
+Status = _enum.IntEnum("Status", {k[len("LLM42_"):]: v for k, v in globals().items()
+                                  if k.startswith("LLM42_") and isinstance(v, int)
+                                  and not k.startswith(("LLM42_MODE_", "LLM42_STAT_", "LLM42_LOG_",
+                                                        "LLM42_VERSION"))})
+Mode = _enum_from("LLM42_MODE_", "Mode")
+Stat = _enum_from("LLM42_STAT_", "Stat")
+FinishReason = _enum_from("FinishReason_", "FinishReason")
+
+
+def _context_manager(cls):
+    cls.__enter__ = lambda self: self
+    cls.__exit__ = lambda self, *exc: self.close()
+    return cls
+
+
+for _cls in (Determinism, SessionOptions, Session, RequestOptions, Request):
+    _context_manager(_cls)
+
+
+def _iter_text(self):
+    """Yields text chunks as they are committed, until the request finishes."""
+    while True:
+        chunk = self.read_text(-1)
+        if not chunk:
+            return
+        yield chunk
+
+
+Request.__iter__ = _iter_text
+_Request_status = Request.status
+Request.status = lambda self: Status(_Request_status(self))
+_Request_finish_reason = Request.finish_reason
+Request.finish_reason = lambda self: FinishReason(_Request_finish_reason(self))
+%}

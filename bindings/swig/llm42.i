@@ -1,0 +1,356 @@
+/* llm42.i — the language-neutral SWIG interface to the C ABI (include/llm42/llm42.h).
+ *
+ * Every handle becomes a class through %extend on a small box that holds the C handle, so that
+ * close() (Java AutoCloseable, C# Dispose, Python context managers) frees the handle at once and
+ * any later call raises FAILED_PRECONDITION instead of touching freed memory. Failures raise the
+ * language's Llm42Exception carrying the status and llm42_last_error()'s message: methods throw
+ * llm42_swig::Error, and the one %exception below hands it to LLM42_SWIG_RAISE, which each
+ * language's .i defines. Methods are snake_case here; the Java and C# files rename them.
+ *
+ * Strings cross as UTF-8 (std::string here; each language's typemaps convert), token ids as
+ * std::vector<int32_t> (int[] in Java and C#, list[int] in Python). */
+
+%{
+#include <string>
+#include <vector>
+
+#include "llm42/llm42.h"
+
+namespace llm42_swig {
+
+struct Error {
+  llm42_status status;
+  std::string message;
+};
+
+inline void Check(llm42_status s) {
+  if (s != LLM42_OK) throw Error{s, llm42_last_error()};
+}
+
+template <typename Box>
+auto Handle(Box* box, const char* what) -> decltype(box->h) {
+  if (box == nullptr || box->h == nullptr) {
+    throw Error{LLM42_FAILED_PRECONDITION, std::string(what) + " is closed"};
+  }
+  return box->h;
+}
+
+// Calls fill(buf, capacity, &n) with a growing buffer until the result fits.
+template <typename T, typename Fill>
+std::vector<T> ReadAll(Fill fill) {
+  std::vector<T> buf(256);
+  for (;;) {
+    size_t n = 0;
+    const llm42_status s = fill(buf.data(), buf.size(), &n);
+    if (s == LLM42_OK && n <= buf.size()) {
+      buf.resize(n);
+      return buf;
+    }
+    if (s != LLM42_OK && s != LLM42_OUT_OF_RANGE) Check(s);
+    buf.resize(std::max(buf.size() * 2, n));
+  }
+}
+
+inline std::string ToString(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
+
+}  // namespace llm42_swig
+
+// llm42_finish_reason as a scoped enum: its CANCELLED would clash with llm42_status's in the
+// languages' shared symbol table.
+enum class llm42_swig_finish_reason { NONE = 0, STOP = 1, LENGTH = 2, CANCELLED = 3, ERROR = 4 };
+static_assert(static_cast<int>(llm42_swig_finish_reason::CANCELLED) == LLM42_FINISH_CANCELLED &&
+              static_cast<int>(llm42_swig_finish_reason::ERROR) == LLM42_FINISH_ERROR &&
+              static_cast<int>(llm42_swig_finish_reason::LENGTH) == LLM42_FINISH_LENGTH &&
+              static_cast<int>(llm42_swig_finish_reason::STOP) == LLM42_FINISH_STOP &&
+              static_cast<int>(llm42_swig_finish_reason::NONE) == LLM42_FINISH_NONE,
+              "FinishReason must mirror llm42_finish_reason");
+
+// The boxes SWIG wraps. h is nullptr once closed.
+struct llm42_swig_determinism { llm42_determinism* h = nullptr; };
+struct llm42_swig_session_options { llm42_session_options* h = nullptr; };
+struct llm42_swig_session { llm42_session* h = nullptr; };
+struct llm42_swig_request_options { llm42_request_options* h = nullptr; };
+struct llm42_swig_request { llm42_request* h = nullptr; };
+%}
+
+%include <stdint.i>
+
+/* Each language's .i defines, before including this file, LLM42_SWIG_RAISE(status, message)
+ * in its wrapper code (raise the language's Llm42Exception) and, at SWIG level,
+ * LLM42_SWIG_ON_ERROR (how a wrapper bails out once it is raised). */
+%exception {
+  try {
+    $action
+  } catch (const llm42_swig::Error& e) {
+    LLM42_SWIG_RAISE(e.status, e.message.c_str());
+    LLM42_SWIG_ON_ERROR
+  }
+}
+
+/* The enums, from the header itself; its functions stay unwrapped (the classes below use them). */
+#define LLM42_API
+%rename("$ignore", regextarget=1, %$isfunction) "^llm42_";
+%ignore LLM42_STATUS_FORCE_INT32_;
+%ignore LLM42_MODE_FORCE_INT32_;
+%ignore LLM42_STAT_FORCE_INT32_;
+%ignore llm42_finish_reason;
+%ignore llm42_log_callback;
+%ignore llm42_token_callback;
+%rename(Status) llm42_status;
+%rename(Mode) llm42_mode;
+%rename(Stat) llm42_stat;
+%include "llm42/llm42.h"
+%rename(FinishReason) llm42_swig_finish_reason;
+enum class llm42_swig_finish_reason { NONE = 0, STOP = 1, LENGTH = 2, CANCELLED = 3, ERROR = 4 };
+
+%rename(Determinism) llm42_swig_determinism;
+%rename(SessionOptions) llm42_swig_session_options;
+%rename(Session) llm42_swig_session;
+%rename(RequestOptions) llm42_swig_request_options;
+%rename(Request) llm42_swig_request;
+%nodefaultctor llm42_swig_request;  // requests come from Session.submit
+struct llm42_swig_determinism {};
+struct llm42_swig_session_options {};
+struct llm42_swig_session {};
+struct llm42_swig_request_options {};
+struct llm42_swig_request {};
+
+%newobject llm42_swig_session::submit;
+
+%extend llm42_swig_determinism {
+  llm42_swig_determinism(llm42_mode mode) {
+    auto* box = new llm42_swig_determinism;
+    const llm42_status s = llm42_determinism_create(mode, &box->h);
+    if (s != LLM42_OK) delete box;
+    llm42_swig::Check(s);
+    return box;
+  }
+  ~llm42_swig_determinism() {
+    llm42_determinism_destroy($self->h);
+    delete $self;
+  }
+  void close() {
+    llm42_determinism_destroy($self->h);
+    $self->h = nullptr;
+  }
+  void set_window(int32_t tokens) {
+    llm42_swig::Check(llm42_determinism_set_window(llm42_swig::Handle($self, "Determinism"), tokens));
+  }
+  void set_verify_group(int32_t requests) {
+    llm42_swig::Check(llm42_determinism_set_verify_group(llm42_swig::Handle($self, "Determinism"), requests));
+  }
+  void set_default_seed(uint64_t seed) {
+    llm42_swig::Check(llm42_determinism_set_default_seed(llm42_swig::Handle($self, "Determinism"), seed));
+  }
+}
+
+%extend llm42_swig_session_options {
+  llm42_swig_session_options() {
+    auto* box = new llm42_swig_session_options;
+    const llm42_status s = llm42_session_options_create(&box->h);
+    if (s != LLM42_OK) delete box;
+    llm42_swig::Check(s);
+    return box;
+  }
+  ~llm42_swig_session_options() {
+    llm42_session_options_destroy($self->h);
+    delete $self;
+  }
+  void close() {
+    llm42_session_options_destroy($self->h);
+    $self->h = nullptr;
+  }
+  void set_model_path(const std::string& path) {
+    llm42_swig::Check(llm42_session_options_set_model_path(llm42_swig::Handle($self, "SessionOptions"), path.c_str()));
+  }
+  void set_backend(const std::string& backend) {
+    llm42_swig::Check(llm42_session_options_set_backend(llm42_swig::Handle($self, "SessionOptions"), backend.c_str()));
+  }
+  void set_threads(int32_t n) {
+    llm42_swig::Check(llm42_session_options_set_threads(llm42_swig::Handle($self, "SessionOptions"), n));
+  }
+  void set_context_length(int32_t n) {
+    llm42_swig::Check(llm42_session_options_set_context_length(llm42_swig::Handle($self, "SessionOptions"), n));
+  }
+  void set_max_batch_tokens(int32_t n) {
+    llm42_swig::Check(llm42_session_options_set_max_batch_tokens(llm42_swig::Handle($self, "SessionOptions"), n));
+  }
+  void set_max_running_requests(int32_t n) {
+    llm42_swig::Check(llm42_session_options_set_max_running_requests(llm42_swig::Handle($self, "SessionOptions"), n));
+  }
+  void set_kv_cache_tokens(int64_t n) {
+    llm42_swig::Check(llm42_session_options_set_kv_cache_tokens(llm42_swig::Handle($self, "SessionOptions"), n));
+  }
+  void set_vocab_only(bool on) {
+    llm42_swig::Check(llm42_session_options_set_vocab_only(llm42_swig::Handle($self, "SessionOptions"), on ? 1 : 0));
+  }
+  void set_determinism(llm42_swig_determinism* policy) {
+    llm42_swig::Check(llm42_session_options_set_determinism(llm42_swig::Handle($self, "SessionOptions"),
+                                                            llm42_swig::Handle(policy, "Determinism")));
+  }
+  void load_config(const std::string& textproto_path) {
+    llm42_swig::Check(llm42_session_options_load_config(llm42_swig::Handle($self, "SessionOptions"), textproto_path.c_str()));
+  }
+}
+
+%extend llm42_swig_request_options {
+  llm42_swig_request_options() {
+    auto* box = new llm42_swig_request_options;
+    const llm42_status s = llm42_request_options_create(&box->h);
+    if (s != LLM42_OK) delete box;
+    llm42_swig::Check(s);
+    return box;
+  }
+  ~llm42_swig_request_options() {
+    llm42_request_options_destroy($self->h);
+    delete $self;
+  }
+  void close() {
+    llm42_request_options_destroy($self->h);
+    $self->h = nullptr;
+  }
+  void set_prompt(const std::string& text) {
+    llm42_swig::Check(llm42_request_options_set_prompt(llm42_swig::Handle($self, "RequestOptions"), text.data(), text.size()));
+  }
+  void set_prompt_tokens(const std::vector<int32_t>& tokens) {
+    llm42_swig::Check(llm42_request_options_set_prompt_tokens(llm42_swig::Handle($self, "RequestOptions"), tokens.data(), tokens.size()));
+  }
+  void add_message(const std::string& role, const std::string& content) {
+    llm42_swig::Check(llm42_request_options_add_message(llm42_swig::Handle($self, "RequestOptions"), role.c_str(), content.c_str()));
+  }
+  void set_max_tokens(int32_t n) {
+    llm42_swig::Check(llm42_request_options_set_max_tokens(llm42_swig::Handle($self, "RequestOptions"), n));
+  }
+  void set_temperature(float t) {
+    llm42_swig::Check(llm42_request_options_set_temperature(llm42_swig::Handle($self, "RequestOptions"), t));
+  }
+  void set_top_k(int32_t k) {
+    llm42_swig::Check(llm42_request_options_set_top_k(llm42_swig::Handle($self, "RequestOptions"), k));
+  }
+  void set_top_p(float p) {
+    llm42_swig::Check(llm42_request_options_set_top_p(llm42_swig::Handle($self, "RequestOptions"), p));
+  }
+  void set_min_p(float p) {
+    llm42_swig::Check(llm42_request_options_set_min_p(llm42_swig::Handle($self, "RequestOptions"), p));
+  }
+  void set_seed(int64_t seed) {
+    llm42_swig::Check(llm42_request_options_set_seed(llm42_swig::Handle($self, "RequestOptions"), static_cast<uint64_t>(seed)));
+  }
+  void set_deterministic(bool on) {
+    llm42_swig::Check(llm42_request_options_set_deterministic(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
+  }
+  void add_stop(const std::string& text) {
+    llm42_swig::Check(llm42_request_options_add_stop(llm42_swig::Handle($self, "RequestOptions"), text.c_str()));
+  }
+  void set_ignore_eos(bool on) {
+    llm42_swig::Check(llm42_request_options_set_ignore_eos(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
+  }
+}
+
+%extend llm42_swig_request {
+  ~llm42_swig_request() {
+    llm42_request_destroy($self->h);
+    delete $self;
+  }
+  /* Cancels if still running and frees the handle. */
+  void close() {
+    llm42_request_destroy($self->h);
+    $self->h = nullptr;
+  }
+  /* Text committed since the last call; "" when nothing new arrived within timeout_ms (0 = don't
+   * wait, -1 = forever) or, with -1, when the request finished and everything was read. */
+  std::string read_text(int32_t timeout_ms) {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    std::vector<char> buf(4096);
+    for (;;) {
+      size_t n = 0;
+      const llm42_status s = llm42_request_read_text(r, buf.data(), buf.size(), &n, timeout_ms);
+      if (s == LLM42_TIMEOUT) return std::string();
+      if (s == LLM42_OUT_OF_RANGE) {
+        buf.resize(std::max(buf.size() * 2, n));
+        continue;
+      }
+      llm42_swig::Check(s);
+      return std::string(buf.data(), n);
+    }
+  }
+  bool is_finished() { return llm42_request_is_finished(llm42_swig::Handle($self, "Request")) != 0; }
+  /* True once finished, false when timeout_ms passed first. */
+  bool wait_for(int32_t timeout_ms) {
+    const llm42_status s = llm42_request_wait(llm42_swig::Handle($self, "Request"), timeout_ms);
+    if (s == LLM42_TIMEOUT) return false;
+    llm42_swig::Check(s);
+    return true;
+  }
+  void cancel() { llm42_swig::Check(llm42_request_cancel(llm42_swig::Handle($self, "Request"))); }
+  /* Final outcome (OK while running). */
+  llm42_status status() { return llm42_request_status(llm42_swig::Handle($self, "Request")); }
+  llm42_swig_finish_reason finish_reason() {
+    return static_cast<llm42_swig_finish_reason>(llm42_request_finish_reason(llm42_swig::Handle($self, "Request")));
+  }
+  std::vector<int32_t> output_tokens() {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    return llm42_swig::ReadAll<int32_t>([r](int32_t* b, size_t c, size_t* n) { return llm42_request_output_tokens(r, b, c, n); });
+  }
+  std::string output_text() {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    return llm42_swig::ToString(llm42_swig::ReadAll<char>([r](char* b, size_t c, size_t* n) { return llm42_request_output_text(r, b, c, n); }));
+  }
+  int64_t effective_seed() { return static_cast<int64_t>(llm42_request_effective_seed(llm42_swig::Handle($self, "Request"))); }
+  int64_t stat(llm42_stat which) {
+    int64_t v = 0;
+    llm42_swig::Check(llm42_request_stat(llm42_swig::Handle($self, "Request"), which, &v));
+    return v;
+  }
+}
+
+%extend llm42_swig_session {
+  llm42_swig_session(llm42_swig_session_options* options) {
+    llm42_session_options* o = llm42_swig::Handle(options, "SessionOptions");
+    auto* box = new llm42_swig_session;
+    const llm42_status s = llm42_session_create(o, &box->h);
+    if (s != LLM42_OK) delete box;
+    llm42_swig::Check(s);
+    return box;
+  }
+  ~llm42_swig_session() {
+    llm42_session_destroy($self->h);
+    delete $self;
+  }
+  /* Cancels outstanding requests and frees the model; requests stay usable (finished). */
+  void close() {
+    llm42_session_destroy($self->h);
+    $self->h = nullptr;
+  }
+  llm42_swig_request* submit(llm42_swig_request_options* options) {
+    llm42_request* r = nullptr;
+    llm42_swig::Check(llm42_request_submit(llm42_swig::Handle($self, "Session"),
+                                           llm42_swig::Handle(options, "RequestOptions"), &r));
+    auto* box = new llm42_swig_request;
+    box->h = r;
+    return box;
+  }
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special) {
+    llm42_session* s = llm42_swig::Handle($self, "Session");
+    return llm42_swig::ReadAll<int32_t>([&](int32_t* b, size_t c, size_t* n) {
+      return llm42_session_tokenize(s, text.data(), text.size(), add_special ? 1 : 0, b, c, n);
+    });
+  }
+  std::string detokenize(const std::vector<int32_t>& tokens) {
+    llm42_session* s = llm42_swig::Handle($self, "Session");
+    return llm42_swig::ToString(llm42_swig::ReadAll<char>([&](char* b, size_t c, size_t* n) {
+      return llm42_session_detokenize(s, tokens.data(), tokens.size(), b, c, n);
+    }));
+  }
+  int32_t vocab_size() { return llm42_session_vocab_size(llm42_swig::Handle($self, "Session")); }
+  int32_t eos_token() { return llm42_session_eos_token(llm42_swig::Handle($self, "Session")); }
+  int64_t stat(llm42_stat which) {
+    int64_t v = 0;
+    llm42_swig::Check(llm42_session_stat(llm42_swig::Handle($self, "Session"), which, &v));
+    return v;
+  }
+  std::string stats_json() {
+    llm42_session* s = llm42_swig::Handle($self, "Session");
+    return llm42_swig::ToString(llm42_swig::ReadAll<char>([s](char* b, size_t c, size_t* n) { return llm42_session_stats_json(s, b, c, n); }));
+  }
+}

@@ -1,0 +1,194 @@
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNotEquals;
+import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
+
+import ai.llm42.Determinism;
+import ai.llm42.FinishReason;
+import ai.llm42.Llm42Exception;
+import ai.llm42.Mode;
+import ai.llm42.Request;
+import ai.llm42.RequestOptions;
+import ai.llm42.Session;
+import ai.llm42.SessionOptions;
+import ai.llm42.Status;
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.Arrays;
+import org.junit.AfterClass;
+import org.junit.Assume;
+import org.junit.BeforeClass;
+import org.junit.Test;
+
+/**
+ * The Java binding against stories260K: greedy output equal to llama.cpp's (which the C API
+ * reproduces), streaming, deterministic requests, cancel, every error path, and no leak over 200
+ * create/close cycles. System properties llm42.model and llm42.expected (llama.cpp's greedy ids
+ * for "Once upon a time") come from ctest.
+ */
+public class Llm42Test {
+  static final String MODEL = System.getProperty("llm42.model", "");
+  static Session session;
+
+  static int[] expected() {
+    return Arrays.stream(System.getProperty("llm42.expected", "").trim().split("\\s+"))
+        .mapToInt(Integer::parseInt).toArray();
+  }
+
+  static Session open(Mode mode, String path) {
+    try (SessionOptions so = new SessionOptions(); Determinism policy = new Determinism(mode)) {
+      so.setModelPath(path);
+      so.setThreads(1);
+      so.setKvCacheTokens(1024);
+      so.setDeterminism(policy);
+      return new Session(so);
+    }
+  }
+
+  static RequestOptions prompt(int maxTokens) {
+    RequestOptions ro = new RequestOptions();
+    ro.setPrompt("Once upon a time");
+    ro.setMaxTokens(maxTokens);
+    return ro;
+  }
+
+  static long modelMappings() throws Exception {
+    String name = new File(MODEL).getName();
+    return Files.readAllLines(Paths.get("/proc/self/maps")).stream().filter(l -> l.contains(name)).count();
+  }
+
+  interface Call {
+    void run();
+  }
+
+  static void assertStatus(Status status, Call call) {
+    try {
+      call.run();
+      fail("expected " + status);
+    } catch (Llm42Exception e) {
+      assertEquals(status, e.getStatus());
+      assertFalse(e.getMessage().isEmpty());
+    }
+  }
+
+  @BeforeClass
+  public static void openSession() {
+    Assume.assumeTrue("stories260K.gguf is missing (../shared/models)", new File(MODEL).exists());
+    session = open(Mode.SELECTIVE, MODEL);
+  }
+
+  @AfterClass
+  public static void closeSession() {
+    if (session != null) session.close();
+  }
+
+  @Test
+  public void greedyMatchesReferenceAndStreams() {
+    try (RequestOptions ro = prompt(32); Request r = session.submit(ro)) {
+      StringBuilder streamed = new StringBuilder();
+      for (String piece; !(piece = r.readText(-1)).isEmpty();) streamed.append(piece);
+      assertTrue(r.isFinished());
+      assertArrayEquals(Arrays.copyOf(expected(), 32), r.outputTokens());
+      assertEquals(r.outputText(), streamed.toString());
+      assertTrue(streamed.toString().startsWith(", there was a little girl named Lily"));
+      assertEquals(Status.OK, r.status());
+      assertEquals(FinishReason.LENGTH, r.finishReason());
+    }
+  }
+
+  @Test
+  public void tokenizeRoundTrip() {
+    assertArrayEquals(new int[] {1, 403, 407, 261, 378}, session.tokenize("Once upon a time", true));
+    assertEquals("Grüße 🦙", session.detokenize(session.tokenize("Grüße 🦙", false)));
+  }
+
+  int[] deterministic(long seed) {
+    try (RequestOptions ro = prompt(24)) {
+      ro.setTemperature(0.9f);
+      ro.setSeed(seed);
+      ro.setDeterministic(true);
+      try (Request r = session.submit(ro)) {
+        assertTrue(r.waitFor(-1));
+        assertEquals(seed, r.effectiveSeed());
+        return r.outputTokens();
+      }
+    }
+  }
+
+  @Test
+  public void deterministicRequestsRepeatAndSeedMatters() {
+    int[] first = deterministic(7);
+    assertArrayEquals(first, deterministic(7));
+    assertFalse(Arrays.equals(first, deterministic(8)));  // sensitivity control
+  }
+
+  @Test
+  public void cancelFromAnotherThread() throws Exception {
+    try (RequestOptions ro = prompt(1000)) {
+      ro.setIgnoreEos(true);
+      try (Request r = session.submit(ro)) {
+        Thread t = new Thread(r::cancel);
+        t.start();
+        assertTrue(r.waitFor(-1));
+        t.join();
+        assertEquals(Status.CANCELLED, r.status());
+        assertEquals(FinishReason.CANCELLED, r.finishReason());
+        assertTrue(r.outputTokens().length < 1000);
+      }
+    }
+  }
+
+  @Test
+  public void readTextWithZeroTimeoutNeverBlocks() {
+    try (RequestOptions ro = prompt(4); Request r = session.submit(ro)) {
+      r.readText(0);
+      assertTrue(r.waitFor(-1));
+      while (!r.readText(0).isEmpty()) {}
+      assertEquals("", r.readText(0));
+    }
+  }
+
+  @Test
+  public void errorPathsThrowTheirStatus() {
+    assertStatus(Status.NOT_FOUND, () -> open(Mode.SELECTIVE, MODEL + ".missing"));
+    try (SessionOptions so = new SessionOptions()) {
+      assertStatus(Status.OUT_OF_RANGE, () -> so.setThreads(-1));
+    }
+    try (Determinism d = new Determinism(Mode.SELECTIVE)) {
+      assertStatus(Status.OUT_OF_RANGE, () -> d.setWindow(0));
+    }
+    try (RequestOptions ro = new RequestOptions()) {
+      assertStatus(Status.INVALID_ARGUMENT, () -> ro.setMaxTokens(0));
+      ro.setPromptTokens(new int[] {1, 999999});
+      assertStatus(Status.INVALID_ARGUMENT, () -> session.submit(ro));
+    }
+    try (RequestOptions ro = new RequestOptions()) {
+      ro.addMessage("user", "Hi");  // stories260K has no chat format
+      assertStatus(Status.UNSUPPORTED, () -> session.submit(ro));
+    }
+    try (Session off = open(Mode.OFF, MODEL); RequestOptions ro = prompt(4)) {
+      ro.setDeterministic(true);
+      assertStatus(Status.UNSUPPORTED, () -> off.submit(ro));
+    }
+    Session closed = open(Mode.SELECTIVE, MODEL);
+    closed.close();
+    assertStatus(Status.FAILED_PRECONDITION, () -> closed.tokenize("x", false));
+    closed.close();  // twice is harmless
+  }
+
+  @Test
+  public void noLeakOver200CreateCloseCycles() throws Exception {
+    long baseline = modelMappings();
+    int threads = new File("/proc/self/task").list().length;
+    for (int i = 0; i < 200; ++i) {
+      try (Session s = open(Mode.SELECTIVE, MODEL); RequestOptions ro = prompt(2); Request r = s.submit(ro)) {
+        assertTrue(r.waitFor(-1));
+      }
+    }
+    assertEquals(baseline, modelMappings());
+    assertTrue(new File("/proc/self/task").list().length <= threads + 2);
+  }
+}

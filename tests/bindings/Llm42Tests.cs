@@ -1,0 +1,167 @@
+// The C# binding against stories260K (NUnit 2.6): greedy output equal to llama.cpp's (which the C
+// API reproduces), streaming, deterministic requests, cancel, every error path, and no leak over
+// 200 create/dispose cycles. LLM42_TEST_MODEL and LLM42_TEST_EXPECTED (llama.cpp's greedy ids
+// for "Once upon a time") come from ctest.
+using System;
+using System.IO;
+using System.Linq;
+using System.Threading;
+using Llm42;
+using NUnit.Framework;
+
+[TestFixture]
+public class Llm42Tests {
+  static readonly string Model = Environment.GetEnvironmentVariable("LLM42_TEST_MODEL") ?? "";
+  Session session;
+
+  static int[] Expected() {
+    return (Environment.GetEnvironmentVariable("LLM42_TEST_EXPECTED") ?? "")
+        .Split(new[] {' '}, StringSplitOptions.RemoveEmptyEntries).Select(int.Parse).ToArray();
+  }
+
+  static Session Open(Mode mode, string path) {
+    using (var so = new SessionOptions())
+    using (var policy = new Determinism(mode)) {
+      so.SetModelPath(path);
+      so.SetThreads(1);
+      so.SetKvCacheTokens(1024);
+      so.SetDeterminism(policy);
+      return new Session(so);
+    }
+  }
+
+  static RequestOptions Prompt(int maxTokens) {
+    var ro = new RequestOptions();
+    ro.SetPrompt("Once upon a time");
+    ro.SetMaxTokens(maxTokens);
+    return ro;
+  }
+
+  static int ModelMappings() {
+    string name = Path.GetFileName(Model);
+    return File.ReadAllLines("/proc/self/maps").Count(l => l.Contains(name));
+  }
+
+  static void AssertStatus(Status status, Action call) {
+    var e = Assert.Throws<Llm42Exception>(() => call());
+    Assert.AreEqual(status, e.Status);
+    Assert.IsNotEmpty(e.Message);
+  }
+
+  [TestFixtureSetUp]
+  public void OpenSession() {
+    if (!File.Exists(Model)) Assert.Ignore("stories260K.gguf is missing (../shared/models)");
+    session = Open(Mode.SELECTIVE, Model);
+  }
+
+  [TestFixtureTearDown]
+  public void CloseSession() {
+    if (session != null) session.Dispose();
+  }
+
+  [Test]
+  public void GreedyMatchesReferenceAndStreams() {
+    using (var ro = Prompt(32))
+    using (var r = session.Submit(ro)) {
+      string streamed = "";
+      for (string piece; (piece = r.ReadText(-1)) != "";) streamed += piece;
+      Assert.IsTrue(r.IsFinished());
+      CollectionAssert.AreEqual(Expected().Take(32).ToArray(), r.OutputTokens());
+      Assert.AreEqual(r.OutputText(), streamed);
+      StringAssert.StartsWith(", there was a little girl named Lily", streamed);
+      Assert.AreEqual(Status.OK, r.Status());
+      Assert.AreEqual(FinishReason.LENGTH, r.FinishReason());
+    }
+  }
+
+  [Test]
+  public void TokenizeRoundTrip() {
+    CollectionAssert.AreEqual(new[] {1, 403, 407, 261, 378}, session.Tokenize("Once upon a time", true));
+    Assert.AreEqual("Grüße 🦙", session.Detokenize(session.Tokenize("Grüße 🦙", false)));
+  }
+
+  int[] Deterministic(long seed) {
+    using (var ro = Prompt(24)) {
+      ro.SetTemperature(0.9f);
+      ro.SetSeed(seed);
+      ro.SetDeterministic(true);
+      using (var r = session.Submit(ro)) {
+        Assert.IsTrue(r.WaitFor(-1));
+        Assert.AreEqual(seed, r.EffectiveSeed());
+        return r.OutputTokens();
+      }
+    }
+  }
+
+  [Test]
+  public void DeterministicRequestsRepeatAndSeedMatters() {
+    int[] first = Deterministic(7);
+    CollectionAssert.AreEqual(first, Deterministic(7));
+    CollectionAssert.AreNotEqual(first, Deterministic(8));  // sensitivity control
+  }
+
+  [Test]
+  public void CancelFromAnotherThread() {
+    using (var ro = Prompt(1000)) {
+      ro.SetIgnoreEos(true);
+      using (var r = session.Submit(ro)) {
+        var t = new Thread(() => r.Cancel());
+        t.Start();
+        Assert.IsTrue(r.WaitFor(-1));
+        t.Join();
+        Assert.AreEqual(Status.CANCELLED, r.Status());
+        Assert.AreEqual(FinishReason.CANCELLED, r.FinishReason());
+        Assert.Less(r.OutputTokens().Length, 1000);
+      }
+    }
+  }
+
+  [Test]
+  public void ReadTextWithZeroTimeoutNeverBlocks() {
+    using (var ro = Prompt(4))
+    using (var r = session.Submit(ro)) {
+      r.ReadText(0);
+      Assert.IsTrue(r.WaitFor(-1));
+      while (r.ReadText(0) != "") {}
+      Assert.AreEqual("", r.ReadText(0));
+    }
+  }
+
+  [Test]
+  public void ErrorPathsThrowTheirStatus() {
+    AssertStatus(Status.NOT_FOUND, () => Open(Mode.SELECTIVE, Model + ".missing"));
+    using (var so = new SessionOptions()) AssertStatus(Status.OUT_OF_RANGE, () => so.SetThreads(-1));
+    using (var d = new Determinism(Mode.SELECTIVE)) AssertStatus(Status.OUT_OF_RANGE, () => d.SetWindow(0));
+    using (var ro = new RequestOptions()) {
+      AssertStatus(Status.INVALID_ARGUMENT, () => ro.SetMaxTokens(0));
+      ro.SetPromptTokens(new[] {1, 999999});
+      AssertStatus(Status.INVALID_ARGUMENT, () => session.Submit(ro));
+    }
+    using (var ro = new RequestOptions()) {
+      ro.AddMessage("user", "Hi");  // stories260K has no chat format
+      AssertStatus(Status.UNSUPPORTED, () => session.Submit(ro));
+    }
+    using (var off = Open(Mode.OFF, Model))
+    using (var ro = Prompt(4)) {
+      ro.SetDeterministic(true);
+      AssertStatus(Status.UNSUPPORTED, () => off.Submit(ro));
+    }
+    var closed = Open(Mode.SELECTIVE, Model);
+    closed.Dispose();
+    AssertStatus(Status.FAILED_PRECONDITION, () => closed.Tokenize("x", false));
+    closed.Dispose();  // twice is harmless
+  }
+
+  [Test]
+  public void NoLeakOver200CreateDisposeCycles() {
+    int baseline = ModelMappings();
+    for (int i = 0; i < 200; ++i) {
+      using (var s = Open(Mode.SELECTIVE, Model))
+      using (var ro = Prompt(2))
+      using (var r = s.Submit(ro)) {
+        Assert.IsTrue(r.WaitFor(-1));
+      }
+    }
+    Assert.AreEqual(baseline, ModelMappings());
+  }
+}
