@@ -1,0 +1,61 @@
+# `cmake --install` produces a usable SDK: installs the build tree into PREFIX, checks every
+# part is there, builds samples/stream.c out of tree with find_package(llm42) and runs it, and
+# runs the Python, Java and C# bindings from the installed locations.
+# -DBUILD_DIR -DPREFIX -DSOURCE_DIR -DMODEL -DGENERATOR [-DPYTHON -DJAVA -DMONO -DMCS]
+file(REMOVE_RECURSE ${PREFIX} ${PREFIX}-consumer)
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX})
+foreach(f include/llm42/llm42.h include/llm42/llm42.hpp lib/libllm42.so lib/cmake/llm42/llm42Config.cmake
+          lib/pkgconfig/llm42.pc bin/llm42)
+  if(NOT EXISTS ${PREFIX}/${f})
+    message(FATAL_ERROR "the SDK lacks ${f}")
+  endif()
+endforeach()
+
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/sdk_consumer -B ${PREFIX}-consumer -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${PREFIX} -DSAMPLE=${SOURCE_DIR}/samples/stream.c)
+run(${CMAKE_COMMAND} --build ${PREFIX}-consumer)
+run(${PREFIX}-consumer/consumer ${MODEL} "The cat")
+if(NOT out MATCHES "^The cat [a-z]")
+  message(FATAL_ERROR "the out-of-tree sample printed: ${out}")
+endif()
+message(STATUS "C (find_package): ${out}")
+
+if(PYTHON)
+  file(GLOB_RECURSE py ${PREFIX}/lib/*/llm42.py)
+  if(NOT py)
+    message(FATAL_ERROR "the SDK lacks the Python package")
+  endif()
+  get_filename_component(site ${py} DIRECTORY)
+  run(${CMAKE_COMMAND} -E env PYTHONPATH=${site} ${PYTHON} ${SOURCE_DIR}/samples/python/stream.py ${MODEL} "The cat")
+  message(STATUS "Python: ${out}")
+endif()
+if(JAVA)
+  foreach(f share/java/llm42.jar lib/jni/libllm42_jni.so)
+    if(NOT EXISTS ${PREFIX}/${f})
+      message(FATAL_ERROR "the SDK lacks ${f}")
+    endif()
+  endforeach()
+  run(${JAVA} -Djava.library.path=${PREFIX}/lib/jni -cp ${PREFIX}/share/java/llm42.jar:${BUILD_DIR}/samples/java
+      Stream ${MODEL} "The cat")
+  message(STATUS "Java: ${out}")
+endif()
+if(MONO)
+  foreach(f lib/llm42/csharp/Llm42.dll lib/libllm42_csharp.so)
+    if(NOT EXISTS ${PREFIX}/${f})
+      message(FATAL_ERROR "the SDK lacks ${f}")
+    endif()
+  endforeach()
+  file(COPY ${PREFIX}/lib/llm42/csharp/Llm42.dll DESTINATION ${PREFIX}-consumer/cs)
+  run(${MCS} -nologo -out:${PREFIX}-consumer/cs/Stream.exe -r:${PREFIX}-consumer/cs/Llm42.dll
+      ${SOURCE_DIR}/samples/csharp/Stream.cs)
+  run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${PREFIX}/lib ${MONO} ${PREFIX}-consumer/cs/Stream.exe ${MODEL} "The cat")
+  message(STATUS "C#: ${out}")
+endif()
