@@ -174,6 +174,7 @@ Exported Export(const Variant& v) {
                  {"rms_norm_eps", 1e-5}, {"rope_theta", preset->llama3_rope ? 500000.0 : 10000.0},
                  {"bos_token_id", 50256}, {"eos_token_id", 50256}, {"tie_word_embeddings", false},
                  {"torch_dtype", "bfloat16"}};
+  if (std::string(v.hf_architecture) == "MistralForCausalLM") config["sliding_window"] = 4096;
   if (preset->llama3_rope) {  // the values model_maker's rope_freqs.weight was computed with
     config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                               {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
@@ -312,6 +313,7 @@ TEST_P(HfModel, ConfigAndTokenizerMatchTheGguf) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
                          ::testing::Values(Variant{"tiny-llama3", "LlamaForCausalLM", 2},
+                                           Variant{"tiny", "MistralForCausalLM", 1},
                                            Variant{"tiny-qwen2", "Qwen2ForCausalLM", 1}),
                          [](const ::testing::TestParamInfo<Variant>& info) {
                            return std::string(info.param.hf_architecture);
