@@ -55,26 +55,33 @@ bool RequireModel() {
   return false;
 }
 
+api::SessionOptions SessionOptionsFromFlags() {
+  api::SessionOptions so;
+  so.SetModelPath(absl::GetFlag(FLAGS_model)).SetThreads(absl::GetFlag(FLAGS_threads));
+  if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
+  return so;
+}
+
+// Length, sampling, seed and determinism from the flags.
+void ApplyGenerationFlags(api::RequestOptions& ro) {
+  ro.SetMaxTokens(absl::GetFlag(FLAGS_max_tokens))
+      .SetTemperature(absl::GetFlag(FLAGS_temperature))
+      .SetTopK(absl::GetFlag(FLAGS_top_k))
+      .SetTopP(absl::GetFlag(FLAGS_top_p))
+      .SetMinP(absl::GetFlag(FLAGS_min_p))
+      .SetDeterministic(absl::GetFlag(FLAGS_deterministic));
+  if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+}
+
 }  // namespace
 
 int Generate() {
   if (!RequireModel()) return 2;
   try {
-    api::SessionOptions so;
-    so.SetModelPath(absl::GetFlag(FLAGS_model)).SetThreads(absl::GetFlag(FLAGS_threads));
-    if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
-    api::Session session(so);
-
+    api::Session session(SessionOptionsFromFlags());
     api::RequestOptions ro;
-    ro.SetPrompt(absl::GetFlag(FLAGS_prompt))
-        .SetMaxTokens(absl::GetFlag(FLAGS_max_tokens))
-        .SetTemperature(absl::GetFlag(FLAGS_temperature))
-        .SetTopK(absl::GetFlag(FLAGS_top_k))
-        .SetTopP(absl::GetFlag(FLAGS_top_p))
-        .SetMinP(absl::GetFlag(FLAGS_min_p))
-        .SetIgnoreEos(absl::GetFlag(FLAGS_ignore_eos))
-        .SetDeterministic(absl::GetFlag(FLAGS_deterministic));
-    if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+    ro.SetPrompt(absl::GetFlag(FLAGS_prompt)).SetIgnoreEos(absl::GetFlag(FLAGS_ignore_eos));
+    ApplyGenerationFlags(ro);
     for (const std::string& s : absl::GetFlag(FLAGS_stop)) {
       if (!s.empty()) ro.AddStop(s);
     }
@@ -120,10 +127,7 @@ int Generate() {
 int Chat() {
   if (!RequireModel()) return 2;
   try {
-    api::SessionOptions so;
-    so.SetModelPath(absl::GetFlag(FLAGS_model)).SetThreads(absl::GetFlag(FLAGS_threads));
-    if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
-    api::Session session(so);
+    api::Session session(SessionOptionsFromFlags());
     std::vector<std::pair<std::string, std::string>> conversation;
     if (!absl::GetFlag(FLAGS_system).empty()) conversation.emplace_back("system", absl::GetFlag(FLAGS_system));
     std::cerr << "llm42 chat: type a message; /reset starts over, /exit (or end of input) quits\n";
@@ -138,13 +142,7 @@ int Chat() {
       conversation.emplace_back("user", line);
       api::RequestOptions ro;
       for (const auto& [role, content] : conversation) ro.AddMessage(role, content);
-      ro.SetMaxTokens(absl::GetFlag(FLAGS_max_tokens))
-          .SetTemperature(absl::GetFlag(FLAGS_temperature))
-          .SetTopK(absl::GetFlag(FLAGS_top_k))
-          .SetTopP(absl::GetFlag(FLAGS_top_p))
-          .SetMinP(absl::GetFlag(FLAGS_min_p))
-          .SetDeterministic(absl::GetFlag(FLAGS_deterministic));
-      if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+      ApplyGenerationFlags(ro);
       std::string answer;
       try {
         api::Request request = session.Submit(ro);
