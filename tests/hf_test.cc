@@ -21,6 +21,7 @@
 #include "lib/model/safetensors.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "proto/sentencepiece_model.pb.h"
 #include "tests/test_util.h"
 
 namespace llm42 {
@@ -365,6 +366,46 @@ TEST(HfTokenizerJson, Llama3VectorsThroughTokenizerJson) {
   EXPECT_EQ((*t)->vocab().eos(), 128009);
   EXPECT_EQ((*t)->Encode("Hello world", true, true), (std::vector<int32_t>{128000, 9906, 1917}));
   ExpectVectors(**t, vocab_path);
+}
+
+// tokenizer.model (SentencePiece's ModelProto, as Llama 2 and Mistral ship it), serialized from
+// the llama-spm GGUF's pieces: llama.cpp's llama-spm vectors must come out.
+TEST(HfTokenizerModel, SentencePieceVectorsThroughTokenizerModel) {
+  LLM42_SHARED_OR_SKIP(vocab_path, "vocab/ggml-vocab-llama-spm.gguf");
+  auto gguf = GgufFile::Open(vocab_path);
+  ASSERT_TRUE(gguf.ok());
+  const GgufValue* tokens = (*gguf)->Find("tokenizer.ggml.tokens");
+  const GgufValue* scores = (*gguf)->Find("tokenizer.ggml.scores");
+  const GgufValue* types = (*gguf)->Find("tokenizer.ggml.token_type");
+  ASSERT_TRUE(tokens && scores && types);
+  sentencepiece::ModelProto model;
+  model.mutable_trainer_spec()->set_model_type(sentencepiece::TrainerSpec::BPE);
+  for (size_t i = 0; i < tokens->string_array.size(); ++i) {
+    auto* piece = model.add_pieces();
+    piece->set_piece(tokens->string_array[i]);
+    piece->set_score(static_cast<float>(scores->float_array[i]));
+    piece->set_type(static_cast<sentencepiece::ModelProto::SentencePiece::Type>(types->int_array[i]));
+  }
+  const fs::path dir = testing::TempPath("spm-tokenizer-hf");
+  fs::create_directories(dir);
+  WriteFile(dir / "tokenizer.model", model.SerializeAsString());
+  WriteFile(dir / "tokenizer_config.json", json{{"bos_token", "<s>"}, {"eos_token", "</s>"}}.dump());
+  WriteFile(dir / "config.json", json{{"architectures", {"MistralForCausalLM"}}, {"hidden_size", 64},
+                                      {"num_attention_heads", 4}, {"num_hidden_layers", 1},
+                                      {"intermediate_size", 128}, {"max_position_embeddings", 128},
+                                      {"vocab_size", 32000}}.dump());
+  auto file = OpenModel(dir.string());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto t = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->vocab().model(), "llama");
+  EXPECT_EQ((*t)->vocab().bos(), 1);
+  EXPECT_EQ((*t)->Encode("Hello world", true, true).front(), 1);
+  ExpectVectors(**t, vocab_path);
+  // A Unigram model is refused, naming the type.
+  model.mutable_trainer_spec()->set_model_type(sentencepiece::TrainerSpec::UNIGRAM);
+  WriteFile(dir / "tokenizer.model", model.SerializeAsString());
+  EXPECT_THAT(std::string(OpenModel(dir.string()).status().message()), ::testing::HasSubstr("UNIGRAM"));
 }
 
 // Chat through a session: a Hugging Face directory whose tokenizer_config.json carries Qwen

@@ -12,6 +12,7 @@
 #include "lib/tokenizer/vocab.h"
 #include "lib/util/status.h"
 #include "nlohmann/json.hpp"
+#include "proto/sentencepiece_model.pb.h"
 
 namespace llm42 {
 namespace {
@@ -231,13 +232,50 @@ absl::Status PlaceTokens(const std::vector<std::pair<int64_t, std::string>>& pai
   return absl::OkStatus();
 }
 
+// SentencePiece's tokenizer.model (a serialized ModelProto): pieces, scores and types as GGUF's
+// "llama" tokenizer holds them.
+absl::StatusOr<VocabSpec> ReadSentencePiece(const fs::path& path, int64_t n_vocab) {
+  LLM42_ASSIGN_OR_RETURN(std::string bytes, ReadText(path));
+  sentencepiece::ModelProto model;
+  if (!model.ParseFromString(bytes) || model.pieces_size() == 0) {
+    return FormatError(path.string(), " is not a SentencePiece model");
+  }
+  if (model.trainer_spec().model_type() != sentencepiece::TrainerSpec::BPE) {
+    return UnsupportedError(path.string(), ": SentencePiece model type ",
+                            sentencepiece::TrainerSpec::ModelType_Name(model.trainer_spec().model_type()),
+                            " is not supported (BPE)");
+  }
+  VocabSpec spec;
+  spec.model = "llama";
+  std::vector<std::pair<int64_t, std::string>> pairs;
+  for (int i = 0; i < model.pieces_size(); ++i) pairs.emplace_back(i, model.pieces(i).piece());
+  LLM42_RETURN_IF_ERROR(PlaceTokens(pairs, n_vocab, &spec));
+  spec.scores.assign(spec.texts.size(), 0.0f);
+  for (int i = 0; i < model.pieces_size(); ++i) {
+    const auto& p = model.pieces(i);
+    spec.scores[static_cast<size_t>(i)] = p.score();
+    spec.types[static_cast<size_t>(i)] = static_cast<TokenType>(p.type());  // same numbering
+    if (p.type() == sentencepiece::ModelProto::SentencePiece::UNKNOWN) spec.unk = i;
+  }
+  spec.add_space_prefix = model.normalizer_spec().add_dummy_prefix();
+  return spec;
+}
+
 absl::StatusOr<VocabSpec> ReadTokenizer(const fs::path& dir, const json& config, int64_t n_vocab) {
   VocabSpec spec;
   spec.model = "gpt2";
   std::vector<std::pair<int64_t, std::string>> pairs;
   std::vector<std::pair<int64_t, bool>> added;  // id, special
+  json tok;
   if (fs::exists(dir / "tokenizer.json")) {
-    LLM42_ASSIGN_OR_RETURN(json tok, ReadJson(dir / "tokenizer.json"));
+    LLM42_ASSIGN_OR_RETURN(tok, ReadJson(dir / "tokenizer.json"));
+  }
+  const bool byte_level_json =
+      tok.is_object() && tok.value("pre_tokenizer", json()).dump().find("\"ByteLevel\"") != std::string::npos;
+  if (!byte_level_json && fs::exists(dir / "tokenizer.model")) {
+    // Llama 2, Mistral: SentencePiece (their tokenizer.json is a byte-fallback BPE port of it).
+    LLM42_ASSIGN_OR_RETURN(spec, ReadSentencePiece(dir / "tokenizer.model", n_vocab));
+  } else if (!tok.is_null()) {
     const json& model = tok.value("model", json::object());
     if (model.value("type", "") != "BPE") {
       return UnsupportedError("tokenizer.json: model type '", model.value("type", "?"),
@@ -281,11 +319,14 @@ absl::StatusOr<VocabSpec> ReadTokenizer(const fs::path& dir, const json& config,
       spec.merges.push_back(line);
     }
   } else {
-    return FormatError(dir.string(), ": no tokenizer (tokenizer.json, or vocab.json and merges.txt)");
+    return FormatError(dir.string(), ": no tokenizer (tokenizer.json, tokenizer.model, or vocab.json "
+                       "and merges.txt)");
   }
-  LLM42_RETURN_IF_ERROR(PlaceTokens(pairs, n_vocab, &spec));
-  for (const auto& [id, special] : added) {
-    spec.types[static_cast<size_t>(id)] = special ? TokenType::kControl : TokenType::kUserDefined;
+  if (spec.model == "gpt2") {
+    LLM42_RETURN_IF_ERROR(PlaceTokens(pairs, n_vocab, &spec));
+    for (const auto& [id, special] : added) {
+      spec.types[static_cast<size_t>(id)] = special ? TokenType::kControl : TokenType::kUserDefined;
+    }
   }
 
   json tc = json::object();
@@ -330,14 +371,23 @@ absl::StatusOr<VocabSpec> ReadTokenizer(const fs::path& dir, const json& config,
 
 void AddVocab(const VocabSpec& spec, Metadata* md) {
   md->emplace_back("tokenizer.ggml.model", String(spec.model));
-  md->emplace_back("tokenizer.ggml.pre", String(spec.pre));
+  if (!spec.pre.empty()) md->emplace_back("tokenizer.ggml.pre", String(spec.pre));
   md->emplace_back("tokenizer.ggml.tokens", Strings(spec.texts));
   GgufValue types;
   types.type = GgufType::kArray;
   types.array_type = GgufType::kInt32;
   for (TokenType t : spec.types) types.int_array.push_back(static_cast<int64_t>(t));
   md->emplace_back("tokenizer.ggml.token_type", std::move(types));
-  md->emplace_back("tokenizer.ggml.merges", Strings(spec.merges));
+  if (!spec.scores.empty()) {
+    GgufValue scores;
+    scores.type = GgufType::kArray;
+    scores.array_type = GgufType::kFloat32;
+    scores.float_array.assign(spec.scores.begin(), spec.scores.end());
+    md->emplace_back("tokenizer.ggml.scores", std::move(scores));
+  }
+  if (!spec.merges.empty()) md->emplace_back("tokenizer.ggml.merges", Strings(spec.merges));
+  if (spec.unk >= 0) md->emplace_back("tokenizer.ggml.unknown_token_id", Uint(spec.unk));
+  if (spec.add_space_prefix) md->emplace_back("tokenizer.ggml.add_space_prefix", Bool(*spec.add_space_prefix));
   if (spec.bos >= 0) md->emplace_back("tokenizer.ggml.bos_token_id", Uint(spec.bos));
   if (spec.eos >= 0) md->emplace_back("tokenizer.ggml.eos_token_id", Uint(spec.eos));
   if (spec.eot >= 0) md->emplace_back("tokenizer.ggml.eot_token_id", Uint(spec.eot));

@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> OpenModel(const std::string& path);
 // A Hugging Face checkpoint directory presented as the GGUF llama.cpp's converter would write,
 // without copying the weights: config.json (LlamaForCausalLM, MistralForCausalLM,
 // Qwen2ForCausalLM; rope_scaling none, linear or llama3), a tokenizer (tokenizer.json with a
-// byte-level BPE model, or vocab.json + merges.txt; tokenizer_config.json for special tokens,
+// byte-level BPE model, SentencePiece's tokenizer.model (BPE), or vocab.json + merges.txt; tokenizer_config.json for special tokens,
 // add_bos_token and chat_template), and model.safetensors or the shards a
 // model.safetensors.index.json names, in F32, F16 or BF16 (neither: no tensors, for tokenizer-only
 // sessions). Tensors are the mapped safetensors
