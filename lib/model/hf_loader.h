@@ -13,16 +13,18 @@ namespace llm42 {
 absl::StatusOr<std::unique_ptr<GgufFile>> OpenModel(const std::string& path);
 
 // A Hugging Face checkpoint directory presented as the GGUF llama.cpp's converter would write,
-// without copying the weights: config.json (LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM; rope_scaling none, linear or llama3), a tokenizer (tokenizer.json with a
-// byte-level BPE model, SentencePiece's tokenizer.model (BPE), or vocab.json + merges.txt; tokenizer_config.json for special tokens,
-// add_bos_token and chat_template), and model.safetensors or the shards a
-// model.safetensors.index.json names, in F32, F16 or BF16 (neither: no tensors, for tokenizer-only
-// sessions). Tensors are the mapped safetensors
-// data, except Llama's q/k projections, which are copied with their rows permuted into GGUF's
-// interleaved-RoPE order so that both layouts compute the same bits.
-// FORMAT_ERROR for missing or malformed files (naming the file and field), UNSUPPORTED for other
-// architectures, dtypes, tokenizer models and RoPE scalings (naming them).
+// without copying the weights:
+// - config.json: LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM; rope_scaling none,
+//   linear or llama3;
+// - a tokenizer: tokenizer.json with a byte-level BPE model, SentencePiece's tokenizer.model
+//   (BPE), or vocab.json + merges.txt; tokenizer_config.json for special tokens, add_bos_token
+//   and chat_template;
+// - model.safetensors or the shards model.safetensors.index.json names, in F32, F16 or BF16
+//   (neither: no tensors, for tokenizer-only sessions).
+// Tensors are the mapped safetensors data, except Llama's q/k projections, which are copied with
+// their rows permuted into GGUF's interleaved-RoPE order so that both layouts compute the same
+// bits. FORMAT_ERROR for missing or malformed files (naming the file and field), UNSUPPORTED for
+// other architectures, dtypes, tokenizer models and RoPE scalings (naming them).
 absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& dir);
 
 }  // namespace llm42
