@@ -4,6 +4,7 @@ create/close cycles. Run by ctest with LLM42_TEST_MODEL and LLM42_TEST_EXPECTED 
 greedy ids for "Once upon a time", from ../shared/reference)."""
 import os
 import threading
+import time
 import unittest
 
 import llm42
@@ -83,6 +84,16 @@ class BindingTest(unittest.TestCase):
             self.assertEqual(r.status(), llm42.Status.CANCELLED)
             self.assertEqual(r.finish_reason(), llm42.FinishReason.CANCELLED)
             self.assertLess(len(r.output_tokens()), 1000)
+
+    def test_waiting_releases_the_gil(self):
+        with request_options(max_tokens=900, ignore_eos=True) as ro, self.session.submit(ro) as r:
+            waiter = threading.Thread(target=r.wait_for, args=(-1,))
+            waiter.start()
+            time.sleep(0.02)  # the waiter is inside wait_for now
+            sum(range(100000))  # runs at once only if wait_for let go of the GIL
+            still_running = not r.is_finished()
+            waiter.join()
+            self.assertTrue(still_running)
 
     def test_read_text_times_out_with_empty_string(self):
         with request_options(max_tokens=4) as ro, self.session.submit(ro) as r:
