@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds the llm42 CLI and streams a generation.
-#   tools/quickstart.sh [MODEL.gguf] [PROMPT]
+# Installs what is missing, builds the llm42 CLI and streams a deterministic generation.
+#   tools/quickstart.sh [MODEL.gguf or Hugging Face directory] [PROMPT]
 # Without MODEL it uses ../shared/models/stories260K.gguf beside the repository.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -8,7 +8,7 @@ cd "$root"
 
 model=${1:-../shared/models/stories260K.gguf}
 prompt=${2:-Once upon a time}
-if [ ! -f "$model" ]; then
+if [ ! -e "$model" ]; then
   cat >&2 <<MSG
 llm42: no model at '$model'.
 Download a GGUF model, for example the 1 MB stories260K from the Hugging Face repository
