@@ -78,9 +78,38 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
   jenv->SetIntArrayRegion($result, 0, static_cast<jsize>(v.size()), reinterpret_cast<const jint*>(v.data()));
 }
 
-/* AutoCloseable instead of finalizers (deprecated since Java 9): close() is SWIG's delete(). */
+/* AutoCloseable: close() is SWIG's delete() and frees the handle at once. A
+ * java.lang.ref.Cleaner (not a finalizer, deprecated since Java 9) frees the handles of objects
+ * that become unreachable unclosed; it captures only the pointer. */
 %typemap(javainterfaces) SWIGTYPE "AutoCloseable"
 %typemap(javafinalize) SWIGTYPE ""
+%typemap(javabody) SWIGTYPE %{
+  private transient long swigCPtr;
+  protected transient boolean swigCMemOwn;
+  private transient java.lang.ref.Cleaner.Cleanable swigCleanable;
+
+  protected $javaclassname(long cPtr, boolean cMemoryOwn) {
+    swigCMemOwn = cMemoryOwn;
+    swigCPtr = cPtr;
+    if (cMemoryOwn && cPtr != 0) {
+      final long ptr = cPtr;
+      swigCleanable = Llm42Cleaner.CLEANER.register(this, () -> $imclassname.delete_$javaclassname(ptr));
+    }
+  }
+
+  protected static long getCPtr($javaclassname obj) {
+    return (obj == null) ? 0 : obj.swigCPtr;
+  }
+%}
+%typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized") SWIGTYPE {
+    if (swigCPtr != 0) {
+      if (swigCMemOwn) {
+        swigCMemOwn = false;
+        swigCleanable.clean();  // deletes exactly once, now
+      }
+      swigCPtr = 0;
+    }
+  }
 %typemap(javacode) SWIGTYPE %{
   @Override
   public void close() {

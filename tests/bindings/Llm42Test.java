@@ -180,6 +180,18 @@ public class Llm42Test {
   }
 
   @Test
+  public void unclosedSessionsAreFreedWhenCollected() throws Exception {
+    long baseline = modelMappings();
+    for (int i = 0; i < 20; ++i) open(Mode.SELECTIVE, MODEL);  // never closed
+    assertTrue(modelMappings() >= baseline + 20);
+    for (int i = 0; i < 100 && modelMappings() > baseline; ++i) {
+      System.gc();
+      Thread.sleep(50);
+    }
+    assertEquals(baseline, modelMappings());
+  }
+
+  @Test
   public void noLeakOver200CreateCloseCycles() throws Exception {
     long baseline = modelMappings();
     int threads = new File("/proc/self/task").list().length;
