@@ -232,6 +232,75 @@ LLM42_AVX2 void Avx2Gemv4(const uint8_t* const* w, const float* x, int64_t k, fl
   }
 }
 
+// Quantized blocks for the fast family: the 32 weights of block b as f32 without the scale
+// (decoded once per block, not per 8-weight step), and the scale.
+struct Q8_0Block {
+  LLM42_AVX2 static float Decode(const uint8_t* w, int64_t b, __m256 q[4]) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(w) + b;
+    for (int i = 0; i < 4; ++i) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->q + 8 * i));
+      q[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+    }
+    return _cvtsh_ss(blk->scale);
+  }
+};
+struct Q4_0Block {
+  // Eight nibbles (low bytes of v) as f32 weights around zero.
+  LLM42_AVX2 static __m256 Widen(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(v), _mm256_set1_epi32(8)));
+  }
+  LLM42_AVX2 static float Decode(const uint8_t* w, int64_t b, __m256 q[4]) {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(w) + b;
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->q));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(bytes, mask), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    q[0] = Widen(lo);
+    q[1] = Widen(_mm_srli_si128(lo, 8));
+    q[2] = Widen(hi);
+    q[3] = Widen(_mm_srli_si128(hi, 8));
+    return _cvtsh_ss(blk->scale);
+  }
+};
+
+// Fast family for quantized rows (k a whole number of 32-weight blocks): per block and activation
+// row, two 16-weight partial sums scaled into the accumulators. A lone row keeps two
+// accumulators (the loop-carried chain halves); grouped rows one each, so a row's bits depend on
+// its grouping, as the other fast kernels' do.
+template <typename B, int NX>
+LLM42_AVX2 void Avx2BlockDot(const uint8_t* w, const float* const* x, int64_t k, float* out) {
+  __m256 acc[NX][2];
+  for (int j = 0; j < NX; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  const int64_t blocks = k / 32;
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256 q[4];
+    const __m256 d = _mm256_set1_ps(B::Decode(w, b, q));
+    for (int j = 0; j < NX; ++j) {
+      const float* xb = x[j] + 32 * b;
+      __m256 lo = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
+      lo = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), lo);
+      __m256 hi = _mm256_mul_ps(q[2], _mm256_loadu_ps(xb + 16));
+      hi = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), hi);
+      acc[j][0] = _mm256_fmadd_ps(lo, d, acc[j][0]);
+      if (NX == 1) {
+        acc[j][1] = _mm256_fmadd_ps(hi, d, acc[j][1]);
+      } else {
+        acc[j][0] = _mm256_fmadd_ps(hi, d, acc[j][0]);
+      }
+    }
+  }
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+
+template <typename B>
+LLM42_AVX2 void Avx2BlockRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
+  switch (n_x) {
+    case 1: return Avx2BlockDot<B, 1>(w, x, k, out);
+    case 2: return Avx2BlockDot<B, 2>(w, x, k, out);
+    case 3: return Avx2BlockDot<B, 3>(w, x, k, out);
+    default: return Avx2BlockDot<B, 4>(w, x, k, out);
+  }
+}
+
 template <typename V, typename L>
 LLM42_AVX2 void Avx2RowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
   switch (n_x) {
@@ -343,6 +412,10 @@ TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {
 
 RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd) {
 #if LLM42_X86
+  if (allow_simd && CpuHasAvx2() && family == DotFamily::kFast) {
+    if (type == GgmlType::kQ8_0) return Avx2BlockRowDotT<Q8_0Block>;
+    if (type == GgmlType::kQ4_0) return Avx2BlockRowDotT<Q4_0Block>;
+  }
   if (allow_simd && CpuHasAvx2()) {
     return Avx2ByType<RowDotFn>(type, [family](auto t) -> RowDotFn {
       using V = typename decltype(t)::V;
