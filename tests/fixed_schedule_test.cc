@@ -14,10 +14,11 @@
 namespace llm42 {
 namespace {
 
-class FixedScheduleTest : public ::testing::Test {
+// The tiny model in f32 and in q4_0 (the quantized kernels of both families).
+class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
-    path_ = testing::TinyModelPath();
+    path_ = testing::TinyModelPath(GetParam());
     if (path_.empty()) GTEST_SKIP() << "the Llama 2 vocabulary under ../shared/vocab is missing";
     auto file = GgufFile::Open(path_);
     ASSERT_TRUE(file.ok()) << file.status();
@@ -65,7 +66,7 @@ class FixedScheduleTest : public ::testing::Test {
   std::vector<int32_t> prompt_, other_;
 };
 
-TEST_F(FixedScheduleTest, LogitsAreTheSameBitsHoweverComputed) {
+TEST_P(FixedScheduleTest, LogitsAreTheSameBitsHoweverComputed) {
   const std::vector<float> ref = AllLogits(2, true, 270, false, Schedule::kFixed);  // one prefill
   struct Variant {
     const char* name;
@@ -84,7 +85,7 @@ TEST_F(FixedScheduleTest, LogitsAreTheSameBitsHoweverComputed) {
 }
 
 // Sensitivity control: the same comparisons under the fast schedule find differences.
-TEST_F(FixedScheduleTest, FastLogitsDependOnHowTheyAreComputed) {
+TEST_P(FixedScheduleTest, FastLogitsDependOnHowTheyAreComputed) {
   const std::vector<float> prefill = AllLogits(2, true, 270, false, Schedule::kFast);
   const std::vector<float> decode = AllLogits(2, true, 1, false, Schedule::kFast);
   EXPECT_NE(std::memcmp(prefill.data(), decode.data(), prefill.size() * sizeof(float)), 0);
@@ -94,6 +95,11 @@ TEST_F(FixedScheduleTest, FastLogitsDependOnHowTheyAreComputed) {
   for (size_t i = 0; i < fixed.size(); ++i) worst = std::max(worst, std::fabs(double{fixed[i]} - prefill[i]));
   EXPECT_LT(worst, 1e-3);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FixedScheduleTest, ::testing::Values(GgmlType::kF32, GgmlType::kQ4_0),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return std::string(GetGgmlTypeInfo(static_cast<uint32_t>(info.param))->name);
+                         });
 
 }  // namespace
 }  // namespace llm42

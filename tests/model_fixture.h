@@ -12,23 +12,25 @@
 
 namespace llm42::testing {
 
-// The `tiny` random-weight model (hidden 256, 4 layers, the Llama 2 vocabulary), generated once
-// into the build tree. Empty when the vocabulary in ../shared is missing.
-inline std::string TinyModelPath() {
-  static const std::string path = [] {
-    const std::string vocab = SharedPath("vocab/ggml-vocab-llama-spm.gguf");
-    if (!std::filesystem::exists(vocab)) return std::string();
-    const std::string out = TempPath("tiny-f32.gguf");
-    if (!std::filesystem::exists(out)) {
-      // Test cases run as parallel processes: write privately, then rename into place.
-      const std::string partial = out + "." + std::to_string(::getpid());
-      const absl::Status s = MakeModel(ModelPresets()[0], GgmlType::kF32, vocab, 42, partial);
-      EXPECT_TRUE(s.ok()) << s;
-      std::filesystem::rename(partial, out);
-    }
-    return out;
-  }();
-  return path;
+// A random-weight model with the Llama 2 vocabulary, generated once into the build tree: by
+// default `tiny` (hidden 256, 4 layers) in f32; quantized types get the same shape with a
+// feed-forward width of whole 32-weight blocks. Empty when the vocabulary in ../shared is
+// missing.
+inline std::string TinyModelPath(GgmlType dtype = GgmlType::kF32) {
+  const std::string vocab = SharedPath("vocab/ggml-vocab-llama-spm.gguf");
+  if (!std::filesystem::exists(vocab)) return std::string();
+  const char* type_name = GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name;
+  const std::string out = TempPath(std::string("tiny-") + type_name + ".gguf");
+  if (!std::filesystem::exists(out)) {
+    ModelPreset preset = ModelPresets()[0];
+    if (GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->block_size > 1) preset.n_ff = 704;
+    // Test cases run as parallel processes: write privately, then rename into place.
+    const std::string partial = out + "." + std::to_string(::getpid());
+    const absl::Status s = MakeModel(preset, dtype, vocab, 42, partial);
+    EXPECT_TRUE(s.ok()) << s;
+    std::filesystem::rename(partial, out);
+  }
+  return out;
 }
 
 }  // namespace llm42::testing
