@@ -35,6 +35,13 @@ void WriteFile(const fs::path& path, const std::string& bytes) {
   out << bytes;
 }
 
+// config.json of a small model (for directories whose weights the test does not load).
+json SmallConfig(const char* architecture, int64_t vocab_size) {
+  return {{"architectures", {architecture}}, {"hidden_size", 64}, {"num_attention_heads", 4},
+          {"num_hidden_layers", 1}, {"intermediate_size", 128}, {"max_position_embeddings", 128},
+          {"vocab_size", vocab_size}};
+}
+
 // A safetensors file from (name, dtype, shape, bytes) entries, laid out in order.
 struct Entry {
   std::string name, dtype;
@@ -352,10 +359,7 @@ TEST(HfTokenizerJson, Llama3VectorsThroughTokenizerJson) {
   fs::create_directories(dir);
   WriteFile(dir / "tokenizer.json", tok.dump());
   WriteFile(dir / "tokenizer_config.json", json{{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}}.dump());
-  WriteFile(dir / "config.json", json{{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64},
-                                      {"num_attention_heads", 4}, {"num_hidden_layers", 1},
-                                      {"intermediate_size", 128}, {"max_position_embeddings", 128},
-                                      {"vocab_size", 128256}}.dump());
+  WriteFile(dir / "config.json", SmallConfig("LlamaForCausalLM", 128256).dump());
   auto file = OpenModel(dir.string());
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_TRUE((*file)->tensors().empty());
@@ -390,10 +394,7 @@ TEST(HfTokenizerModel, SentencePieceVectorsThroughTokenizerModel) {
   fs::create_directories(dir);
   WriteFile(dir / "tokenizer.model", model.SerializeAsString());
   WriteFile(dir / "tokenizer_config.json", json{{"bos_token", "<s>"}, {"eos_token", "</s>"}}.dump());
-  WriteFile(dir / "config.json", json{{"architectures", {"MistralForCausalLM"}}, {"hidden_size", 64},
-                                      {"num_attention_heads", 4}, {"num_hidden_layers", 1},
-                                      {"intermediate_size", 128}, {"max_position_embeddings", 128},
-                                      {"vocab_size", 32000}}.dump());
+  WriteFile(dir / "config.json", SmallConfig("MistralForCausalLM", 32000).dump());
   auto file = OpenModel(dir.string());
   ASSERT_TRUE(file.ok()) << file.status();
   auto t = Tokenizer::FromGguf(**file);
@@ -456,9 +457,8 @@ TEST(HfDirectory, RefusesWhatItCannotLoad) {
   WriteFile(dir / "config.json", config.dump());
   EXPECT_EQ(code().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("GPT2LMHeadModel"));
-  config = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64}, {"num_attention_heads", 4},
-            {"num_hidden_layers", 1}, {"intermediate_size", 128}, {"max_position_embeddings", 128},
-            {"vocab_size", 10}, {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}};
+  config = SmallConfig("LlamaForCausalLM", 10);
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   WriteFile(dir / "config.json", config.dump());
   EXPECT_EQ(code().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("yarn"));
