@@ -1,6 +1,7 @@
 #include "tools/llm42/commands.h"
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lib/model/gguf_reader.h"
@@ -197,8 +199,11 @@ int Info() {
     return 1;
   }
   const GgufFile& f = **file;
-  std::cout << absl::StrFormat("file:        %s (%.2f MiB, GGUF v%d, %d tensors, %d metadata keys)\n",
-                               f.path(), f.file_size() / 1048576.0, f.version(), f.tensors().size(),
+  const std::string format = std::filesystem::is_directory(f.path())
+                                 ? std::string("Hugging Face directory, as GGUF")
+                                 : absl::StrCat("GGUF v", f.version());
+  std::cout << absl::StrFormat("file:        %s (%.2f MiB, %s, %d tensors, %d metadata keys)\n",
+                               f.path(), f.file_size() / 1048576.0, format, f.tensors().size(),
                                f.metadata().size());
   auto config = LlamaConfig::FromGguf(f);
   if (config.ok()) {
