@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -33,20 +34,27 @@ struct Bf16Loader {
     return Bf16ToFp32(h);
   }
 };
+// Quantized types: weight i is Scale(block) * Q(i), Q an integer.
 struct Q8_0Loader {
-  static float At(const uint8_t* w, int64_t i) {
-    const auto* b = reinterpret_cast<const BlockQ8_0*>(w) + i / kQ8_0BlockSize;
-    return Fp16ToFp32(b->scale) * static_cast<float>(b->q[i % kQ8_0BlockSize]);
+  static float Q(const uint8_t* w, int64_t i) {
+    return static_cast<float>((reinterpret_cast<const BlockQ8_0*>(w) + i / 32)->q[i % 32]);
   }
+  static float Scale(const uint8_t* w, int64_t block) {
+    return Fp16ToFp32((reinterpret_cast<const BlockQ8_0*>(w) + block)->scale);
+  }
+  static float At(const uint8_t* w, int64_t i) { return Scale(w, i / 32) * Q(w, i); }
 };
 
 struct Q4_0Loader {
-  static float At(const uint8_t* w, int64_t i) {
-    const auto* b = reinterpret_cast<const BlockQ4_0*>(w) + i / kQ4_0BlockSize;
-    const int64_t j = i % kQ4_0BlockSize;
-    const int nibble = j < 16 ? (b->q[j] & 0x0F) : (b->q[j - 16] >> 4);
-    return Fp16ToFp32(b->scale) * static_cast<float>(nibble - 8);
+  static float Q(const uint8_t* w, int64_t i) {
+    const auto* b = reinterpret_cast<const BlockQ4_0*>(w) + i / 32;
+    const int64_t j = i % 32;
+    return static_cast<float>((j < 16 ? (b->q[j] & 0x0F) : (b->q[j - 16] >> 4)) - 8);
   }
+  static float Scale(const uint8_t* w, int64_t block) {
+    return Fp16ToFp32((reinterpret_cast<const BlockQ4_0*>(w) + block)->scale);
+  }
+  static float At(const uint8_t* w, int64_t i) { return Scale(w, i / 32) * Q(w, i); }
 };
 
 template <typename L, int NX>
@@ -84,9 +92,39 @@ float PortableFixedDot(const uint8_t* w, const float* x, int64_t k) {
   return s;
 }
 
+// The fixed family's arithmetic for quantized rows (k a whole number of 32-weight blocks), lane
+// by lane: per block, lane l sums its weights l and l+8 (lo) and l+16 and l+24 (hi) as a product
+// and a fused multiply-add of the integer weights, then adds lo and hi times the block's scale
+// into the accumulator with fused multiply-adds; the same reduction tree.
+template <typename QL>
+float PortableFixedBlockDot(const uint8_t* w, const float* x, int64_t k) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float d = QL::Scale(w, b);
+    const int64_t i = 32 * b;
+    for (int l = 0; l < 8; ++l) {
+      float lo = QL::Q(w, i + l) * x[i + l];
+      lo = std::fma(QL::Q(w, i + 8 + l), x[i + 8 + l], lo);
+      float hi = QL::Q(w, i + 16 + l) * x[i + 16 + l];
+      hi = std::fma(QL::Q(w, i + 24 + l), x[i + 24 + l], hi);
+      acc[l] = std::fma(lo, d, acc[l]);
+      acc[l] = std::fma(hi, d, acc[l]);
+    }
+  }
+  float h[4];
+  for (int l = 0; l < 4; ++l) h[l] = acc[l] + acc[l + 4];
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
 template <typename L>
 void PortableFixedRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
-  for (int j = 0; j < n_x; ++j) out[j] = PortableFixedDot<L>(w, x[j], k);
+  for (int j = 0; j < n_x; ++j) {
+    if constexpr (std::is_same_v<L, Q8_0Loader> || std::is_same_v<L, Q4_0Loader>) {
+      out[j] = PortableFixedBlockDot<L>(w, x[j], k);
+    } else {
+      out[j] = PortableFixedDot<L>(w, x[j], k);
+    }
+  }
 }
 
 template <typename L>
@@ -119,27 +157,6 @@ struct Bf16Vec {
     return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
   }
 };
-struct Q8_0Vec {
-  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
-    const auto* b = reinterpret_cast<const BlockQ8_0*>(w) + i / kQ8_0BlockSize;
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + i % kQ8_0BlockSize));
-    const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-    return _mm256_mul_ps(qf, _mm256_set1_ps(_cvtsh_ss(b->scale)));
-  }
-};
-
-struct Q4_0Vec {
-  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
-    const auto* b = reinterpret_cast<const BlockQ4_0*>(w) + i / kQ4_0BlockSize;
-    const int64_t j = i % kQ4_0BlockSize;
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + (j & 15)));
-    const __m128i nibbles = j < 16 ? _mm_and_si128(bytes, _mm_set1_epi8(0x0F))
-                                   : _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
-    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(nibbles), _mm256_set1_epi32(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->scale)));
-  }
-};
-
 LLM42_AVX2 inline float HorizontalSum(__m256 v) {
   const __m128 lo = _mm256_castps256_ps128(v);
   const __m128 hi = _mm256_extractf128_ps(v, 1);
@@ -262,43 +279,87 @@ struct Q4_0Block {
   }
 };
 
-// Fast family for quantized rows (k a whole number of 32-weight blocks): per block and activation
-// row, two 16-weight partial sums scaled into the accumulators. A lone row keeps two
-// accumulators (the loop-carried chain halves); grouped rows one each, so a row's bits depend on
-// its grouping, as the other fast kernels' do.
-template <typename B, int NX>
+// The fixed family's step for one quantized block and one (weight row, activation row) pair
+// (PortableFixedBlockDot spells it out lane by lane).
+LLM42_AVX2 inline __m256 BlockStep(const __m256 q[4], __m256 d, const float* xb, __m256 acc) {
+  __m256 lo = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
+  lo = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), lo);
+  __m256 hi = _mm256_mul_ps(q[2], _mm256_loadu_ps(xb + 16));
+  hi = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), hi);
+  acc = _mm256_fmadd_ps(lo, d, acc);
+  return _mm256_fmadd_ps(hi, d, acc);
+}
+
+// Quantized rows against NX activation rows, each block decoded once for all of them. kSplit
+// (the fast family's lone row) adds hi into a second accumulator, halving the loop-carried
+// chain, so its bits differ from the grouped and fixed ones.
+template <typename B, int NX, bool kSplit>
 LLM42_AVX2 void Avx2BlockDot(const uint8_t* w, const float* const* x, int64_t k, float* out) {
-  __m256 acc[NX][2];
-  for (int j = 0; j < NX; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-  const int64_t blocks = k / 32;
-  for (int64_t b = 0; b < blocks; ++b) {
+  static_assert(!kSplit || NX == 1);
+  __m256 acc[NX], acc_hi = _mm256_setzero_ps();
+  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / 32; ++b) {
     __m256 q[4];
     const __m256 d = _mm256_set1_ps(B::Decode(w, b, q));
     for (int j = 0; j < NX; ++j) {
       const float* xb = x[j] + 32 * b;
-      __m256 lo = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
-      lo = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), lo);
-      __m256 hi = _mm256_mul_ps(q[2], _mm256_loadu_ps(xb + 16));
-      hi = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), hi);
-      acc[j][0] = _mm256_fmadd_ps(lo, d, acc[j][0]);
-      if (NX == 1) {
-        acc[j][1] = _mm256_fmadd_ps(hi, d, acc[j][1]);
+      if constexpr (kSplit) {
+        __m256 lo = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
+        lo = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), lo);
+        __m256 hi = _mm256_mul_ps(q[2], _mm256_loadu_ps(xb + 16));
+        hi = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), hi);
+        acc[0] = _mm256_fmadd_ps(lo, d, acc[0]);
+        acc_hi = _mm256_fmadd_ps(hi, d, acc_hi);
       } else {
-        acc[j][0] = _mm256_fmadd_ps(hi, d, acc[j][0]);
+        acc[j] = BlockStep(q, d, xb, acc[j]);
       }
     }
   }
-  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(_mm256_add_ps(acc[j][0], acc[j][1]));
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(kSplit ? _mm256_add_ps(acc[j], acc_hi) : acc[j]);
+}
+
+template <typename B, bool kFast>
+LLM42_AVX2 void Avx2BlockRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
+  switch (n_x) {
+    case 1: return Avx2BlockDot<B, 1, kFast>(w, x, k, out);
+    case 2: return Avx2BlockDot<B, 2, false>(w, x, k, out);
+    case 3: return Avx2BlockDot<B, 3, false>(w, x, k, out);
+    default: return Avx2BlockDot<B, 4, false>(w, x, k, out);
+  }
+}
+
+// The tile and the 4-row GEMV of the fixed family for quantized rows.
+template <typename B>
+LLM42_AVX2 void Avx2BlockTile(const uint8_t* w0, const uint8_t* w1, const float* const* x, int64_t k,
+                              float* out) {
+  __m256 acc[4][2];
+  for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / 32; ++b) {
+    __m256 q0[4], q1[4];
+    const __m256 d0 = _mm256_set1_ps(B::Decode(w0, b, q0)), d1 = _mm256_set1_ps(B::Decode(w1, b, q1));
+    for (int j = 0; j < 4; ++j) {
+      acc[j][0] = BlockStep(q0, d0, x[j] + 32 * b, acc[j][0]);
+      acc[j][1] = BlockStep(q1, d1, x[j] + 32 * b, acc[j][1]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    out[j * 2] = HorizontalSum(acc[j][0]);
+    out[j * 2 + 1] = HorizontalSum(acc[j][1]);
+  }
 }
 
 template <typename B>
-LLM42_AVX2 void Avx2BlockRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
-  switch (n_x) {
-    case 1: return Avx2BlockDot<B, 1>(w, x, k, out);
-    case 2: return Avx2BlockDot<B, 2>(w, x, k, out);
-    case 3: return Avx2BlockDot<B, 3>(w, x, k, out);
-    default: return Avx2BlockDot<B, 4>(w, x, k, out);
+LLM42_AVX2 void Avx2BlockGemv4(const uint8_t* const* w, const float* x, int64_t k, float* out) {
+  __m256 acc[4];
+  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / 32; ++b) {
+    for (int r = 0; r < 4; ++r) {
+      __m256 q[4];
+      const __m256 d = _mm256_set1_ps(B::Decode(w[r], b, q));
+      acc[r] = BlockStep(q, d, x + 32 * b, acc[r]);
+    }
   }
+  for (int r = 0; r < 4; ++r) out[r] = HorizontalSum(acc[r]);
 }
 
 template <typename V, typename L>
@@ -363,8 +424,7 @@ Fn Avx2ByType(GgmlType type, Pick pick) {
     case GgmlType::kF32: return pick(Avx2Types<F32Vec, F32Loader>{});
     case GgmlType::kF16: return pick(Avx2Types<F16Vec, F16Loader>{});
     case GgmlType::kBF16: return pick(Avx2Types<Bf16Vec, Bf16Loader>{});
-    case GgmlType::kQ8_0: return pick(Avx2Types<Q8_0Vec, Q8_0Loader>{});
-    case GgmlType::kQ4_0: return pick(Avx2Types<Q4_0Vec, Q4_0Loader>{});
+    // q8_0 and q4_0 have block kernels of their own (Avx2Block*).
     default: return nullptr;
   }
 }
@@ -388,6 +448,10 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
 
 Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
 #if LLM42_X86
+  if (allow_simd && CpuHasAvx2()) {
+    if (type == GgmlType::kQ8_0) return Avx2BlockGemv4<Q8_0Block>;
+    if (type == GgmlType::kQ4_0) return Avx2BlockGemv4<Q4_0Block>;
+  }
   if (allow_simd) {
     return Avx2ByType<Gemv4Fn>(type, [](auto t) -> Gemv4Fn {
       return Avx2Gemv4<typename decltype(t)::V, typename decltype(t)::L>;
@@ -400,6 +464,10 @@ Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
 
 TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {
 #if LLM42_X86
+  if (allow_simd && CpuHasAvx2()) {
+    if (type == GgmlType::kQ8_0) return Avx2BlockTile<Q8_0Block>;
+    if (type == GgmlType::kQ4_0) return Avx2BlockTile<Q4_0Block>;
+  }
   if (allow_simd) {
     return Avx2ByType<TileDotFn>(type, [](auto t) -> TileDotFn {
       return Avx2Tile<typename decltype(t)::V, typename decltype(t)::L>;
@@ -412,9 +480,10 @@ TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {
 
 RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd) {
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx2() && family == DotFamily::kFast) {
-    if (type == GgmlType::kQ8_0) return Avx2BlockRowDotT<Q8_0Block>;
-    if (type == GgmlType::kQ4_0) return Avx2BlockRowDotT<Q4_0Block>;
+  if (allow_simd && CpuHasAvx2()) {
+    const bool fast = family == DotFamily::kFast;
+    if (type == GgmlType::kQ8_0) return fast ? Avx2BlockRowDotT<Q8_0Block, true> : Avx2BlockRowDotT<Q8_0Block, false>;
+    if (type == GgmlType::kQ4_0) return fast ? Avx2BlockRowDotT<Q4_0Block, true> : Avx2BlockRowDotT<Q4_0Block, false>;
   }
   if (allow_simd && CpuHasAvx2()) {
     return Avx2ByType<RowDotFn>(type, [family](auto t) -> RowDotFn {
