@@ -75,11 +75,22 @@ void ApplyGenerationFlags(api::RequestOptions& ro) {
   if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
 }
 
+// Runs a command that needs --model, turning an API failure into a message and exit code 1.
+template <typename Body>
+int WithModel(Body body) {
+  if (!RequireModel()) return 2;
+  try {
+    return body();
+  } catch (const api::Error& e) {
+    std::cerr << "llm42: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int Generate() {
-  if (!RequireModel()) return 2;
-  try {
+  return WithModel([] {
     api::Session session(SessionOptionsFromFlags());
     api::RequestOptions ro;
     ro.SetPrompt(absl::GetFlag(FLAGS_prompt)).SetIgnoreEos(absl::GetFlag(FLAGS_ignore_eos));
@@ -120,15 +131,11 @@ int Generate() {
           request.FinishReason() == LLM42_FINISH_STOP ? "stop" : "length", request.EffectiveSeed());
     }
     return 0;
-  } catch (const api::Error& e) {
-    std::cerr << "llm42: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 int Chat() {
-  if (!RequireModel()) return 2;
-  try {
+  return WithModel([] {
     api::Session session(SessionOptionsFromFlags());
     std::vector<std::pair<std::string, std::string>> conversation;
     if (!absl::GetFlag(FLAGS_system).empty()) conversation.emplace_back("system", absl::GetFlag(FLAGS_system));
@@ -165,15 +172,11 @@ int Chat() {
       conversation.emplace_back("assistant", answer);
     }
     return 0;
-  } catch (const api::Error& e) {
-    std::cerr << "llm42: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 int Tokenize() {
-  if (!RequireModel()) return 2;
-  try {
+  return WithModel([] {
     api::SessionOptions so;
     so.SetModelPath(absl::GetFlag(FLAGS_model)).SetVocabOnly();
     api::Session session(so);
@@ -185,10 +188,7 @@ int Tokenize() {
       for (int32_t id : ids) std::cout << id << "\t'" << session.Detokenize({id}) << "'\n";
     }
     return 0;
-  } catch (const api::Error& e) {
-    std::cerr << "llm42: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 int Info() {

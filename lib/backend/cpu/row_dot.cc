@@ -414,6 +414,15 @@ struct Avx2Types {
   using V = Vec;
   using L = Loader;
 };
+// A quantized type's block decoder: its kernels are the Avx2Block* ones.
+template <typename Block>
+struct Avx2BlockTypes {
+  using B = Block;
+};
+template <typename T>
+inline constexpr bool kIsBlockType = false;
+template <typename Block>
+inline constexpr bool kIsBlockType<Avx2BlockTypes<Block>> = true;
 
 // The AVX2 kernel `pick` instantiates for `type` (nullptr for types without kernels or CPUs
 // without AVX2/FMA/F16C).
@@ -424,7 +433,8 @@ Fn Avx2ByType(GgmlType type, Pick pick) {
     case GgmlType::kF32: return pick(Avx2Types<F32Vec, F32Loader>{});
     case GgmlType::kF16: return pick(Avx2Types<F16Vec, F16Loader>{});
     case GgmlType::kBF16: return pick(Avx2Types<Bf16Vec, Bf16Loader>{});
-    // q8_0 and q4_0 have block kernels of their own (Avx2Block*).
+    case GgmlType::kQ8_0: return pick(Avx2BlockTypes<Q8_0Block>{});
+    case GgmlType::kQ4_0: return pick(Avx2BlockTypes<Q4_0Block>{});
     default: return nullptr;
   }
 }
@@ -448,13 +458,14 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
 
 Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) {
-    if (type == GgmlType::kQ8_0) return Avx2BlockGemv4<Q8_0Block>;
-    if (type == GgmlType::kQ4_0) return Avx2BlockGemv4<Q4_0Block>;
-  }
   if (allow_simd) {
     return Avx2ByType<Gemv4Fn>(type, [](auto t) -> Gemv4Fn {
-      return Avx2Gemv4<typename decltype(t)::V, typename decltype(t)::L>;
+      using T = decltype(t);
+      if constexpr (kIsBlockType<T>) {
+        return Avx2BlockGemv4<typename T::B>;
+      } else {
+        return Avx2Gemv4<typename T::V, typename T::L>;
+      }
     });
   }
 #endif
@@ -464,13 +475,14 @@ Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
 
 TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) {
-    if (type == GgmlType::kQ8_0) return Avx2BlockTile<Q8_0Block>;
-    if (type == GgmlType::kQ4_0) return Avx2BlockTile<Q4_0Block>;
-  }
   if (allow_simd) {
     return Avx2ByType<TileDotFn>(type, [](auto t) -> TileDotFn {
-      return Avx2Tile<typename decltype(t)::V, typename decltype(t)::L>;
+      using T = decltype(t);
+      if constexpr (kIsBlockType<T>) {
+        return Avx2BlockTile<typename T::B>;
+      } else {
+        return Avx2Tile<typename T::V, typename T::L>;
+      }
     });
   }
 #endif
@@ -481,15 +493,14 @@ TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {
 RowDotFn SelectRowDot(GgmlType type, DotFamily family, bool allow_simd) {
 #if LLM42_X86
   if (allow_simd && CpuHasAvx2()) {
-    const bool fast = family == DotFamily::kFast;
-    if (type == GgmlType::kQ8_0) return fast ? Avx2BlockRowDotT<Q8_0Block, true> : Avx2BlockRowDotT<Q8_0Block, false>;
-    if (type == GgmlType::kQ4_0) return fast ? Avx2BlockRowDotT<Q4_0Block, true> : Avx2BlockRowDotT<Q4_0Block, false>;
-  }
-  if (allow_simd && CpuHasAvx2()) {
-    return Avx2ByType<RowDotFn>(type, [family](auto t) -> RowDotFn {
-      using V = typename decltype(t)::V;
-      using L = typename decltype(t)::L;
-      return family == DotFamily::kFixed ? Avx2FixedRowDotT<V, L> : Avx2RowDotT<V, L>;
+    const bool fixed = family == DotFamily::kFixed;
+    return Avx2ByType<RowDotFn>(type, [fixed](auto t) -> RowDotFn {
+      using T = decltype(t);
+      if constexpr (kIsBlockType<T>) {
+        return fixed ? Avx2BlockRowDotT<typename T::B, false> : Avx2BlockRowDotT<typename T::B, true>;
+      } else {
+        return fixed ? Avx2FixedRowDotT<typename T::V, typename T::L> : Avx2RowDotT<typename T::V, typename T::L>;
+      }
     });
   }
 #endif
