@@ -19,6 +19,10 @@ struct DeterminismPolicy {
   uint64_t default_seed = 42;
   double mismatch_injection = 0.0;  // testing hook
   double fast_path_noise = 0.0;     // testing hook
+  // DvrController's refinements of the paper's fixed window (on by default; the switches exist
+  // so that benchmarks can measure what each one pays). Neither changes committed output.
+  bool adaptive_window = true;
+  bool early_verify = true;
 };
 
 struct SessionOptions {

@@ -16,7 +16,10 @@
 #include "absl/synchronization/mutex.h"
 #include "lib/backend/backend.h"
 #include "lib/chat/chat_template.h"
+#include "lib/engine/engine.h"
+#include "lib/engine/engine_stats.h"
 #include "lib/engine/options.h"
+#include "lib/engine/sequence.h"
 #include "lib/engine/request.h"
 
 namespace llm42 {
@@ -25,28 +28,13 @@ class GgufFile;
 class KvCache;
 class LlamaModel;
 class Tokenizer;
-struct Sequence;
 
-enum class SessionStat : int32_t {
-  kRequestsFinished = 0,
-  kTokensGenerated = 1,
-  kTokensVerified = 2,
-  kVerifyPasses = 3,
-  kRollbacks = 4,
-  kTokensRolledBack = 5,
-  kPrefillTokens = 6,
-  kDecodeSteps = 7,
-  kPreemptions = 9,
-};
-
-// A loaded model and the engine thread that serves its requests. Thread-safe.
+// A loaded model and the thread that drives its engine. Thread-safe.
 //
-// The engine runs continuous batching: every step is one forward pass over a mixed batch of
-// one decode token for each running request that has its prompt in the cache and prefill
-// chunks of the others, bounded by max_batch_tokens. Requests join (first come, first served)
-// and leave between steps; at most max_running_requests run at once. KV memory is paged; when
-// it runs out the newest running request is preempted (its blocks freed, its tokens
-// recomputed when it is readmitted) so that older requests always progress.
+// The session validates requests and queues them; its thread hands them to the Engine
+// (engine.h), which runs continuous batching step by step: the Scheduler (scheduler.h) plans
+// each step's batch over the paged KV cache, preempting the newest requests when it runs out,
+// and the DvrController (dvr_controller.h) verifies deterministic requests' candidates.
 class Session {
  public:
   static absl::StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options);
@@ -72,31 +60,14 @@ class Session {
   int64_t stat(SessionStat which) const;
   std::string StatsJson() const;
   // KV blocks in use; 0 once every request has finished (engine thread quiescent).
-  int64_t kv_blocks_in_use() const;
+  int64_t kv_blocks_in_use() const { return stats_.blocks_in_use(); }
   // Times an invariant of docs/deterministic-requests.md failed (logged as errors); tests
   // require 0.
-  int64_t invariant_violations() const { return invariant_violations_.load(); }
+  int64_t invariant_violations() const { return stats_.invariant_violations(); }
 
  private:
   Session();
   void EngineLoop();
-  // One scheduling step and forward pass; false when there was nothing to do.
-  bool Step();
-  void Admit();
-  void Preempt(Sequence& victim);
-  bool ReserveOrPreempt(Sequence& seq, int64_t positions);
-  void Finish(Sequence& seq, FinishReason reason, absl::Status status);
-  void Check(bool ok, const char* invariant);
-  // Why `token`, making the sequence `length` long with `generated` tokens, would end it.
-  FinishReason EndsRequest(const Sequence& s, int32_t token, int64_t length, int64_t generated,
-                           bool stop_string) const;
-  // Commits tokens in order, stopping at the first that ends the request; streams them.
-  // True when the request finished (its cache is then released).
-  bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs);
-  // Compares a deterministic request's candidates with the fixed-schedule replay, commits the
-  // agreed prefix plus the replay's token at the first disagreement, rolls back the rest.
-  bool VerifyWindow(Sequence& s, const std::function<std::span<float>(int64_t)>& row);
-  void Release(Sequence& seq);
 
   SessionOptions options_;
   std::shared_ptr<const GgufFile> file_;
@@ -109,20 +80,14 @@ class Session {
   int64_t max_sequence_ = 0;  // min(context, KV capacity)
   Schedule schedule_ = Schedule::kFast;
 
+  EngineStats stats_;
+  std::unique_ptr<Engine> engine_;  // driven by thread_ only
+
   absl::Mutex mu_;
   std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread engine_;
-
-  // Engine thread only.
-  std::deque<std::unique_ptr<Sequence>> waiting_;  // arrival order
-  std::vector<std::unique_ptr<Sequence>> running_;  // arrival order
-  std::vector<float> logits_;
-
-  std::atomic<int64_t> requests_finished_{0}, tokens_generated_{0}, prefill_tokens_{0},
-      decode_steps_{0}, preemptions_{0}, blocks_in_use_{0}, tokens_verified_{0},
-      verify_passes_{0}, rollbacks_{0}, tokens_rolled_back_{0}, invariant_violations_{0};
+  std::thread thread_;
 };
 
 }  // namespace llm42

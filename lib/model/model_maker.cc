@@ -8,6 +8,7 @@
 #include "lib/model/gguf_reader.h"
 #include "lib/model/gguf_writer.h"
 #include "lib/sampling/philox.h"
+#include "lib/util/portable_math.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
@@ -92,7 +93,7 @@ std::vector<float> Llama3RopeFactors(int64_t n_rot, double base, double factor, 
   const double high_wavelen = original_context / high_freq_factor;
   std::vector<float> factors;
   for (int64_t i = 0; i < n_rot; i += 2) {
-    const double freq = 1.0 / std::pow(base, static_cast<double>(i) / static_cast<double>(n_rot));
+    const double freq = 1.0 / PortablePow(base, static_cast<double>(i) / static_cast<double>(n_rot));
     const double wavelen = 2 * M_PI / freq;
     if (wavelen < high_wavelen) {
       factors.push_back(1.0f);

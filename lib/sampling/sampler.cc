@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "lib/sampling/philox.h"
+#include "lib/util/portable_math.h"
 
 namespace llm42 {
 namespace {
@@ -14,6 +16,11 @@ int32_t Argmax(std::span<const float> logits) {
     if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
   }
   return best;
+}
+
+// Relative gap between two logits, the first the larger.
+double LogitGap(float a, float b) {
+  return (static_cast<double>(a) - b) / std::max(1.0, std::abs(static_cast<double>(a)));
 }
 
 }  // namespace
@@ -61,27 +68,36 @@ class Filtered {
     max_ = logits[static_cast<size_t>(order_[0])];
     t_ = p.temperature > 0 ? p.temperature : 1.0;
     kept_ = order_.size();
-    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < kept_) kept_ = static_cast<size_t>(p.top_k);
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < kept_) {
+      kept_ = static_cast<size_t>(p.top_k);
+      cut_margin_ = LogitGap(logits[static_cast<size_t>(order_[kept_ - 1])],
+                             logits[static_cast<size_t>(order_[kept_])]);
+    }
     // Mass of the top-k set (in order), or of the whole vocabulary (in id order: no sort).
     double total = 0;
     if (kept_ < order_.size()) {
       for (size_t i = 0; i < kept_; ++i) total += Weight(i);
     } else {
-      for (float l : logits) total += std::exp((l - max_) / t_);
+      for (float l : logits) total += PortableExp((l - max_) / t_);
     }
     if (p.top_p < 1.0f) {
       double cum = 0;
       size_t i = 0;
       while (i < kept_) {
+        const double before = cum;
         cum += Weight(i) / total;
         ++i;
-        if (cum >= p.top_p) break;
+        if (cum >= p.top_p) {
+          cut_margin_ = std::min({cut_margin_, cum - p.top_p, p.top_p - before});
+          break;
+        }
       }
       kept_ = i;
     }
     if (p.min_p > 0.0f) {
       size_t i = 1;  // weight(0) = 1 is the best; weight(i)/weight(0) is the probability ratio
       while (i < kept_ && Weight(i) >= p.min_p) ++i;
+      if (i < kept_) cut_margin_ = std::min({cut_margin_, Weight(i - 1) - p.min_p, p.min_p - Weight(i)});
       kept_ = i;
     }
     filtered_ = kept_ < order_.size();
@@ -94,14 +110,17 @@ class Filtered {
   }
 
   size_t kept() const { return kept_; }
+  // The smallest gap at a top-k, top-p or min-p cut (SampledToken::margin); +inf without cuts.
+  double cut_margin() const { return cut_margin_; }
   double kept_total() const { return kept_total_; }
   int32_t id(size_t i) { return order_[i]; }
-  double Weight(size_t i) { return std::exp((logits_[static_cast<size_t>(order_[i])] - max_) / t_); }
+  double Weight(size_t i) { return PortableExp((logits_[static_cast<size_t>(order_[i])] - max_) / t_); }
 
  private:
   LazyOrder order_;
   std::span<const float> logits_;
   double max_ = 0, t_ = 1, kept_total_ = 0;
+  double cut_margin_ = std::numeric_limits<double>::infinity();
   size_t kept_ = 0;
   bool filtered_ = false;
 };
@@ -116,23 +135,40 @@ std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const S
 }
 
 int32_t SampleToken(std::span<const float> logits, const SamplingParams& p, int64_t position) {
-  if (p.temperature <= 0.0f || p.top_k == 1) return Argmax(logits);
+  return SampleWithMargin(logits, p, position).token;
+}
+
+SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParams& p,
+                              int64_t position) {
+  if (p.temperature <= 0.0f || p.top_k == 1) {
+    const int32_t best = Argmax(logits);
+    float second = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (static_cast<int32_t>(i) != best) second = std::max(second, logits[i]);
+    }
+    return {best, logits.size() > 1 ? LogitGap(logits[static_cast<size_t>(best)], second)
+                                    : std::numeric_limits<double>::infinity()};
+  }
   Filtered f(logits, p);
   const double target = PhiloxUniform(p.seed, static_cast<uint64_t>(position)) * f.kept_total();
   double cum = 0;
   for (size_t i = 0; i < f.kept(); ++i) {
+    const double before = cum;
     cum += f.Weight(i);
-    if (target < cum) return f.id(i);
+    if (target < cum) {
+      return {f.id(i), std::min(f.cut_margin(), std::min(target - before, cum - target) / f.kept_total())};
+    }
   }
-  return f.id(f.kept() - 1);  // rounding left the target at or above the final sum
+  // Rounding left the target at or above the final sum.
+  return {f.id(f.kept() - 1), 0.0};
 }
 
 float TokenLogprob(std::span<const float> logits, int32_t token) {
   double max_logit = logits[0];
   for (float l : logits) max_logit = std::max<double>(max_logit, l);
   double total = 0;
-  for (float l : logits) total += std::exp(l - max_logit);
-  return static_cast<float>(logits[static_cast<size_t>(token)] - max_logit - std::log(total));
+  for (float l : logits) total += PortableExp(l - max_logit);
+  return static_cast<float>(logits[static_cast<size_t>(token)] - max_logit - PortableLog(total));
 }
 
 }  // namespace llm42

@@ -32,6 +32,18 @@ std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const S
 // PhiloxUniform(seed, position) times the candidates' total.
 int32_t SampleToken(std::span<const float> logits, const SamplingParams& p, int64_t position);
 
+// A draw, and how close it came to being another token: the smallest gap, over the decisions
+// that picked it, between the value compared and its threshold. Greedy and top-k: the logit
+// gap at the cut, divided by max(1, |logit|); the draw and top-p: in units of probability
+// (cumulative weight over the total); min-p: weight ratio against min_p. A draw whose margin is
+// well above the logits' rounding noise cannot change when they are recomputed another way.
+struct SampledToken {
+  int32_t token;
+  double margin;
+};
+SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParams& p,
+                              int64_t position);
+
 // Natural-log probability of `token` under softmax(logits) at temperature 1.
 float TokenLogprob(std::span<const float> logits, int32_t token);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/util/portable_math.h"
 
 namespace llm42 {
 namespace {
@@ -47,7 +48,7 @@ Partial AttendRange(const float* q, const KvLayerView& kv, const int32_t* table,
   }
   std::fill(o, o + hd, 0.0f);
   for (int64_t t = begin; t < end; ++t) {
-    const float e = std::exp(scores[t - begin] - p.max);
+    const float e = PortableExpf(scores[t - begin] - p.max);
     p.sum += e;
     const float* v = kv.value(table, t) + off;
     for (int64_t d = 0; d < hd; ++d) o[d] += e * v[d];
@@ -58,7 +59,7 @@ Partial AttendRange(const float* q, const KvLayerView& kv, const int32_t* table,
 // Folds partial b (output ob) into a (output oa).
 void Combine(Partial& a, float* oa, const Partial& b, const float* ob, int64_t hd) {
   const float m = std::max(a.max, b.max);
-  const float ca = std::exp(a.max - m), cb = std::exp(b.max - m);
+  const float ca = PortableExpf(a.max - m), cb = PortableExpf(b.max - m);
   a.sum = a.sum * ca + b.sum * cb;
   for (int64_t d = 0; d < hd; ++d) oa[d] = oa[d] * ca + ob[d] * cb;
   a.max = m;
@@ -157,7 +158,8 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t
 void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim,
                       const RopeParams& rope, const int32_t* positions, Schedules) {
   const int64_t half = rope.n_rot / 2;
-  const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(rope.n_rot));
+  const auto theta_scale = static_cast<float>(
+      PortablePow(rope.freq_base, -2.0 / static_cast<double>(rope.n_rot)));
   // Pair p rotates elements (first(p), first(p) + stride).
   const int64_t stride = rope.neox ? half : 1;
   const int64_t step = rope.neox ? 1 : 2;
@@ -167,8 +169,10 @@ void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim,
     float theta = static_cast<float>(positions[i]) * rope.freq_scale;
     for (int64_t p = 0; p < half; ++p) {
       const float t = rope.freq_factors != nullptr ? theta / rope.freq_factors[p] : theta;
-      cs[static_cast<size_t>(2 * p)] = std::cos(t);
-      cs[static_cast<size_t>(2 * p) + 1] = std::sin(t);
+      double sin_t, cos_t;
+      PortableSinCos(t, &sin_t, &cos_t);
+      cs[static_cast<size_t>(2 * p)] = static_cast<float>(cos_t);
+      cs[static_cast<size_t>(2 * p) + 1] = static_cast<float>(sin_t);
       theta *= theta_scale;
     }
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -255,7 +259,7 @@ void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out,
 void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    out[i] = g / (1.0f + PortableExpf(-g)) * up[i];
   }
 }
 

@@ -1,6 +1,7 @@
 #include "lib/backend/cpu/row_dot.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -373,12 +374,19 @@ LLM42_AVX2 void Avx2RowDotT(const uint8_t* w, const float* const* x, int n_x, in
 }
 #endif  // LLM42_X86
 
+bool SimdDisabledByEnvironment() {
+  const char* v = std::getenv("LLM42_CPU_SIMD");
+  return v != nullptr && (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
+}
+
 }  // namespace
 
 bool CpuHasAvx2() {
 #if LLM42_X86
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  // LLM42_CPU_SIMD=off forces the portable kernels process-wide (to compare machines, and for
+  // the test that reruns a generation as an AVX2-less machine would).
+  static const bool has = !SimdDisabledByEnvironment() && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   return has;
 #else
   return false;

@@ -48,9 +48,9 @@ Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd = true);
 // Converts the first n weights of a row to f32 (embedding lookups).
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
 
-// True when the AVX2/FMA/F16C path is usable on this machine.
+// True when the AVX2/FMA/F16C path is usable on this machine and not turned off with the
+// environment variable LLM42_CPU_SIMD=off.
 bool CpuHasAvx2();
-
 
 }  // namespace llm42::internal
 

@@ -1,0 +1,79 @@
+#include "lib/engine/dvr_controller.h"
+
+#include <algorithm>
+
+#include "lib/kv/kv_cache.h"
+#include "lib/sampling/philox.h"
+
+namespace llm42 {
+
+DvrController::DvrController(const DeterminismPolicy& policy, EngineStats& stats)
+    : policy_(policy), stats_(stats) {}
+
+void DvrController::AddCandidate(Sequence& s, int32_t token, double margin, bool ends) {
+  s.tokens.push_back(token);
+  stats_.Check(s.candidates() <= policy_.window, "a window holds at most W candidates");
+  const bool close = policy_.early_verify && margin < kEarlyVerifyMargin;
+  s.ready = s.candidates() >= s.window || ends || close;
+}
+
+DvrController::Verdict DvrController::Verify(
+    const Sequence& s, int64_t n, bool logprobs,
+    const std::function<std::span<const float>(int64_t)>& row) {
+  Verdict v;
+  v.verified = n;
+  const int64_t base = s.n_committed;
+  for (int64_t j = 0; j < n; ++j) {
+    const std::span<const float> logits = row(j);
+    const int32_t predicted = SampleToken(logits, s.sampling, base + j);
+    v.tokens.push_back(predicted);
+    if (logprobs) v.logprobs.push_back(TokenLogprob(logits, predicted));
+    if (predicted != s.tokens[static_cast<size_t>(base + j)]) {
+      v.disagreed = true;
+      break;
+    }
+  }
+  // Testing hook: force a rollback in a fraction of passes, at a position the replay agreed
+  // with (the committed output must not change).
+  const double inject = policy_.mismatch_injection;
+  if (!v.disagreed && inject > 0 && n > 1 &&
+      PhiloxUniform(s.sampling.seed ^ s.arrival, static_cast<uint64_t>(base), 7) < inject) {
+    const auto at = static_cast<size_t>(PhiloxUniform(s.sampling.seed, static_cast<uint64_t>(base), 8) *
+                                        static_cast<double>(n - 1));
+    v.tokens.resize(at + 1);
+    if (logprobs) v.logprobs.resize(at + 1);
+    v.disagreed = true;
+  }
+  if (v.disagreed) {
+    const auto last = static_cast<int64_t>(v.tokens.size()) - 1;
+    const bool same = v.tokens.back() == s.tokens[static_cast<size_t>(base + last)];
+    v.discarded = s.candidates() - last - (same ? 1 : 0);
+  }
+  return v;
+}
+
+void DvrController::Count(Sequence& s, const Verdict& v) {
+  s.request->AddVerify(v.verified, v.discarded);
+  stats_.Add(SessionStat::kTokensVerified, v.verified);
+  stats_.Add(SessionStat::kVerifyPasses);
+  if (v.discarded > 0) {
+    stats_.Add(SessionStat::kRollbacks);
+    stats_.Add(SessionStat::kTokensRolledBack, v.discarded);
+  }
+}
+
+void DvrController::Settle(Sequence& s, const Verdict& v, KvCache& cache) {
+  if (!v.disagreed && s.candidates() > 0) return;  // part of a window: the rest stays ready
+  // Everything before the last committed token now holds fixed-schedule K/V; the rest goes.
+  s.ready = false;
+  s.n_computed = s.n_committed - 1;
+  cache.Truncate(s.kv_seq, s.n_computed);
+  stats_.Check(s.candidates() == 0 && cache.reserved_positions(s.kv_seq) ==
+                                          cache.BlocksFor(s.n_computed) * cache.block_size(),
+               "after a verify pass the cache holds exactly the committed prefix");
+  if (!policy_.adaptive_window) return;
+  s.window = v.disagreed ? std::max(2, policy_.window / 8) : std::min(policy_.window, 2 * s.window);
+  s.window = std::min(s.window, policy_.window);
+}
+
+}  // namespace llm42

@@ -1,0 +1,198 @@
+#include "lib/engine/engine.h"
+
+#include <algorithm>
+
+#include "lib/kv/kv_cache.h"
+#include "lib/sampling/philox.h"
+#include "lib/sampling/sampler.h"
+#include "lib/tokenizer/tokenizer.h"
+#include "lib/util/portable_math.h"
+
+namespace llm42 {
+namespace {
+
+// Adds N(0, stddev) noise to fast-path logits (the fast_path_noise testing hook), keyed by the
+// request and position so a run is repeatable.
+void AddNoise(std::span<float> logits, double stddev, uint64_t key, int64_t position) {
+  for (size_t i = 0; i < logits.size(); i += 2) {
+    const double u1 = std::max(PhiloxUniform(key, static_cast<uint64_t>(position), static_cast<uint32_t>(i)), 1e-300);
+    const double u2 = PhiloxUniform(key ^ 0x5bd1e995, static_cast<uint64_t>(position), static_cast<uint32_t>(i));
+    const double r = std::sqrt(-2.0 * PortableLog(u1)) * stddev;
+    double sin_t, cos_t;
+    PortableSinCos(2 * M_PI * u2, &sin_t, &cos_t);
+    logits[i] += static_cast<float>(r * cos_t);
+    if (i + 1 < logits.size()) logits[i + 1] += static_cast<float>(r * sin_t);
+  }
+}
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config, const Tokenizer& tokenizer, KvCache& cache,
+               ForwardFn forward, EngineStats& stats)
+    : config_(config),
+      tokenizer_(tokenizer),
+      cache_(cache),
+      forward_(std::move(forward)),
+      stats_(stats),
+      scheduler_(config.limits, cache, stats),
+      dvr_(config.determinism, stats) {}
+
+FinishReason Engine::EndsRequest(const Sequence& s, int32_t token, int64_t length,
+                                 int64_t generated, bool stop_string) const {
+  const RequestOptions& o = s.request->options();
+  if (stop_string || (tokenizer_.vocab().IsEndOfGeneration(token) && !o.ignore_eos)) {
+    return FinishReason::kStop;
+  }
+  if (generated >= o.max_tokens || length >= config_.max_sequence) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
+                          std::span<const float> logprobs) {
+  s.tokens.resize(static_cast<size_t>(s.n_committed));
+  std::string released;
+  FinishReason reason = FinishReason::kNone;
+  size_t n = 0;
+  while (n < tokens.size() && reason == FinishReason::kNone) {
+    const int32_t token = tokens[n++];
+    s.tokens.push_back(token);
+    ++s.n_committed;
+    const bool stop_string = s.text.Push(tokenizer_.TokenBytes(token), &released);
+    reason = EndsRequest(s, token, s.n_committed, s.generated(), stop_string);
+    if (reason == FinishReason::kLength || (reason == FinishReason::kStop && !stop_string)) {
+      s.text.Finish(&released);
+    }
+  }
+  s.probe = s.text;
+  stats_.Add(SessionStat::kTokensGenerated, static_cast<int64_t>(n));
+  const bool done = reason != FinishReason::kNone;
+  if (done) {
+    // Before the request is seen finished: its blocks are back in the pool and it is counted.
+    scheduler_.Release(s);
+    stats_.Add(SessionStat::kRequestsFinished);
+  }
+  s.request->Commit(tokens.first(n), logprobs.empty() ? logprobs : logprobs.first(n), released,
+                    done, reason, absl::OkStatus());
+  return done;
+}
+
+void Engine::Finish(Sequence& s, FinishReason reason, absl::Status status) {
+  std::string rest;
+  s.text.Finish(&rest);
+  scheduler_.Release(s);
+  stats_.Add(SessionStat::kRequestsFinished);
+  s.request->Commit({}, {}, rest, true, reason, std::move(status));
+}
+
+void Engine::CancelAll(const absl::Status& status) {
+  for (auto& s : scheduler_.TakeAll()) Finish(*s, FinishReason::kCancelled, status);
+}
+
+bool Engine::VerifyEntry(Sequence& s, int64_t n,
+                         const std::function<std::span<const float>(int64_t)>& rows) {
+  const DvrController::Verdict v = dvr_.Verify(s, n, s.request->options().logprobs, rows);
+  // Candidates past a part of the window that agreed are kept for the next pass.
+  std::vector<int32_t> rest;
+  if (!v.disagreed) {
+    rest.assign(s.tokens.begin() + static_cast<std::ptrdiff_t>(s.n_committed + v.verified), s.tokens.end());
+  }
+  dvr_.Count(s, v);
+  if (CommitTokens(s, v.tokens, v.logprobs)) return true;
+  std::string ignored;
+  for (int32_t t : rest) {
+    s.tokens.push_back(t);
+    s.probe.Push(tokenizer_.TokenBytes(t), &ignored);
+  }
+  dvr_.Settle(s, v, cache_);
+  return false;
+}
+
+bool Engine::Step() {
+  // Cancellations first: they free cache for everyone else.
+  for (auto& s : scheduler_.TakeCancelled()) {
+    Finish(*s, FinishReason::kCancelled, absl::CancelledError("cancelled"));
+  }
+  scheduler_.Admit();
+  const std::vector<PlanEntry> plan = scheduler_.Plan();
+  if (plan.empty()) return false;
+
+  // Rows: a verify entry wants every row's logits; the others the last row's when it
+  // completes the sequence.
+  std::vector<int32_t> tokens, positions, seqs, logit_rows;
+  std::vector<Schedule> schedules;
+  std::vector<size_t> first_logit(plan.size());
+  for (size_t e = 0; e < plan.size(); ++e) {
+    const PlanEntry& p = plan[e];
+    Sequence& s = *p.seq;
+    const Schedule sched =
+        s.dvr ? (p.kind == RowKind::kDecode ? Schedule::kFast : Schedule::kFixed) : config_.schedule;
+    if (s.dvr && p.kind == RowKind::kPrefill) {
+      stats_.Check(s.fixed_prefill(), "a deterministic prefill runs only over the committed prefix");
+    }
+    first_logit[e] = logit_rows.size();
+    for (int64_t j = 0; j < p.n; ++j) {
+      tokens.push_back(s.tokens[static_cast<size_t>(p.begin + j)]);
+      positions.push_back(static_cast<int32_t>(p.begin + j));
+      seqs.push_back(s.kv_seq);
+      schedules.push_back(sched);
+      if (p.kind == RowKind::kVerify) logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+    }
+    if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
+      logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+    }
+  }
+  const auto n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
+  logits_.resize(logit_rows.size() * n_vocab);
+  forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules},
+           logits_.data());
+  stats_.Add(SessionStat::kDecodeSteps);
+
+  std::vector<Sequence*> finished;
+  const double noise = config_.determinism.fast_path_noise;
+  auto row = [&](size_t r) { return std::span<float>(logits_.data() + r * n_vocab, n_vocab); };
+  for (size_t e = 0; e < plan.size(); ++e) {
+    const PlanEntry& p = plan[e];
+    Sequence& s = *p.seq;
+    const RequestOptions& o = s.request->options();
+    if (p.kind == RowKind::kVerify) {
+      if (VerifyEntry(s, p.n, [&](int64_t j) -> std::span<const float> {
+            return row(first_logit[e] + static_cast<size_t>(j));
+          })) {
+        finished.push_back(&s);
+      }
+      continue;
+    }
+    const bool prefill = p.kind == RowKind::kPrefill || s.n_computed < s.n_prompt;
+    s.n_computed += p.n;
+    if (prefill) {
+      s.request->AddPrefill(p.n);
+      stats_.Add(SessionStat::kPrefillTokens, p.n);
+    } else {
+      s.request->AddDecodeStep();
+    }
+    if (s.n_computed != static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
+    const std::span<float> logits = row(first_logit[e]);
+    const auto position = static_cast<int64_t>(s.tokens.size());
+    const bool fast_row = s.dvr ? !prefill : config_.schedule == Schedule::kFast;
+    if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival, position);
+    const SampledToken sampled = SampleWithMargin(logits, s.sampling, position);
+    if (s.dvr && !prefill) {
+      // A candidate: held until verified.
+      std::string ignored;
+      const bool stop_string = s.probe.Push(tokenizer_.TokenBytes(sampled.token), &ignored);
+      const bool ends = EndsRequest(s, sampled.token, position + 1, s.generated() + s.candidates() + 1,
+                                    stop_string) != FinishReason::kNone;
+      dvr_.AddCandidate(s, sampled.token, sampled.margin, ends);
+      continue;
+    }
+    const float logprob = o.logprobs ? TokenLogprob(logits, sampled.token) : 0.0f;
+    if (CommitTokens(s, std::span(&sampled.token, 1),
+                     o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>())) {
+      finished.push_back(&s);
+    }
+  }
+  for (Sequence* s : finished) scheduler_.Remove(s);
+  return true;
+}
+
+}  // namespace llm42

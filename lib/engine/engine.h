@@ -1,0 +1,76 @@
+#ifndef LLM42_ENGINE_ENGINE_H_
+#define LLM42_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "lib/backend/backend.h"
+#include "lib/engine/dvr_controller.h"
+#include "lib/engine/engine_stats.h"
+#include "lib/engine/scheduler.h"
+#include "lib/engine/sequence.h"
+#include "lib/model/llama_model.h"
+
+namespace llm42 {
+
+class KvCache;
+class Tokenizer;
+
+struct EngineConfig {
+  SchedulerLimits limits;
+  DeterminismPolicy determinism;
+  Schedule schedule = Schedule::kFast;  // of every row that is not a deterministic request's
+  int64_t max_sequence = 0;             // min(context length, KV capacity)
+};
+
+// Runs engine steps: each one planned by the Scheduler, computed by one forward pass, then
+// sampled and committed, with deterministic requests' candidates verified by the
+// DvrController. Engine thread only; the forward pass is a function so that tests can drive
+// the engine with a fake model.
+class Engine {
+ public:
+  // Fills logits[row][n_vocab] for batch.logit_rows; writes K/V into the cache it was given.
+  using ForwardFn = std::function<void(const ForwardBatch& batch, float* logits)>;
+
+  Engine(const EngineConfig& config, const Tokenizer& tokenizer, KvCache& cache, ForwardFn forward,
+         EngineStats& stats);
+
+  void Enqueue(std::unique_ptr<Sequence> seq) { scheduler_.Enqueue(std::move(seq)); }
+  // One step: cancellations, admission, the plan, the forward pass, sampling, verification and
+  // commits. False when there was nothing to run.
+  bool Step();
+  bool idle() const { return scheduler_.idle(); }
+  // Finishes every queued and running request with `status` (the session is going away).
+  void CancelAll(const absl::Status& status);
+
+  int32_t initial_window() const { return dvr_.initial_window(); }
+
+ private:
+  // Why `token`, making the sequence `length` long with `generated` tokens, would end it.
+  FinishReason EndsRequest(const Sequence& s, int32_t token, int64_t length, int64_t generated,
+                           bool stop_string) const;
+  // Commits tokens in order, stopping at the first that ends the request; streams them.
+  // True when the request finished (its cache is then released and it is counted finished
+  // before anyone can see it finished).
+  bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs);
+  void Finish(Sequence& s, FinishReason reason, absl::Status status);
+  // A deterministic request's candidates against the replay in `rows`; true when finished.
+  bool VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<const float>(int64_t)>& rows);
+
+  EngineConfig config_;
+  const Tokenizer& tokenizer_;
+  KvCache& cache_;
+  ForwardFn forward_;
+  EngineStats& stats_;
+  Scheduler scheduler_;
+  DvrController dvr_;
+  std::vector<float> logits_;
+};
+
+}  // namespace llm42
+
+#endif  // LLM42_ENGINE_ENGINE_H_

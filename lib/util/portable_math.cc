@@ -1,0 +1,109 @@
+#include "lib/util/portable_math.h"
+
+#include <limits>
+
+namespace llm42 {
+namespace {
+
+constexpr double kLn2Hi = 6.93147180369123816490e-01;  // trailing bits zero: k * hi is exact
+constexpr double kLn2Lo = 1.90821492927058770002e-10;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Round to nearest integer (halfway away from zero) without libm.
+int64_t RoundToInt(double t) { return static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5); }
+
+}  // namespace
+
+double PortableExp(double x) {
+  if (x != x) return x;
+  if (x > 709.782712893384) return kInf;
+  if (x < -745.1332191019412) return 0.0;
+  const int64_t k = RoundToInt(x * 1.4426950408889634);
+  const auto kd = static_cast<double>(k);
+  const double r = (x - kd * kLn2Hi) - kd * kLn2Lo;  // |r| <= ln2 / 2 (a hair more at the ends)
+  // Taylor to r^13: the first omitted term is below 2^-60 of the result.
+  static constexpr double kInvFactorial[] = {
+      1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
+      1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
+      1.0 / 6,          0.5,             1.0,            1.0};
+  double p = kInvFactorial[0];
+  for (int i = 1; i < 14; ++i) p = p * r + kInvFactorial[i];
+  // 2^k in two factors where k leaves the normal range (subnormal results, k = 1024).
+  if (k > 1023) return p * internal::Pow2(k - 1023) * internal::Pow2(1023);
+  if (k < -1022) return p * internal::Pow2(k + 1022) * internal::Pow2(-1022);
+  return p * internal::Pow2(k);
+}
+
+double PortableLog(double x) {
+  if (x != x) return x;
+  if (x < 0) return std::numeric_limits<double>::quiet_NaN();
+  if (x == 0) return -kInf;
+  if (x == kInf) return kInf;
+  int64_t e = 0;
+  if (x < std::numeric_limits<double>::min()) {  // subnormal: scale into the normal range
+    x *= 18014398509481984.0;                     // 2^54
+    e = -54;
+  }
+  const auto bits = std::bit_cast<uint64_t>(x);
+  e += static_cast<int64_t>((bits >> 52) & 0x7ff) - 1023;
+  double m = std::bit_cast<double>((bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);
+  if (m > 1.4142135623730951) {  // m in [sqrt(1/2), sqrt(2)]
+    m *= 0.5;
+    ++e;
+  }
+  // fdlibm's reduction: log(1 + f) = f - (f^2/2 - s (f^2/2 + R(s^2))), s = f / (2 + f), with
+  // R(z) = 2z/3 + 2z^2/5 + 2z^3/7 + ... (Taylor of 2 atanh(s)/s - 2, |z| <= 0.0295).
+  const double f = m - 1.0;  // exact (Sterbenz)
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  double r = 2.0 / 25;
+  for (int n = 11; n >= 1; --n) r = r * z + 2.0 / (2 * n + 1);
+  r *= z;
+  const double hfsq = 0.5 * f * f;
+  const auto ed = static_cast<double>(e);
+  return ed * kLn2Hi + (f - (hfsq - (s * (hfsq + r) + ed * kLn2Lo)));
+}
+
+double PortablePow(double base, double y) { return PortableExp(y * PortableLog(base)); }
+
+void PortableSinCos(double x, double* sin_x, double* cos_x) {
+  if (x != x || x == kInf || x == -kInf) {
+    *sin_x = *cos_x = std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
+  // x = k pi/2 + r with pi/2 in three parts (fdlibm's pio2_1..3); k * part1 is exact for
+  // |k| < 2^20, i.e. |x| below about 1.6e6 (RoPE angles are positions times frequencies <= 1).
+  const int64_t k = RoundToInt(x * 6.36619772367581382433e-01);
+  const auto kd = static_cast<double>(k);
+  const double r = ((x - kd * 1.57079632673412561417e+00) - kd * 6.07710050630396597660e-11) -
+                   kd * 2.02226624871116645580e-21;
+  const double z = r * r;
+  // Taylor series on |r| <= pi/4, to r^17 and r^18.
+  double sp = -1.0 / 355687428096000.0;  // -1/17!
+  sp = sp * z + 1.0 / 1307674368000.0;
+  sp = sp * z - 1.0 / 6227020800.0;
+  sp = sp * z + 1.0 / 39916800.0;
+  sp = sp * z - 1.0 / 362880.0;
+  sp = sp * z + 1.0 / 5040.0;
+  sp = sp * z - 1.0 / 120.0;
+  sp = sp * z + 1.0 / 6.0;
+  const double sin_r = r - r * z * sp;
+  double cp = 1.0 / 6402373705728000.0;  // 1/18!
+  cp = cp * z - 1.0 / 20922789888000.0;
+  cp = cp * z + 1.0 / 87178291200.0;
+  cp = cp * z - 1.0 / 479001600.0;
+  cp = cp * z + 1.0 / 3628800.0;
+  cp = cp * z - 1.0 / 40320.0;
+  cp = cp * z + 1.0 / 720.0;
+  cp = cp * z - 1.0 / 24.0;
+  cp = cp * z + 0.5;
+  const double cos_r = 1.0 - z * cp;
+  switch (k & 3) {
+    case 0: *sin_x = sin_r; *cos_x = cos_r; break;
+    case 1: *sin_x = cos_r; *cos_x = -sin_r; break;
+    case 2: *sin_x = -sin_r; *cos_x = -cos_r; break;
+    default: *sin_x = -cos_r; *cos_x = sin_r; break;
+  }
+}
+
+}  // namespace llm42

@@ -1,0 +1,62 @@
+#ifndef LLM42_UTIL_PORTABLE_MATH_H_
+#define LLM42_UTIL_PORTABLE_MATH_H_
+
+#include <bit>
+#include <cstdint>
+
+namespace llm42 {
+
+// exp, log, sin and cos with one fixed sequence of IEEE operations (range reduction, then a
+// Horner polynomial), so their bits are the same on every x86-64 and every build.
+//
+// Why not libm: glibc picks an FMA or a non-FMA implementation of exp, log, sin, cos, pow and
+// their float versions by CPU at load time (and GLIBC_TUNABLES can change the pick), and the two
+// differ in the last bit on about 1 input in 1500. Everything on the fixed schedule and in
+// sampling must give the same bits on every machine (DESIGN.md §7), so it uses these instead.
+// The build compiles with -ffp-contract=off, so no multiply-add is fused behind our back.
+//
+// Accuracy: Exp and Log within 2 ulp of the exact result (tested against long double);
+// Expf and SinCos computed in double and rounded once to float.
+
+double PortableExp(double x);
+// NaN below 0, -inf at 0.
+double PortableLog(double x);
+// base^y for base > 0, as exp(y log base).
+double PortablePow(double base, double y);
+void PortableSinCos(double x, double* sin_x, double* cos_x);
+
+namespace internal {
+
+// 2^e for e in [-1022, 1023], exactly.
+inline double Pow2(int64_t e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
+
+}  // namespace internal
+
+// e^x in float for the kernels (softmax, SiLU): inline and branch-light so loops stay fast.
+// Range reduction x = k ln2 + r in double, a degree-9 Taylor polynomial (relative error below
+// 1e-11 for |r| <= ln2/2), rounded once to float.
+inline float PortableExpf(float xf) {
+  if (!(xf < 88.8f)) return xf != xf ? xf : __builtin_inff();  // overflow, +inf, NaN
+  if (xf < -104.0f) return 0.0f;
+  const double x = xf;
+  const double t = x * 1.4426950408889634;
+  const int64_t k = static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5);
+  const auto kd = static_cast<double>(k);
+  // ln2 split so that k * hi is exact for |k| < 2^20.
+  const double r = (x - kd * 6.93147180369123816490e-01) - kd * 1.90821492927058770002e-10;
+  double p = 1.0 / 362880;
+  p = p * r + 1.0 / 40320;
+  p = p * r + 1.0 / 5040;
+  p = p * r + 1.0 / 720;
+  p = p * r + 1.0 / 120;
+  p = p * r + 1.0 / 24;
+  p = p * r + 1.0 / 6;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  return static_cast<float>(p * internal::Pow2(k));  // k in [-150, 129]: a normal power of two
+}
+
+}  // namespace llm42
+
+#endif  // LLM42_UTIL_PORTABLE_MATH_H_
