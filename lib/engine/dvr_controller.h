@@ -31,7 +31,7 @@ class DvrController {
  public:
   // Candidates whose margin is below this are verified at once. Fast and fixed logits differ
   // by rounding (about 1e-6 relative); the margin leaves two orders of magnitude.
-  static constexpr double kEarlyVerifyMargin = 1e-4;
+  static constexpr double kEarlyVerifyMargin = 1e-6;
 
   DvrController(const DeterminismPolicy& policy, EngineStats& stats);
 

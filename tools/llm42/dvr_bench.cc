@@ -33,6 +33,10 @@ ABSL_FLAG(std::string, fractions, "0.02,0.1,0.2,0.5,1", "Deterministic shares fo
 ABSL_FLAG(std::string, windows, "16,32,64,128", "Window sizes of the sweep (empty: no sweep)");
 ABSL_FLAG(std::string, groups, "1,4,16", "Verify group sizes of the sweep");
 ABSL_FLAG(std::string, csv, "", "Also write the rows as CSV to this file (for plotting)");
+ABSL_FLAG(std::string, temperatures, "0,0.8,1",
+          "Sampling temperatures; every experiment runs at each (0 = greedy)");
+ABSL_FLAG(bool, variants, true,
+          "At 100 % deterministic, also run the paper's fixed window and each refinement alone");
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, threads);
@@ -96,7 +100,17 @@ void MarkDeterministic(std::vector<Job>& jobs, double fraction) {
   if (k == 0 && fraction > 0 && n > 0) jobs[0].deterministic = true;  // at least one
 }
 
+// Which of DvrController's refinements of the paper's fixed window are on.
+struct Variant {
+  const char* name;
+  bool adaptive_window, early_verify;
+};
+constexpr Variant kPaper{"paper", false, false}, kAdaptive{"adaptive", true, false},
+    kEarly{"early", false, true}, kBoth{"adaptive+early", true, true};
+
 struct Row {
+  double temperature;
+  std::string variant;
   std::string mode;
   double det_share;
   int32_t window, group;
@@ -118,7 +132,7 @@ void OnCommit(void* user, void*, const int32_t*, size_t, const char*, size_t, in
 }
 
 Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& jobs, int32_t window,
-        int32_t group, const std::string& label, double share) {
+        int32_t group, const std::string& label, double share, double temperature, Variant variant) {
   SessionOptions o;
   o.model_path = model;
   o.threads = absl::GetFlag(FLAGS_threads);
@@ -128,6 +142,8 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   o.determinism.mode = mode;
   o.determinism.window = window;
   o.determinism.verify_group = group;
+  o.determinism.adaptive_window = variant.adaptive_window;
+  o.determinism.early_verify = variant.early_verify;
   auto session = Session::Create(o);
   if (!session.ok()) {
     std::cerr << "llm42 bench-dvr: " << session.status().message() << "\n";
@@ -148,6 +164,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
     r.prompt_tokens = jobs[i].prompt;
     r.max_tokens = jobs[i].output;
     r.ignore_eos = true;
+    r.sampling.temperature = static_cast<float>(temperature);
     r.deterministic = jobs[i].deterministic && mode != DeterminismMode::kOff;
     r.callback = OnCommit;
     r.callback_user_data = &finish[i];
@@ -167,6 +184,8 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   const double makespan = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t out = s.stat(SessionStat::kTokensGenerated) - base_tokens;
   Row row;
+  row.temperature = temperature;
+  row.variant = mode == DeterminismMode::kSelective ? variant.name : "-";
   row.mode = mode == DeterminismMode::kOff ? "off" : mode == DeterminismMode::kBatchInvariant ? "batch_invariant" : "selective";
   row.det_share = share;
   row.window = window;
@@ -221,46 +240,61 @@ int BenchDvr() {
   }
   const int32_t w0 = 64, g0 = 8;  // the policy's defaults
   std::vector<Row> rows;
-  rows.push_back(Run(model, DeterminismMode::kOff, jobs, w0, g0, "off", 0));
-  MarkDeterministic(jobs, 1.0);
-  rows.push_back(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, "batch_invariant", 1));
-  for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
-    MarkDeterministic(jobs, f);
-    rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0, absl::StrFormat("selective %g%%", f * 100), f));
-  }
-  MarkDeterministic(jobs, 1.0);
-  for (double w : ParseList(absl::GetFlag(FLAGS_windows))) {
-    for (double g : ParseList(absl::GetFlag(FLAGS_groups))) {
-      if (static_cast<int>(w) == w0 && static_cast<int>(g) == g0) continue;
-      rows.push_back(Run(model, DeterminismMode::kSelective, jobs, static_cast<int32_t>(w), static_cast<int32_t>(g),
-                         absl::StrFormat("sweep W=%g G=%g", w, g), 1));
+  for (double t : ParseList(absl::GetFlag(FLAGS_temperatures))) {
+    const std::string at = absl::StrFormat("T=%g ", t);
+    MarkDeterministic(jobs, 0);
+    rows.push_back(Run(model, DeterminismMode::kOff, jobs, w0, g0, at + "off", 0, t, kBoth));
+    MarkDeterministic(jobs, 1.0);
+    rows.push_back(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, at + "batch_invariant", 1, t, kBoth));
+    for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
+      MarkDeterministic(jobs, f);
+      rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
+                         at + absl::StrFormat("selective %g%%", f * 100), f, t, kBoth));
+    }
+    MarkDeterministic(jobs, 1.0);
+    if (absl::GetFlag(FLAGS_variants)) {
+      for (const Variant& v : {kPaper, kAdaptive, kEarly}) {
+        rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
+                           at + absl::StrFormat("selective 100%% %s", v.name), 1, t, v));
+      }
+    }
+    // The paper's fixed (W, G) sweep, to compare the refinements with the best of it.
+    for (double w : ParseList(absl::GetFlag(FLAGS_windows))) {
+      for (double g : ParseList(absl::GetFlag(FLAGS_groups))) {
+        if (static_cast<int>(w) == w0 && static_cast<int>(g) == g0 && absl::GetFlag(FLAGS_variants)) continue;
+        rows.push_back(Run(model, DeterminismMode::kSelective, jobs, static_cast<int32_t>(w), static_cast<int32_t>(g),
+                           at + absl::StrFormat("sweep W=%g G=%g", w, g), 1, t, kPaper));
+      }
     }
   }
   std::fprintf(stderr, "\n");
-  const double off = rows[0].output_tps;
   std::cout << absl::StrFormat(
       "workload %s: %d requests, %d prompt + %d output tokens in all, Poisson %.2f req/s; "
       "model %s; %d threads\n\n",
       absl::GetFlag(FLAGS_workload), jobs.size(), in_tokens, out_tokens, absl::GetFlag(FLAGS_rate), model,
       absl::GetFlag(FLAGS_threads));
-  std::cout << "| mode | det % | W | G | output tok/s | vs off | recomputed % | verify passes | "
+  std::cout << "| T | mode | det % | DVR | W | G | output tok/s | vs off | recomputed % | verify passes | "
                "rollbacks | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::ofstream csv;
   if (!absl::GetFlag(FLAGS_csv).empty()) {
     csv.open(absl::GetFlag(FLAGS_csv));
     csv << "mode,det_share,window,group,output_tps,vs_off,recompute_pct,verify_passes,rollbacks,"
-           "ttft_p50,ttft_p99,e2e_p50,e2e_p99\n";
+           "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant\n";
   }
+  double off = 0;
   for (const Row& r : rows) {
-    std::cout << absl::StrFormat("| %s | %g | %d | %d | %.1f | %.3f | %.2f | %d | %d | %.0f | %.0f | %.0f | %.0f |\n",
-                                 r.mode, r.det_share * 100, r.window, r.group, r.output_tps, r.output_tps / off,
+    if (r.mode == "off") off = r.output_tps;  // each temperature's rows start with its off run
+    std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %.0f | %.0f | %.0f | %.0f |\n",
+                                 r.temperature, r.mode, r.det_share * 100, r.variant, r.window, r.group,
+                                 r.output_tps, r.output_tps / off,
                                  r.recompute_pct, r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99,
                                  r.e2e_p50, r.e2e_p99);
     if (csv) {
-      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f\n", r.mode, r.det_share,
+      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s\n", r.mode, r.det_share,
                              r.window, r.group, r.output_tps, r.output_tps / off, r.recompute_pct,
-                             r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99, r.e2e_p50, r.e2e_p99);
+                             r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99, r.e2e_p50, r.e2e_p99,
+                             r.temperature, r.variant);
     }
   }
   return 0;

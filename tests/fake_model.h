@@ -1,0 +1,101 @@
+#ifndef LLM42_TESTS_FAKE_MODEL_H_
+#define LLM42_TESTS_FAKE_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/engine/engine.h"
+#include "lib/engine/sequence.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace llm42::testing {
+
+// A stand-in for LlamaModel::Forward that makes the engine's bookkeeping observable: each row
+// writes (token, schedule) as its K/V, and its logits depend on every K/V of its prefix, so a
+// stale or missing position changes the next token. Fast rows at some positions pick another
+// token than fixed rows would (real divergence, for rollbacks). Greedy sampling throughout.
+class FakeModel {
+ public:
+  static constexpr int32_t kVocab = 32;
+
+  // A fast row flips its token where the prefix hash is divisible by flip_every (0: never).
+  explicit FakeModel(int64_t kv_blocks = 256, int64_t flip_every = 5)
+      : cache_(1, 2, kv_blocks, 4), flip_every_(flip_every) {
+    VocabSpec spec;
+    spec.model = "llama";
+    for (int32_t i = 0; i < kVocab; ++i) spec.texts.push_back("t" + std::to_string(i) + " ");
+    spec.bos = 1;
+    spec.eos = 2;
+    tokenizer_ = std::move(Tokenizer::FromVocab(std::move(Vocab::FromSpec(std::move(spec)).value())).value());
+  }
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  KvCache& cache() { return cache_; }
+  // Fixed rows that attended over a position whose K/V a fast row wrote: the verify pass and
+  // the rollback must never let that happen (docs/deterministic-requests.md, invariant 4).
+  int64_t fixed_rows_reading_fast_kv() const { return fixed_reads_fast_; }
+  int64_t forward_calls() const { return calls_; }
+
+  Engine::ForwardFn Forward() {
+    return [this](const ForwardBatch& b, float* logits) { Run(b, logits); };
+  }
+
+  std::unique_ptr<Engine> MakeEngine(const EngineConfig& config, EngineStats& stats) {
+    return std::make_unique<Engine>(config, *tokenizer_, cache_, Forward(), stats);
+  }
+
+  static std::unique_ptr<Sequence> MakeSequence(std::vector<int32_t> prompt, int32_t max_tokens,
+                                                bool dvr, uint64_t arrival, int32_t window,
+                                                TokenCallbackFn callback = nullptr,
+                                                void* user = nullptr) {
+    RequestOptions o;
+    o.prompt_tokens = prompt;
+    o.has_prompt_tokens = true;
+    o.max_tokens = max_tokens;
+    o.ignore_eos = true;
+    o.deterministic = dvr;
+    o.callback = callback;
+    o.callback_user_data = user;
+    auto r = std::make_shared<Request>(o, std::move(prompt), 42);
+    return std::make_unique<Sequence>(r, arrival, SamplingParams{}, dvr, window);
+  }
+
+ private:
+  void Run(const ForwardBatch& b, float* logits) {
+    ++calls_;
+    const KvLayerView kv = cache_.layer(0);
+    auto schedule = [&](size_t i) { return b.schedules.empty() ? b.schedule : b.schedules[i]; };
+    for (size_t i = 0; i < b.tokens.size(); ++i) {  // K/V first, as the model does
+      float* k = kv.key(cache_.block_table(b.seqs[i]), b.positions[i]);
+      k[0] = static_cast<float>(b.tokens[i]);
+      k[1] = schedule(i) == Schedule::kFixed ? 1.0f : 0.0f;
+    }
+    for (size_t r = 0; r < b.logit_rows.size(); ++r) {
+      const auto i = static_cast<size_t>(b.logit_rows[r]);
+      const int32_t* table = cache_.block_table(b.seqs[i]);
+      const int32_t p = b.positions[i];
+      int64_t h = 7;
+      for (int32_t q = 0; q <= p; ++q) {
+        const float* k = kv.key(table, q);
+        h = (h * 31 + static_cast<int64_t>(k[0]) * (q + 1)) % 1000003;
+        if (schedule(i) == Schedule::kFixed && k[1] != 1.0f) ++fixed_reads_fast_;
+      }
+      int32_t next = 3 + static_cast<int32_t>(h % (kVocab - 3));
+      if (schedule(i) == Schedule::kFast && flip_every_ > 0 && h % flip_every_ == 0) next = 3 + (next - 3 + 1) % (kVocab - 3);
+      float* out = logits + r * kVocab;
+      for (int32_t v = 0; v < kVocab; ++v) out[v] = v == next ? 1.0f : 0.0f;
+    }
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  KvCache cache_;
+  int64_t flip_every_;
+  int64_t fixed_reads_fast_ = 0, calls_ = 0;
+};
+
+}  // namespace llm42::testing
+
+#endif  // LLM42_TESTS_FAKE_MODEL_H_
