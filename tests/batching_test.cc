@@ -41,12 +41,12 @@ RequestOptions Greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
 
 std::vector<int32_t> Prompt(int length, int salt) {
   std::vector<int32_t> p = {1};
-  for (int i = 1; i < length; ++i) p.push_back(3 + (i * 7919 + salt * 104729) % 31000);
+  for (int i = 1; i < length; ++i) p.push_back(3 + (i * 7919 + salt * 104729) % 500);
   return p;
 }
 
 TEST(Batching, RequestsShareForwardPasses) {
-  LLM42_TINY_MODEL_OR_SKIP(model);
+  LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(model);
   auto s = Open(model, DeterminismMode::kSelective, 0);
   std::vector<std::shared_ptr<Request>> reqs;
   for (int i = 0; i < 8; ++i) reqs.push_back(*s->Submit(Greedy(Prompt(20 + i, i), 16), nullptr));
@@ -58,7 +58,7 @@ TEST(Batching, RequestsShareForwardPasses) {
 }
 
 TEST(Batching, RequestThatCanNeverFitIsRefused) {
-  LLM42_TINY_MODEL_OR_SKIP(model);
+  LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(model);
   auto s = Open(model, DeterminismMode::kSelective, /*kv_tokens=*/64);
   auto r = s->Submit(Greedy(Prompt(100, 0), 4), nullptr);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
@@ -156,12 +156,12 @@ void ConcurrentLoad(const std::string& model, bool selective) {
 }
 
 TEST(Batching, ConcurrentLoadWithCancelsAndPreemption) {
-  LLM42_TINY_MODEL_OR_SKIP(model);
+  LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(model);
   ConcurrentLoad(model, /*selective=*/false);
 }
 
 TEST(Batching, DeterministicLoadWithCancelsAndPreemption) {
-  LLM42_TINY_MODEL_OR_SKIP(model);
+  LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(model);
   ConcurrentLoad(model, /*selective=*/true);
 }
 

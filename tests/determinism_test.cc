@@ -1,13 +1,17 @@
 // The determinism acceptance suite (shared/docs/DETERMINISM_TESTS.md), on stories260K and on
-// the generated `tiny` model (hidden 256, 4 layers), with fast_path_noise on so the fast path
-// diverges for real and verification has to catch it. Item 8 (kernel row-invariance) is in
-// cpu_kernels_test; item 6 (run to run) is the ctest entry determinism_run_to_run.
+// the generated `tiny` model (hidden 256, 4 layers, stories260K's 512-token vocabulary), with
+// fast_path_noise on so the fast path diverges for real and verification has to catch it.
+// Item 8 (kernel row-invariance) is in cpu_kernels_test; item 6 (run to run) is the ctest
+// entries determinism_run_to_run*; items 9 and 10 are also checked per position and under the
+// default knobs with a fake model in engine_step_test.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/engine/session.h"
@@ -50,8 +54,8 @@ class DeterminismTest : public ::testing::TestWithParam<ModelCase> {
  protected:
   void SetUp() override {
     if (std::string(GetParam().name) == "tiny") {
-      path_ = testing::TinyModelPath();
-      if (path_.empty()) GTEST_SKIP() << "the Llama 2 vocabulary under ../shared/vocab is missing";
+      path_ = testing::SmallVocabTinyModelPath();
+      if (path_.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is missing";
     } else {
       path_ = testing::SharedPath("models/stories260K.gguf");
       if (!std::filesystem::exists(path_)) GTEST_SKIP() << path_ << " is missing";
@@ -147,10 +151,14 @@ class DeterminismTest : public ::testing::TestWithParam<ModelCase> {
   std::string path_;
 };
 
+// The target of items 1 and 7: its context crosses 256 positions while it generates, where the
+// fixed schedule's attention goes from one chunk to two and fast attention stays one pass.
+constexpr int kLongPrompt = 250;
+
 // 1. Co-runner invariance, greedy and sampled.
 TEST_P(DeterminismTest, CoRunnerInvariance) {
   for (float temperature : {0.0f, 0.8f}) {
-    const RequestOptions target = Spec(Prompt(12, 1), 24, true, temperature);
+    const RequestOptions target = Spec(Prompt(kLongPrompt, 1), 24, true, temperature);
     const Output ref = Alone({}, target);
     ASSERT_EQ(ref.tokens.size(), 24u);
     auto s = Open({});
@@ -278,15 +286,18 @@ TEST_P(DeterminismTest, KnobInvariance) {
 
 // 7. Sensitivity controls: without determinism, the same comparisons find differences.
 TEST_P(DeterminismTest, ControlsDetectDifferencesWithoutDeterminism) {
-  // Item 1's comparison, with the target not deterministic: some trial differs.
-  const RequestOptions target = Spec(Prompt(12, 1), 24, false);
-  const Output alone = Alone({}, target);
-  auto s = Open({});
+  // Item 1's comparison, with the target not deterministic and no noise: the fast path's own
+  // batch variance (kernel choice by batch shape) makes some trial's logprob bits differ.
+  Knobs quiet;
+  quiet.noise = 0;
+  const RequestOptions target = Spec(Prompt(kLongPrompt, 1), 24, false, 0.8f);
+  const Output alone = Alone(quiet, target);
+  auto s = Open(quiet);
   int differ = 0;
   for (uint32_t trial = 0; trial < 10 && differ == 0; ++trial) {
     differ += WithCoRunners(*s, target, trial) == alone ? 0 : 1;
   }
-  EXPECT_GT(differ, 0);
+  EXPECT_GT(differ, 0) << "the fast path never varied with its co-runners";
   // Item 3's comparison: fast-path logprobs are not those of a fixed prefill.
   const std::vector<int32_t> prompt = Prompt(10, 3);
   const Output fast = Alone({}, Spec(prompt, 20, false));
@@ -331,24 +342,37 @@ TEST_P(DeterminismTest, RollbackBookkeeping) {
   EXPECT_EQ(s->kv_blocks_in_use(), 0);
 }
 
-// 10. Non-deterministic traffic is never held back by verification: it gets a token in every
-// engine step from its first token to its last.
+// 10. Non-deterministic traffic is never held back by verification: under the default knobs
+// (W 64, G 8, 512 batch tokens, where one full verify group alone fills a step) and no noise
+// (so windows stay full), a plain request beside 16 deterministic ones gets a token in every
+// engine step from its first token to its last. The time between its tokens is recorded as a
+// test property for a reader (timing is not asserted: the machine may be busy). With
+// verification planned before decode rows (swap steps 1 and 2 of Scheduler::Plan) this fails.
 struct StepLog {
   Session* session = nullptr;
   std::vector<int64_t> steps;
+  std::vector<absl::Time> times;
 };
 
 void RecordStep(void* user, void*, const int32_t*, size_t n, const char*, size_t, int32_t) {
   auto* log = static_cast<StepLog*>(user);
-  for (size_t i = 0; i < n; ++i) log->steps.push_back(log->session->stat(SessionStat::kDecodeSteps));
+  for (size_t i = 0; i < n; ++i) {
+    log->steps.push_back(log->session->stat(SessionStat::kDecodeSteps));
+    log->times.push_back(absl::Now());
+  }
 }
 
 TEST_P(DeterminismTest, NonDeterministicTrafficUnharmed) {
   Knobs k;
-  k.window = 4;
+  k.window = DeterminismPolicy().window;
+  k.group = DeterminismPolicy().verify_group;
+  k.max_batch_tokens = SessionOptions().max_batch_tokens;
+  k.noise = 0;
   auto s = Open(k);
   std::vector<std::shared_ptr<Request>> det;
-  for (int i = 0; i < 4; ++i) det.push_back(*s->Submit(Spec(Prompt(8, 70 + i), 40, true), nullptr));
+  for (int i = 0; i < 16; ++i) det.push_back(*s->Submit(Spec(Prompt(8, 70 + i), 100, true), nullptr));
+  // Let every deterministic request fill a window first.
+  while (s->stat(SessionStat::kTokensVerified) == 0 && !det[0]->finished()) absl::SleepFor(absl::Milliseconds(1));
   StepLog log;
   log.session = s.get();
   RequestOptions plain = Spec(Prompt(8, 80), 40, false);
@@ -356,13 +380,19 @@ TEST_P(DeterminismTest, NonDeterministicTrafficUnharmed) {
   plain.callback_user_data = &log;
   auto r = s->Submit(plain, nullptr);
   ASSERT_TRUE(r.ok());
+  const int64_t passes_before = s->stat(SessionStat::kVerifyPasses);
   EXPECT_EQ(Result(**r).tokens.size(), 40u);
+  const int64_t passes_during = s->stat(SessionStat::kVerifyPasses) - passes_before;
   for (auto& d : det) Result(*d);
   ASSERT_EQ(log.steps.size(), 40u);
+  absl::Duration longest;
   for (size_t i = 1; i < log.steps.size(); ++i) {
     EXPECT_EQ(log.steps[i], log.steps[i - 1] + 1) << "token " << i << " skipped a step";
+    longest = std::max(longest, log.times[i] - log.times[i - 1]);
   }
-  EXPECT_GT(s->stat(SessionStat::kVerifyPasses), 0);
+  EXPECT_GT(passes_during, 0) << "no window was verified while the plain request ran";
+  ::testing::Test::RecordProperty("longest_gap_between_plain_tokens_ms",
+                                  std::to_string(absl::ToDoubleMilliseconds(longest)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,

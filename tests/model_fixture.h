@@ -33,12 +33,36 @@ inline std::string TinyModelPath(GgmlType dtype = GgmlType::kF32) {
   return out;
 }
 
+// The `tiny` shape (hidden 256, 4 layers, so fast and fixed really differ) with the 512-token
+// vocabulary of ../shared/models/stories260K.gguf: the engine-level determinism and batching
+// tests run many requests under the sanitizers, and with Llama 2's 32000 tokens the output
+// layer and sampling cost four times the rest of the model. Empty when the file is missing.
+inline std::string SmallVocabTinyModelPath() {
+  const std::string vocab = SharedPath("models/stories260K.gguf");
+  if (!std::filesystem::exists(vocab)) return std::string();
+  const std::string out = TempPath("tiny-v512-f32.gguf");
+  if (!std::filesystem::exists(out)) {
+    const std::string partial = out + "." + std::to_string(::getpid());
+    const absl::Status s = MakeModel(ModelPresets()[0], GgmlType::kF32, vocab, 42, partial);
+    EXPECT_TRUE(s.ok()) << s;
+    std::filesystem::rename(partial, out);
+  }
+  return out;
+}
+
 }  // namespace llm42::testing
 
 #define LLM42_TINY_MODEL_OR_SKIP(var)                                                    \
   const std::string var = ::llm42::testing::TinyModelPath();                             \
   if (var.empty()) {                                                                     \
     GTEST_SKIP() << "the Llama 2 vocabulary under ../shared/vocab is missing; it is "    \
+                    "needed to generate the test model";                                 \
+  }
+
+#define LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(var)                                        \
+  const std::string var = ::llm42::testing::SmallVocabTinyModelPath();                   \
+  if (var.empty()) {                                                                     \
+    GTEST_SKIP() << "../shared/models/stories260K.gguf is missing; its vocabulary is "   \
                     "needed to generate the test model";                                 \
   }
 

@@ -101,6 +101,15 @@ class DeterminismPolicy {
     detail::Check(llm42_determinism_set_default_seed(h_.get(), seed));
     return *this;
   }
+  // Testing hooks (llm42_determinism_set_mismatch_injection, _set_fast_path_noise).
+  DeterminismPolicy& SetMismatchInjection(double fraction) {
+    detail::Check(llm42_determinism_set_mismatch_injection(h_.get(), fraction));
+    return *this;
+  }
+  DeterminismPolicy& SetFastPathNoise(double stddev) {
+    detail::Check(llm42_determinism_set_fast_path_noise(h_.get(), stddev));
+    return *this;
+  }
   const llm42_determinism* get() const { return h_.get(); }
 
  private:

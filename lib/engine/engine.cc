@@ -11,8 +11,8 @@
 namespace llm42 {
 namespace {
 
-// Adds N(0, stddev) noise to fast-path logits (the fast_path_noise testing hook), keyed by the
-// request and position so a run is repeatable.
+// Adds N(0, stddev) noise to fast-path logits (the fast_path_noise testing hook), keyed by
+// `key` (EngineConfig::noise_salt, the request) and the position.
 void AddNoise(std::span<float> logits, double stddev, uint64_t key, int64_t position) {
   for (size_t i = 0; i < logits.size(); i += 2) {
     const double u1 = std::max(PhiloxUniform(key, static_cast<uint64_t>(position), static_cast<uint32_t>(i)), 1e-300);
@@ -174,7 +174,7 @@ bool Engine::Step() {
     const std::span<float> logits = row(first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
     const bool fast_row = s.dvr ? !prefill : config_.schedule == Schedule::kFast;
-    if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival, position);
+    if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
     const SampledToken sampled = SampleWithMargin(logits, s.sampling, position);
     if (s.dvr && !prefill) {
       // A candidate: held until verified.

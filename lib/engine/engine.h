@@ -25,6 +25,10 @@ struct EngineConfig {
   DeterminismPolicy determinism;
   Schedule schedule = Schedule::kFast;  // of every row that is not a deterministic request's
   int64_t max_sequence = 0;             // min(context length, KV capacity)
+  // fast_path_noise is keyed by this, the request and the position: a session draws it at
+  // random, so the noisy fast path differs from process to process as real batch variance
+  // does, and a run-to-run test without determinism sees different outputs.
+  uint64_t noise_salt = 0;
 };
 
 // Runs engine steps: each one planned by the Scheduler, computed by one forward pass, then

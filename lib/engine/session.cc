@@ -104,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   config.determinism = options.determinism;
   config.schedule = s->schedule_;
   config.max_sequence = s->max_sequence_;
+  config.noise_salt = RandomSeed();
   Session* raw = s.get();
   s->engine_ = std::make_unique<Engine>(
       config, *s->tokenizer_, *s->cache_,

@@ -35,6 +35,10 @@ ABSL_FLAG(bool, ignore_eos, false, "Keep generating after the end-of-sequence to
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text");
 ABSL_FLAG(bool, deterministic, false,
           "Bitwise-reproducible output (verified against the fixed schedule; default seed 42)");
+ABSL_FLAG(bool, print_logprobs, false,
+          "Print each generated token's logprob as a hexadecimal float (every bit) after the text");
+ABSL_FLAG(double, fast_path_noise, 0.0,
+          "Testing hook: add N(0, x) noise to fast-path logits (keyed at random per process)");
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
 ABSL_FLAG(std::string, system, "", "chat: system message");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
@@ -61,6 +65,9 @@ api::SessionOptions SessionOptionsFromFlags() {
   api::SessionOptions so;
   so.SetModelPath(absl::GetFlag(FLAGS_model)).SetThreads(absl::GetFlag(FLAGS_threads));
   if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
+  if (absl::GetFlag(FLAGS_fast_path_noise) > 0) {
+    so.SetDeterminism(api::DeterminismPolicy().SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)));
+  }
   return so;
 }
 
@@ -71,7 +78,8 @@ void ApplyGenerationFlags(api::RequestOptions& ro) {
       .SetTopK(absl::GetFlag(FLAGS_top_k))
       .SetTopP(absl::GetFlag(FLAGS_top_p))
       .SetMinP(absl::GetFlag(FLAGS_min_p))
-      .SetDeterministic(absl::GetFlag(FLAGS_deterministic));
+      .SetDeterministic(absl::GetFlag(FLAGS_deterministic))
+      .SetLogprobs(absl::GetFlag(FLAGS_print_logprobs));
   if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
 }
 
@@ -118,6 +126,10 @@ int Generate() {
     }
     const std::vector<int32_t> ids = request.OutputTokens();
     if (absl::GetFlag(FLAGS_print_ids)) std::cout << absl::StrJoin(ids, " ") << "\n";
+    if (absl::GetFlag(FLAGS_print_logprobs)) {
+      for (float lp : request.Logprobs()) std::cout << absl::StrFormat("%a ", lp);
+      std::cout << "\n";
+    }
     if (absl::GetFlag(FLAGS_stats)) {
       const int64_t n = static_cast<int64_t>(ids.size());
       const double ttft_ms = request.Stat(LLM42_STAT_TIME_TO_FIRST_TOKEN_US) / 1000.0;
