@@ -1,0 +1,157 @@
+// lib/util/portable_math: accuracy against long double libm, special values, and bits that do
+// not depend on which implementation glibc dispatched to.
+#include "lib/util/portable_math.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace llm42 {
+namespace {
+
+// Hashes of each function's bits over 2M arguments: ours, and libm's for the control.
+struct Digests {
+  uint64_t ours = 0, libm = 0;
+};
+
+template <typename T>
+void Mix(uint64_t& h, T v) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof v);
+  h = (h ^ b) * 1099511628211ULL;
+}
+
+Digests Compute() {
+  Digests d;
+  for (int i = 0; i < 2000000; ++i) {
+    const double x = -20 + i * 0.0000100013;
+    const double y = 1 + i * 0.37;
+    double s, c;
+    PortableSinCos(x * 50, &s, &c);
+    Mix(d.ours, PortableExp(x));
+    Mix(d.ours, PortableLog(y));
+    Mix(d.ours, s);
+    Mix(d.ours, c);
+    Mix(d.ours, PortableExpf(static_cast<float>(x)));
+    Mix(d.ours, PortablePow(10000.0, -x / 64));
+    Mix(d.libm, std::exp(x));
+    Mix(d.libm, std::log(y));
+    Mix(d.libm, std::cos(x * 50));
+  }
+  return d;
+}
+
+// The child mode of DigestsIgnoreGlibcDispatch: print the digests and exit before any test.
+[[maybe_unused]] const bool kChild = [] {
+  if (std::getenv("LLM42_PRINT_MATH_DIGESTS") == nullptr) return false;
+  const Digests d = Compute();
+  std::printf("%016llx %016llx\n", static_cast<unsigned long long>(d.ours),
+              static_cast<unsigned long long>(d.libm));
+  std::fflush(stdout);
+  std::_Exit(0);
+}();
+
+// Runs this binary again with glibc told that the CPU has neither AVX2 nor FMA, which makes
+// libm's exp, log and cos take their other implementations. Our functions must give the same
+// bits; libm's (the control) must not, or the mask did nothing and the test proves nothing.
+// Replace PortableExp's body with std::exp and this fails.
+TEST(PortableMath, DigestsIgnoreGlibcDispatch) {
+  if (!__builtin_cpu_supports("fma")) GTEST_SKIP() << "this CPU has no FMA: there is nothing to mask";
+  const Digests parent = Compute();
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(pipefd[1], 1);
+    ::close(pipefd[0]);
+    ::setenv("LLM42_PRINT_MATH_DIGESTS", "1", 1);
+    ::setenv("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX2,-FMA", 1);
+    ::execl("/proc/self/exe", "portable_math_test", static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  ::close(pipefd[1]);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(pipefd[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  unsigned long long ours = 0, libm = 0;
+  ASSERT_EQ(std::sscanf(out.c_str(), "%llx %llx", &ours, &libm), 2) << out;
+  EXPECT_EQ(ours, parent.ours) << "portable math changed with glibc's CPU dispatch";
+  EXPECT_NE(libm, parent.libm) << "control: masking AVX2/FMA did not change libm here";
+}
+
+// ulps between a double and the correctly rounded long double result.
+double UlpError(double got, long double exact) {
+  const double ref = static_cast<double>(exact);
+  if (ref == got) return 0;
+  const double ulp = std::nextafter(std::abs(ref), std::numeric_limits<double>::infinity()) - std::abs(ref);
+  return static_cast<double>(std::abs(static_cast<long double>(got) - exact) / ulp);
+}
+
+TEST(PortableMath, WithinTwoUlpsOfLongDouble) {
+  double worst_exp = 0, worst_log = 0, worst_sin = 0, worst_cos = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const double x = -700 + i * 0.00703;
+    worst_exp = std::max(worst_exp, UlpError(PortableExp(x), std::exp(static_cast<long double>(x))));
+    const double y = std::ldexp(1.0 + i * 0.0000049, i % 200 - 100);
+    worst_log = std::max(worst_log, UlpError(PortableLog(y), std::log(static_cast<long double>(y))));
+    const double a = -5000 + i * 0.0500003;
+    double s, c;
+    PortableSinCos(a, &s, &c);
+    // Relative to 1 near zeros of sin/cos, where ulps of the result mean nothing.
+    worst_sin = std::max(worst_sin, std::abs(s - static_cast<double>(std::sin(static_cast<long double>(a)))) / 0x1p-52);
+    worst_cos = std::max(worst_cos, std::abs(c - static_cast<double>(std::cos(static_cast<long double>(a)))) / 0x1p-52);
+  }
+  EXPECT_LE(worst_exp, 2.0);
+  EXPECT_LE(worst_log, 2.0);
+  EXPECT_LE(worst_sin, 2.0);
+  EXPECT_LE(worst_cos, 2.0);
+}
+
+TEST(PortableMath, ExpfIsCorrectlyRoundedOrOneUlpOff) {
+  for (int i = 0; i < 400000; ++i) {
+    const float x = -103.0f + static_cast<float>(i) * 0.00048f;
+    const float got = PortableExpf(x);
+    const auto exact = static_cast<float>(std::exp(static_cast<long double>(x)));
+    if (got == exact) continue;
+    EXPECT_EQ(std::nextafter(exact, got), got) << "x = " << x;
+  }
+}
+
+TEST(PortableMath, SpecialValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(PortableExp(0.0), 1.0);
+  EXPECT_EQ(PortableExp(inf), inf);
+  EXPECT_EQ(PortableExp(-inf), 0.0);
+  EXPECT_EQ(PortableExp(710.0), inf);
+  EXPECT_GT(PortableExp(-744.0), 0.0);  // subnormal
+  EXPECT_TRUE(std::isnan(PortableExp(std::nan(""))));
+  EXPECT_EQ(PortableLog(1.0), 0.0);
+  EXPECT_EQ(PortableLog(0.0), -inf);
+  EXPECT_EQ(PortableLog(inf), inf);
+  EXPECT_TRUE(std::isnan(PortableLog(-1.0)));
+  EXPECT_NEAR(PortableLog(std::numeric_limits<double>::denorm_min()), -744.4400719213812, 1e-12);
+  EXPECT_EQ(PortableExpf(0.0f), 1.0f);
+  EXPECT_EQ(PortableExpf(100.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(PortableExpf(-200.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(PortableExpf(std::nanf(""))));
+  double s, c;
+  PortableSinCos(0.0, &s, &c);
+  EXPECT_EQ(s, 0.0);
+  EXPECT_EQ(c, 1.0);
+}
+
+}  // namespace
+}  // namespace llm42
