@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Plots `llm42 bench-dvr --csv FILE` output as a PNG, like the LLM-42 paper's figures:
 # throughput relative to mode off per mode, and the window x group sweep at 100 % deterministic.
-#   tools/plot_dvr.sh results.csv plot.png
+#   tools/plot_dvr.sh results.csv plot.png [TEMPERATURE]   (default 0.8)
 set -euo pipefail
 csv=$1
 png=$2
+temp=${3:-0.8}
 if ! command -v gnuplot >/dev/null; then
   SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
   $SUDO apt-get install -y -q --no-install-recommends gnuplot-nox=5.4.4+dfsg1-2+b2 ||
@@ -12,12 +13,13 @@ if ! command -v gnuplot >/dev/null; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Panel 1: one bar per mode row that is not part of the sweep (window 64, group 8).
-awk -F, 'NR>1 && $3==64 && $4==8 {
-  label = ($1=="selective") ? sprintf("sel %g%%", $2*100) : $1;
+# Columns: 14 temperature, 15 DVR variant ("-" outside mode selective).
+# Panel 1: one bar per mode and DVR variant at the default window 64 and group 8.
+awk -F, -v t="$temp" 'NR>1 && $14==t && $3==64 && $4==8 {
+  label = ($1=="selective") ? sprintf("sel %g%% %s", $2*100, $15) : $1;
   printf "\"%s\" %s %s\n", label, $6, $7 }' "$csv" > "$tmp/modes.dat"
-# Panel 2: selective 100 % rows, throughput relative to off by window, one line per group.
-awk -F, 'NR>1 && $1=="selective" && $2==1 { print $4, $3, $6 }' "$csv" | sort -n -k1,1 -k2,2 > "$tmp/sweep.dat"
+# Panel 2: the paper's fixed-window sweep at 100 %, throughput relative to off by window.
+awk -F, -v t="$temp" 'NR>1 && $14==t && $1=="selective" && $2==1 && $15=="paper" { print $4, $3, $6 }' "$csv" | sort -n -k1,1 -k2,2 > "$tmp/sweep.dat"
 groups=$(cut -d' ' -f1 "$tmp/sweep.dat" | sort -un | tr '\n' ' ')
 plots=""
 for g in $groups; do
@@ -28,7 +30,7 @@ gnuplot <<GP
 set terminal pngcairo size 1200,480 font ",11" noenhanced
 set output "$png"
 set multiplot layout 1,2
-set title "Output throughput relative to mode off"
+set title "Output throughput relative to mode off (T = $temp)"
 set style fill solid 0.7
 set boxwidth 0.6
 set yrange [0:*]
