@@ -63,7 +63,11 @@ void DvrController::Count(Sequence& s, const Verdict& v) {
 }
 
 void DvrController::Settle(Sequence& s, const Verdict& v, KvCache& cache) {
-  if (!v.disagreed && s.candidates() > 0) return;  // part of a window: the rest stays ready
+  if (v.disagreed) {
+    s.DropCandidates();  // past the disagreement (an injected one leaves agreed candidates)
+  } else if (s.candidates() > 0) {
+    return;  // part of a window: the rest stays ready
+  }
   // Everything before the last committed token now holds fixed-schedule K/V; the rest goes.
   s.ready = false;
   s.n_computed = s.n_committed - 1;
@@ -72,8 +76,7 @@ void DvrController::Settle(Sequence& s, const Verdict& v, KvCache& cache) {
                                           cache.BlocksFor(s.n_computed) * cache.block_size(),
                "after a verify pass the cache holds exactly the committed prefix");
   if (!policy_.adaptive_window) return;
-  s.window = v.disagreed ? std::max(2, policy_.window / 8) : std::min(policy_.window, 2 * s.window);
-  s.window = std::min(s.window, policy_.window);
+  s.window = std::min(policy_.window, v.disagreed ? std::max(2, policy_.window / 8) : 2 * s.window);
 }
 
 }  // namespace llm42

@@ -49,13 +49,20 @@ FinishReason Engine::EndsRequest(const Sequence& s, int32_t token, int64_t lengt
 
 bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
                           std::span<const float> logprobs) {
-  s.tokens.resize(static_cast<size_t>(s.n_committed));
   std::string released;
   FinishReason reason = FinishReason::kNone;
   size_t n = 0;
+  // Committed tokens take the places of the first candidates; candidates survive only while
+  // they agree, and then the probe (committed text plus candidates) is still right.
+  bool kept_candidates = true;
   while (n < tokens.size() && reason == FinishReason::kNone) {
     const int32_t token = tokens[n++];
-    s.tokens.push_back(token);
+    const auto at = static_cast<size_t>(s.n_committed);
+    if (at == s.tokens.size() || s.tokens[at] != token) {
+      s.tokens.resize(at);
+      s.tokens.push_back(token);
+      kept_candidates = false;
+    }
     ++s.n_committed;
     const bool stop_string = s.text.Push(tokenizer_.TokenBytes(token), &released);
     reason = EndsRequest(s, token, s.n_committed, s.generated(), stop_string);
@@ -63,7 +70,7 @@ bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
       s.text.Finish(&released);
     }
   }
-  s.probe = s.text;
+  if (s.dvr && !kept_candidates) s.probe = s.text;
   stats_.Add(SessionStat::kTokensGenerated, static_cast<int64_t>(n));
   const bool done = reason != FinishReason::kNone;
   if (done) {
@@ -79,7 +86,6 @@ bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
 void Engine::Finish(Sequence& s, FinishReason reason, absl::Status status) {
   std::string rest;
   s.text.Finish(&rest);
-  scheduler_.Release(s);
   stats_.Add(SessionStat::kRequestsFinished);
   s.request->Commit({}, {}, rest, true, reason, std::move(status));
 }
@@ -91,18 +97,8 @@ void Engine::CancelAll(const absl::Status& status) {
 bool Engine::VerifyEntry(Sequence& s, int64_t n,
                          const std::function<std::span<const float>(int64_t)>& rows) {
   const DvrController::Verdict v = dvr_.Verify(s, n, s.request->options().logprobs, rows);
-  // Candidates past a part of the window that agreed are kept for the next pass.
-  std::vector<int32_t> rest;
-  if (!v.disagreed) {
-    rest.assign(s.tokens.begin() + static_cast<std::ptrdiff_t>(s.n_committed + v.verified), s.tokens.end());
-  }
   dvr_.Count(s, v);
   if (CommitTokens(s, v.tokens, v.logprobs)) return true;
-  std::string ignored;
-  for (int32_t t : rest) {
-    s.tokens.push_back(t);
-    s.probe.Push(tokenizer_.TokenBytes(t), &ignored);
-  }
   dvr_.Settle(s, v, cache_);
   return false;
 }
@@ -175,9 +171,9 @@ bool Engine::Step() {
     const auto position = static_cast<int64_t>(s.tokens.size());
     const bool fast_row = s.dvr ? !prefill : config_.schedule == Schedule::kFast;
     if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
-    const SampledToken sampled = SampleWithMargin(logits, s.sampling, position);
     if (s.dvr && !prefill) {
-      // A candidate: held until verified.
+      // A candidate: held until verified. Only candidates need the draw's margin.
+      const SampledToken sampled = SampleWithMargin(logits, s.sampling, position);
       std::string ignored;
       const bool stop_string = s.probe.Push(tokenizer_.TokenBytes(sampled.token), &ignored);
       const bool ends = EndsRequest(s, sampled.token, position + 1, s.generated() + s.candidates() + 1,
@@ -185,8 +181,9 @@ bool Engine::Step() {
       dvr_.AddCandidate(s, sampled.token, sampled.margin, ends);
       continue;
     }
-    const float logprob = o.logprobs ? TokenLogprob(logits, sampled.token) : 0.0f;
-    if (CommitTokens(s, std::span(&sampled.token, 1),
+    const int32_t token = SampleToken(logits, s.sampling, position);
+    const float logprob = o.logprobs ? TokenLogprob(logits, token) : 0.0f;
+    if (CommitTokens(s, std::span(&token, 1),
                      o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>())) {
       finished.push_back(&s);
     }

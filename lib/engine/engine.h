@@ -57,8 +57,9 @@ class Engine {
   // Why `token`, making the sequence `length` long with `generated` tokens, would end it.
   FinishReason EndsRequest(const Sequence& s, int32_t token, int64_t length, int64_t generated,
                            bool stop_string) const;
-  // Commits tokens in order, stopping at the first that ends the request; streams them.
-  // True when the request finished (its cache is then released and it is counted finished
+  // Commits tokens in order after the committed prefix, stopping at the first that ends the
+  // request; streams them. Candidates that the tokens repeat stay, the rest are dropped. True
+  // when the request finished (its cache is then released and it is counted finished
   // before anyone can see it finished).
   bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs);
   void Finish(Sequence& s, FinishReason reason, absl::Status status);

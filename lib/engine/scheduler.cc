@@ -120,7 +120,7 @@ std::vector<PlanEntry> Scheduler::Plan() {
   // 3. Prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
-    if (s.planned || s.ready || (s.pending() <= 1 && !s.fixed_prefill())) continue;
+    if (s.ready || (s.pending() <= 1 && !s.fixed_prefill())) continue;
     int64_t n = std::min(s.pending(), budget);
     // A prefill takes what the pool can give without preempting anyone already planned; if
     // nothing is planned it may preempt newer requests to make progress.

@@ -135,16 +135,23 @@ std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const S
 }
 
 int32_t SampleToken(std::span<const float> logits, const SamplingParams& p, int64_t position) {
+  if (p.temperature <= 0.0f || p.top_k == 1) return Argmax(logits);
   return SampleWithMargin(logits, p, position).token;
 }
 
 SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParams& p,
                               int64_t position) {
   if (p.temperature <= 0.0f || p.top_k == 1) {
-    const int32_t best = Argmax(logits);
+    // Argmax (lowest id on ties) and the runner-up in one pass.
+    int32_t best = 0;
     float second = -std::numeric_limits<float>::infinity();
-    for (size_t i = 0; i < logits.size(); ++i) {
-      if (static_cast<int32_t>(i) != best) second = std::max(second, logits[i]);
+    for (size_t i = 1; i < logits.size(); ++i) {
+      if (logits[i] > logits[static_cast<size_t>(best)]) {
+        second = logits[static_cast<size_t>(best)];
+        best = static_cast<int32_t>(i);
+      } else {
+        second = std::max(second, logits[i]);
+      }
     }
     return {best, logits.size() > 1 ? LogitGap(logits[static_cast<size_t>(best)], second)
                                     : std::numeric_limits<double>::infinity()};

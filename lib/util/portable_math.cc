@@ -1,5 +1,6 @@
 #include "lib/util/portable_math.h"
 
+#include <cstddef>
 #include <limits>
 
 namespace llm42 {
@@ -8,6 +9,14 @@ namespace {
 constexpr double kLn2Hi = 6.93147180369123816490e-01;  // trailing bits zero: k * hi is exact
 constexpr double kLn2Lo = 1.90821492927058770002e-10;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// c[0] z^(n-1) + ... + c[n-1], highest power first.
+template <size_t N>
+double Horner(const double (&c)[N], double z) {
+  double p = c[0];
+  for (size_t i = 1; i < N; ++i) p = p * z + c[i];
+  return p;
+}
 
 // Round to nearest integer (halfway away from zero) without libm.
 int64_t RoundToInt(double t) { return static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5); }
@@ -26,8 +35,7 @@ double PortableExp(double x) {
       1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
       1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
       1.0 / 6,          0.5,             1.0,            1.0};
-  double p = kInvFactorial[0];
-  for (int i = 1; i < 14; ++i) p = p * r + kInvFactorial[i];
+  const double p = Horner(kInvFactorial, r);
   // 2^k in two factors where k leaves the normal range (subnormal results, k = 1024).
   if (k > 1023) return p * internal::Pow2(k - 1023) * internal::Pow2(1023);
   if (k < -1022) return p * internal::Pow2(k + 1022) * internal::Pow2(-1022);
@@ -78,26 +86,18 @@ void PortableSinCos(double x, double* sin_x, double* cos_x) {
   const double r = ((x - kd * 1.57079632673412561417e+00) - kd * 6.07710050630396597660e-11) -
                    kd * 2.02226624871116645580e-21;
   const double z = r * r;
-  // Taylor series on |r| <= pi/4, to r^17 and r^18.
-  double sp = -1.0 / 355687428096000.0;  // -1/17!
-  sp = sp * z + 1.0 / 1307674368000.0;
-  sp = sp * z - 1.0 / 6227020800.0;
-  sp = sp * z + 1.0 / 39916800.0;
-  sp = sp * z - 1.0 / 362880.0;
-  sp = sp * z + 1.0 / 5040.0;
-  sp = sp * z - 1.0 / 120.0;
-  sp = sp * z + 1.0 / 6.0;
-  const double sin_r = r - r * z * sp;
-  double cp = 1.0 / 6402373705728000.0;  // 1/18!
-  cp = cp * z - 1.0 / 20922789888000.0;
-  cp = cp * z + 1.0 / 87178291200.0;
-  cp = cp * z - 1.0 / 479001600.0;
-  cp = cp * z + 1.0 / 3628800.0;
-  cp = cp * z - 1.0 / 40320.0;
-  cp = cp * z + 1.0 / 720.0;
-  cp = cp * z - 1.0 / 24.0;
-  cp = cp * z + 0.5;
-  const double cos_r = 1.0 - z * cp;
+  // Taylor series on |r| <= pi/4, to r^17 and r^18: sin r = r - r z S(z), cos r = 1 - z C(z).
+  static constexpr double kSin[] = {-1.0 / 355687428096000.0, 1.0 / 1307674368000.0,
+                                    -1.0 / 6227020800.0,      1.0 / 39916800.0,
+                                    -1.0 / 362880.0,          1.0 / 5040.0,
+                                    -1.0 / 120.0,             1.0 / 6.0};
+  static constexpr double kCos[] = {1.0 / 6402373705728000.0, -1.0 / 20922789888000.0,
+                                    1.0 / 87178291200.0,      -1.0 / 479001600.0,
+                                    1.0 / 3628800.0,          -1.0 / 40320.0,
+                                    1.0 / 720.0,              -1.0 / 24.0,
+                                    0.5};
+  const double sin_r = r - r * z * Horner(kSin, z);
+  const double cos_r = 1.0 - z * Horner(kCos, z);
   switch (k & 3) {
     case 0: *sin_x = sin_r; *cos_x = cos_r; break;
     case 1: *sin_x = cos_r; *cos_x = -sin_r; break;
