@@ -25,6 +25,7 @@ std::unique_ptr<Session> Open(const std::string& model, DeterminismMode mode, in
   o.max_batch_tokens = max_batch_tokens;
   o.context_length = 512;
   o.determinism.mode = mode;
+  o.determinism.decode_path = DecodePath::kVerify;  // rollbacks under load are the point
   auto s = Session::Create(o);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(s).value() : nullptr;

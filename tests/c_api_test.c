@@ -162,9 +162,10 @@ static void TestDeterministic(void) {
   llm42_request* r = NULL;
   char text[512];
   size_t len = 0, n = 0;
-  int64_t passes = 0;
+  int64_t passes = 0, fixed_decoded = -1;
   EXPECT_STATUS(llm42_determinism_create(LLM42_MODE_SELECTIVE, &p), LLM42_OK);
   EXPECT_STATUS(llm42_determinism_set_window(p, 4), LLM42_OK);
+  EXPECT_STATUS(llm42_determinism_set_decode_path(p, LLM42_DECODE_PATH_VERIFY), LLM42_OK);
   EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
   EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
   EXPECT_STATUS(llm42_session_options_set_determinism(so, p), LLM42_OK);
@@ -184,6 +185,9 @@ static void TestDeterministic(void) {
     EXPECT(strcmp(text, kExpected) == 0);
     EXPECT(llm42_request_effective_seed(r) == 42);
     EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_VERIFY_PASSES, &passes), LLM42_OK);
+    /* The policy chose LLM42_DECODE_PATH_VERIFY: nothing was decoded under fixed. */
+    EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_TOKENS_DECODED_FIXED, &fixed_decoded), LLM42_OK);
+    EXPECT(fixed_decoded == 0);
     EXPECT(passes >= 7); /* 31 candidates in windows of at most 4 */
     llm42_request_destroy(r);
   }
@@ -326,6 +330,8 @@ static void TestErrorPaths(llm42_session* s) {
     EXPECT_STATUS(llm42_determinism_set_window(p, 0), LLM42_OUT_OF_RANGE);
     EXPECT_STATUS(llm42_determinism_set_window(p, 16), LLM42_OK);
     EXPECT_STATUS(llm42_determinism_set_mismatch_injection(p, 1.5), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_determinism_set_decode_path(p, (llm42_decode_path)3), LLM42_INVALID_ARGUMENT);
+    EXPECT_STATUS(llm42_determinism_set_decode_path(NULL, LLM42_DECODE_PATH_AUTO), LLM42_INVALID_ARGUMENT);
     EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
     EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
     EXPECT_STATUS(llm42_session_options_set_determinism(so, p), LLM42_OK);

@@ -48,6 +48,8 @@ struct Knobs {
   int64_t kv_tokens = 0;
   double injection = 0.0;
   double noise = -1;  // -1: the model's
+  // The items test verification, so by default deterministic requests always take it.
+  DecodePath path = DecodePath::kVerify;
 };
 
 class DeterminismTest : public ::testing::TestWithParam<ModelCase> {
@@ -74,6 +76,7 @@ class DeterminismTest : public ::testing::TestWithParam<ModelCase> {
     o.determinism.verify_group = k.group;
     o.determinism.mismatch_injection = k.injection;
     o.determinism.fast_path_noise = k.noise < 0 ? GetParam().noise : k.noise;
+    o.determinism.decode_path = k.path;
     auto s = Session::Create(o);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(s).value() : nullptr;
@@ -194,7 +197,7 @@ std::vector<float> PrefillLogprobs(const std::string& path, const std::vector<in
   const LlamaConfig& c = (*model)->config();
   std::vector<int32_t> seq = prompt;
   seq.insert(seq.end(), output.begin(), output.end() - 1);
-  KvCache cache(c.n_layer, c.kv_dim(), 64);
+  KvCache cache(64);
   const int32_t id = cache.Create();
   EXPECT_TRUE(cache.Reserve(id, static_cast<int64_t>(seq.size())));
   std::vector<int32_t> positions, seqs, rows;
@@ -205,7 +208,8 @@ std::vector<float> PrefillLogprobs(const std::string& path, const std::vector<in
   }
   std::vector<float> logits(rows.size() * static_cast<size_t>(c.n_vocab));
   CpuBackend be(1);
-  (*model)->Forward(be, cache, ForwardBatch{seq, positions, seqs, rows, Schedule::kFixed}, logits.data());
+  auto runner = testing::MakeRunner(**model, be, cache);
+  EXPECT_TRUE(runner->Forward(cache, ForwardBatch{seq, positions, seqs, rows, Schedule::kFixed}, logits.data()).ok());
   std::vector<float> lp;
   for (size_t r = 0; r < rows.size(); ++r) {
     lp.push_back(TokenLogprob(std::span<const float>(logits.data() + r * static_cast<size_t>(c.n_vocab),
@@ -285,6 +289,14 @@ TEST_P(DeterminismTest, KnobInvariance) {
     Knobs k;
     k.injection = inject;
     EXPECT_TRUE(run(k).first == ref) << "mismatch injection " << inject;
+  }
+  // The decode path selective takes (the knobs above verify every window): decoding under
+  // fixed, or choosing per step by measured cost, commits the same bits. Let a direct decode
+  // row run under fast (Engine::Step's entry_schedule) and the noise shows here.
+  for (DecodePath path : {DecodePath::kFixed, DecodePath::kAuto}) {
+    Knobs k;
+    k.path = path;
+    EXPECT_TRUE(run(k).first == ref) << "decode path " << static_cast<int>(path);
   }
 }
 

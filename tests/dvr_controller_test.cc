@@ -52,7 +52,7 @@ class DvrControllerTest : public ::testing::Test {
 
   DeterminismPolicy policy_;
   EngineStats stats_;
-  KvCache cache_{1, 2, 64, 4};
+  KvCache cache_{64, 4};
   std::unique_ptr<Sequence> seq_;
   std::vector<std::vector<float>> rows_;
 };

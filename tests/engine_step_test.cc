@@ -17,6 +17,7 @@ EngineConfig Config(int64_t batch_tokens, int32_t window, int32_t group) {
   c.limits = SchedulerLimits{batch_tokens, 32, group};
   c.determinism.window = window;
   c.determinism.verify_group = group;
+  c.determinism.decode_path = DecodePath::kVerify;  // these tests are about verification
   c.max_sequence = 4096;
   return c;
 }
@@ -83,6 +84,44 @@ TEST(EngineStep, DeterministicOutputIsFixedAloneWhateverTheMix) {
     EXPECT_EQ(stats.invariant_violations(), 0) << at;
     EXPECT_EQ(stats.Get(SessionStat::kRequestsFinished), 8) << at;
     EXPECT_EQ(m.cache().free_blocks(), m.cache().n_blocks()) << at;
+  }
+}
+
+// Whichever path selective takes for a deterministic request (verify every window, decode
+// under fixed, or the measured choice per step), the output is the fixed-alone one, and the
+// stats say which path ran. Let a direct decode row run under fast (in Engine::Step's
+// entry_schedule) and the kFixed and kAuto outputs differ from it.
+TEST(EngineStep, EveryDecodePathCommitsTheFixedAloneOutput) {
+  std::map<int, std::vector<int32_t>> reference;
+  for (int i = 0; i < 3; ++i) reference[i] = FixedAlone(Prompt(5 + 3 * i, i), 40 + 5 * i);
+  for (DecodePath path : {DecodePath::kVerify, DecodePath::kFixed, DecodePath::kAuto}) {
+    FakeModel m;
+    EngineStats stats;
+    EngineConfig c = Config(64, 8, 4);
+    c.determinism.decode_path = path;
+    auto e = m.MakeEngine(c, stats);
+    std::vector<std::shared_ptr<Request>> det;
+    for (int i = 0; i < 3; ++i) {
+      auto d = FakeModel::MakeSequence(Prompt(5 + 3 * i, i), 40 + 5 * i, true, 2 * i, 8);
+      det.push_back(d->request);
+      e->Enqueue(std::move(d));
+      e->Enqueue(FakeModel::MakeSequence(Prompt(4 + i, 50 + i), 30, false, 2 * i + 1, 8));
+      e->Step();
+    }
+    RunToEnd(*e);
+    const std::string at = "path " + std::to_string(static_cast<int>(path));
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(det[static_cast<size_t>(i)]->output_tokens(), reference[i]) << at;
+    if (path == DecodePath::kVerify) {
+      EXPECT_EQ(stats.Get(SessionStat::kTokensDecodedFixed), 0) << at;
+      EXPECT_GT(stats.Get(SessionStat::kVerifyPasses), 0) << at;
+    }
+    if (path == DecodePath::kFixed) {
+      EXPECT_EQ(stats.Get(SessionStat::kVerifyPasses), 0) << at;
+      // Every token but the one the prefill commits.
+      EXPECT_EQ(stats.Get(SessionStat::kTokensDecodedFixed), (40 - 1) + (45 - 1) + (50 - 1)) << at;
+    }
+    EXPECT_EQ(m.fixed_rows_reading_fast_kv(), 0) << at;
+    EXPECT_EQ(stats.invariant_violations(), 0) << at;
   }
 }
 

@@ -23,7 +23,7 @@ class FakeModel {
 
   // A fast row flips its token where the prefix hash is divisible by flip_every (0: never).
   explicit FakeModel(int64_t kv_blocks = 256, int64_t flip_every = 5)
-      : cache_(1, 2, kv_blocks, 4), flip_every_(flip_every) {
+      : cache_(kv_blocks, kBlockSize), kv_(static_cast<size_t>(kv_blocks * kBlockSize * 2)), flip_every_(flip_every) {
     VocabSpec spec;
     spec.model = "llama";
     for (int32_t i = 0; i < kVocab; ++i) spec.texts.push_back("t" + std::to_string(i) + " ");
@@ -40,7 +40,10 @@ class FakeModel {
   int64_t forward_calls() const { return calls_; }
 
   Engine::ForwardFn Forward() {
-    return [this](const ForwardBatch& b, float* logits) { Run(b, logits); };
+    return [this](const ForwardBatch& b, float* logits) {
+      Run(b, logits);
+      return absl::OkStatus();
+    };
   }
 
   std::unique_ptr<Engine> MakeEngine(const EngineConfig& config, EngineStats& stats) {
@@ -66,10 +69,13 @@ class FakeModel {
  private:
   void Run(const ForwardBatch& b, float* logits) {
     ++calls_;
-    const KvLayerView kv = cache_.layer(0);
+    // Its own KV storage: (token, fixed?) per position, laid out by the cache's block tables.
+    auto key = [&](const int32_t* table, int32_t p) {
+      return kv_.data() + (static_cast<size_t>(table[p / kBlockSize]) * kBlockSize + static_cast<size_t>(p % kBlockSize)) * 2;
+    };
     auto schedule = [&](size_t i) { return b.schedules.empty() ? b.schedule : b.schedules[i]; };
     for (size_t i = 0; i < b.tokens.size(); ++i) {  // K/V first, as the model does
-      float* k = kv.key(cache_.block_table(b.seqs[i]), b.positions[i]);
+      float* k = key(cache_.block_table(b.seqs[i]), b.positions[i]);
       k[0] = static_cast<float>(b.tokens[i]);
       k[1] = schedule(i) == Schedule::kFixed ? 1.0f : 0.0f;
     }
@@ -79,7 +85,7 @@ class FakeModel {
       const int32_t p = b.positions[i];
       int64_t h = 7;
       for (int32_t q = 0; q <= p; ++q) {
-        const float* k = kv.key(table, q);
+        const float* k = key(table, q);
         h = (h * 31 + static_cast<int64_t>(k[0]) * (q + 1)) % 1000003;
         if (schedule(i) == Schedule::kFixed && k[1] != 1.0f) ++fixed_reads_fast_;
       }
@@ -90,8 +96,11 @@ class FakeModel {
     }
   }
 
+  static constexpr int32_t kBlockSize = 4;
+
   std::unique_ptr<Tokenizer> tokenizer_;
   KvCache cache_;
+  std::vector<float> kv_;
   int64_t flip_every_;
   int64_t fixed_reads_fast_ = 0, calls_ = 0;
 };

@@ -34,7 +34,8 @@ class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
   std::vector<float> AllLogits(int threads, bool simd, int chunk, bool interleave, Schedule s) {
     const LlamaConfig& c = model_->config();
     CpuBackend be(threads, simd);
-    KvCache cache(c.n_layer, c.kv_dim(), 64);
+    KvCache cache(64);
+    auto runner = testing::MakeRunner(*model_, be, cache);
     const int32_t a = cache.Create(), b = cache.Create();
     const auto n = static_cast<int32_t>(prompt_.size());
     EXPECT_TRUE(cache.Reserve(a, n) && cache.Reserve(b, n));
@@ -55,8 +56,9 @@ class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
         positions.push_back(p);
         seqs.push_back(a);
       }
-      model_->Forward(be, cache, ForwardBatch{tokens, positions, seqs, rows, s},
-                      out.data() + static_cast<size_t>(begin) * static_cast<size_t>(c.n_vocab));
+      EXPECT_TRUE(runner->Forward(cache, ForwardBatch{tokens, positions, seqs, rows, s},
+                                  out.data() + static_cast<size_t>(begin) * static_cast<size_t>(c.n_vocab))
+                      .ok());
     }
     return out;
   }

@@ -22,6 +22,7 @@
 #include "lib/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "proto/sentencepiece_model.pb.h"
+#include "tests/model_fixture.h"
 #include "tests/test_util.h"
 
 namespace llm42 {
@@ -228,7 +229,8 @@ std::vector<float> Logits(const std::string& path, Schedule schedule, const std:
   if (!model.ok()) return {};
   const LlamaConfig& c = (*model)->config();
   CpuBackend be(2);
-  KvCache cache(c.n_layer, c.kv_dim(), 8);
+  KvCache cache(8);
+  auto runner = testing::MakeRunner(**model, be, cache);
   const int32_t seq = cache.Create();
   const auto n = static_cast<int32_t>(prompt.size());
   EXPECT_TRUE(cache.Reserve(seq, n));
@@ -238,7 +240,7 @@ std::vector<float> Logits(const std::string& path, Schedule schedule, const std:
     rows.push_back(p);
   }
   std::vector<float> logits(static_cast<size_t>(n * c.n_vocab));
-  (*model)->Forward(be, cache, ForwardBatch{prompt, positions, seqs, rows, schedule}, logits.data());
+  EXPECT_TRUE(runner->Forward(cache, ForwardBatch{prompt, positions, seqs, rows, schedule}, logits.data()).ok());
   return logits;
 }
 

@@ -10,6 +10,7 @@
 #include "lib/model/llama_model.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "tests/model_fixture.h"
 #include "tests/test_util.h"
 
 namespace llm42 {
@@ -59,7 +60,8 @@ class LlamaReferenceTest : public ::testing::Test {
     EXPECT_TRUE(model.ok()) << model.status();
     const LlamaConfig& c = (*model)->config();
     CpuBackend backend(2, simd);
-    KvCache cache(c.n_layer, c.kv_dim(), 16);
+    KvCache cache(16);
+    auto runner = testing::MakeRunner(**model, backend, cache);
     std::vector<float> logits(static_cast<size_t>(c.n_vocab));
     const int32_t slot = cache.Create();
     EXPECT_TRUE(cache.Reserve(slot, static_cast<int64_t>(prompt.size())));
@@ -72,16 +74,18 @@ class LlamaReferenceTest : public ::testing::Test {
     if (one_by_one) {
       const int32_t row = 0;
       for (int32_t i = 0; i < n; ++i) {
-        (*model)->Forward(backend, cache,
-                          ForwardBatch{std::span(prompt).subspan(static_cast<size_t>(i), 1),
-                                       std::span(positions).subspan(static_cast<size_t>(i), 1),
-                                       std::span(slots).subspan(0, 1), std::span(&row, 1), schedule},
-                          logits.data());
+        EXPECT_TRUE(runner->Forward(cache,
+                                    ForwardBatch{std::span(prompt).subspan(static_cast<size_t>(i), 1),
+                                                 std::span(positions).subspan(static_cast<size_t>(i), 1),
+                                                 std::span(slots).subspan(0, 1), std::span(&row, 1), schedule},
+                                    logits.data())
+                        .ok());
       }
     } else {
       const int32_t last = n - 1;
-      (*model)->Forward(backend, cache, ForwardBatch{prompt, positions, slots, std::span(&last, 1), schedule},
-                        logits.data());
+      EXPECT_TRUE(runner->Forward(cache, ForwardBatch{prompt, positions, slots, std::span(&last, 1), schedule},
+                                  logits.data())
+                      .ok());
     }
     return logits;
   }

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/llama_runner.h"
 #include "lib/model/model_maker.h"
 #include "tests/test_util.h"
 
@@ -48,6 +50,16 @@ inline std::string SmallVocabTinyModelPath() {
     std::filesystem::rename(partial, out);
   }
   return out;
+}
+
+// `model` on `be`, its KV storage sized for `cache`; nullptr (and a test failure) on an error.
+inline std::unique_ptr<LlamaRunner> MakeRunner(const LlamaModel& model, Backend& be, const KvCache& cache) {
+  auto runner = LlamaRunner::Create(model, be);
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  if (!runner.ok()) return nullptr;
+  const absl::Status kv = (*runner)->AllocateKv(cache);
+  EXPECT_TRUE(kv.ok()) << kv;
+  return kv.ok() ? std::move(runner).value() : nullptr;
 }
 
 }  // namespace llm42::testing

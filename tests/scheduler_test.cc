@@ -53,7 +53,7 @@ class SchedulerTest : public ::testing::Test {
     return n;
   }
 
-  KvCache cache_{1, 2, 4096, 4};
+  KvCache cache_{4096, 4};
   EngineStats stats_;
   std::unique_ptr<Scheduler> scheduler_;
   uint64_t arrival_ = 0;

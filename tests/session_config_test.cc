@@ -20,8 +20,11 @@ TEST(SessionConfig, AppliesEveryFieldItSets) {
     model_path: "m.gguf"
     max_batch_tokens: 128
     context_length: 1024
-    determinism { mode: OFF window: 16 verify_group: 2 default_seed: 7 }
+    backend: "cpu"
+    determinism { mode: OFF window: 16 verify_group: 2 default_seed: 7 decode_path: FIXED }
   )pb")).ok());
+  EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.determinism.decode_path, DecodePath::kFixed);
   EXPECT_EQ(o.model_path, "m.gguf");
   EXPECT_EQ(o.threads, 3);  // untouched
   EXPECT_EQ(o.max_batch_tokens, 128);

@@ -52,8 +52,11 @@ inline std::vector<VocabVector> ReadVocabVectors(const std::string& base) {
 }
 
 // A scratch directory for this test binary, inside the build tree.
+// A path in the test's scratch folder (LLM42_TEST_TMP_DIR in the environment overrides the
+// build's, for binaries run away from their build tree).
 inline std::string TempPath(const std::string& name) {
-  const std::string dir = std::string(LLM42_TEST_TMP_DIR);
+  const char* env = std::getenv("LLM42_TEST_TMP_DIR");
+  const std::string dir = env != nullptr ? env : std::string(LLM42_TEST_TMP_DIR);
   std::filesystem::create_directories(dir);
   return dir + "/" + name;
 }

@@ -99,6 +99,15 @@ typedef enum llm42_mode {
   LLM42_MODE_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_mode;
 
+/* How LLM42_MODE_SELECTIVE decodes a deterministic request with nothing awaiting verification.
+ * The output is the same on every path; only the cost differs. */
+typedef enum llm42_decode_path {
+  LLM42_DECODE_PATH_AUTO = 0,   /* per step, the cheaper path by measured step costs (default) */
+  LLM42_DECODE_PATH_VERIFY = 1, /* decode fast, verify every window (decode-verify-rollback) */
+  LLM42_DECODE_PATH_FIXED = 2,  /* decode under the fixed schedule; nothing to verify */
+  LLM42_DECODE_PATH_FORCE_INT32_ = 0x7FFFFFFF
+} llm42_decode_path;
+
 /* INVALID_ARGUMENT for an unknown mode. */
 LLM42_API llm42_status llm42_determinism_create(llm42_mode mode, llm42_determinism** out);
 LLM42_API void llm42_determinism_destroy(llm42_determinism* policy);
@@ -110,6 +119,9 @@ LLM42_API llm42_status llm42_determinism_set_verify_group(llm42_determinism* pol
 /* Seed of deterministic requests that set none; default 42. */
 LLM42_API llm42_status llm42_determinism_set_default_seed(llm42_determinism* policy,
                                                           uint64_t seed);
+/* INVALID_ARGUMENT for an unknown path. */
+LLM42_API llm42_status llm42_determinism_set_decode_path(llm42_determinism* policy,
+                                                         llm42_decode_path path);
 /* Testing hook: force a rollback in this fraction (0..1) of verify windows. Off (0) by default. */
 LLM42_API llm42_status llm42_determinism_set_mismatch_injection(llm42_determinism* policy,
                                                                 double fraction_of_windows);
@@ -130,6 +142,9 @@ typedef enum llm42_stat {
   LLM42_STAT_DECODE_STEPS = 7,
   LLM42_STAT_TIME_TO_FIRST_TOKEN_US = 8, /* request only */
   LLM42_STAT_PREEMPTIONS = 9,
+  /* a deterministic request's tokens decoded under fixed and committed without verification
+   * (see llm42_determinism_set_decode_path) */
+  LLM42_STAT_TOKENS_DECODED_FIXED = 10,
   LLM42_STAT_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_stat;
 

@@ -101,6 +101,10 @@ class DeterminismPolicy {
     detail::Check(llm42_determinism_set_default_seed(h_.get(), seed));
     return *this;
   }
+  DeterminismPolicy& SetDecodePath(llm42_decode_path path) {
+    detail::Check(llm42_determinism_set_decode_path(h_.get(), path));
+    return *this;
+  }
   // Testing hooks (llm42_determinism_set_mismatch_injection, _set_fast_path_noise).
   DeterminismPolicy& SetMismatchInjection(double fraction) {
     detail::Check(llm42_determinism_set_mismatch_injection(h_.get(), fraction));

@@ -3,9 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
-#include "lib/model/ggml_types.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lib/util/ggml_types.h"
 
 namespace llm42 {
 
@@ -22,7 +25,7 @@ enum class Schedule {
 
 // The schedule of each row of a batch: one for all rows, or one per row (deterministic requests
 // verify under fixed in the same pass that decodes everyone else under fast). Converts from a
-// single Schedule.
+// single Schedule. Always host memory: backends choose kernels from it.
 class Schedules {
  public:
   Schedules(Schedule all) : all_(all) {}  // NOLINT: implicit on purpose
@@ -35,8 +38,10 @@ class Schedules {
   const Schedule* per_row_ = nullptr;
 };
 
-// A weight matrix as stored in the model file: `rows` output rows of `cols` inputs each, every
-// row contiguous (ggml order: dims[0] = cols, dims[1] = rows).
+// A weight matrix: `rows` output rows of `cols` inputs each, every row contiguous in `type`'s
+// layout (ggml order: dims[0] = cols, dims[1] = rows). As the model file holds it (host
+// memory), or as a backend holds it after UploadWeight (its memory; only the backend reads it,
+// and its type may differ: a GPU keeps f32 as bf16).
 struct WeightMatrix {
   GgmlType type = GgmlType::kF32;
   const uint8_t* data = nullptr;
@@ -44,35 +49,6 @@ struct WeightMatrix {
   int64_t cols = 0;
   size_t row_bytes = 0;
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
-};
-
-// One layer of a paged KV cache: position p of a sequence with block table T lives in block
-// T[p / block_size], row p % block_size; its keys start at
-// base + T[p / block_size] * block_stride + (p % block_size) * kv_dim, its values v_offset
-// floats further.
-struct KvLayerView {
-  float* base = nullptr;
-  int64_t block_stride = 0;
-  int64_t v_offset = 0;
-  int32_t block_size = 0;
-  int64_t kv_dim = 0;
-
-  float* key(const int32_t* table, int64_t p) const {
-    return base + table[p / block_size] * block_stride + (p % block_size) * kv_dim;
-  }
-  float* value(const int32_t* table, int64_t p) const { return key(table, p) + v_offset; }
-};
-
-// Token i of a batch attends over positions [0, positions[i]] of the sequence whose block table
-// is block_tables[i]; its own K/V are already in the cache.
-struct AttentionInput {
-  int64_t n_tokens = 0;
-  const int32_t* positions = nullptr;
-  const int32_t* const* block_tables = nullptr;
-  KvLayerView kv;
-  int64_t n_head = 0;
-  int64_t n_head_kv = 0;
-  int64_t head_dim = 0;
 };
 
 // Rotary position embedding of the first n_rot dims of every head: pair i (of n_rot / 2) turns by
@@ -84,33 +60,101 @@ struct RopeParams {
   // false: adjacent pairs (2i, 2i+1), GGUF/ggml "normal" (Llama); true: (i, i + n_rot/2),
   // "NeoX" (Qwen2, and Hugging Face's rotate_half).
   bool neox = false;
-  const float* freq_factors = nullptr;  // n_rot / 2 divisors, or none (Llama 3.1 scaling)
+  const float* freq_factors = nullptr;  // n_rot / 2 divisors in backend memory, or none
 };
 
-// The compute operations the Llama graph is written over, each under a Schedule. Activations
-// are f32, row-major [tokens][features]. The CPU backend is the reference and always built.
+// The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
+// position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is
+// the backend's choice (f32 on the CPU).
+struct KvShape {
+  int64_t n_layers = 0;
+  int64_t n_blocks = 0;
+  int32_t block_size = 0;
+  int64_t kv_dim = 0;
+  bool operator==(const KvShape&) const = default;
+};
+
+// What a forward pass computes, in host memory: row i feeds tokens[i] at positions[i] of the
+// sequence whose block table is block_tables[i] (at least positions[i] / block_size + 1
+// entries), under schedules[i].
+struct BatchPlan {
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> positions;
+  std::span<const int32_t* const> block_tables;
+  Schedules schedules = Schedule::kFast;
+};
+
+// Grouped-query attention heads.
+struct AttentionShape {
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+};
+
+// Where a forward pass runs. A backend owns its memory: weights (uploaded once), the paged KV
+// storage, and activation workspace; pointers into that memory (device memory on a GPU) pass
+// between its ops but are never dereferenced by the caller. Activations are f32, row-major
+// [rows][features]. Ops may run asynchronously: CopyToHost and Synchronize wait for them.
+// Every failure is a Status naming what failed, never an abort. One thread drives a backend at
+// a time. The CPU backend is the reference and always built (backend_registry.h picks one).
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string_view name() const = 0;
+  virtual const char* name() const = 0;
 
-  // y[m][w.rows] = x[m][w.cols] * w^T.
-  virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) = 0;
+  // --- Memory ---------------------------------------------------------------------------
+  // The backend's copy of a host weight (the CPU maps the file's bytes as they are).
+  virtual absl::StatusOr<WeightMatrix> UploadWeight(const WeightMatrix& host) = 0;
+  // A constant f32 vector (norm weights, biases, RoPE frequency factors) in backend memory.
+  virtual absl::StatusOr<const float*> UploadVector(std::span<const float> host) = 0;
+  // Activation buffer number `slot`, at least n_floats long; its contents do not survive a
+  // call that grows it. Valid until the next call for the same slot or the backend's end.
+  virtual absl::StatusOr<float*> Workspace(int slot, size_t n_floats) = 0;
+  // (Re)allocates the paged KV storage; what it held is gone.
+  virtual absl::Status AllocateKv(const KvShape& shape) = 0;
+  // Bytes of one stored key or value element (4 for f32, 2 for bf16).
+  virtual size_t kv_element_bytes() const = 0;
+  // Memory available for the KV storage now (the machine's RAM on the CPU, free device memory
+  // on a GPU), to size a default cache.
+  virtual int64_t available_memory_bytes() const = 0;
+  virtual absl::Status CopyFromHost(float* dst, const float* host, size_t n) = 0;
+  // Waits for the ops before it, then copies.
+  virtual absl::Status CopyToHost(float* host, const float* src, size_t n) = 0;
+  virtual absl::Status Synchronize() = 0;
+
+  // --- Ops ------------------------------------------------------------------------------
+  // The batch that Embed, Rope, StoreKv and Attention work on, until the next call; the plan's
+  // memory must stay valid until then.
+  virtual absl::Status BeginBatch(const BatchPlan& plan) = 0;
+  // out[i] = row tokens[i] of the table, as f32, for every row of the batch.
+  virtual absl::Status Embed(const WeightMatrix& table, float* out) = 0;
   // y = x / sqrt(mean(x^2) + eps) * weight, per row of n.
-  virtual void RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
-                       float* y, Schedules s) = 0;
-  // Rotates every head of every row in place (RopeParams).
-  virtual void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
-                    const int32_t* positions, Schedules s) = 0;
-  // Causal grouped-query attention: out[i] = softmax(q[i] K^T / sqrt(d)) V over the token's KV
-  // prefix, per head.
-  virtual void Attention(const float* q, const AttentionInput& in, float* out, Schedules s) = 0;
-  // out = silu(gate) * up, elementwise over n values.
-  // Elementwise over n values (rows of any width), so the schedule is one for all.
-  virtual void SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule s) = 0;
-  // out[i] = table row tokens[i], as f32.
-  virtual void Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
-                     Schedules s) = 0;
+  virtual absl::Status RmsNorm(const float* x, const float* weight, int64_t m, int64_t n,
+                               float eps, float* y, Schedules s) = 0;
+  // y[m][w.rows] = x[m][w.cols] * w^T.
+  virtual absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
+                              Schedules s) = 0;
+  // y[i][j] += bias[j] for m rows of n.
+  virtual absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) = 0;
+  // y[i] += x[i] for n values.
+  virtual absl::Status Add(float* y, const float* x, size_t n) = 0;
+  // Rotates every head of every row of the batch in place (x is [rows][n_heads][head_dim]).
+  virtual absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
+                            Schedules s) = 0;
+  // Writes every batch row's keys and values (k, v: [rows][kv_dim]) into layer `layer` of the
+  // KV storage, at the row's position.
+  virtual absl::Status StoreKv(int64_t layer, const float* k, const float* v) = 0;
+  // Causal attention of layer `layer` for every batch row: out[i] = softmax(q[i] K^T /
+  // sqrt(d)) V over positions [0, positions[i]] of the row's sequence, per head; every row's own
+  // K/V must have been stored first.
+  virtual absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape,
+                                 float* out, Schedules s) = 0;
+  // out = silu(gate) * up, for m rows of n (out may be gate).
+  virtual absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n,
+                              float* out, Schedules s) = 0;
+  // out[r] = x[rows[r]] for rows of n_cols (rows in host memory).
+  virtual absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                                  float* out) = 0;
 };
 
 }  // namespace llm42

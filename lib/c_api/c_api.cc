@@ -161,6 +161,14 @@ llm42_status llm42_determinism_set_default_seed(llm42_determinism* p, uint64_t s
   p->policy.default_seed = seed;
   return LLM42_OK;
 }
+llm42_status llm42_determinism_set_decode_path(llm42_determinism* p, llm42_decode_path path) {
+  LLM42_REQUIRE(p != nullptr, "policy is NULL");
+  if (path < LLM42_DECODE_PATH_AUTO || path > LLM42_DECODE_PATH_FIXED) {
+    return Fail(LLM42_INVALID_ARGUMENT, "unknown decode path");
+  }
+  p->policy.decode_path = static_cast<llm42::DecodePath>(path);
+  return LLM42_OK;
+}
 llm42_status llm42_determinism_set_mismatch_injection(llm42_determinism* p, double fraction) {
   LLM42_REQUIRE(p != nullptr, "policy is NULL");
   if (!(fraction >= 0 && fraction <= 1)) return Fail(LLM42_OUT_OF_RANGE, "fraction must be in [0, 1]");
@@ -315,7 +323,7 @@ llm42_status llm42_session_fingerprint(llm42_session* s, char* buf, size_t capac
 llm42_status llm42_session_stat(llm42_session* s, llm42_stat which, int64_t* value) {
   LLM42_REQUIRE(s != nullptr, "session is NULL");
   LLM42_REQUIRE(value != nullptr, "value is NULL");
-  if (which < LLM42_STAT_REQUESTS_FINISHED || which > LLM42_STAT_PREEMPTIONS) {
+  if (which < LLM42_STAT_REQUESTS_FINISHED || which > LLM42_STAT_TOKENS_DECODED_FIXED) {
     return Fail(LLM42_INVALID_ARGUMENT, "unknown statistic");
   }
   if (which == LLM42_STAT_TIME_TO_FIRST_TOKEN_US) {
@@ -561,6 +569,7 @@ llm42_status llm42_request_stat(llm42_request* r, llm42_stat which, int64_t* val
     case LLM42_STAT_DECODE_STEPS:
     case LLM42_STAT_TIME_TO_FIRST_TOKEN_US:
     case LLM42_STAT_PREEMPTIONS:
+    case LLM42_STAT_TOKENS_DECODED_FIXED:
       *value = r->impl->stat(static_cast<llm42::RequestStat>(which));
       return LLM42_OK;
     default: return Fail(LLM42_INVALID_ARGUMENT, "not a per-request statistic");

@@ -52,7 +52,38 @@ DvrController::Verdict DvrController::Verify(
   return v;
 }
 
+bool DvrController::DecodeDirect(int64_t n, const StepShape& rest, int64_t verify_rows) {
+  switch (policy_.decode_path) {
+    case DecodePath::kFixed:
+      return true;
+    case DecodePath::kVerify:
+      return false;
+    case DecodePath::kAuto:
+      break;
+  }
+  constexpr int64_t kExploreSteps = 8;
+  if (n == 0 || !cost_.Explored(kExploreSteps)) return false;
+  StepShape fixed = rest, fast = rest;
+  fixed.fixed_rows += n;
+  fast.fast_rows += n;
+  const double direct = cost_.Predict(fixed) - cost_.Predict(fast);
+  // A later verify step of v replay rows, beside the decode rows this step has.
+  const int64_t v = std::max<int64_t>(1, verify_rows);
+  const StepShape decode_only{rest.fast_rows, 0, rest.attended};
+  StepShape verify = decode_only;
+  verify.fixed_rows = v;
+  const double replay_row = (cost_.Predict(verify) - cost_.Predict(decode_only)) / static_cast<double>(v);
+  const double fast_row = (cost_.Predict(fast) - cost_.Predict(rest)) / static_cast<double>(n);
+  const double recompute = recent_verified_ > 0 ? recent_discarded_ / recent_verified_ : 0.0;
+  const double via_verify = static_cast<double>(n) * ((1 + recompute) * replay_row + recompute * fast_row);
+  direct_ = direct_ ? direct <= (1 + kSwitchMargin) * via_verify : (1 + kSwitchMargin) * direct <= via_verify;
+  return direct_;
+}
+
 void DvrController::Count(Sequence& s, const Verdict& v) {
+  constexpr double kDecay = 0.98;
+  recent_verified_ = kDecay * recent_verified_ + static_cast<double>(v.verified);
+  recent_discarded_ = kDecay * recent_discarded_ + static_cast<double>(v.discarded);
   s.request->AddVerify(v.verified, v.discarded);
   stats_.Add(SessionStat::kTokensVerified, v.verified);
   stats_.Add(SessionStat::kVerifyPasses);

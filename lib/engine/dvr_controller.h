@@ -9,6 +9,7 @@
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/options.h"
 #include "lib/engine/sequence.h"
+#include "lib/engine/step_cost.h"
 
 namespace llm42 {
 
@@ -36,6 +37,20 @@ class DvrController {
   DvrController(const DeterminismPolicy& policy, EngineStats& stats);
 
   int32_t initial_window() const { return policy_.window; }
+
+  // Whether this step decodes the n deterministic requests that have nothing awaiting
+  // verification directly under fixed (their tokens committed at once) rather than as fast
+  // candidates. `rest` is the shape of the step's other rows; a verify step replays up to
+  // `verify_rows`. Under DecodePath::kAuto it compares, by the measured step costs, what the
+  // fixed rows add to this step with what verifying n candidates later costs (the replay rows,
+  // plus the candidates that recent rollbacks wasted); until the steps have shown what fixed
+  // rows cost, it verifies.
+  // The choice holds until the other path is predicted cheaper by kSwitchMargin, so timing
+  // noise does not flip it step by step.
+  bool DecodeDirect(int64_t n, const StepShape& rest, int64_t verify_rows);
+  static constexpr double kSwitchMargin = 0.1;
+  // Feeds a step's measured time to the cost model.
+  void ObserveStep(const StepShape& shape, double seconds) { cost_.Observe(shape, seconds); }
 
   // Appends a fast-path candidate; the request becomes ready when its window is full, when the
   // candidate would end it (`ends`), or when the draw was close to a boundary.
@@ -65,6 +80,10 @@ class DvrController {
  private:
   DeterminismPolicy policy_;
   EngineStats& stats_;
+  StepCostModel cost_;
+  // Recent candidates verified and discarded (decayed per pass): the recompute rate.
+  double recent_verified_ = 0, recent_discarded_ = 0;
+  bool direct_ = false;  // the last kAuto choice
 };
 
 }  // namespace llm42

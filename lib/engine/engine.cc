@@ -1,11 +1,13 @@
 #include "lib/engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "lib/kv/kv_cache.h"
 #include "lib/sampling/philox.h"
 #include "lib/sampling/sampler.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "lib/util/logging.h"
 #include "lib/util/portable_math.h"
 
 namespace llm42 {
@@ -94,6 +96,10 @@ void Engine::CancelAll(const absl::Status& status) {
   for (auto& s : scheduler_.TakeAll()) Finish(*s, FinishReason::kCancelled, status);
 }
 
+void Engine::FailAll(const absl::Status& status) {
+  for (auto& s : scheduler_.TakeAll()) Finish(*s, FinishReason::kError, status);
+}
+
 bool Engine::VerifyEntry(Sequence& s, int64_t n,
                          const std::function<std::span<const float>(int64_t)>& rows) {
   const DvrController::Verdict v = dvr_.Verify(s, n, s.request->options().logprobs, rows);
@@ -112,16 +118,47 @@ bool Engine::Step() {
   const std::vector<PlanEntry> plan = scheduler_.Plan();
   if (plan.empty()) return false;
 
+  // Each entry's schedule. Deterministic requests with nothing awaiting verification decode
+  // under fixed and commit at once when the DVR controller finds that cheaper this step.
+  auto dvr_ready_to_decode = [](const PlanEntry& p) {
+    return p.seq->dvr && p.kind == RowKind::kDecode && p.seq->candidates() == 0;
+  };
+  StepShape rest;
+  int64_t eligible = 0;
+  for (const PlanEntry& p : plan) {
+    rest.attended += p.n * p.begin + p.n * (p.n + 1) / 2;
+    if (dvr_ready_to_decode(p)) {
+      ++eligible;
+    } else if (p.seq->dvr ? p.kind != RowKind::kDecode : config_.schedule == Schedule::kFixed) {
+      rest.fixed_rows += p.n;
+    } else {
+      rest.fast_rows += p.n;
+    }
+  }
+  const int64_t verify_rows =
+      std::min<int64_t>(int64_t{config_.determinism.window} * config_.determinism.verify_group,
+                        config_.limits.max_batch_tokens - rest.fast_rows - eligible);
+  const bool direct = eligible > 0 && dvr_.DecodeDirect(eligible, rest, verify_rows);
+  std::vector<Schedule> entry_schedule(plan.size());
+  for (size_t e = 0; e < plan.size(); ++e) {
+    const PlanEntry& p = plan[e];
+    entry_schedule[e] = !p.seq->dvr                    ? config_.schedule
+                        : p.kind != RowKind::kDecode   ? Schedule::kFixed
+                        : direct && dvr_ready_to_decode(p) ? Schedule::kFixed
+                                                           : Schedule::kFast;
+  }
+
   // Rows: a verify entry wants every row's logits; the others the last row's when it
   // completes the sequence.
   std::vector<int32_t> tokens, positions, seqs, logit_rows;
   std::vector<Schedule> schedules;
   std::vector<size_t> first_logit(plan.size());
+  StepShape shape{0, 0, rest.attended};
   for (size_t e = 0; e < plan.size(); ++e) {
     const PlanEntry& p = plan[e];
     Sequence& s = *p.seq;
-    const Schedule sched =
-        s.dvr ? (p.kind == RowKind::kDecode ? Schedule::kFast : Schedule::kFixed) : config_.schedule;
+    const Schedule sched = entry_schedule[e];
+    (sched == Schedule::kFixed ? shape.fixed_rows : shape.fast_rows) += p.n;
     if (s.dvr && p.kind == RowKind::kPrefill) {
       stats_.Check(s.fixed_prefill(), "a deterministic prefill runs only over the committed prefix");
     }
@@ -139,8 +176,15 @@ bool Engine::Step() {
   }
   const auto n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
   logits_.resize(logit_rows.size() * n_vocab);
-  forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules},
-           logits_.data());
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status st = forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules},
+                                 logits_.data());
+      !st.ok()) {
+    Log(LogLevel::kError, "forward pass failed: ", st.message());
+    FailAll(st);
+    return true;
+  }
+  dvr_.ObserveStep(shape, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   stats_.Add(SessionStat::kDecodeSteps);
 
   std::vector<Sequence*> finished;
@@ -159,19 +203,21 @@ bool Engine::Step() {
       continue;
     }
     const bool prefill = p.kind == RowKind::kPrefill || s.n_computed < s.n_prompt;
+    const bool fast_row = entry_schedule[e] == Schedule::kFast;
     s.n_computed += p.n;
     if (prefill) {
       s.request->AddPrefill(p.n);
       stats_.Add(SessionStat::kPrefillTokens, p.n);
     } else {
-      s.request->AddDecodeStep();
+      const bool fixed_commit = s.dvr && !fast_row;
+      s.request->AddDecodeStep(fixed_commit);
+      if (fixed_commit) stats_.Add(SessionStat::kTokensDecodedFixed);
     }
     if (s.n_computed != static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
     const std::span<float> logits = row(first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
-    const bool fast_row = s.dvr ? !prefill : config_.schedule == Schedule::kFast;
     if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
-    if (s.dvr && !prefill) {
+    if (s.dvr && fast_row) {
       // A candidate: held until verified. Only candidates need the draw's margin.
       const SampledToken sampled = SampleWithMargin(logits, s.sampling, position);
       std::string ignored;

@@ -13,7 +13,7 @@
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/scheduler.h"
 #include "lib/engine/sequence.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/llama_runner.h"
 
 namespace llm42 {
 
@@ -37,8 +37,9 @@ struct EngineConfig {
 // the engine with a fake model.
 class Engine {
  public:
-  // Fills logits[row][n_vocab] for batch.logit_rows; writes K/V into the cache it was given.
-  using ForwardFn = std::function<void(const ForwardBatch& batch, float* logits)>;
+  // Fills logits[row][n_vocab] for batch.logit_rows; writes K/V into the cache it was given. A
+  // failure (a backend error) ends every running request with it.
+  using ForwardFn = std::function<absl::Status(const ForwardBatch& batch, float* logits)>;
 
   Engine(const EngineConfig& config, const Tokenizer& tokenizer, KvCache& cache, ForwardFn forward,
          EngineStats& stats);
@@ -50,6 +51,8 @@ class Engine {
   bool idle() const { return scheduler_.idle(); }
   // Finishes every queued and running request with `status` (the session is going away).
   void CancelAll(const absl::Status& status);
+  // Finishes every queued and running request with finish reason error and `status`.
+  void FailAll(const absl::Status& status);
 
   int32_t initial_window() const { return dvr_.initial_window(); }
 

@@ -19,6 +19,7 @@ enum class SessionStat : int32_t {
   kPrefillTokens = 6,
   kDecodeSteps = 7,
   kPreemptions = 9,
+  kTokensDecodedFixed = 10,
 };
 
 // The engine's counters: written by the engine thread, read from any thread.
@@ -42,7 +43,7 @@ class EngineStats {
  private:
   static size_t Index(SessionStat which) { return static_cast<size_t>(which); }
 
-  std::array<std::atomic<int64_t>, 10> counters_{};
+  std::array<std::atomic<int64_t>, 11> counters_{};
   std::atomic<int64_t> blocks_in_use_{0}, violations_{0};
 };
 

@@ -48,6 +48,9 @@ absl::Status SessionOptions::Validate() const {
   if (!(d.mismatch_injection >= 0 && d.mismatch_injection <= 1)) {
     return InvalidArgument("mismatch_injection = ", d.mismatch_injection, " (0..1)");
   }
+  if (d.decode_path < DecodePath::kAuto || d.decode_path > DecodePath::kFixed) {
+    return InvalidArgument("unknown decode path");
+  }
   if (!(d.fast_path_noise >= 0)) return InvalidArgument("fast_path_noise = ", d.fast_path_noise, " (>= 0)");
   return absl::OkStatus();
 }
@@ -83,6 +86,7 @@ absl::Status SessionOptions::LoadConfig(const std::string& path) {
     if (d.has_default_seed()) o.determinism.default_seed = d.default_seed();
     if (d.has_mismatch_injection()) o.determinism.mismatch_injection = d.mismatch_injection();
     if (d.has_fast_path_noise()) o.determinism.fast_path_noise = d.fast_path_noise();
+    if (d.has_decode_path()) o.determinism.decode_path = static_cast<DecodePath>(d.decode_path());
   }
   if (absl::Status valid = o.Validate(); !valid.ok()) return FormatError(path, ": ", valid.message());
   *this = o;

@@ -12,6 +12,15 @@ namespace llm42 {
 
 enum class DeterminismMode : int32_t { kSelective = 0, kBatchInvariant = 1, kOff = 2 };
 
+// How mode selective decodes a deterministic request that has nothing awaiting verification.
+// The committed output is the same whichever path runs (both commit only fixed-schedule
+// tokens); only the cost differs.
+enum class DecodePath : int32_t {
+  kAuto = 0,    // per step, the cheaper of the two by the engine's measured step costs
+  kVerify = 1,  // decode under fast, verify later (decode-verify-rollback)
+  kFixed = 2,   // decode under fixed and commit at once: nothing to verify or roll back
+};
+
 struct DeterminismPolicy {
   DeterminismMode mode = DeterminismMode::kSelective;
   int32_t window = 64;
@@ -23,6 +32,7 @@ struct DeterminismPolicy {
   // so that benchmarks can measure what each one pays). Neither changes committed output.
   bool adaptive_window = true;
   bool early_verify = true;
+  DecodePath decode_path = DecodePath::kAuto;
 };
 
 struct SessionOptions {

@@ -122,6 +122,7 @@ int64_t Request::stat(RequestStat which) const {
     case RequestStat::kVerifyPasses: return verify_passes_;
     case RequestStat::kRollbacks: return rollbacks_;
     case RequestStat::kTokensRolledBack: return tokens_rolled_back_;
+    case RequestStat::kTokensDecodedFixed: return tokens_decoded_fixed_;
   }
   return 0;
 }
@@ -146,9 +147,10 @@ void Request::AddPreemption() {
   ++preemptions_;
 }
 
-void Request::AddDecodeStep() {
+void Request::AddDecodeStep(bool fixed_commit) {
   absl::MutexLock lock(&mu_);
   ++decode_steps_;
+  if (fixed_commit) ++tokens_decoded_fixed_;
 }
 
 void Request::Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,

@@ -27,6 +27,7 @@ enum class RequestStat : int32_t {
   kDecodeSteps = 7,
   kTimeToFirstTokenUs = 8,
   kPreemptions = 9,
+  kTokensDecodedFixed = 10,
 };
 
 // What the user sees of one request: its committed tokens and released text, and how it
@@ -68,7 +69,9 @@ class Request {
   void Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,
               const std::string& text, bool finished, FinishReason reason, absl::Status status);
   void AddPrefill(int64_t tokens);
-  void AddDecodeStep();
+  // One decode row; `fixed_commit`: a deterministic request's, decoded under fixed and
+  // committed without verification (DecodePath).
+  void AddDecodeStep(bool fixed_commit);
   void AddPreemption();
   // One verified window: `verified` candidates checked, `discarded` of them rolled back.
   void AddVerify(int64_t verified, int64_t discarded);
@@ -99,6 +102,7 @@ class Request {
   int64_t verify_passes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t tokens_rolled_back_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t tokens_decoded_fixed_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Held while a callback runs, so DetachCallback can wait it out.
   absl::Mutex callback_mu_;

@@ -1,17 +1,16 @@
 #include "lib/engine/session.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <random>
 
 #include "absl/strings/str_format.h"
-#include "lib/backend/cpu/cpu_backend.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/engine/text_stream.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/hf_loader.h"
 #include "lib/model/llama_model.h"
+#include "lib/model/llama_runner.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
 #include "lib/util/status.h"
@@ -28,11 +27,6 @@ uint64_t RandomSeed() {
   return (static_cast<uint64_t>(rd()) << 32 | rd()) ^ counter.fetch_add(0x9E3779B97F4A7C15);
 }
 
-int64_t PhysicalMemoryBytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{8} << 30;
-}
-
 }  // namespace
 
 Session::Session() = default;
@@ -40,12 +34,6 @@ Session::Session() = default;
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) {
   LLM42_RETURN_IF_ERROR(options.Validate());
   if (options.model_path.empty()) return InvalidArgument("no model path was set");
-  if (options.backend == "cuda") {
-    return UnsupportedError("backend 'cuda' is not available in this build of llm42");
-  }
-  if (options.backend != "auto" && options.backend != "cpu") {
-    return InvalidArgument("unknown backend '", options.backend, "' (auto, cpu, cuda)");
-  }
   std::unique_ptr<Session> s(new Session());
   s->options_ = options;
   s->schedule_ = options.determinism.mode == DeterminismMode::kBatchInvariant ? Schedule::kFixed
@@ -81,23 +69,24 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                            ? options.context_length
                            : static_cast<int32_t>(std::min<int64_t>(
                                  c.n_ctx_train, SessionOptions::kDefaultContextLength));
-  // Default KV size: every running request at full context, within 40% of physical memory.
-  const int64_t bytes_per_token = c.n_layer * 2 * c.kv_dim() * static_cast<int64_t>(sizeof(float));
+  LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads}));
+  LLM42_ASSIGN_OR_RETURN(s->runner_, LlamaRunner::Create(*s->model_, *s->backend_));
+  // Default KV size: every running request at full context, within 40% of the memory the
+  // backend has left once the weights are in.
+  const int64_t bytes_per_token = s->runner_->kv_bytes_per_token();
   int64_t kv_tokens = options.kv_cache_tokens;
   if (kv_tokens == 0) {
     kv_tokens = std::min<int64_t>(int64_t{s->context_length_} * options.max_running_requests,
-                                  PhysicalMemoryBytes() * 2 / 5 / bytes_per_token);
+                                  s->backend_->available_memory_bytes() * 2 / 5 / bytes_per_token);
     kv_tokens = std::max<int64_t>(kv_tokens, s->context_length_);
   }
   const int64_t blocks = (kv_tokens + KvCache::kDefaultBlockSize - 1) / KvCache::kDefaultBlockSize;
-  try {
-    s->cache_ = std::make_unique<KvCache>(c.n_layer, c.kv_dim(), blocks);
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate a KV cache of ", kv_tokens, " tokens"));
+  s->cache_ = std::make_unique<KvCache>(blocks);
+  if (absl::Status kv = s->runner_->AllocateKv(*s->cache_); !kv.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a KV cache of ", kv_tokens,
+                                                     " tokens on ", s->backend_->name(), ": ", kv.message()));
   }
   s->max_sequence_ = std::min<int64_t>(s->context_length_, s->cache_->capacity_tokens());
-  s->backend_ = std::make_unique<CpuBackend>(options.threads);
   EngineConfig config;
   config.limits = SchedulerLimits{options.max_batch_tokens, options.max_running_requests,
                                   options.determinism.verify_group};
@@ -109,10 +98,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   s->engine_ = std::make_unique<Engine>(
       config, *s->tokenizer_, *s->cache_,
       [raw](const ForwardBatch& batch, float* logits) {
-        raw->model_->Forward(*raw->backend_, *raw->cache_, batch, logits);
+        return raw->runner_->Forward(*raw->cache_, batch, logits);
       },
       s->stats_);
-  Log(LogLevel::kInfo, "loaded ", options.model_path, ": ", c.n_layer, " layers, n_embd ",
+  Log(LogLevel::kInfo, "loaded ", options.model_path, " on ", s->backend_->name(), ": ", c.n_layer, " layers, n_embd ",
       c.n_embd, ", vocab ", c.n_vocab, ", context ", s->context_length_, ", KV cache ",
       s->cache_->capacity_tokens(), " tokens");
   s->thread_ = std::thread([p = s.get()] { p->EngineLoop(); });

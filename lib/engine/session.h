@@ -27,6 +27,7 @@ namespace llm42 {
 class GgufFile;
 class KvCache;
 class LlamaModel;
+class LlamaRunner;
 class Tokenizer;
 
 // A loaded model and the thread that drives its engine. Thread-safe.
@@ -75,6 +76,7 @@ class Session {
   absl::StatusOr<ChatTemplate> chat_template_ = absl::UnknownError("not detected");
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LlamaRunner> runner_;
   std::unique_ptr<KvCache> cache_;
   int32_t context_length_ = 0;
   int64_t max_sequence_ = 0;  // min(context, KV capacity)

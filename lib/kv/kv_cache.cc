@@ -4,10 +4,7 @@
 
 namespace llm42 {
 
-KvCache::KvCache(int64_t n_layers, int64_t kv_dim, int64_t n_blocks, int32_t block_size)
-    : n_layers_(n_layers), kv_dim_(kv_dim), n_blocks_(n_blocks), block_size_(block_size) {
-  data_ = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n_blocks * n_layers * 2 *
-                                                                      block_size * kv_dim));
+KvCache::KvCache(int64_t n_blocks, int32_t block_size) : n_blocks_(n_blocks), block_size_(block_size) {
   free_.reserve(static_cast<size_t>(n_blocks));
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
@@ -50,17 +47,6 @@ void KvCache::Truncate(int32_t seq, int64_t n) {
 
 int64_t KvCache::reserved_positions(int32_t seq) const {
   return static_cast<int64_t>(tables_[static_cast<size_t>(seq)].size()) * block_size_;
-}
-
-KvLayerView KvCache::layer(int64_t l) const {
-  KvLayerView v;
-  const int64_t matrix = static_cast<int64_t>(block_size_) * kv_dim_;
-  v.base = data_.get() + l * 2 * matrix;
-  v.block_stride = n_layers_ * 2 * matrix;
-  v.v_offset = matrix;
-  v.block_size = block_size_;
-  v.kv_dim = kv_dim_;
-  return v;
 }
 
 }  // namespace llm42

@@ -1,23 +1,22 @@
 #ifndef LLM42_KV_KV_CACHE_H_
 #define LLM42_KV_KV_CACHE_H_
 
+#include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <vector>
-
-#include "lib/backend/backend.h"
 
 namespace llm42 {
 
-// Paged keys and values: a pool of fixed-size blocks, each holding block_size positions of
-// every layer, and a block table per sequence. Truncating a sequence returns its tail blocks to
-// the pool, so a rollback costs O(blocks freed). Not thread-safe (the engine thread owns it).
+// The bookkeeping of paged keys and values: a pool of fixed-size blocks, each holding
+// block_size positions of every layer, and a block table per sequence. The storage itself is
+// the backend's (Backend::AllocateKv, of the same number of blocks). Truncating a sequence
+// returns its tail blocks to the pool, so a rollback costs O(blocks freed). Not thread-safe
+// (the engine thread owns it).
 class KvCache {
  public:
   static constexpr int32_t kDefaultBlockSize = 16;
 
-  KvCache(int64_t n_layers, int64_t kv_dim, int64_t n_blocks,
-          int32_t block_size = kDefaultBlockSize);
+  explicit KvCache(int64_t n_blocks, int32_t block_size = kDefaultBlockSize);
 
   int32_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
@@ -35,12 +34,9 @@ class KvCache {
   int64_t reserved_positions(int32_t seq) const;
   const int32_t* block_table(int32_t seq) const { return tables_[static_cast<size_t>(seq)].data(); }
 
-  KvLayerView layer(int64_t l) const;
-
  private:
-  int64_t n_layers_, kv_dim_, n_blocks_;
+  int64_t n_blocks_;
   int32_t block_size_;
-  std::unique_ptr<float[]> data_;  // [block][layer][k|v][block_size][kv_dim], pages touched lazily
   std::vector<int32_t> free_;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<int32_t> free_seqs_;

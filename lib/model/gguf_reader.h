@@ -10,7 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "lib/model/ggml_types.h"
+#include "lib/util/ggml_types.h"
 
 namespace llm42 {
 

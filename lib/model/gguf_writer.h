@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "lib/model/ggml_types.h"
+#include "lib/util/ggml_types.h"
 #include "lib/model/gguf_reader.h"
 
 namespace llm42 {

@@ -114,6 +114,8 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
       {"llama-110m", 768, 12, 12, 12, 2048, 2048},
       {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
+      // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
+      {"llama-8b", 4096, 32, 32, 8, 14336, 8192, "llama", true},
   };
   return presets;
 }

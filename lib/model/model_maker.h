@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "lib/model/ggml_types.h"
+#include "lib/util/ggml_types.h"
 
 namespace llm42 {
 
@@ -19,7 +19,8 @@ struct ModelPreset {
 };
 
 // tiny (tests: big enough that the fast path takes its split and GEMV branches), tiny-qwen2,
-// tiny-llama3 (the tiny shape with the other architecture features), llama-110m, llama-1b.
+// tiny-llama3 (the tiny shape with the other architecture features), llama-110m, llama-1b,
+// llama-8b (Llama-3.1-8B's shape).
 const std::vector<ModelPreset>& ModelPresets();
 
 // Writes a Llama GGUF with seeded uniform random weights (reproducible across machines: the

@@ -31,6 +31,7 @@ ABSL_FLAG(bool, bandwidth, true, "Measure memory read bandwidth and report the d
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(std::string, backend);
 
 namespace llm42::cli {
 namespace {
@@ -89,6 +90,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   SessionOptions o;
   o.model_path = model;
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.backend = absl::GetFlag(FLAGS_backend);
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running_requests = std::max(16, concurrency);
   o.context_length = prompt_len + out_len + 1;

@@ -39,11 +39,15 @@ ABSL_FLAG(bool, print_logprobs, false,
           "Print each generated token's logprob as a hexadecimal float (every bit) after the text");
 ABSL_FLAG(double, fast_path_noise, 0.0,
           "Testing hook: add N(0, x) noise to fast-path logits (keyed at random per process)");
+ABSL_FLAG(std::string, backend, "auto", "Where to run: auto (CUDA when a usable GPU exists), cpu or cuda");
+ABSL_FLAG(std::string, decode_path, "auto",
+          "How deterministic requests decode: auto (cheaper by measured cost), verify "
+          "(fast, then verified) or fixed (fixed schedule, nothing to verify)");
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
 ABSL_FLAG(std::string, system, "", "chat: system message");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
 ABSL_FLAG(bool, ids, false, "tokenize: print only the ids, separated by spaces");
-ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, tiny-qwen2, tiny-llama3, llama-110m or llama-1b");
+ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, tiny-qwen2, tiny-llama3, llama-110m, llama-1b or llama-8b");
 ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16, q8_0 or q4_0");
 ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
 ABSL_FLAG(std::string, chat_template, "", "make-model: Jinja chat template file to embed");
@@ -61,13 +65,23 @@ bool RequireModel() {
   return false;
 }
 
+llm42_decode_path DecodePathFromFlag() {
+  const std::string path = absl::GetFlag(FLAGS_decode_path);
+  if (path == "auto") return LLM42_DECODE_PATH_AUTO;
+  if (path == "verify") return LLM42_DECODE_PATH_VERIFY;
+  if (path == "fixed") return LLM42_DECODE_PATH_FIXED;
+  throw api::Error(LLM42_INVALID_ARGUMENT, "--decode_path must be auto, verify or fixed, not '" + path + "'");
+}
+
 api::SessionOptions SessionOptionsFromFlags() {
   api::SessionOptions so;
-  so.SetModelPath(absl::GetFlag(FLAGS_model)).SetThreads(absl::GetFlag(FLAGS_threads));
+  so.SetModelPath(absl::GetFlag(FLAGS_model))
+      .SetThreads(absl::GetFlag(FLAGS_threads))
+      .SetBackend(absl::GetFlag(FLAGS_backend));
   if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
-  if (absl::GetFlag(FLAGS_fast_path_noise) > 0) {
-    so.SetDeterminism(api::DeterminismPolicy().SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)));
-  }
+  api::DeterminismPolicy policy;
+  policy.SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)).SetDecodePath(DecodePathFromFlag());
+  so.SetDeterminism(policy);
   return so;
 }
 
@@ -251,7 +265,7 @@ int MakeModel() {
     if (p.name == name) preset = &p;
   }
   if (preset == nullptr) {
-    std::cerr << "llm42 make-model: unknown preset '" << name << "' (tiny, llama-110m, llama-1b)\n";
+    std::cerr << "llm42 make-model: unknown preset '" << name << "' (tiny, tiny-qwen2, tiny-llama3, llama-110m, llama-1b, llama-8b)\n";
     return 2;
   }
   const std::string dtype = absl::GetFlag(FLAGS_dtype);

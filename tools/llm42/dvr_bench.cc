@@ -40,6 +40,7 @@ ABSL_FLAG(bool, variants, true,
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(int32_t, prompt_tokens);
 ABSL_DECLARE_FLAG(int32_t, output_tokens);
 ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);
@@ -100,13 +101,18 @@ void MarkDeterministic(std::vector<Job>& jobs, double fraction) {
   if (k == 0 && fraction > 0 && n > 0) jobs[0].deterministic = true;  // at least one
 }
 
-// Which of DvrController's refinements of the paper's fixed window are on.
+// How deterministic requests decode: which of DvrController's refinements of the paper's fixed
+// window are on, and the decode path (the default lets the engine choose per step).
 struct Variant {
   const char* name;
   bool adaptive_window, early_verify;
+  DecodePath path;
 };
-constexpr Variant kPaper{"paper", false, false}, kAdaptive{"adaptive", true, false},
-    kEarly{"early", false, true}, kBoth{"adaptive+early", true, true};
+constexpr Variant kPaper{"paper", false, false, DecodePath::kVerify},
+    kAdaptive{"adaptive", true, false, DecodePath::kVerify},
+    kEarly{"early", false, true, DecodePath::kVerify},
+    kBoth{"adaptive+early", true, true, DecodePath::kVerify},
+    kAuto{"auto", true, true, DecodePath::kAuto}, kFixedPath{"fixed path", true, true, DecodePath::kFixed};
 
 struct Row {
   double temperature;
@@ -115,7 +121,7 @@ struct Row {
   double det_share;
   int32_t window, group;
   double output_tps, recompute_pct;
-  int64_t verify_passes, rollbacks;
+  int64_t verify_passes, rollbacks, decoded_fixed;
   double ttft_p50, ttft_p99, e2e_p50, e2e_p99;
 };
 
@@ -136,6 +142,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   SessionOptions o;
   o.model_path = model;
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.backend = absl::GetFlag(FLAGS_backend);
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running_requests = 64;
   o.context_length = 2048;
@@ -144,6 +151,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   o.determinism.verify_group = group;
   o.determinism.adaptive_window = variant.adaptive_window;
   o.determinism.early_verify = variant.early_verify;
+  o.determinism.decode_path = variant.path;
   auto session = Session::Create(o);
   if (!session.ok()) {
     std::cerr << "llm42 bench-dvr: " << session.status().message() << "\n";
@@ -193,6 +201,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   row.output_tps = static_cast<double>(out) / makespan;
   row.recompute_pct = 100.0 * static_cast<double>(s.stat(SessionStat::kTokensRolledBack)) / static_cast<double>(std::max<int64_t>(1, out));
   row.verify_passes = s.stat(SessionStat::kVerifyPasses);
+  row.decoded_fixed = s.stat(SessionStat::kTokensDecodedFixed);
   row.rollbacks = s.stat(SessionStat::kRollbacks);
   row.ttft_p50 = Percentile(ttft, 0.5);
   row.ttft_p99 = Percentile(ttft, 0.99);
@@ -248,12 +257,14 @@ int BenchDvr() {
     rows.push_back(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, at + "batch_invariant", 1, t, kBoth));
     for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
       MarkDeterministic(jobs, f);
-      rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
-                         at + absl::StrFormat("selective %g%%", f * 100), f, t, kBoth));
+      for (const Variant& v : {kAuto, kBoth}) {
+        rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
+                           at + absl::StrFormat("selective %g%% %s", f * 100, v.name), f, t, v));
+      }
     }
     MarkDeterministic(jobs, 1.0);
     if (absl::GetFlag(FLAGS_variants)) {
-      for (const Variant& v : {kPaper, kAdaptive, kEarly}) {
+      for (const Variant& v : {kPaper, kAdaptive, kEarly, kFixedPath}) {
         rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
                            at + absl::StrFormat("selective 100%% %s", v.name), 1, t, v));
       }
@@ -273,28 +284,28 @@ int BenchDvr() {
       "model %s; %d threads\n\n",
       absl::GetFlag(FLAGS_workload), jobs.size(), in_tokens, out_tokens, absl::GetFlag(FLAGS_rate), model,
       absl::GetFlag(FLAGS_threads));
-  std::cout << "| T | mode | det % | DVR | W | G | output tok/s | vs off | recomputed % | verify passes | "
-               "rollbacks | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::cout << "| T | mode | det % | path | W | G | output tok/s | vs off | recomputed % | verify passes | "
+               "rollbacks | decoded under fixed | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::ofstream csv;
   if (!absl::GetFlag(FLAGS_csv).empty()) {
     csv.open(absl::GetFlag(FLAGS_csv));
     csv << "mode,det_share,window,group,output_tps,vs_off,recompute_pct,verify_passes,rollbacks,"
-           "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant\n";
+           "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant,decoded_fixed\n";
   }
   double off = 0;
   for (const Row& r : rows) {
     if (r.mode == "off") off = r.output_tps;  // each temperature's rows start with its off run
-    std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %.0f | %.0f | %.0f | %.0f |\n",
+    std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %d | %.0f | %.0f | %.0f | %.0f |\n",
                                  r.temperature, r.mode, r.det_share * 100, r.variant, r.window, r.group,
                                  r.output_tps, r.output_tps / off,
-                                 r.recompute_pct, r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99,
+                                 r.recompute_pct, r.verify_passes, r.rollbacks, r.decoded_fixed, r.ttft_p50, r.ttft_p99,
                                  r.e2e_p50, r.e2e_p99);
     if (csv) {
-      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s\n", r.mode, r.det_share,
+      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s,%d\n", r.mode, r.det_share,
                              r.window, r.group, r.output_tps, r.output_tps / off, r.recompute_pct,
                              r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99, r.e2e_p50, r.e2e_p99,
-                             r.temperature, r.variant);
+                             r.temperature, r.variant, r.decoded_fixed);
     }
   }
   return 0;

@@ -1,10 +1,13 @@
 #include "lib/backend/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/portable_math.h"
 
@@ -27,6 +30,35 @@ inline float Dot8(const float* a, const float* b, int64_t n) {
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
+
+// One layer of the paged KV storage: position p of a sequence with block table T lives in
+// block T[p / block_size], row p % block_size; its keys start at
+// base + T[p / block_size] * block_stride + (p % block_size) * kv_dim, its values v_offset
+// floats further.
+struct KvLayerView {
+  float* base = nullptr;
+  int64_t block_stride = 0;
+  int64_t v_offset = 0;
+  int32_t block_size = 0;
+  int64_t kv_dim = 0;
+
+  float* key(const int32_t* table, int64_t p) const {
+    return base + table[p / block_size] * block_stride + (p % block_size) * kv_dim;
+  }
+  float* value(const int32_t* table, int64_t p) const { return key(table, p) + v_offset; }
+};
+
+// Token i of a batch attends over positions [0, positions[i]] of the sequence whose block table
+// is block_tables[i]; its own K/V are already in the cache.
+struct AttentionInput {
+  int64_t n_tokens = 0;
+  const int32_t* positions = nullptr;
+  const int32_t* const* block_tables = nullptr;
+  KvLayerView kv;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+};
 
 // Softmax state of attention over part of a prefix: max score, sum of exp(score - max), and
 // the exp-weighted sum of values.
@@ -76,7 +108,65 @@ CpuBackend::CpuBackend(int n_threads, bool allow_simd)
     : pool_(n_threads > 0 ? n_threads : DefaultThreadCount()),
       simd_(allow_simd && internal::CpuHasAvx2()) {}
 
-void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
+absl::StatusOr<WeightMatrix> CpuBackend::UploadWeight(const WeightMatrix& host) {
+  if (internal::SelectRowDot(host.type, internal::DotFamily::kFast, false) == nullptr) {
+    return absl::UnimplementedError(absl::StrCat("the CPU backend has no kernels for ",
+                                                 GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name));
+  }
+  return host;  // the mapped file's bytes, as they are
+}
+
+absl::StatusOr<const float*> CpuBackend::UploadVector(std::span<const float> host) {
+  return vectors_.emplace_back(host.begin(), host.end()).data();
+}
+
+absl::StatusOr<float*> CpuBackend::Workspace(int slot, size_t n_floats) {
+  if (slot < 0) return absl::InvalidArgumentError("negative workspace slot");
+  if (workspace_.size() <= static_cast<size_t>(slot)) workspace_.resize(static_cast<size_t>(slot) + 1);
+  std::vector<float>& w = workspace_[static_cast<size_t>(slot)];
+  if (w.size() < n_floats) w.resize(n_floats);
+  return w.data();
+}
+
+absl::Status CpuBackend::AllocateKv(const KvShape& shape) {
+  const auto n = static_cast<size_t>(shape.n_blocks * shape.n_layers * 2 * shape.block_size * shape.kv_dim);
+  kv_ = std::unique_ptr<float[]>(new (std::nothrow) float[n]);
+  if (kv_ == nullptr) {
+    kv_shape_ = KvShape{};
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n * sizeof(float) >> 20,
+                                                     " MiB of KV cache"));
+  }
+  kv_shape_ = shape;
+  return absl::OkStatus();
+}
+
+int64_t CpuBackend::available_memory_bytes() const {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{8} << 30;
+}
+
+absl::Status CpuBackend::CopyFromHost(float* dst, const float* host, size_t n) {
+  std::copy_n(host, n, dst);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyToHost(float* host, const float* src, size_t n) {
+  std::copy_n(src, n, host);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
+  batch_ = plan;
+  return absl::OkStatus();
+}
+
+float* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
+  const KvShape& k = kv_shape_;
+  const int64_t matrix = int64_t{k.block_size} * k.kv_dim;
+  return kv_.get() + (table[p / k.block_size] * k.n_layers + layer) * 2 * matrix + (p % k.block_size) * k.kv_dim;
+}
+
+absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
   const int64_t k = w.cols, n = w.rows;
   // Rows of each schedule go through their own kernel family; a weight row is streamed once for
   // both while it is hot in cache.
@@ -141,10 +231,11 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
       }
     }
   });
+  return absl::OkStatus();
 }
 
-void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
-                         float* y, Schedules) {
+absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n,
+                                 float eps, float* y, Schedules) {
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * n;
     float* yi = y + i * n;
@@ -153,10 +244,25 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t
     const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
     for (int64_t j = 0; j < n; ++j) yi[j] = xi[j] * scale * weight[j];
   }
+  return absl::OkStatus();
 }
 
-void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim,
-                      const RopeParams& rope, const int32_t* positions, Schedules) {
+absl::Status CpuBackend::AddBias(float* y, int64_t m, int64_t n, const float* bias) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Add(float* y, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
+                              Schedules) {
+  const auto m = static_cast<int64_t>(batch_.positions.size());
+  const int32_t* positions = batch_.positions.data();
   const int64_t half = rope.n_rot / 2;
   const auto theta_scale = static_cast<float>(
       PortablePow(rope.freq_base, -2.0 / static_cast<double>(rope.n_rot)));
@@ -186,9 +292,35 @@ void CpuBackend::Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim,
       }
     }
   }
+  return absl::OkStatus();
 }
 
-void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out, Schedules s) {
+absl::Status CpuBackend::StoreKv(int64_t layer, const float* k, const float* v) {
+  const int64_t kv = kv_shape_.kv_dim, matrix = int64_t{kv_shape_.block_size} * kv;
+  for (size_t i = 0; i < batch_.positions.size(); ++i) {
+    float* key = Key(layer, batch_.block_tables[i], batch_.positions[i]);
+    std::copy_n(k + i * static_cast<size_t>(kv), kv, key);
+    std::copy_n(v + i * static_cast<size_t>(kv), kv, key + matrix);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape,
+                                   float* out, Schedules s) {
+  AttentionInput in;
+  in.n_tokens = static_cast<int64_t>(batch_.positions.size());
+  in.positions = batch_.positions.data();
+  in.block_tables = batch_.block_tables.data();
+  const int64_t matrix = int64_t{kv_shape_.block_size} * kv_shape_.kv_dim;
+  in.kv.base = kv_.get() + layer * 2 * matrix;
+  in.kv.block_stride = kv_shape_.n_layers * 2 * matrix;
+  in.kv.v_offset = matrix;
+  in.kv.block_size = kv_shape_.block_size;
+  in.kv.kv_dim = kv_shape_.kv_dim;
+  in.n_head = shape.n_head;
+  in.n_head_kv = shape.n_head_kv;
+  in.head_dim = shape.head_dim;
+
   const int64_t hd = in.head_dim, n_head = in.n_head;
   const int64_t group = n_head / in.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -254,20 +386,33 @@ void CpuBackend::Attention(const float* q, const AttentionInput& in, float* out,
       for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
     }
   }
+  return absl::OkStatus();
 }
 
-void CpuBackend::SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule) {
-  for (int64_t i = 0; i < n; ++i) {
+absl::Status CpuBackend::SwiGlu(const float* gate, const float* up, int64_t m, int64_t n,
+                                float* out, Schedules) {
+  const int64_t total = m * n;
+  for (int64_t i = 0; i < total; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + PortableExpf(-g)) * up[i];
   }
+  return absl::OkStatus();
 }
 
-void CpuBackend::Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
-                       Schedules) {
-  for (int64_t i = 0; i < m; ++i) {
-    internal::DequantizeRow(table.type, table.row(tokens[i]), table.cols, out + i * table.cols);
+absl::Status CpuBackend::Embed(const WeightMatrix& table, float* out) {
+  for (size_t i = 0; i < batch_.tokens.size(); ++i) {
+    internal::DequantizeRow(table.type, table.row(batch_.tokens[i]), table.cols,
+                            out + static_cast<int64_t>(i) * table.cols);
   }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                                    float* out) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::copy_n(x + rows[r] * n_cols, n_cols, out + static_cast<int64_t>(r) * n_cols);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llm42

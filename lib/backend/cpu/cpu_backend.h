@@ -1,6 +1,7 @@
 #ifndef LLM42_BACKEND_CPU_CPU_BACKEND_H_
 #define LLM42_BACKEND_CPU_CPU_BACKEND_H_
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -10,40 +11,68 @@
 namespace llm42 {
 
 // The reference backend: multi-threaded, AVX2/FMA/F16C kernels chosen at run time with a
-// portable fallback.
+// portable fallback. Its memory is host memory: weights stay in the mapped model file, the KV
+// storage is f32, and every op runs synchronously on the calling thread and the pool.
 class CpuBackend final : public Backend {
  public:
   // n_threads 0 = all cores. allow_simd false forces the portable kernels (tests).
   explicit CpuBackend(int n_threads, bool allow_simd = true);
 
-  std::string_view name() const override { return "cpu"; }
+  const char* name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
   bool simd() const { return simd_; }
 
+  absl::StatusOr<WeightMatrix> UploadWeight(const WeightMatrix& host) override;
+  absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;
+  absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
+  absl::Status AllocateKv(const KvShape& shape) override;
+  size_t kv_element_bytes() const override { return sizeof(float); }
+  int64_t available_memory_bytes() const override;
+  absl::Status CopyFromHost(float* dst, const float* host, size_t n) override;
+  absl::Status CopyToHost(float* host, const float* src, size_t n) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  absl::Status BeginBatch(const BatchPlan& plan) override;
+  absl::Status Embed(const WeightMatrix& table, float* out) override;
+  // Per-row sequential reductions: already fixed, so both schedules run the same code.
+  absl::Status RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
+                       float* y, Schedules s) override;
   // fast: 1-row GEMV kernel or 4-row register tiles; fixed: the fixed dot family (row_dot.h)
   // in groups of up to 3 rows, each row's bits independent of its group.
-  void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) override;
-  // Per-row sequential reductions: already fixed, so both schedules run the same code.
-  void RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps, float* y,
-               Schedules s) override;
-  void Rope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
-            const int32_t* positions, Schedules s) override;
+  absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
+                      Schedules s) override;
+  absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;
+  absl::Status Add(float* y, const float* x, size_t n) override;
+  absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
+                    Schedules s) override;
+  absl::Status StoreKv(int64_t layer, const float* k, const float* v) override;
   // fixed: the prefix in chunks of kAttentionChunk positions, combined in order. fast: the
   // whole prefix in one pass, or split evenly across the threads when few (token, head) pairs
   // would leave threads idle.
-  void Attention(const float* q, const AttentionInput& in, float* out, Schedules s) override;
-  void SwiGlu(const float* gate, const float* up, int64_t n, float* out, Schedule s) override;
-  void Embed(const WeightMatrix& table, const int32_t* tokens, int64_t m, float* out,
-             Schedules s) override;
+  absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
+                         Schedules s) override;
+  absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out,
+                      Schedules s) override;
+  absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                          float* out) override;
 
   static constexpr int64_t kAttentionChunk = 256;
 
  private:
+  // Keys of position p of a sequence with block table `table` in layer `layer`; its values
+  // follow block_size * kv_dim floats later.
+  float* Key(int64_t layer, const int32_t* table, int64_t p) const;
+
   ThreadPool pool_;
   bool simd_;
   // MatMul's split of a batch's rows by schedule, kept to avoid allocating per op. The backend
   // is driven by one thread (the session's engine), like the pool.
   std::vector<int64_t> fast_rows_, fixed_rows_;
+  std::deque<std::vector<float>> vectors_;
+  std::vector<std::vector<float>> workspace_;
+  KvShape kv_shape_;
+  std::unique_ptr<float[]> kv_;  // [block][layer][k|v][block_size][kv_dim], pages touched lazily
+  BatchPlan batch_;
 };
 
 int DefaultThreadCount();

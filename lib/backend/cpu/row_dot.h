@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "lib/model/ggml_types.h"
+#include "lib/util/ggml_types.h"
 
 namespace llm42::internal {
 

@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_GGML_TYPES_H_
-#define LLM42_MODEL_GGML_TYPES_H_
+#ifndef LLM42_UTIL_GGML_TYPES_H_
+#define LLM42_UTIL_GGML_TYPES_H_
 
 #include <cstdint>
 #include <cstring>
@@ -127,4 +127,4 @@ inline uint16_t Fp32ToBf16(float f) {
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_GGML_TYPES_H_
+#endif  // LLM42_UTIL_GGML_TYPES_H_

@@ -1,4 +1,4 @@
-#include "lib/model/ggml_types.h"
+#include "lib/util/ggml_types.h"
 
 namespace llm42 {
 

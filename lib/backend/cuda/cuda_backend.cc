@@ -1,0 +1,264 @@
+#include "lib/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cuda/cuda_factory.h"
+#include "lib/backend/cuda/cuda_status.h"
+#include "lib/util/logging.h"
+
+namespace llm42 {
+namespace cuda {
+namespace {
+
+Half HalfOf(GgmlType t) { return t == GgmlType::kF16 ? Half::kF16 : Half::kBf16; }
+cudaDataType_t CudaTypeOf(GgmlType t) { return t == GgmlType::kF16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+}  // namespace
+
+absl::Status CudaBackend::Init() {
+  LLM42_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
+  if (absl::Status s = stream_.Create(); !s.ok()) return s;
+  return gemm_.Init(stream_.get());
+}
+
+absl::Status CudaBackend::Reserve(DeviceBuffer& b, size_t bytes) {
+  if (b.bytes() >= bytes) return absl::OkStatus();
+  b = DeviceBuffer();  // free first: the old contents are not kept
+  auto grown = DeviceBuffer::Allocate(std::max<size_t>(bytes, 256));
+  if (!grown.ok()) return grown.status();
+  b = std::move(grown).value();
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::UploadInts(DeviceBuffer& b, std::span<const int32_t> host) {
+  if (host.empty()) return absl::OkStatus();
+  if (absl::Status s = Reserve(b, host.size_bytes()); !s.ok()) return s;
+  // From pageable memory the copy is staged before the call returns, so `host` may change after.
+  LLM42_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(b.get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WeightMatrix> CudaBackend::UploadWeight(const WeightMatrix& host) {
+  WeightMatrix w = host;
+  const size_t n = static_cast<size_t>(host.rows * host.cols);
+  std::vector<uint16_t> converted;
+  const void* src = host.data;
+  if (host.type != GgmlType::kF16 && host.type != GgmlType::kBF16) {
+    if (host.type != GgmlType::kF32 && host.type != GgmlType::kQ8_0 && host.type != GgmlType::kQ4_0) {
+      return absl::UnimplementedError(absl::StrCat("the CUDA backend cannot hold ",
+                                                   GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name, " weights"));
+    }
+    if (!logged_conversion_) {
+      Log(LogLevel::kInfo, "cuda: ", GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name,
+          " weights are converted to bf16 on the device (2 bytes per weight)");
+      logged_conversion_ = true;
+    }
+    converted.resize(n);
+    std::vector<float> row(static_cast<size_t>(host.cols));
+    for (int64_t r = 0; r < host.rows; ++r) {
+      internal::DequantizeRow(host.type, host.row(r), host.cols, row.data());
+      for (int64_t c = 0; c < host.cols; ++c) {
+        converted[static_cast<size_t>(r * host.cols + c)] = Fp32ToBf16(row[static_cast<size_t>(c)]);
+      }
+    }
+    src = converted.data();
+    w.type = GgmlType::kBF16;
+  }
+  w.row_bytes = static_cast<size_t>(host.cols) * 2;
+  auto buf = DeviceBuffer::Allocate(n * 2);
+  if (!buf.ok()) return buf.status();
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpy(buf->get(), src, n * 2, cudaMemcpyHostToDevice));
+  w.data = buf->as<uint8_t>();
+  weights_.push_back(std::move(buf).value());
+  return w;
+}
+
+absl::StatusOr<const float*> CudaBackend::UploadVector(std::span<const float> host) {
+  auto buf = DeviceBuffer::Allocate(std::max<size_t>(host.size_bytes(), 4));
+  if (!buf.ok()) return buf.status();
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpy(buf->get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  const float* p = buf->as<float>();
+  weights_.push_back(std::move(buf).value());
+  return p;
+}
+
+absl::StatusOr<float*> CudaBackend::Workspace(int slot, size_t n_floats) {
+  if (slot < 0) return absl::InvalidArgumentError("negative workspace slot");
+  if (workspace_.size() <= static_cast<size_t>(slot)) workspace_.resize(static_cast<size_t>(slot) + 1);
+  DeviceBuffer& b = workspace_[static_cast<size_t>(slot)];
+  if (b.bytes() < n_floats * sizeof(float)) {
+    // A buffer may still be in use by queued work: wait before freeing it.
+    if (absl::Status s = Synchronize(); !s.ok()) return s;
+    if (absl::Status s = Reserve(b, n_floats * sizeof(float)); !s.ok()) return s;
+  }
+  return b.as<float>();
+}
+
+absl::Status CudaBackend::AllocateKv(const KvShape& shape) {
+  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  kv_ = DeviceBuffer();
+  kv_shape_ = KvShape{};
+  const auto bytes = static_cast<size_t>(shape.n_blocks * shape.n_layers * 2 * shape.block_size * shape.kv_dim) * 2;
+  auto buf = DeviceBuffer::Allocate(bytes);
+  if (!buf.ok()) return buf.status();
+  kv_ = std::move(buf).value();
+  kv_shape_ = shape;
+  return absl::OkStatus();
+}
+
+int64_t CudaBackend::available_memory_bytes() const {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
+  return static_cast<int64_t>(free_bytes);
+}
+
+absl::Status CudaBackend::CopyFromHost(float* dst, const float* host, size_t n) {
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_.get()));
+  return Synchronize();
+}
+
+absl::Status CudaBackend::CopyToHost(float* host, const float* src, size_t n) {
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()));
+  return Synchronize();
+}
+
+absl::Status CudaBackend::Synchronize() {
+  LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
+  batch_rows_ = static_cast<int64_t>(plan.positions.size());
+  if (absl::Status s = UploadInts(tokens_, plan.tokens); !s.ok()) return s;
+  if (absl::Status s = UploadInts(positions_, plan.positions); !s.ok()) return s;
+  max_blocks_ = 0;
+  if (kv_shape_.block_size == 0 || plan.block_tables.empty()) return absl::OkStatus();
+  for (int32_t p : plan.positions) max_blocks_ = std::max<int64_t>(max_blocks_, p / kv_shape_.block_size + 1);
+  tables_host_.assign(static_cast<size_t>(batch_rows_ * max_blocks_), 0);
+  for (int64_t i = 0; i < batch_rows_; ++i) {
+    const int64_t used = plan.positions[static_cast<size_t>(i)] / kv_shape_.block_size + 1;
+    std::copy_n(plan.block_tables[static_cast<size_t>(i)], used, tables_host_.begin() + i * max_blocks_);
+  }
+  return UploadInts(tables_, tables_host_);
+}
+
+KvArgs CudaBackend::Kv() const {
+  return KvArgs{kv_.get(), kv_shape_.n_layers, kv_shape_.block_size, kv_shape_.kv_dim, tables_.as<int32_t>(),
+                max_blocks_};
+}
+
+absl::Status CudaBackend::Embed(const WeightMatrix& table, float* out) {
+  LLM42_CUDA_RETURN_IF_ERROR(
+      LaunchEmbed(table.data, HalfOf(table.type), table.cols, tokens_.as<int32_t>(), batch_rows_, out, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps, float* y,
+                                  Schedules) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchRmsNorm(x, weight, m, n, eps, y, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed) {
+  if (absl::Status s = Reserve(half_x_, static_cast<size_t>(m * w.cols) * 2); !s.ok()) return s;
+  LLM42_CUDA_RETURN_IF_ERROR(
+      LaunchToHalf(x, static_cast<size_t>(m * w.cols), HalfOf(w.type), half_x_.get(), stream_.get()));
+  return gemm_.Run(half_x_.get(), m, w.data, w.rows, w.cols, CudaTypeOf(w.type), y, fixed);
+}
+
+absl::Status CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
+  fast_rows_.clear();
+  fixed_rows_.clear();
+  for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed_rows_ : fast_rows_).push_back(static_cast<int32_t>(i));
+  if (fast_rows_.empty() || fixed_rows_.empty()) return Gemm(x, m, w, y, fast_rows_.empty());
+  // Mixed: each schedule's rows gathered, multiplied, and scattered back.
+  for (const std::vector<int32_t>* rows : {&fast_rows_, &fixed_rows_}) {
+    const auto n_rows = static_cast<int64_t>(rows->size());
+    if (absl::Status st = UploadInts(gather_idx_, *rows); !st.ok()) return st;
+    if (absl::Status st = Reserve(gathered_x_, static_cast<size_t>(n_rows * w.cols) * sizeof(float)); !st.ok()) return st;
+    if (absl::Status st = Reserve(gathered_y_, static_cast<size_t>(n_rows * w.rows) * sizeof(float)); !st.ok()) return st;
+    LLM42_CUDA_RETURN_IF_ERROR(
+        LaunchGatherRows(x, w.cols, gather_idx_.as<int32_t>(), n_rows, gathered_x_.as<float>(), stream_.get()));
+    if (absl::Status st = Gemm(gathered_x_.as<float>(), n_rows, w, gathered_y_.as<float>(), rows == &fixed_rows_);
+        !st.ok()) {
+      return st;
+    }
+    LLM42_CUDA_RETURN_IF_ERROR(
+        LaunchScatterRows(gathered_y_.as<float>(), w.rows, gather_idx_.as<int32_t>(), n_rows, y, stream_.get()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::AddBias(float* y, int64_t m, int64_t n, const float* bias) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchAddBias(y, m, n, bias, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Add(float* y, const float* x, size_t n) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchAdd(y, x, n, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules) {
+  const RopeArgs args{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox, rope.freq_factors};
+  LLM42_CUDA_RETURN_IF_ERROR(
+      LaunchRope(x, batch_rows_, n_heads, head_dim, args, positions_.as<int32_t>(), stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::StoreKv(int64_t layer, const float* k, const float* v) {
+  if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchStoreKv(Kv(), layer, k, v, positions_.as<int32_t>(), batch_rows_, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
+                                    Schedules) {
+  if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(), layer, q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
+                                             shape.n_head_kv, shape.head_dim, out, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchSwiGlu(gate, up, static_cast<size_t>(m * n), out, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) {
+  if (absl::Status s = UploadInts(rows_idx_, rows); !s.ok()) return s;
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchGatherRows(x, n_cols, rows_idx_.as<int32_t>(), static_cast<int64_t>(rows.size()),
+                                              out, stream_.get()));
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+
+absl::Status CudaUsable() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorInsufficientDriver) {
+    return absl::UnimplementedError("no NVIDIA driver, or one older than this build's CUDA 13 needs");
+  }
+  if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0)) return absl::UnimplementedError("no CUDA device");
+  if (e != cudaSuccess) return cuda::FromCuda(e, "cudaGetDeviceCount");
+  cudaDeviceProp prop{};
+  if (absl::Status s = cuda::FromCuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties"); !s.ok()) return s;
+  if (prop.major < 8) {
+    return absl::UnimplementedError(absl::StrCat(prop.name, " has compute capability ", prop.major, ".", prop.minor,
+                                                 "; llm42's CUDA backend needs 8.0 (Ampere) or newer"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions&) {
+  auto be = std::make_unique<cuda::CudaBackend>();
+  if (absl::Status s = be->Init(); !s.ok()) return s;
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+}  // namespace llm42

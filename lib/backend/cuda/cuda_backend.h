@@ -1,0 +1,78 @@
+#ifndef LLM42_BACKEND_CUDA_CUDA_BACKEND_H_
+#define LLM42_BACKEND_CUDA_CUDA_BACKEND_H_
+
+#include <deque>
+#include <vector>
+
+#include "lib/backend/backend.h"
+#include "lib/backend/cuda/device_buffer.h"
+#include "lib/backend/cuda/kernels.cuh"
+#include "lib/backend/cuda/lt_gemm.h"
+
+namespace llm42::cuda {
+
+// The NVIDIA backend: weights resident on the device as bf16 (f16 files stay f16; f32, q8_0 and
+// q4_0 are converted at load), the paged KV storage in bf16, activations in f32, GEMMs through
+// cuBLASLt (16-bit inputs, f32 accumulation and output), the rest in this folder's kernels, all
+// on one stream. Ops are asynchronous; CopyToHost and Synchronize wait.
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() = default;
+  absl::Status Init();
+
+  const char* name() const override { return "cuda"; }
+
+  absl::StatusOr<WeightMatrix> UploadWeight(const WeightMatrix& host) override;
+  absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;
+  absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
+  absl::Status AllocateKv(const KvShape& shape) override;
+  size_t kv_element_bytes() const override { return 2; }
+  int64_t available_memory_bytes() const override;
+  absl::Status CopyFromHost(float* dst, const float* host, size_t n) override;
+  absl::Status CopyToHost(float* host, const float* src, size_t n) override;
+  absl::Status Synchronize() override;
+
+  absl::Status BeginBatch(const BatchPlan& plan) override;
+  absl::Status Embed(const WeightMatrix& table, float* out) override;
+  absl::Status RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps, float* y,
+                       Schedules s) override;
+  // fast rows: cuBLASLt's heuristic with a workspace; fixed rows: gathered and run with no
+  // workspace (LtGemm).
+  absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) override;
+  absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;
+  absl::Status Add(float* y, const float* x, size_t n) override;
+  absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules s) override;
+  absl::Status StoreKv(int64_t layer, const float* k, const float* v) override;
+  absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
+                         Schedules s) override;
+  absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules s) override;
+  absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override;
+
+ private:
+  // Grows `b` to at least `bytes` (contents not kept).
+  static absl::Status Reserve(DeviceBuffer& b, size_t bytes);
+  // Copies host ints into `b` (grown as needed) on the stream.
+  absl::Status UploadInts(DeviceBuffer& b, std::span<const int32_t> host);
+  // One GEMM over rows that all run under one schedule.
+  absl::Status Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed);
+  KvArgs Kv() const;
+
+  Stream stream_;
+  LtGemm gemm_;
+  std::deque<DeviceBuffer> weights_;
+  std::vector<DeviceBuffer> workspace_;
+  KvShape kv_shape_;
+  DeviceBuffer kv_;
+  // The current batch on the device, and its row count.
+  DeviceBuffer tokens_, positions_, tables_;
+  int64_t batch_rows_ = 0, max_blocks_ = 0;
+  std::vector<int32_t> tables_host_;
+  // MatMul's scratch: 16-bit activations, and gathered rows when schedules mix.
+  DeviceBuffer half_x_, rows_idx_, gathered_x_, gathered_y_, gather_idx_;
+  std::vector<int32_t> fast_rows_, fixed_rows_;
+  bool logged_conversion_ = false;
+};
+
+}  // namespace llm42::cuda
+
+#endif  // LLM42_BACKEND_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,267 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "lib/backend/cuda/kernels.cuh"
+
+namespace llm42::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned Blocks(size_t n, int threads = kThreads) {
+  return static_cast<unsigned>((n + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads));
+}
+
+__device__ inline float Load(const void* p, Half type, size_t i) {
+  return type == Half::kF16 ? __half2float(static_cast<const __half*>(p)[i])
+                            : __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+__global__ void EmbedKernel(const void* table, Half type, int64_t cols, const int32_t* tokens, float* out) {
+  const int64_t row = blockIdx.y;
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= cols) return;
+  out[row * cols + j] = Load(table, type, static_cast<size_t>(tokens[row]) * static_cast<size_t>(cols) + j);
+}
+
+// One block per row; each thread sums a strided slice, then a fixed tree over the threads.
+__global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float eps, float* y) {
+  __shared__ float partial[kThreads];
+  const float* xr = x + blockIdx.x * n;
+  float s = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j] * xr[j];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const float scale = 1.0f / sqrtf(partial[0] / static_cast<float>(n) + eps);
+  float* yr = y + blockIdx.x * n;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * scale * w[j];
+}
+
+__global__ void AddBiasKernel(float* y, int64_t m, int64_t n, const float* bias) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < m * n) y[i] += bias[i % n];
+}
+
+__global__ void AddKernel(float* y, const float* x, size_t n) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+// One thread per (row, head, pair). The angle follows the CPU backend's recurrence
+// theta_p = position * freq_scale * theta_scale^p, in float, and the rotation in double sin/cos.
+__global__ void RopeKernel(float* x, int64_t m, int64_t n_heads, int64_t head_dim, RopeArgs rope,
+                           const int32_t* positions) {
+  const int64_t half = rope.n_rot / 2;
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= m * n_heads * half) return;
+  const int64_t p = t % half, head = (t / half) % n_heads, row = t / (half * n_heads);
+  const float theta_scale = static_cast<float>(pow(static_cast<double>(rope.freq_base), -2.0 / static_cast<double>(rope.n_rot)));
+  float theta = static_cast<float>(positions[row]) * rope.freq_scale;
+  for (int64_t i = 0; i < p; ++i) theta *= theta_scale;
+  if (rope.freq_factors != nullptr) theta /= rope.freq_factors[p];
+  double s, c;
+  sincos(static_cast<double>(theta), &s, &c);
+  const float cf = static_cast<float>(c), sf = static_cast<float>(s);
+  float* v = x + (row * n_heads + head) * head_dim;
+  const int64_t stride = rope.neox ? half : 1;
+  float* a = v + p * (rope.neox ? 1 : 2);
+  const float x0 = a[0], x1 = a[stride];
+  a[0] = x0 * cf - x1 * sf;
+  a[stride] = x0 * sf + x1 * cf;
+}
+
+__global__ void SwiGluKernel(const float* gate, const float* up, size_t n, float* out) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+__global__ void GatherKernel(const float* x, int64_t n_cols, const int32_t* rows, float* out) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j < n_cols) out[blockIdx.y * n_cols + j] = x[rows[blockIdx.y] * n_cols + j];
+}
+
+__global__ void ScatterKernel(const float* src, int64_t n_cols, const int32_t* rows, float* y) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j < n_cols) y[rows[blockIdx.y] * n_cols + j] = src[blockIdx.y * n_cols + j];
+}
+
+__global__ void ToHalfKernel(const float* x, size_t n, Half type, void* out) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  if (type == Half::kF16) {
+    static_cast<__half*>(out)[i] = __float2half_rn(x[i]);
+  } else {
+    static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x[i]);
+  }
+}
+
+__device__ inline __nv_bfloat16* KvKey(const KvArgs& kv, int64_t layer, const int32_t* table, int64_t p) {
+  const int64_t matrix = static_cast<int64_t>(kv.block_size) * kv.kv_dim;
+  return static_cast<__nv_bfloat16*>(kv.base) + (table[p / kv.block_size] * kv.n_layers + layer) * 2 * matrix +
+         (p % kv.block_size) * kv.kv_dim;
+}
+
+__global__ void StoreKvKernel(KvArgs kv, int64_t layer, const float* k, const float* v, const int32_t* positions) {
+  const int64_t row = blockIdx.y;
+  const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (d >= kv.kv_dim) return;
+  __nv_bfloat16* key = KvKey(kv, layer, kv.tables + row * kv.max_blocks, positions[row]);
+  key[d] = __float2bfloat16_rn(k[row * kv.kv_dim + d]);
+  key[static_cast<int64_t>(kv.block_size) * kv.kv_dim + d] = __float2bfloat16_rn(v[row * kv.kv_dim + d]);
+}
+
+constexpr int kWarps = 4;
+constexpr int kMaxDimsPerLane = 8;  // head_dim up to 256
+
+__global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
+                                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float* out) {
+  const int64_t head = blockIdx.x, row = blockIdx.y;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t kv_head = head / (n_head / n_head_kv);
+  const int64_t len = positions[row] + 1;
+  const int32_t* table = kv.tables + row * kv.max_blocks;
+  const float* qh = q + (row * n_head + head) * head_dim;
+  const float scale = rsqrtf(static_cast<float>(head_dim));
+  const int dims = static_cast<int>((head_dim + 31) / 32);
+  float qr[kMaxDimsPerLane], acc[kMaxDimsPerLane];
+  for (int i = 0; i < kMaxDimsPerLane; ++i) {
+    const int64_t d = lane + 32 * i;
+    qr[i] = i < dims && d < head_dim ? qh[d] : 0.0f;
+    acc[i] = 0.0f;
+  }
+  float mx = -INFINITY, sum = 0.0f;
+  const int64_t v_off = static_cast<int64_t>(kv.block_size) * kv.kv_dim;
+  for (int64_t t = warp; t < len; t += kWarps) {
+    const __nv_bfloat16* key = KvKey(kv, layer, table, t) + kv_head * head_dim;
+    float s = 0.0f;
+    for (int i = 0; i < dims; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < head_dim) s += qr[i] * __bfloat162float(key[d]);
+    }
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    s *= scale;
+    const float m_new = fmaxf(mx, s);
+    const float c = expf(mx - m_new), p = expf(s - m_new);
+    sum = sum * c + p;
+    const __nv_bfloat16* value = key + v_off;
+    for (int i = 0; i < dims; ++i) {
+      const int64_t d = lane + 32 * i;
+      acc[i] = acc[i] * c + (d < head_dim ? p * __bfloat162float(value[d]) : 0.0f);
+    }
+    mx = m_new;
+  }
+  // Combine the warps in order 0, 1, 2, 3.
+  __shared__ float s_max[kWarps], s_sum[kWarps];
+  __shared__ float s_acc[kWarps][kMaxDimsPerLane * 32];
+  if (lane == 0) {
+    s_max[warp] = mx;
+    s_sum[warp] = sum;
+  }
+  for (int i = 0; i < dims; ++i) s_acc[warp][lane + 32 * i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+  float total_max = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) total_max = fmaxf(total_max, s_max[w]);
+  float total_sum = 0.0f, o[kMaxDimsPerLane] = {};
+  for (int w = 0; w < kWarps; ++w) {
+    if (s_sum[w] == 0.0f) continue;  // a warp that had no position
+    const float c = expf(s_max[w] - total_max);
+    total_sum += s_sum[w] * c;
+    for (int i = 0; i < dims; ++i) o[i] += s_acc[w][lane + 32 * i] * c;
+  }
+  float* oh = out + (row * n_head + head) * head_dim;
+  for (int i = 0; i < dims; ++i) {
+    const int64_t d = lane + 32 * i;
+    if (d < head_dim) oh[d] = o[i] / total_sum;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchEmbed(const void* table, Half type, int64_t cols, const int32_t* tokens, int64_t m, float* out,
+                        cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  EmbedKernel<<<dim3(Blocks(static_cast<size_t>(cols)), static_cast<unsigned>(m)), kThreads, 0, stream>>>(
+      table, type, cols, tokens, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRmsNorm(const float* x, const float* w, int64_t m, int64_t n, float eps, float* y,
+                          cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  RmsNormKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, w, n, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddBias(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream) {
+  if (m * n == 0) return cudaSuccess;
+  AddBiasKernel<<<Blocks(static_cast<size_t>(m * n)), kThreads, 0, stream>>>(y, m, n, bias);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdd(float* y, const float* x, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  AddKernel<<<Blocks(n), kThreads, 0, stream>>>(y, x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeArgs& rope,
+                       const int32_t* positions, cudaStream_t stream) {
+  const size_t n = static_cast<size_t>(m * n_heads * (rope.n_rot / 2));
+  if (n == 0) return cudaSuccess;
+  RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, m, n_heads, head_dim, rope, positions);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSwiGlu(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  SwiGluKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherRows(const float* x, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* out,
+                             cudaStream_t stream) {
+  if (n_rows == 0) return cudaSuccess;
+  GatherKernel<<<dim3(Blocks(static_cast<size_t>(n_cols)), static_cast<unsigned>(n_rows)), kThreads, 0, stream>>>(
+      x, n_cols, rows, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScatterRows(const float* src, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* y,
+                              cudaStream_t stream) {
+  if (n_rows == 0) return cudaSuccess;
+  ScatterKernel<<<dim3(Blocks(static_cast<size_t>(n_cols)), static_cast<unsigned>(n_rows)), kThreads, 0, stream>>>(
+      src, n_cols, rows, y);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ToHalfKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, type, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const float* v, const int32_t* positions,
+                          int64_t m, cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  StoreKvKernel<<<dim3(Blocks(static_cast<size_t>(kv.kv_dim)), static_cast<unsigned>(m)), kThreads, 0, stream>>>(
+      kv, layer, k, v, positions);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
+                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, float* out, cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  if (head_dim > 32 * kMaxDimsPerLane || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
+  AttentionKernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(m)), 32 * kWarps, 0, stream>>>(
+      kv, layer, q, positions, n_head, n_head_kv, head_dim, out);
+  return cudaGetLastError();
+}
+
+}  // namespace llm42::cuda

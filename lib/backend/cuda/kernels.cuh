@@ -1,0 +1,65 @@
+#ifndef LLM42_BACKEND_CUDA_KERNELS_CUH_
+#define LLM42_BACKEND_CUDA_KERNELS_CUH_
+
+// Launchers of the CUDA backend's own kernels (everything but the GEMMs, which are cuBLASLt's).
+// Plain declarations, so host C++ can call them; each returns the launch's error. Activations
+// are f32; weights and the KV storage hold 16-bit floats (Half::kBf16 or Half::kF16).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace llm42::cuda {
+
+enum class Half { kBf16, kF16 };
+
+// The paged KV storage: [block][layer][k|v][block_size][kv_dim] bf16; a batch's block tables
+// flattened to [rows][max_blocks].
+struct KvArgs {
+  void* base = nullptr;
+  int64_t n_layers = 0;
+  int32_t block_size = 0;
+  int64_t kv_dim = 0;
+  const int32_t* tables = nullptr;
+  int64_t max_blocks = 0;
+};
+
+struct RopeArgs {
+  int64_t n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  bool neox = false;
+  const float* freq_factors = nullptr;  // device, or none
+};
+
+// out[i][:] = table row tokens[i] as f32.
+cudaError_t LaunchEmbed(const void* table, Half type, int64_t cols, const int32_t* tokens, int64_t m,
+                        float* out, cudaStream_t stream);
+// Per row of n: y = x / sqrt(mean(x^2) + eps) * w (a fixed-order reduction).
+cudaError_t LaunchRmsNorm(const float* x, const float* w, int64_t m, int64_t n, float eps, float* y,
+                          cudaStream_t stream);
+cudaError_t LaunchAddBias(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream);
+cudaError_t LaunchAdd(float* y, const float* x, size_t n, cudaStream_t stream);
+cudaError_t LaunchRope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeArgs& rope,
+                       const int32_t* positions, cudaStream_t stream);
+cudaError_t LaunchSwiGlu(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream);
+// out[r] = x[rows[r]] (rows of n_cols); Scatter: y[rows[r]] = src[r].
+cudaError_t LaunchGatherRows(const float* x, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* out,
+                             cudaStream_t stream);
+cudaError_t LaunchScatterRows(const float* src, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* y,
+                              cudaStream_t stream);
+// out = x rounded to the 16-bit type (activations for a GEMM).
+cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStream_t stream);
+// Row i's keys and values (f32 [rows][kv_dim]) into layer `layer` at positions[i].
+cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const float* v,
+                          const int32_t* positions, int64_t m, cudaStream_t stream);
+// Causal grouped-query attention over each row's prefix [0, positions[i]]: one thread block
+// per (row, head); its warps take the prefix's positions round-robin, each keeps an online
+// softmax, and the warps combine in a fixed order. A row's result depends only on its own
+// query and prefix (batch-invariant under both schedules).
+cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
+                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, float* out, cudaStream_t stream);
+
+}  // namespace llm42::cuda
+
+#endif  // LLM42_BACKEND_CUDA_KERNELS_CUH_

@@ -1,0 +1,64 @@
+#include "lib/engine/step_cost.h"
+
+#include <cmath>
+#include <utility>
+
+namespace llm42 {
+
+StepCostModel::Vec StepCostModel::Features(const StepShape& s) {
+  // Rows in hundreds and positions in hundred-thousands keep the normal equations well scaled.
+  return {1.0, s.fixed_rows > 0 ? 1.0 : 0.0, static_cast<double>(s.fast_rows) / 100,
+          static_cast<double>(s.fixed_rows) / 100, static_cast<double>(s.attended) / 1e5};
+}
+
+void StepCostModel::Observe(const StepShape& shape, double seconds) {
+  const Vec x = Features(shape);
+  for (int i = 0; i < kFeatures; ++i) {
+    for (int j = 0; j < kFeatures; ++j) gram_[i][j] = kDecay * gram_[i][j] + x[i] * x[j];
+    moment_[i] = kDecay * moment_[i] + x[i] * seconds;
+  }
+  ++(shape.fixed_rows > 0 ? with_fixed_ : without_fixed_);
+  Solve();
+}
+
+double StepCostModel::Predict(const StepShape& shape) const {
+  const Vec x = Features(shape);
+  double y = 0;
+  for (int i = 0; i < kFeatures; ++i) y += theta_[i] * x[i];
+  return y;
+}
+
+void StepCostModel::Solve() {
+  // (G + rho I) theta' = m + rho theta: ridge towards the previous fit, rho small relative to
+  // the data in every direction the steps explore.
+  double trace = 0;
+  for (int i = 0; i < kFeatures; ++i) trace += gram_[i][i];
+  const double rho = 1e-6 * trace + 1e-12;
+  std::array<std::array<double, kFeatures + 1>, kFeatures> a{};
+  for (int i = 0; i < kFeatures; ++i) {
+    for (int j = 0; j < kFeatures; ++j) a[i][j] = gram_[i][j] + (i == j ? rho : 0.0);
+    a[i][kFeatures] = moment_[i] + rho * theta_[i];
+  }
+  // Gaussian elimination with partial pivoting; the matrix is positive definite.
+  for (int c = 0; c < kFeatures; ++c) {
+    int pivot = c;
+    for (int r = c + 1; r < kFeatures; ++r) {
+      if (std::fabs(a[r][c]) > std::fabs(a[pivot][c])) pivot = r;
+    }
+    std::swap(a[c], a[pivot]);
+    if (a[c][c] == 0) return;
+    for (int r = c + 1; r < kFeatures; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (int j = c; j <= kFeatures; ++j) a[r][j] -= f * a[c][j];
+    }
+  }
+  Vec theta{};
+  for (int r = kFeatures - 1; r >= 0; --r) {
+    double s = a[r][kFeatures];
+    for (int j = r + 1; j < kFeatures; ++j) s -= a[r][j] * theta[j];
+    theta[r] = s / a[r][r];
+  }
+  theta_ = theta;
+}
+
+}  // namespace llm42

@@ -1,0 +1,130 @@
+#include "lib/model/llama_runner.h"
+
+#include "lib/kv/kv_cache.h"
+#include "lib/util/status.h"
+
+namespace llm42 {
+namespace {
+
+// Activation workspace slots.
+enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits };
+
+// A vector in backend memory, or nullptr for an absent (empty) one.
+absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float>& v) {
+  if (v.empty()) return static_cast<const float*>(nullptr);
+  return be.UploadVector(v);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::Create(const LlamaModel& model,
+                                                                 Backend& be) {
+  std::unique_ptr<LlamaRunner> r(new LlamaRunner(model, be));
+  LLM42_ASSIGN_OR_RETURN(r->token_embd_, be.UploadWeight(model.token_embd()));
+  // Tied embeddings share the host tensor; the backend keeps one copy per upload, so reuse it.
+  if (model.output().data == model.token_embd().data) {
+    r->output_ = r->token_embd_;
+  } else {
+    LLM42_ASSIGN_OR_RETURN(r->output_, be.UploadWeight(model.output()));
+  }
+  LLM42_ASSIGN_OR_RETURN(r->output_norm_, be.UploadVector(model.output_norm()));
+  r->rope_ = model.rope();
+  LLM42_ASSIGN_OR_RETURN(r->rope_.freq_factors, UploadOptional(be, model.rope_freqs()));
+  for (const LlamaModel::Layer& L : model.layers()) {
+    Layer& R = r->layers_.emplace_back();
+    LLM42_ASSIGN_OR_RETURN(R.attn_norm, be.UploadVector(L.attn_norm));
+    LLM42_ASSIGN_OR_RETURN(R.ffn_norm, be.UploadVector(L.ffn_norm));
+    LLM42_ASSIGN_OR_RETURN(R.bq, UploadOptional(be, L.bq));
+    LLM42_ASSIGN_OR_RETURN(R.bk, UploadOptional(be, L.bk));
+    LLM42_ASSIGN_OR_RETURN(R.bv, UploadOptional(be, L.bv));
+    LLM42_ASSIGN_OR_RETURN(R.wq, be.UploadWeight(L.wq));
+    LLM42_ASSIGN_OR_RETURN(R.wk, be.UploadWeight(L.wk));
+    LLM42_ASSIGN_OR_RETURN(R.wv, be.UploadWeight(L.wv));
+    LLM42_ASSIGN_OR_RETURN(R.wo, be.UploadWeight(L.wo));
+    LLM42_ASSIGN_OR_RETURN(R.w_gate, be.UploadWeight(L.w_gate));
+    LLM42_ASSIGN_OR_RETURN(R.w_up, be.UploadWeight(L.w_up));
+    LLM42_ASSIGN_OR_RETURN(R.w_down, be.UploadWeight(L.w_down));
+  }
+  return r;
+}
+
+absl::Status LlamaRunner::AllocateKv(const KvCache& cache) {
+  const LlamaConfig& c = model_.config();
+  const KvShape shape{c.n_layer, cache.n_blocks(), cache.block_size(), c.kv_dim()};
+  kv_shape_ = KvShape{};
+  LLM42_RETURN_IF_ERROR(backend_.AllocateKv(shape));
+  kv_shape_ = shape;
+  return absl::OkStatus();
+}
+
+int64_t LlamaRunner::kv_bytes_per_token() const {
+  const LlamaConfig& c = model_.config();
+  return c.n_layer * 2 * c.kv_dim() * static_cast<int64_t>(backend_.kv_element_bytes());
+}
+
+absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batch, float* logits) {
+  if (kv_shape_.n_blocks != cache.n_blocks() || kv_shape_.block_size != cache.block_size()) {
+    return absl::FailedPreconditionError("the backend's KV storage was not allocated for this cache");
+  }
+  const LlamaConfig& c = model_.config();
+  Backend& be = backend_;
+  const Schedules sc = batch.schedules.empty() ? Schedules(batch.schedule) : Schedules(batch.schedules.data());
+  const auto m = static_cast<int64_t>(batch.tokens.size());
+  const int64_t e = c.n_embd, kv = c.kv_dim(), ff = c.n_ff;
+  const auto um = static_cast<size_t>(m);
+  auto buffer = [&](Slot slot, int64_t width) { return be.Workspace(slot, um * static_cast<size_t>(width)); };
+  LLM42_ASSIGN_OR_RETURN(float* x, buffer(kX, e));
+  LLM42_ASSIGN_OR_RETURN(float* xn, buffer(kXn, e));
+  LLM42_ASSIGN_OR_RETURN(float* q, buffer(kQ, e));
+  LLM42_ASSIGN_OR_RETURN(float* k, buffer(kK, kv));
+  LLM42_ASSIGN_OR_RETURN(float* v, buffer(kV, kv));
+  LLM42_ASSIGN_OR_RETURN(float* attn, buffer(kAttn, e));
+  LLM42_ASSIGN_OR_RETURN(float* proj, buffer(kProj, e));
+  LLM42_ASSIGN_OR_RETURN(float* gate, buffer(kGate, ff));
+  LLM42_ASSIGN_OR_RETURN(float* up, buffer(kUp, ff));
+  tables_.resize(um);
+  for (size_t i = 0; i < um; ++i) tables_[i] = cache.block_table(batch.seqs[i]);
+
+  LLM42_RETURN_IF_ERROR(be.BeginBatch(BatchPlan{batch.tokens, batch.positions, tables_, sc}));
+  LLM42_RETURN_IF_ERROR(be.Embed(token_embd_, x));
+  const AttentionShape heads{c.n_head, c.n_head_kv, c.head_dim};
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(x, L.attn_norm, m, e, c.rms_eps, xn, sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.wq, q, sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.wk, k, sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.wv, v, sc));
+    if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(q, m, e, L.bq));
+    if (L.bk != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(k, m, kv, L.bk));
+    if (L.bv != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(v, m, kv, L.bv));
+    LLM42_RETURN_IF_ERROR(be.Rope(q, c.n_head, c.head_dim, rope_, sc));
+    LLM42_RETURN_IF_ERROR(be.Rope(k, c.n_head_kv, c.head_dim, rope_, sc));
+    // Every token's K/V lands in the cache before any token of the batch attends.
+    LLM42_RETURN_IF_ERROR(be.StoreKv(static_cast<int64_t>(l), k, v));
+    LLM42_RETURN_IF_ERROR(be.Attention(static_cast<int64_t>(l), q, heads, attn, sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(attn, m, L.wo, proj, sc));
+    LLM42_RETURN_IF_ERROR(be.Add(x, proj, um * static_cast<size_t>(e)));
+
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(x, L.ffn_norm, m, e, c.rms_eps, xn, sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.w_gate, gate, sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.w_up, up, sc));
+    LLM42_RETURN_IF_ERROR(be.SwiGlu(gate, up, m, ff, gate, sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(gate, m, L.w_down, proj, sc));
+    LLM42_RETURN_IF_ERROR(be.Add(x, proj, um * static_cast<size_t>(e)));
+  }
+
+  const size_t n_out = batch.logit_rows.size();
+  if (n_out == 0) return be.Synchronize();
+  const auto rows = static_cast<int64_t>(n_out);
+  LLM42_ASSIGN_OR_RETURN(float* sel, be.Workspace(kLogitsIn, n_out * static_cast<size_t>(e)));
+  LLM42_ASSIGN_OR_RETURN(float* out, be.Workspace(kLogits, n_out * static_cast<size_t>(c.n_vocab)));
+  LLM42_RETURN_IF_ERROR(be.GatherRows(x, e, batch.logit_rows, sel));
+  logit_schedules_.resize(n_out);
+  for (size_t r = 0; r < n_out; ++r) logit_schedules_[r] = sc[batch.logit_rows[r]];
+  const Schedules out_sc(logit_schedules_.data());
+  LLM42_RETURN_IF_ERROR(be.RmsNorm(sel, output_norm_, rows, e, c.rms_eps, sel, out_sc));
+  LLM42_RETURN_IF_ERROR(be.MatMul(sel, rows, output_, out, out_sc));
+  return be.CopyToHost(logits, out, n_out * static_cast<size_t>(c.n_vocab));
+}
+
+}  // namespace llm42

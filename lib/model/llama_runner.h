@@ -1,0 +1,76 @@
+#ifndef LLM42_MODEL_LLAMA_RUNNER_H_
+#define LLM42_MODEL_LLAMA_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/model/llama_model.h"
+
+namespace llm42 {
+
+class KvCache;
+
+// One forward pass's input: token i is `tokens[i]` at `positions[i]` of KV-cache sequence
+// `seqs[i]` (which must have room reserved for it). Logits are produced for the token indices in
+// `logit_rows`, in that order. Token i runs under schedules[i], or all under `schedule` when
+// `schedules` is empty.
+struct ForwardBatch {
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> positions;
+  std::span<const int32_t> seqs;
+  std::span<const int32_t> logit_rows;
+  Schedule schedule = Schedule::kFast;
+  std::span<const Schedule> schedules = {};
+};
+
+// A LlamaModel on a Backend: its weights uploaded there, the backend's KV storage sized for a
+// KvCache's blocks, and the Llama graph written once over the backend's ops. Between the batch
+// plan going in and the logits coming out, no activation touches the host.
+class LlamaRunner {
+ public:
+  // Uploads the weights; the model and backend must outlive the runner. A backend error (out of
+  // memory, a type it cannot hold) is returned as it is.
+  static absl::StatusOr<std::unique_ptr<LlamaRunner>> Create(const LlamaModel& model,
+                                                             Backend& backend);
+
+  // Allocates the backend's KV storage for the cache's blocks (what it held is gone).
+  absl::Status AllocateKv(const KvCache& cache);
+  // Bytes of KV storage one position of one sequence takes on this backend.
+  int64_t kv_bytes_per_token() const;
+
+  // Runs the batch over `cache`'s block tables (the cache AllocateKv last saw), writing each
+  // token's K/V at its position before attention reads it, and fills logits[row][n_vocab]
+  // (host memory) for batch.logit_rows. Not thread-safe.
+  absl::Status Forward(const KvCache& cache, const ForwardBatch& batch, float* logits);
+
+  Backend& backend() { return backend_; }
+
+ private:
+  struct Layer {
+    const float *attn_norm, *ffn_norm;
+    const float *bq, *bk, *bv;  // nullptr when the model has no attention biases
+    WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  };
+
+  LlamaRunner(const LlamaModel& model, Backend& backend) : model_(model), backend_(backend) {}
+
+  const LlamaModel& model_;
+  Backend& backend_;
+  KvShape kv_shape_;
+  WeightMatrix token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  RopeParams rope_;
+  std::vector<Layer> layers_;
+  // Host-side per-batch inputs, kept to avoid allocating per step.
+  std::vector<const int32_t*> tables_;
+  std::vector<Schedule> logit_schedules_;
+};
+
+}  // namespace llm42
+
+#endif  // LLM42_MODEL_LLAMA_RUNNER_H_

@@ -1,0 +1,284 @@
+// The op conformance suite: every op of the Backend interface, on every registered backend that
+// can run here (the CPU always; CUDA when built and a device is present), against float64
+// references, plus the fixed schedule's row invariance (DETERMINISM_TESTS item 8) per backend.
+// A backend joins by registering (lib/backend/backend_registry.cc).
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/backend/backend_registry.h"
+#include "tests/backend_harness.h"
+#include "tests/op_reference.h"
+
+namespace llm42 {
+namespace {
+
+using testing::AttentionFixture;
+using testing::BackendHarness;
+using testing::MakeMatrix;
+using testing::RandomVector;
+using testing::SameBits;
+using testing::TestMatrix;
+
+class BackendOpsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto be = CreateBackend(GetParam(), BackendOptions{2});
+    if (!be.ok()) GTEST_SKIP() << "backend " << GetParam() << " cannot run here: " << be.status().message();
+    be_ = std::move(be).value();
+    h_ = std::make_unique<BackendHarness>(*be_);
+  }
+
+  // Relative tolerance against float64: the CPU computes in f32; a GPU multiplies in bf16
+  // (8 significant bits) with f32 accumulation, and keeps f32 weights as bf16.
+  double Tolerance() const { return GetParam() == "cpu" ? 1e-5 : 1.6e-2; }
+
+  WeightMatrix Upload(GgmlType type, const TestMatrix& w, int64_t rows, int64_t cols) {
+    auto up = be_->UploadWeight(WeightMatrix{type, w.bytes.data(), rows, cols, w.row_bytes});
+    EXPECT_TRUE(up.ok()) << up.status();
+    return up.ok() ? *up : WeightMatrix{};
+  }
+
+  std::unique_ptr<Backend> be_;
+  std::unique_ptr<BackendHarness> h_;
+};
+
+// Both schedules against a float64 reference, across batch sizes that exercise every kernel
+// group and K lengths on and off the kernels' steps.
+TEST_P(BackendOpsTest, MatMulMatchesFloat64Reference) {
+  std::mt19937 rng(11);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    for (int64_t cols : {32, 40, 43, 96, 256}) {
+      if (GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1 && cols % 32 != 0) continue;
+      const int64_t rows = 37;
+      const TestMatrix w = MakeMatrix(type, rows, cols, rng);
+      const WeightMatrix wm = Upload(type, w, rows, cols);
+      for (int64_t m : {1, 3, 5, 33, 70}) {
+        const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), static_cast<uint32_t>(m));
+        std::vector<double> ref, mag;
+        testing::ReferenceMatMul(x, m, w.values, rows, cols, &ref, &mag);
+        for (Schedule sched : {Schedule::kFast, Schedule::kFixed}) {
+          const std::vector<float> y = h_->MatMul(x, m, wm, sched);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_NEAR(y[i], ref[i], Tolerance() * mag[i] + 1e-6)
+                << GetGgmlTypeInfo(static_cast<uint32_t>(type))->name << " fixed " << (sched == Schedule::kFixed)
+                << " m " << m << " k " << cols << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Item 8 for MatMul: row i of fixed(X[:M]) equals row i of fixed(X) for M in 1..256, and a row
+// in the middle of a batch alone; also with the rows' schedules mixed (fast rows beside).
+TEST_P(BackendOpsTest, FixedMatMulIsRowInvariant) {
+  std::mt19937 rng(21);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    const int64_t rows = 50, cols = 96, full = 256;
+    const TestMatrix w = MakeMatrix(type, rows, cols, rng);
+    const WeightMatrix wm = Upload(type, w, rows, cols);
+    const std::vector<float> x = RandomVector(static_cast<size_t>(full * cols), 5);
+    const std::vector<float> ref = h_->MatMul(x, full, wm, Schedule::kFixed);
+    for (int64_t m : {1, 2, 3, 8, 33, 64, 255}) {
+      const std::vector<float> y = h_->MatMul(std::vector<float>(x.begin(), x.begin() + m * cols), m, wm, Schedule::kFixed);
+      ASSERT_TRUE(SameBits(y.data(), ref.data(), y.size())) << "m " << m;
+    }
+    const std::vector<float> one = h_->MatMul(std::vector<float>(x.begin() + 100 * cols, x.begin() + 101 * cols), 1, wm,
+                                              Schedule::kFixed);
+    ASSERT_TRUE(SameBits(one.data(), ref.data() + 100 * rows, one.size()));
+    std::vector<Schedule> mixed(static_cast<size_t>(full));
+    for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = i % 3 == 0 ? Schedule::kFixed : Schedule::kFast;
+    const std::vector<float> y = h_->MatMul(x, full, wm, Schedules(mixed.data()));
+    for (int64_t i = 0; i < full; i += 3) {
+      ASSERT_TRUE(SameBits(y.data() + i * rows, ref.data() + i * rows, static_cast<size_t>(rows))) << "mixed row " << i;
+    }
+  }
+}
+
+// Both schedules against float64, over contexts within one KV block and across many, and
+// across the CPU's fixed chunk (256).
+TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {
+  AttentionFixture f(*be_, {1, 37, 300});
+  const std::vector<float> q = RandomVector(3 * 4 * 64, 3);
+  for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
+    const std::vector<float> out = f.Run({{0, 0}, {1, 36}, {2, 299}, {2, 17}}, q, s);
+    const std::vector<std::pair<int, int64_t>> rows = {{0, 1}, {1, 37}, {2, 300}, {2, 18}};
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto [seq, len] = rows[r];
+      for (int64_t h = 0; h < 4; ++h) {
+        const std::vector<double> ref = f.Reference(seq, len, h, q.data() + (seq * 4 + h) * 64);
+        for (int64_t i = 0; i < 64; ++i) {
+          ASSERT_NEAR(out[r * 256 + static_cast<size_t>(h * 64 + i)], ref[static_cast<size_t>(i)],
+                      GetParam() == "cpu" ? 1e-5 : 2e-3)
+              << "row " << r << " head " << h << " fixed " << (s == Schedule::kFixed);
+        }
+      }
+    }
+  }
+}
+
+// Item 8 for attention: KV lengths straddling block (16) and chunk boundaries; each row alone
+// and in a batch of other rows: the same bits.
+TEST_P(BackendOpsTest, FixedAttentionIsRowInvariant) {
+  const std::vector<int64_t> lens = {1, 15, 16, 17, 255, 256, 257, 600};
+  AttentionFixture f(*be_, lens);
+  const std::vector<float> q = RandomVector(lens.size() * 4 * 64, 4);
+  std::vector<std::pair<int, int32_t>> all;
+  for (size_t i = 0; i < lens.size(); ++i) all.push_back({static_cast<int>(i), static_cast<int32_t>(lens[i] - 1)});
+  const std::vector<float> batch = f.Run(all, q, Schedule::kFixed);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::vector<float> alone = f.Run({all[i]}, q, Schedule::kFixed);
+    EXPECT_TRUE(SameBits(alone.data(), batch.data() + i * 256, 256)) << "length " << lens[i];
+  }
+}
+
+TEST_P(BackendOpsTest, RmsNormRopeSwiGluAndAdds) {
+  Backend& be = *be_;
+  {
+    const std::vector<float> x = {1, 2, 3, 4, -1, 0, 0, 1}, w = {1, 1, 2, 0.5f};
+    float* y = h_->Alloc(8);
+    ASSERT_TRUE(be.RmsNorm(h_->Put(x), h_->Put(w), 2, 4, 0.0f, y, Schedule::kFixed).ok());
+    const std::vector<float> got = h_->Get(y, 8);
+    const double inv = 1 / std::sqrt(30.0 / 4), inv2 = 1 / std::sqrt(2.0 / 4);
+    EXPECT_NEAR(got[2], 3 * inv * 2, 1e-6);
+    EXPECT_NEAR(got[3], 4 * inv * 0.5, 1e-6);
+    EXPECT_NEAR(got[4], -1 * inv2, 1e-6);
+    EXPECT_NEAR(got[7], 1 * inv2 * 0.5, 1e-6);
+  }
+  {
+    // RoPE rotates pair i by pos * base^(-2i/n_rot); dims past n_rot stay.
+    const std::vector<int32_t> tokens = {0}, positions = {3};
+    const int32_t table[1] = {0};
+    const int32_t* tables[1] = {table};
+    ASSERT_TRUE(be.BeginBatch(BatchPlan{tokens, positions, tables, Schedule::kFixed}).ok());
+    RopeParams rp;
+    rp.n_rot = 4;
+    rp.freq_base = 100.0f;
+    float* r = h_->Put({1, 0, 1, 0, 7, 7});
+    ASSERT_TRUE(be.Rope(r, 1, 6, rp, Schedule::kFixed).ok());
+    std::vector<float> got = h_->Get(r, 6);
+    EXPECT_NEAR(got[0], std::cos(3.0), 1e-6);
+    EXPECT_NEAR(got[1], std::sin(3.0), 1e-6);
+    EXPECT_NEAR(got[2], std::cos(3.0 / 10), 1e-6);
+    EXPECT_NEAR(got[3], std::sin(3.0 / 10), 1e-6);
+    EXPECT_EQ(got[4], 7);
+    // NeoX pairs (i, i + n_rot/2); frequency factors divide each pair's angle; freq_scale
+    // scales positions.
+    rp.neox = true;
+    rp.freq_factors = h_->Put({1.0f, 4.0f});
+    rp.freq_scale = 0.5f;
+    float* n = h_->Put({1, 1, 0, 0, 7, 7});
+    ASSERT_TRUE(be.Rope(n, 1, 6, rp, Schedule::kFixed).ok());
+    got = h_->Get(n, 6);
+    EXPECT_NEAR(got[0], std::cos(1.5), 1e-6);
+    EXPECT_NEAR(got[2], std::sin(1.5), 1e-6);
+    EXPECT_NEAR(got[1], std::cos(1.5 / 10 / 4), 1e-6);
+    EXPECT_NEAR(got[3], std::sin(1.5 / 10 / 4), 1e-6);
+    EXPECT_EQ(got[4], 7);
+  }
+  {
+    float* s = h_->Alloc(4);
+    ASSERT_TRUE(be.SwiGlu(h_->Put({0, 2, -1, 1}), h_->Put({5, 3, 2, 1}), 2, 2, s, Schedule::kFixed).ok());
+    const std::vector<float> got = h_->Get(s, 4);
+    EXPECT_EQ(got[0], 0);
+    EXPECT_NEAR(got[1], 2 / (1 + std::exp(-2.0)) * 3, 1e-6);
+    EXPECT_NEAR(got[2], -1 / (1 + std::exp(1.0)) * 2, 1e-6);
+  }
+  {
+    float* y = h_->Put({1, 2, 3, 4, 5, 6});
+    ASSERT_TRUE(be.AddBias(y, 2, 3, h_->Put({10, 20, 30})).ok());
+    ASSERT_TRUE(be.Add(y, h_->Put({1, 1, 1, 1, 1, 0.5f}), 6).ok());
+    EXPECT_EQ(h_->Get(y, 6), (std::vector<float>{12, 23, 34, 15, 26, 36.5f}));
+    float* g = h_->Alloc(6);
+    const std::vector<int32_t> rows = {1, 0, 1};
+    ASSERT_TRUE(be.GatherRows(y, 2, rows, g).ok());
+    EXPECT_EQ(h_->Get(g, 6), (std::vector<float>{34, 15, 12, 23, 34, 15}));
+  }
+}
+
+TEST_P(BackendOpsTest, EmbedIsExactAndRowOpsAreRowInvariant) {
+  Backend& be = *be_;
+  const int64_t n = 264, full = 64;
+  std::mt19937 rng(2);
+  const TestMatrix table = MakeMatrix(GgmlType::kF16, 300, n, rng);
+  const WeightMatrix tm = Upload(GgmlType::kF16, table, 300, n);
+  std::vector<int32_t> ids(static_cast<size_t>(full)), positions(static_cast<size_t>(full));
+  for (int64_t i = 0; i < full; ++i) {
+    ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37) % 300);
+    positions[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7);
+  }
+  const int32_t block[64] = {};
+  std::vector<const int32_t*> tables(static_cast<size_t>(full), block);
+  const std::vector<float> x = RandomVector(static_cast<size_t>(full * n), 8);
+  const std::vector<float> w = RandomVector(static_cast<size_t>(n), 9);
+  const float* wd = h_->Put(w);
+  RopeParams rp;
+  rp.n_rot = 64;
+  // Embedding rows, RMSNorm, RoPE and SwiGLU of the first m rows of the batch.
+  auto run = [&](int64_t m) {
+    const auto mn = static_cast<size_t>(m * n);
+    EXPECT_TRUE(be.BeginBatch(BatchPlan{std::span(ids).first(static_cast<size_t>(m)),
+                                        std::span(positions).first(static_cast<size_t>(m)),
+                                        std::span(tables).first(static_cast<size_t>(m)), Schedule::kFixed})
+                    .ok());
+    float* emb = h_->Alloc(mn);
+    float* norm = h_->Alloc(mn);
+    float* glu = h_->Alloc(mn);
+    float* rope = h_->Put(std::vector<float>(x.begin(), x.begin() + m * n));
+    EXPECT_TRUE(be.Embed(tm, emb).ok());
+    EXPECT_TRUE(be.RmsNorm(rope, wd, m, n, 1e-5f, norm, Schedule::kFixed).ok());
+    EXPECT_TRUE(be.SwiGlu(rope, rope, m, n, glu, Schedule::kFixed).ok());
+    EXPECT_TRUE(be.Rope(rope, 4, 66, rp, Schedule::kFixed).ok());
+    std::vector<float> out = h_->Get(emb, mn);
+    for (const float* d : {norm, glu, rope}) {
+      const std::vector<float> part = h_->Get(d, mn);
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+  };
+  const std::vector<float> ref = run(full);
+  const auto fn = static_cast<size_t>(full * n);
+  for (int64_t i = 0; i < full; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(ref[static_cast<size_t>(i * n + j)], table.values[static_cast<size_t>(ids[static_cast<size_t>(i)] * n + j)]);
+    }
+  }
+  for (int64_t m : {1, 3, 8, 33}) {
+    const std::vector<float> got = run(m);
+    const auto mn = static_cast<size_t>(m * n);
+    for (size_t part = 1; part < 4; ++part) {
+      EXPECT_TRUE(SameBits(got.data() + part * mn, ref.data() + part * fn, mn)) << "op " << part << " m " << m;
+    }
+  }
+}
+
+// auto takes the first usable backend; cuda where it cannot run is UNSUPPORTED saying why;
+// an unknown name is INVALID_ARGUMENT.
+TEST(BackendRegistry, AutoCudaAndUnknownNames) {
+  auto cpu = CreateBackend("cpu", BackendOptions{1});
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_STREQ((*cpu)->name(), "cpu");
+  EXPECT_EQ(CreateBackend("tpu", {}).status().code(), absl::StatusCode::kInvalidArgument);
+  auto cuda = CreateBackend("cuda", {});
+  auto automatic = CreateBackend("auto", BackendOptions{1});
+  ASSERT_TRUE(automatic.ok());
+  if (cuda.ok()) {
+    EXPECT_STREQ((*automatic)->name(), "cuda");
+    return;
+  }
+  EXPECT_STREQ((*automatic)->name(), "cpu");
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnimplemented);
+  const std::string why(cuda.status().message());
+  EXPECT_TRUE(why.find("not built") != std::string::npos || why.find("driver") != std::string::npos ||
+              why.find("no CUDA device") != std::string::npos || why.find("compute capability") != std::string::npos)
+      << why;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendOpsTest, ::testing::Values("cpu", "cuda"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace llm42
