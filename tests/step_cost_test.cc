@@ -75,10 +75,13 @@ TEST(DvrDecodePath, AutoPicksTheCheaperPathByMeasuredCost) {
   EXPECT_TRUE(Trained(Costs{2e-3, 8e-3, 1e-4, 1.2e-4, 1e-7}).DecodeDirect(1, StepShape{12, 64, 4000}, 512));
 }
 
-TEST(DvrDecodePath, VerifiesUntilTheStepsHaveShownWhatFixedRowsCost) {
+// Before the steps have shown both kinds, the choice alternates so that they do.
+TEST(DvrDecodePath, AlternatesUntilTheStepsHaveShownBothKinds) {
   EngineStats stats;
   DvrController dvr(DeterminismPolicy{}, stats);
-  EXPECT_FALSE(dvr.DecodeDirect(4, StepShape{12, 0, 4000}, 512));
+  const bool first = dvr.DecodeDirect(4, StepShape{12, 0, 4000}, 512);
+  EXPECT_NE(dvr.DecodeDirect(4, StepShape{12, 0, 4000}, 512), first);
+  EXPECT_EQ(dvr.DecodeDirect(4, StepShape{12, 0, 4000}, 512), first);
 }
 
 TEST(DvrDecodePath, ForcedPathsIgnoreTheCosts) {

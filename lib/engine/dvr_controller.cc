@@ -62,7 +62,9 @@ bool DvrController::DecodeDirect(int64_t n, const StepShape& rest, int64_t verif
       break;
   }
   constexpr int64_t kExploreSteps = 8;
-  if (n == 0 || !cost_.Explored(kExploreSteps)) return false;
+  if (n == 0) return direct_;
+  // Until the steps have shown what fixed rows cost, alternate, so that both kinds are seen.
+  if (!cost_.Explored(kExploreSteps)) return direct_ = (explore_steps_++ % 2 == 0);
   StepShape fixed = rest, fast = rest;
   fixed.fixed_rows += n;
   fast.fast_rows += n;

@@ -38,13 +38,13 @@ class DvrController {
 
   int32_t initial_window() const { return policy_.window; }
 
-  // Whether this step decodes the n deterministic requests that have nothing awaiting
-  // verification directly under fixed (their tokens committed at once) rather than as fast
-  // candidates. `rest` is the shape of the step's other rows; a verify step replays up to
-  // `verify_rows`. Under DecodePath::kAuto it compares, by the measured step costs, what the
-  // fixed rows add to this step with what verifying n candidates later costs (the replay rows,
-  // plus the candidates that recent rollbacks wasted); until the steps have shown what fixed
-  // rows cost, it verifies.
+  // Whether deterministic requests decode directly under fixed this step (those with nothing
+  // awaiting verification; the engine has the others verify what they hold, so that they can
+  // follow) rather than as fast candidates. n: the step's deterministic decode rows; `rest`: the
+  // shape of its other rows; a verify step replays up to `verify_rows`. Under DecodePath::kAuto
+  // it compares, by the measured step costs, what n fixed rows add to this step with what
+  // verifying n candidates later costs (the replay rows, plus the candidates that recent
+  // rollbacks wasted); until the steps have shown both kinds, it alternates.
   // The choice holds until the other path is predicted cheaper by kSwitchMargin, so timing
   // noise does not flip it step by step.
   bool DecodeDirect(int64_t n, const StepShape& rest, int64_t verify_rows);
@@ -84,6 +84,7 @@ class DvrController {
   // Recent candidates verified and discarded (decayed per pass): the recompute rate.
   double recent_verified_ = 0, recent_discarded_ = 0;
   bool direct_ = false;  // the last kAuto choice
+  int64_t explore_steps_ = 0;
 };
 
 }  // namespace llm42

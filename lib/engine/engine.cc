@@ -120,14 +120,13 @@ bool Engine::Step() {
 
   // Each entry's schedule. Deterministic requests with nothing awaiting verification decode
   // under fixed and commit at once when the DVR controller finds that cheaper this step.
-  auto dvr_ready_to_decode = [](const PlanEntry& p) {
-    return p.seq->dvr && p.kind == RowKind::kDecode && p.seq->candidates() == 0;
-  };
+  auto dvr_decode = [](const PlanEntry& p) { return p.seq->dvr && p.kind == RowKind::kDecode; };
+  auto dvr_ready_to_decode = [&](const PlanEntry& p) { return dvr_decode(p) && p.seq->candidates() == 0; };
   StepShape rest;
   int64_t eligible = 0;
   for (const PlanEntry& p : plan) {
     rest.attended += p.n * p.begin + p.n * (p.n + 1) / 2;
-    if (dvr_ready_to_decode(p)) {
+    if (dvr_decode(p)) {
       ++eligible;
     } else if (p.seq->dvr ? p.kind != RowKind::kDecode : config_.schedule == Schedule::kFixed) {
       rest.fixed_rows += p.n;
@@ -232,6 +231,14 @@ bool Engine::Step() {
     if (CommitTokens(s, std::span(&token, 1),
                      o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>())) {
       finished.push_back(&s);
+    }
+  }
+  // Requests still holding candidates verify them next, then decode directly too.
+  if (direct) {
+    for (const PlanEntry& p : plan) {
+      if (dvr_decode(p) && p.seq->candidates() > 0 && std::find(finished.begin(), finished.end(), p.seq) == finished.end()) {
+        p.seq->ready = true;
+      }
     }
   }
   for (Sequence* s : finished) scheduler_.Remove(s);

@@ -20,6 +20,7 @@
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/thread_pool.h"
 #include "tools/llm42/bench_util.h"
+#include "tools/llm42/machine_limits.h"
 #include "tools/llm42/commands.h"
 
 ABSL_FLAG(std::string, concurrency, "1,4,8,16", "Comma-separated numbers of concurrent requests");
@@ -28,6 +29,12 @@ ABSL_FLAG(int32_t, prompt_tokens, 128, "Prompt length of each request (random to
 ABSL_FLAG(int32_t, output_tokens, 128, "Tokens each request generates");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward pass");
 ABSL_FLAG(bool, bandwidth, true, "Measure memory read bandwidth and report the decode floor");
+ABSL_FLAG(int32_t, pp, 0, "llama-bench's shape: prompt processing of N tokens (single stream), after --depth");
+ABSL_FLAG(int32_t, tg, 0, "llama-bench's shape: generation of N tokens (single stream), after --depth");
+ABSL_FLAG(std::string, batched, "",
+          "llama-batched-bench's shape: NPP,NTG,NPL1,NPL2,... (NPL sequences of NPP prompt and NTG "
+          "generated tokens each, at once), printed in its columns");
+ABSL_FLAG(int32_t, depth, 0, "Context already in the cache before --pp / --tg (llama-bench's -d)");
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, threads);
@@ -55,33 +62,9 @@ void OnTokens(void* user, void*, const int32_t*, size_t n, const char*, size_t, 
   for (size_t i = 0; i < n; ++i) t->times.push_back(now);
 }
 
-// Best of a few passes of a multi-threaded streaming read over 1 GiB.
-double MeasureReadBandwidth(int threads) {
-  const size_t n = (size_t{1} << 30) / sizeof(float);
-  std::vector<float> buf(n, 1.0f);
-  ThreadPool pool(threads);
-  double best = 0;
-  for (int pass = 0; pass < 4; ++pass) {
-    std::vector<float> sums(static_cast<size_t>(threads), 0);
-    const auto t0 = Clock::now();
-    pool.RunOnAll([&](int t) {
-      const size_t begin = n * static_cast<size_t>(t) / static_cast<size_t>(threads);
-      const size_t end = n * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
-      float acc[16] = {};
-      for (size_t i = begin; i + 16 <= end; i += 16) {
-        for (int l = 0; l < 16; ++l) acc[l] += buf[i + static_cast<size_t>(l)];
-      }
-      for (float a : acc) sums[static_cast<size_t>(t)] += a;
-    });
-    const double s = Seconds(t0, Clock::now());
-    if (sums[0] < 0) std::cerr << "";  // keep the reads
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / s);
-  }
-  return best;
-}
-
 struct Result {
   double output_tps, prefill_tps, ttft_p50, ttft_p99, itl_p50, itl_p99, decode_tps;
+  double t_prefill, t_total;  // seconds: until every request's first token; the whole run
   int64_t preemptions;
 };
 
@@ -154,6 +137,8 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
     }
   }
   Result res;
+  res.t_prefill = Seconds(start, last_first);
+  res.t_total = Seconds(start, end);
   res.output_tps = static_cast<double>(concurrency) * out_len / Seconds(start, end);
   res.prefill_tps = static_cast<double>(concurrency) * prompt_len / Seconds(start, last_first);
   res.ttft_p50 = Percentile(ttft, 0.5);
@@ -163,6 +148,86 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   res.decode_tps = decode_tps / static_cast<double>(traces.size());
   res.preemptions = (*session)->stat(SessionStat::kPreemptions);
   return res;
+}
+
+// Token arrival times of one single-stream request of `prompt_len` random tokens generating
+// `out_len`, from submission.
+std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len) {
+  const int32_t vocab = s.tokenizer().vocab().size();
+  RequestOptions ro;
+  ro.has_prompt_tokens = true;
+  ro.prompt_tokens.push_back(std::max(0, s.tokenizer().vocab().bos()));
+  for (int i = 1; i < prompt_len; ++i) {
+    ro.prompt_tokens.push_back(3 + static_cast<int32_t>(PhiloxUniform(7, static_cast<uint64_t>(i)) * (vocab - 3)));
+  }
+  ro.max_tokens = out_len;
+  ro.ignore_eos = true;
+  Trace trace;
+  ro.callback = OnTokens;
+  ro.callback_user_data = &trace;
+  const auto start = Clock::now();
+  auto req = s.Submit(ro, nullptr);
+  if (!req.ok()) {
+    std::cerr << "llm42 bench: " << req.status().message() << "\n";
+    std::exit(1);
+  }
+  (*req)->Wait(-1);
+  absl::MutexLock lock(&trace.mu);
+  std::vector<double> out;
+  for (auto t : trace.times) out.push_back(Seconds(start, t));
+  return out;
+}
+
+// llama-bench's pp N and tg N at depth D, single stream, per schedule: pp from the time to
+// the first token of D + N tokens minus that of D (there is no prefix cache to keep D), tg
+// from the spacing of N generated tokens after a D-token prompt. The best of two runs.
+int BenchPpTg(const std::string& model, double matmul_flops, double peak, double bandwidth, int64_t weight_bytes,
+              int64_t kv_bytes_per_position, int threads) {
+  const int pp = absl::GetFlag(FLAGS_pp), tg = absl::GetFlag(FLAGS_tg), depth = absl::GetFlag(FLAGS_depth);
+  std::vector<std::string> rows;
+  for (absl::string_view sched : absl::StrSplit(absl::GetFlag(FLAGS_schedules), ',')) {
+    SessionOptions o;
+    o.model_path = model;
+    o.threads = threads;
+    o.backend = absl::GetFlag(FLAGS_backend);
+    o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+    o.context_length = depth + std::max(pp, tg) + 2;
+    o.determinism.mode = sched == "fixed" ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;
+    auto session = Session::Create(o);
+    if (!session.ok()) {
+      std::cerr << "llm42 bench: " << session.status().message() << "\n";
+      return 1;
+    }
+    WarmUp(**session, 64);
+    if (pp > 0) {
+      double best = 1e30;
+      for (int rep = 0; rep < 2; ++rep) {
+        const double with = StreamTimes(**session, depth + pp, 1).front();
+        const double before = depth > 0 ? StreamTimes(**session, depth, 1).front() : 0.0;
+        best = std::min(best, with - before);
+      }
+      const double tps = pp / best;
+      rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | %.1f GFLOP/s, %.1f %% of the FMA peak |",
+                                     std::string(sched), pp, depth, tps, tps * matmul_flops / 1e9,
+                                     peak > 0 ? 100 * tps * matmul_flops / peak : 0.0));
+    }
+    if (tg > 0) {
+      double best = 0;
+      for (int rep = 0; rep < 2; ++rep) {
+        const std::vector<double> t = StreamTimes(**session, std::max(1, depth), tg + 1);
+        if (t.size() > 1) best = std::max(best, static_cast<double>(t.size() - 1) / (t.back() - t.front()));
+      }
+      // Bytes read per generated token: the weights, and the K/V of the context (about depth + tg/2).
+      const double bytes = static_cast<double>(weight_bytes) + static_cast<double>(kv_bytes_per_position) * (depth + tg / 2.0);
+      rows.push_back(absl::StrFormat("| %-5s | tg%d @ d%d | %9.2f | %.2f of the bandwidth floor (%.1f tok/s) |",
+                                     std::string(sched), tg, depth, best,
+                                     bandwidth > 0 ? best * bytes / bandwidth : 0.0,
+                                     bandwidth > 0 ? bandwidth / bytes : 0.0));
+    }
+  }
+  std::cout << "\n| sched | test | t/s | against this machine |\n|---|---|---|---|\n";
+  for (const std::string& r : rows) std::cout << r << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -190,11 +255,32 @@ int Bench() {
     }
     schedules.push_back(s == "fixed");
   }
-  const int prompt_len = absl::GetFlag(FLAGS_prompt_tokens), out_len = absl::GetFlag(FLAGS_output_tokens);
+  int prompt_len = absl::GetFlag(FLAGS_prompt_tokens), out_len = absl::GetFlag(FLAGS_output_tokens);
+  const bool batched = !absl::GetFlag(FLAGS_batched).empty();
+  if (batched) {
+    std::vector<int> v;
+    for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_batched), ',')) {
+      int n;
+      if (!absl::SimpleAtoi(c, &n) || n < 1) {
+        std::cerr << "llm42 bench: bad --batched entry '" << c << "'\n";
+        return 2;
+      }
+      v.push_back(n);
+    }
+    if (v.size() < 3) {
+      std::cerr << "llm42 bench: --batched takes NPP,NTG,NPL[,NPL...]\n";
+      return 2;
+    }
+    prompt_len = v[0];
+    out_len = v[1];
+    levels.assign(v.begin() + 2, v.end());
+  }
   int total = 0;
   for (int c : levels) total += c * static_cast<int>(schedules.size());
 
   int64_t weight_bytes = 0;
+  double matmul_flops = 0;  // per token, GEMMs only (attention excluded)
+  int64_t kv_bytes_per_position = 0;
   {
     auto file = GgufFile::Open(model);
     if (!file.ok()) {
@@ -207,11 +293,28 @@ int Bench() {
       return 1;
     }
     weight_bytes = (*m)->weight_bytes();
+    const LlamaConfig& c = (*m)->config();
+    kv_bytes_per_position = c.n_layer * 2 * c.kv_dim() * 4;  // the CPU keeps f32 K/V
+    const auto elements = [](const WeightMatrix& w) { return static_cast<double>(w.rows) * static_cast<double>(w.cols); };
+    matmul_flops = elements((*m)->output());
+    for (const LlamaModel::Layer& L : (*m)->layers()) {
+      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matmul_flops += elements(*w);
+    }
+    matmul_flops *= 2;  // a multiply and an add per weight and token
   }
   const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
                                                        : static_cast<int>(std::thread::hardware_concurrency());
   double bandwidth = 0;
   if (absl::GetFlag(FLAGS_bandwidth)) bandwidth = MeasureReadBandwidth(threads);
+  const double peak256 = MeasureFmaPeak(threads, 256), peak512 = MeasureFmaPeak(threads, 512);
+  const double peak = std::max(peak256, peak512);
+  if (absl::GetFlag(FLAGS_pp) > 0 || absl::GetFlag(FLAGS_tg) > 0) {
+    std::cout << absl::StrFormat("model %s: %.1f MB of weights per token, %.2f GFLOP of GEMMs per token; %d threads; "
+                                 "FMA peak %.0f GFLOP/s (256-bit) / %.0f (512-bit); read bandwidth %.2f GB/s\n",
+                                 model, weight_bytes / 1e6, matmul_flops / 1e9, threads, peak256 / 1e9, peak512 / 1e9,
+                                 bandwidth / 1e9);
+    return BenchPpTg(model, matmul_flops, peak, bandwidth, weight_bytes, kv_bytes_per_position, threads);
+  }
 
   std::vector<std::string> rows;
   int done = 0;
@@ -219,9 +322,20 @@ int Bench() {
     for (bool fixed : schedules) {
       const Result r = RunOne(model, fixed, c, prompt_len, out_len, done, total);
       done += c;
+      if (batched) {
+        // llama-batched-bench's columns; S_TG counts the tokens generated after every prompt
+        // was in.
+        const double t_tg = r.t_total - r.t_prefill;
+        rows.push_back(absl::StrFormat("| %-5s | %5d | %5d | %4d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |",
+                                       fixed ? "fixed" : "fast", prompt_len, out_len, c, c * (prompt_len + out_len),
+                                       r.t_prefill, c * prompt_len / r.t_prefill, t_tg,
+                                       c * (out_len - 1) / t_tg, r.t_total, c * (prompt_len + out_len) / r.t_total));
+        continue;
+      }
       rows.push_back(absl::StrFormat(
-          "| %-5s | %4d | %9.1f | %8.1f | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d |",
-          fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, r.ttft_p50, r.ttft_p99,
+          "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d |",
+          fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, r.prefill_tps * matmul_flops / 1e9,
+          peak > 0 ? 100 * r.prefill_tps * matmul_flops / peak : 0.0, r.ttft_p50, r.ttft_p99,
           r.itl_p50, r.itl_p99, r.decode_tps, r.preemptions));
     }
   }
@@ -233,9 +347,18 @@ int Bench() {
     std::cout << absl::StrFormat("memory read bandwidth %.2f GB/s -> single-stream decode floor %.1f tokens/s\n",
                                  bandwidth / 1e9, bandwidth / static_cast<double>(weight_bytes));
   }
-  std::cout << "\n| sched | reqs | output tok/s | prefill tok/s | TTFT p50 ms | TTFT p99 ms | "
-               "ITL p50 ms | ITL p99 ms | per-stream tok/s | preemptions |\n"
-               "|---|---|---|---|---|---|---|---|---|---|\n";
+  std::cout << absl::StrFormat("FMA peak on %d threads: %.0f GFLOP/s with 256-bit vectors, %.0f with 512-bit "
+                               "(0: not available); GEMM work %.2f GFLOP per token\n",
+                               threads, peak256 / 1e9, peak512 / 1e9, matmul_flops / 1e9);
+  if (batched) {
+    std::cout << "\n| sched | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const std::string& r : rows) std::cout << r << "\n";
+    return 0;
+  }
+  std::cout << "\n| sched | reqs | output tok/s | prefill tok/s | prefill GEMM GFLOP/s | of FMA peak | TTFT p50 ms | "
+               "TTFT p99 ms | ITL p50 ms | ITL p99 ms | per-stream tok/s | preemptions |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& r : rows) std::cout << r << "\n";
   return 0;
 }

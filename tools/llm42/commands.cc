@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -51,8 +52,9 @@ ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, tiny-qwen2, tiny-llama
 ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16, q8_0 or q4_0");
 ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
 ABSL_FLAG(std::string, chat_template, "", "make-model: Jinja chat template file to embed");
-ABSL_FLAG(std::string, vocab, "../shared/vocab/ggml-vocab-llama-spm.gguf",
-          "make-model: GGUF whose vocabulary the model gets");
+ABSL_FLAG(std::string, vocab, "",
+          "make-model: GGUF whose vocabulary the model gets (default: the Llama 2 vocabulary in "
+          "$LLM42_SHARED_DIR/vocab, or in the shared/vocab folder beside the llm42 checkout)");
 
 namespace llm42::cli {
 namespace {
@@ -63,6 +65,26 @@ bool RequireModel() {
   if (!absl::GetFlag(FLAGS_model).empty()) return true;
   std::cerr << "llm42: --model PATH is required\n";
   return false;
+}
+
+constexpr char kDefaultVocab[] = "ggml-vocab-llama-spm.gguf";
+
+// The default vocabulary of make-model: $LLM42_SHARED_DIR/vocab/..., else shared/vocab/...
+// in the nearest ancestor of this executable's folder that has one (the checkout's parent,
+// where ../shared lives), so that make-model works from any directory.
+std::string DefaultVocabPath() {
+  namespace fs = std::filesystem;
+  if (const char* dir = std::getenv("LLM42_SHARED_DIR"); dir != nullptr) {
+    const fs::path p = fs::path(dir) / "vocab" / kDefaultVocab;
+    return fs::exists(p) ? p.string() : std::string();
+  }
+  std::error_code ec;
+  for (fs::path a = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec && !a.empty(); a = a.parent_path()) {
+    const fs::path p = a / "shared" / "vocab" / kDefaultVocab;
+    if (fs::exists(p)) return p.string();
+    if (a == a.root_path()) break;
+  }
+  return std::string();
 }
 
 llm42_decode_path DecodePathFromFlag() {
@@ -298,7 +320,14 @@ int MakeModel() {
     }
     chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  const absl::Status s = llm42::MakeModel(*preset, type, absl::GetFlag(FLAGS_vocab),
+  std::string vocab = absl::GetFlag(FLAGS_vocab);
+  if (vocab.empty()) vocab = DefaultVocabPath();
+  if (vocab.empty()) {
+    std::cerr << "llm42 make-model: no --vocab given, and shared/vocab/" << kDefaultVocab
+              << " is neither under $LLM42_SHARED_DIR nor beside the llm42 checkout\n";
+    return 2;
+  }
+  const absl::Status s = llm42::MakeModel(*preset, type, vocab,
                                           seed < 0 ? 42 : static_cast<uint64_t>(seed),
                                           absl::GetFlag(FLAGS_out), chat_template);
   if (!s.ok()) {

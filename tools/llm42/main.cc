@@ -6,6 +6,7 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "tools/llm42/commands.h"
 
 namespace {
@@ -27,6 +28,9 @@ constexpr char kUsage[] =
     "  bench --model PATH [--concurrency 1,4,8,16] [--schedules fast,fixed]\n"
     "           [--prompt_tokens P] [--output_tokens O] [--threads N]\n"
     "           throughput and latency of concurrent requests, as a markdown table\n"
+    "  bench --model PATH --pp N --tg N [--depth D]   llama-bench's pp/tg at a context depth\n"
+    "  bench --model PATH --batched NPP,NTG,NPL,...   llama-batched-bench's columns\n"
+    "           (each with the FMA peak and read bandwidth measured in the same run)\n"
     "  bench-dvr --model PATH [--workload sharegpt|fixed] [--requests N] [--rate R]\n"
     "           [--fractions 0.02,0.1,...] [--windows ...] [--groups ...] [--csv FILE]\n"
     "           modes off / batch_invariant / selective on a Poisson workload, and the W x G sweep\n"
@@ -50,6 +54,13 @@ std::vector<std::string> NormalizeFlags(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // --help lists flags under the file that defines them: its name, not the build machine's path.
+  absl::FlagsUsageConfig usage;
+  usage.normalize_filename = [](absl::string_view path) {
+    const size_t slash = path.rfind('/');
+    return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+  };
+  absl::SetFlagsUsageConfig(usage);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
     std::cerr << kUsage << "\n";
     return argc < 2 ? 2 : 0;

@@ -8,13 +8,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/portable_math.h"
 
 namespace llm42 {
 namespace {
 
-constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a weight chunk streams
+constexpr int64_t kXTile = 32;
+// From this many rows of one schedule, MatMul packs the weights for the register-blocked GEMM
+// (packed_gemm.h) where the CPU has AVX-512; fewer rows stream each weight row through the
+// row-dot kernels.
+constexpr int64_t kPackedMinRows = 8;  // activation rows kept hot in cache while a weight chunk streams
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
@@ -187,12 +192,18 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
       m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
   const internal::TileDotFn tile = internal::SelectTileDot(w.type, simd_);
   const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w.type, simd_);
+  const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w.type);
   pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
     const float* xs[internal::kMaxRowDotX];
     const uint8_t* ws[4];
     float out[2 * internal::kMaxRowDotX];
     for (const Family* f : {&fast, &fixed}) {
       const auto count = static_cast<int64_t>(f->rows.size());
+      if (packed && count >= kPackedMinRows) {
+        thread_local std::vector<float> panel;
+        internal::PackedGemm(w.type, w.data, w.row_bytes, r0, r1, x, k, f->rows.data(), count, y, n, panel);
+        continue;
+      }
       for (int64_t t0 = 0; t0 < count; t0 += kXTile) {
         const int64_t t1 = std::min(count, t0 + kXTile);
         for (int64_t r = r0; r < r1;) {

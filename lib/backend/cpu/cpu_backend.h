@@ -38,7 +38,9 @@ class CpuBackend final : public Backend {
   absl::Status RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps,
                        float* y, Schedules s) override;
   // fast: 1-row GEMV kernel or 4-row register tiles; fixed: the fixed dot family (row_dot.h)
-  // in groups of up to 3 rows, each row's bits independent of its group.
+  // in groups of up to 4 rows, each row's bits independent of its group. Where the CPU has
+  // AVX-512, 8 or more rows of a schedule go through the packed GEMM (packed_gemm.h), which
+  // computes the fixed family's arithmetic.
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                       Schedules s) override;
   absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;

@@ -1,0 +1,173 @@
+#include "lib/backend/cpu/packed_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "lib/backend/cpu/row_dot.h"
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers build some intrinsics from _mm*_undefined_*() and then warn that
+// the undefined value "may be used uninitialized" (a false positive of its own headers).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define LLM42_X86 1
+#endif
+
+namespace llm42::internal {
+namespace {
+
+#if LLM42_X86
+#define LLM42_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
+
+constexpr int kRows = 6;   // activation rows per tile
+constexpr int kPairs = 4;  // 512-bit registers of two weight rows each per tile
+constexpr int kCols = 2 * kPairs;
+
+// Weight i of a row as f32 (exact for these types).
+float WeightAt(GgmlType type, const uint8_t* row, int64_t i) {
+  uint16_t h;
+  switch (type) {
+    case GgmlType::kF16:
+      std::memcpy(&h, row + 2 * i, 2);
+      return Fp16ToFp32(h);
+    case GgmlType::kBF16:
+      std::memcpy(&h, row + 2 * i, 2);
+      return Bf16ToFp32(h);
+    default: {
+      float f;
+      std::memcpy(&f, row + 4 * i, 4);
+      return f;
+    }
+  }
+}
+
+// Eight weights of a row from i, as f32.
+LLM42_AVX512 inline __m256 Load8(GgmlType type, const uint8_t* row, int64_t i) {
+  switch (type) {
+    case GgmlType::kF16:
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    case GgmlType::kBF16: {
+      const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    }
+    default:
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+}
+
+// Weight rows [c0, c0 + kCols) (zeros past r1), steps of eight K values:
+// panel[(s * kPairs + p) * 16 + h * 8 + l] = w[c0 + 2p + h][8s + l].
+LLM42_AVX512 void Pack(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t k8,
+                       float* panel) {
+  for (int p = 0; p < kPairs; ++p) {
+    for (int h = 0; h < 2; ++h) {
+      const int64_t c = c0 + 2 * p + h;
+      float* dst = panel + p * 16 + h * 8;
+      if (c >= r1) {
+        for (int64_t s = 0; s < k8; ++s) _mm256_storeu_ps(dst + s * kPairs * 16, _mm256_setzero_ps());
+        continue;
+      }
+      const uint8_t* row = w + static_cast<size_t>(c) * row_bytes;
+      for (int64_t s = 0; s < k8; ++s) _mm256_storeu_ps(dst + s * kPairs * 16, Load8(type, row, 8 * s));
+    }
+  }
+}
+
+// The fixed family's reduction tree ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
+LLM42_AVX512 inline float Tree(__m256 v) {
+  const __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int R>
+LLM42_AVX512 void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                       const float* panel, int64_t k, const float* const* xr, float* const* yr) {
+  const int64_t k8 = k / 8;
+  __m512 acc[R][kPairs];
+  for (int r = 0; r < R; ++r) {
+    for (int p = 0; p < kPairs; ++p) acc[r][p] = _mm512_setzero_ps();
+  }
+  // Unrolled in full so that the accumulators live in registers (GCC's -O2 leaves these loops).
+  for (int64_t s = 0; s < k8; ++s) {
+    const float* ps = panel + s * kPairs * 16;
+    __m512 wv[kPairs];
+#pragma GCC unroll 4
+    for (int p = 0; p < kPairs; ++p) wv[p] = _mm512_loadu_ps(ps + p * 16);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(xr[r] + 8 * s));
+#pragma GCC unroll 4
+      for (int p = 0; p < kPairs; ++p) acc[r][p] = _mm512_fmadd_ps(wv[p], xv, acc[r][p]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int p = 0; p < kPairs; ++p) {
+      for (int h = 0; h < 2; ++h) {
+        const int64_t c = c0 + 2 * p + h;
+        if (c >= r1) continue;
+        float sum = Tree(h == 0 ? _mm512_castps512_ps256(acc[r][p]) : _mm512_extractf32x8_ps(acc[r][p], 1));
+        const uint8_t* row = w + static_cast<size_t>(c) * row_bytes;
+        for (int64_t t = 8 * k8; t < k; ++t) sum = std::fma(WeightAt(type, row, t), xr[r][t], sum);
+        yr[r][c] = sum;
+      }
+    }
+  }
+}
+#endif  // LLM42_X86
+
+}  // namespace
+
+bool PackedGemmSupports(GgmlType type) {
+  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+}
+
+bool PackedGemmAvailable(bool allow_simd) {
+#if LLM42_X86
+  // LLM42_CPU_PACKED=off turns it off (to measure what it pays).
+  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                          !(std::getenv("LLM42_CPU_PACKED") != nullptr && std::strcmp(std::getenv("LLM42_CPU_PACKED"), "off") == 0);
+  return allow_simd && has;
+#else
+  (void)allow_simd;
+  return false;
+#endif
+}
+
+void PackedGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
+                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, std::vector<float>& panel) {
+#if LLM42_X86
+  const int64_t k8 = k / 8;
+  panel.resize(static_cast<size_t>(std::max<int64_t>(1, k8) * kPairs * 16));
+  const float* xr[kRows];
+  float* yr[kRows];
+  for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
+    Pack(type, w, row_bytes, c0, r1, k8, panel.data());
+    for (int64_t i = 0; i < n_rows; i += kRows) {
+      const int nr = static_cast<int>(std::min<int64_t>(kRows, n_rows - i));
+      for (int j = 0; j < nr; ++j) {
+        xr[j] = x + rows[i + j] * k;
+        yr[j] = y + rows[i + j] * ldy;
+      }
+      switch (nr) {
+        case 1: Tile<1>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
+        case 2: Tile<2>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
+        case 3: Tile<3>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
+        case 4: Tile<4>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
+        case 5: Tile<5>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
+        default: Tile<6>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
+      }
+    }
+  }
+#else
+  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)x, (void)k, (void)rows, (void)n_rows, (void)y,
+      (void)ldy, (void)panel;
+#endif
+}
+
+}  // namespace llm42::internal

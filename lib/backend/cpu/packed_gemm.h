@@ -1,0 +1,38 @@
+#ifndef LLM42_BACKEND_CPU_PACKED_GEMM_H_
+#define LLM42_BACKEND_CPU_PACKED_GEMM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "lib/util/ggml_types.h"
+
+namespace llm42::internal {
+
+// A register-blocked GEMM for many activation rows (prefill, verify): weight rows are packed,
+// two at a time, into 512-bit lanes — eight consecutive weights of row c in lanes 0-7, of row
+// c + 1 in lanes 8-15 — and up to six activation rows, each eight consecutive values broadcast
+// to both halves, update 6 x 4 such registers per step of eight K values.
+//
+// Every (weight row, activation row) pair thus runs the fixed family's arithmetic of row_dot.h
+// exactly: one 8-lane accumulator updated by a fused multiply-add per 8-element step, the
+// reduction tree ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then a fused multiply-add per tail
+// element. Its bits are those of the AVX2 and portable fixed kernels, whatever the number of
+// rows, so both schedules may use it.
+//
+// Types: f32, f16 and bf16 (their conversion to f32 is exact); quantized rows keep their block
+// kernels.
+
+// True when the CPU has AVX-512 F and DQ, neither LLM42_CPU_SIMD nor LLM42_CPU_PACKED is off,
+// and allow_simd.
+bool PackedGemmAvailable(bool allow_simd = true);
+bool PackedGemmSupports(GgmlType type);
+
+// y[rows[i] * ldy + r] = dot(weight row r, x + rows[i] * k) for r in [r0, r1) and every i < n_rows.
+// Weight row r starts at w + r * row_bytes in `type`'s layout. `panel` is the caller's scratch
+// (one per thread).
+void PackedGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
+                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, std::vector<float>& panel);
+
+}  // namespace llm42::internal
+
+#endif  // LLM42_BACKEND_CPU_PACKED_GEMM_H_

@@ -1,0 +1,107 @@
+#include "tools/llm42/machine_limits.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <vector>
+
+#include "lib/util/thread_pool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace llm42::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+#if defined(__x86_64__)
+constexpr int kChains = 12;  // independent accumulators: FMA latency 4 x 2 pipes, with room
+constexpr long kIterations = 20'000'000;
+
+__attribute__((target("avx2,fma"))) float FmaLoop256(float seed) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(seed + static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (long i = 0; i < kIterations; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  }
+  __m256 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm256_add_ps(s, acc[c]);
+  return _mm256_cvtss_f32(s);
+}
+
+__attribute__((target("avx512f"))) float FmaLoop512(float seed) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (long i = 0; i < kIterations; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  }
+  __m512 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, s);
+  float total = 0;
+  for (float f : lanes) total += f;
+  return total;
+}
+#endif
+
+}  // namespace
+
+// Best of a few passes of a multi-threaded streaming read over 1 GiB.
+double MeasureReadBandwidth(int threads) {
+  const size_t n = (size_t{1} << 30) / sizeof(float);
+  std::vector<float> buf(n, 1.0f);
+  ThreadPool pool(threads);
+  double best = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    std::vector<float> sums(static_cast<size_t>(threads), 0);
+    const auto t0 = Clock::now();
+    pool.RunOnAll([&](int t) {
+      const size_t begin = n * static_cast<size_t>(t) / static_cast<size_t>(threads);
+      const size_t end = n * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
+      float acc[16] = {};
+      for (size_t i = begin; i + 16 <= end; i += 16) {
+        for (int l = 0; l < 16; ++l) acc[l] += buf[i + static_cast<size_t>(l)];
+      }
+      for (float a : acc) sums[static_cast<size_t>(t)] += a;
+    });
+    const double s = Seconds(t0, Clock::now());
+    if (sums[0] < 0) std::cerr << "";  // keep the reads
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / s);
+  }
+  return best;
+}
+
+double MeasureFmaPeak(int threads, int bits) {
+#if defined(__x86_64__)
+  if (bits == 512 ? !__builtin_cpu_supports("avx512f") : !__builtin_cpu_supports("fma")) return 0;
+  ThreadPool pool(threads);
+  std::atomic<int> sink{0};
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = Clock::now();
+    pool.RunOnAll([&](int t) {
+      const float r = bits == 512 ? FmaLoop512(static_cast<float>(t)) : FmaLoop256(static_cast<float>(t));
+      if (r == 12345.0f) sink.fetch_add(1);
+    });
+    const double s = Seconds(t0, Clock::now());
+    const double flops = 2.0 * (bits / 32) * kChains * static_cast<double>(kIterations) * threads;
+    best = std::max(best, flops / s);
+  }
+  return best;
+#else
+  (void)threads, (void)bits;
+  return 0;
+#endif
+}
+
+}  // namespace llm42::cli
