@@ -99,6 +99,29 @@ inline void ReferenceMatMul(const std::vector<float>& x, int64_t m, const std::v
   }
 }
 
+// Per output of x * w^T: the most that rounding each activation to 8 bits per 32-value block
+// (llama.cpp's q8_0 activations: steps of max|x| / 127 in its block, half a step at most) can
+// move the dot product: sum over j of |w[r][j]| * step(j) / 2. The fast schedule may quantize
+// activations so for quantized weights.
+inline std::vector<double> ActivationQ8Bound(const std::vector<float>& x, int64_t m, const std::vector<float>& w,
+                                             int64_t n, int64_t k) {
+  std::vector<double> bound(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<double> half_step(static_cast<size_t>(k));
+    for (int64_t b = 0; b < k / 32; ++b) {
+      double amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(i * k + 32 * b + j)])));
+      for (int j = 0; j < 32; ++j) half_step[static_cast<size_t>(32 * b + j)] = amax / 127 / 2;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      double s = 0;
+      for (int64_t j = 0; j < k; ++j) s += std::fabs(w[static_cast<size_t>(r * k + j)]) * half_step[static_cast<size_t>(j)];
+      bound[static_cast<size_t>(i * n + r)] = s * 1.01;  // and the scale's own rounding
+    }
+  }
+  return bound;
+}
+
 // Softmax attention of one head's query over len keys and values (row t of keys/values at
 // key(t), value(t), head_dim wide), in double.
 template <typename KeyFn, typename ValueFn>

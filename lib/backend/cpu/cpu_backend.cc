@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/portable_math.h"
@@ -192,13 +193,32 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
       m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
   const internal::TileDotFn tile = internal::SelectTileDot(w.type, simd_);
   const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w.type, simd_);
+  const internal::Gemv4Fn gemv16 = internal::SelectFixedGemv16(w.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w.type);
+  // fast decode rows of quantized weights: integer dot products against 8-bit activations.
+  const internal::Int8DotFn int8dot = internal::SelectInt8Dot(w.type, simd_);
+  const bool int8 = int8dot != nullptr && !fast_rows_.empty() && fast_rows_.size() < internal::kMaxRowDotX;
+  const int64_t blocks = k / 32;
+  if (int8) {
+    act_q8_.resize(fast_rows_.size() * static_cast<size_t>(blocks));
+    for (size_t j = 0; j < fast_rows_.size(); ++j) {
+      internal::QuantizeActivations(x + fast_rows_[j] * k, k, act_q8_.data() + j * static_cast<size_t>(blocks));
+    }
+  }
   pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
     const float* xs[internal::kMaxRowDotX];
-    const uint8_t* ws[4];
-    float out[2 * internal::kMaxRowDotX];
+    const uint8_t* ws[internal::kWideGemvRows];
+    float out[std::max(2 * internal::kMaxRowDotX, internal::kWideGemvRows)];
     for (const Family* f : {&fast, &fixed}) {
       const auto count = static_cast<int64_t>(f->rows.size());
+      if (int8 && f == &fast) {
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t j = 0; j < count; ++j) {
+            y[f->rows[static_cast<size_t>(j)] * n + r] = int8dot(w.row(r), act_q8_.data() + j * blocks, k);
+          }
+        }
+        continue;
+      }
       if (packed && count >= kPackedMinRows) {
         thread_local std::vector<float> panel;
         internal::PackedGemm(w.type, w.data, w.row_bytes, r0, r1, x, k, f->rows.data(), count, y, n, panel);
@@ -210,8 +230,9 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
           // Full groups of 4 activation rows: two weight rows at a time (both families); fixed
           // rows in smaller groups (decode): four weight rows at a time.
           const bool pair = tile != nullptr && r + 1 < r1 && t1 - t0 >= 4;
-          const bool quad = f == &fixed && gemv4 != nullptr && r + 3 < r1 && t1 - t0 < 4;
-          const int64_t step = quad ? 4 : pair ? 2 : 1;
+          const bool wide = f == &fixed && gemv16 != nullptr && r + internal::kWideGemvRows - 1 < r1 && t1 - t0 < 4;
+          const bool quad = !wide && f == &fixed && gemv4 != nullptr && r + 3 < r1 && t1 - t0 < 4;
+          const int64_t step = wide ? internal::kWideGemvRows : quad ? 4 : pair ? 2 : 1;
           for (int64_t b = t0; b < t1; b += f->group) {
             const int nb = static_cast<int>(std::min(f->group, t1 - b));
             for (int j = 0; j < nb; ++j) xs[j] = x + f->rows[static_cast<size_t>(b + j)] * k;
@@ -224,11 +245,12 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
               }
               continue;
             }
-            if (quad) {
-              for (int q = 0; q < 4; ++q) ws[q] = w.row(r + q);
+            if (quad || wide) {
+              const int64_t rows = wide ? internal::kWideGemvRows : 4;
+              for (int q = 0; q < rows; ++q) ws[q] = w.row(r + q);
               for (int j = 0; j < nb; ++j) {
-                gemv4(ws, xs[j], k, out);
-                std::copy_n(out, 4, y + f->rows[static_cast<size_t>(b + j)] * n + r);
+                (wide ? gemv16 : gemv4)(ws, xs[j], k, out);
+                std::copy_n(out, rows, y + f->rows[static_cast<size_t>(b + j)] * n + r);
               }
               continue;
             }

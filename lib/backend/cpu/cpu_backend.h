@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/cpu/int8_dot.h"
 #include "lib/util/thread_pool.h"
 
 namespace llm42 {
@@ -40,7 +41,8 @@ class CpuBackend final : public Backend {
   // fast: 1-row GEMV kernel or 4-row register tiles; fixed: the fixed dot family (row_dot.h)
   // in groups of up to 4 rows, each row's bits independent of its group. Where the CPU has
   // AVX-512, 8 or more rows of a schedule go through the packed GEMM (packed_gemm.h), which
-  // computes the fixed family's arithmetic.
+  // computes the fixed family's arithmetic. fast decode rows of q8_0/q4_0 weights take integer
+  // dot products against 8-bit activations (int8_dot.h).
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                       Schedules s) override;
   absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;
@@ -70,6 +72,7 @@ class CpuBackend final : public Backend {
   // MatMul's split of a batch's rows by schedule, kept to avoid allocating per op. The backend
   // is driven by one thread (the session's engine), like the pool.
   std::vector<int64_t> fast_rows_, fixed_rows_;
+  std::vector<internal::ActivationBlockQ8> act_q8_;  // fast decode rows, quantized (int8_dot.h)
   std::deque<std::vector<float>> vectors_;
   std::vector<std::vector<float>> workspace_;
   KvShape kv_shape_;
