@@ -91,11 +91,13 @@ TEST_P(FixedScheduleTest, FastLogitsDependOnHowTheyAreComputed) {
   const std::vector<float> prefill = AllLogits(2, true, 270, false, Schedule::kFast);
   const std::vector<float> decode = AllLogits(2, true, 1, false, Schedule::kFast);
   EXPECT_NE(std::memcmp(prefill.data(), decode.data(), prefill.size() * sizeof(float)), 0);
-  // And fast is close to fixed (it computes the same function).
+  // And fast is close to fixed (it computes the same function). Against quantized weights fast
+  // rounds activations to 8 bits per block (int8_dot.h, as llama.cpp does), which moves this
+  // model's logits by a few hundredths; f32 only by rounding order.
   const std::vector<float> fixed = AllLogits(2, true, 270, false, Schedule::kFixed);
   double worst = 0;
   for (size_t i = 0; i < fixed.size(); ++i) worst = std::max(worst, std::fabs(double{fixed[i]} - prefill[i]));
-  EXPECT_LT(worst, 1e-3);
+  EXPECT_LT(worst, GetParam() == GgmlType::kF32 ? 1e-3 : 5e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FixedScheduleTest, ::testing::Values(GgmlType::kF32, GgmlType::kQ4_0),

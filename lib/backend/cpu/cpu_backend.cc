@@ -195,9 +195,10 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
   const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w.type, simd_);
   const internal::Gemv4Fn gemv16 = internal::SelectFixedGemv16(w.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w.type);
-  // fast decode rows of quantized weights: integer dot products against 8-bit activations.
+  // fast rows of quantized weights: integer dot products against 8-bit activations.
   const internal::Int8DotFn int8dot = internal::SelectInt8Dot(w.type, simd_);
-  const bool int8 = int8dot != nullptr && !fast_rows_.empty() && fast_rows_.size() < internal::kMaxRowDotX;
+  const internal::Int8Dot2Fn int8dot2 = internal::SelectInt8Dot2(w.type, simd_);
+  const bool int8 = int8dot != nullptr && !fast_rows_.empty();
   const int64_t blocks = k / 32;
   if (int8) {
     act_q8_.resize(fast_rows_.size() * static_cast<size_t>(blocks));
@@ -212,9 +213,17 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     for (const Family* f : {&fast, &fixed}) {
       const auto count = static_cast<int64_t>(f->rows.size());
       if (int8 && f == &fast) {
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t j = 0; j < count; ++j) {
-            y[f->rows[static_cast<size_t>(j)] * n + r] = int8dot(w.row(r), act_q8_.data() + j * blocks, k);
+        for (int64_t t0 = 0; t0 < count; t0 += kXTile) {  // a tile of activation rows stays in cache
+          const int64_t t1 = std::min(count, t0 + kXTile);
+          for (int64_t r = r0; r < r1; ++r) {
+            int64_t j = t0;
+            for (; j + 1 < t1; j += 2) {
+              float two[2];
+              int8dot2(w.row(r), act_q8_.data() + j * blocks, act_q8_.data() + (j + 1) * blocks, k, two);
+              y[f->rows[static_cast<size_t>(j)] * n + r] = two[0];
+              y[f->rows[static_cast<size_t>(j + 1)] * n + r] = two[1];
+            }
+            if (j < t1) y[f->rows[static_cast<size_t>(j)] * n + r] = int8dot(w.row(r), act_q8_.data() + j * blocks, k);
           }
         }
         continue;

@@ -41,8 +41,8 @@ class CpuBackend final : public Backend {
   // fast: 1-row GEMV kernel or 4-row register tiles; fixed: the fixed dot family (row_dot.h)
   // in groups of up to 4 rows, each row's bits independent of its group. Where the CPU has
   // AVX-512, 8 or more rows of a schedule go through the packed GEMM (packed_gemm.h), which
-  // computes the fixed family's arithmetic. fast decode rows of q8_0/q4_0 weights take integer
-  // dot products against 8-bit activations (int8_dot.h).
+  // computes the fixed family's arithmetic. fast rows of q8_0/q4_0 weights take integer dot
+  // products against 8-bit activations (int8_dot.h), two activation rows per weight load.
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                       Schedules s) override;
   absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;

@@ -85,8 +85,37 @@ LLM42_AVX2 float BlockInt8Dot(const uint8_t* w_row, const ActivationBlockQ8* x, 
   return Sum8(_mm256_add_ps(acc0, acc1));
 }
 
+template <typename W>
+LLM42_AVX2 void BlockInt8Dot2(const uint8_t* w_row, const ActivationBlockQ8* x0, const ActivationBlockQ8* x1,
+                              int64_t k, float* out) {
+  const auto* w = reinterpret_cast<const typename W::Block*>(w_row);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const __m256i wq = W::Load(w[b]);
+    const float d = _cvtsh_ss(w[b].scale);
+    const __m256 p0 = DotBlock(wq, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[b].q)));
+    const __m256 p1 = DotBlock(wq, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1[b].q)));
+    acc0 = _mm256_fmadd_ps(p0, _mm256_set1_ps(d * x0[b].d), acc0);
+    acc1 = _mm256_fmadd_ps(p1, _mm256_set1_ps(d * x1[b].d), acc1);
+  }
+  out[0] = Sum8(acc0);
+  out[1] = Sum8(acc1);
+}
+
 }  // namespace
 #endif  // LLM42_X86
+
+Int8Dot2Fn SelectInt8Dot2(GgmlType type, bool allow_simd) {
+#if LLM42_X86
+  if (allow_simd && CpuHasAvx2()) {
+    if (type == GgmlType::kQ8_0) return BlockInt8Dot2<Q8_0Weights>;
+    if (type == GgmlType::kQ4_0) return BlockInt8Dot2<Q4_0Weights>;
+  }
+#endif
+  (void)type;
+  (void)allow_simd;
+  return nullptr;
+}
 
 Int8DotFn SelectInt8Dot(GgmlType type, bool allow_simd) {
 #if LLM42_X86

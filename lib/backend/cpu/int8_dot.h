@@ -27,6 +27,13 @@ using Int8DotFn = float (*)(const uint8_t* w_row, const ActivationBlockQ8* x, in
 // q8_0 and q4_0 on CPUs with AVX2 (and LLM42_CPU_SIMD not off) when allow_simd; else nullptr.
 Int8DotFn SelectInt8Dot(GgmlType type, bool allow_simd = true);
 
+// Two activation rows against one weight row, each block decoded once for both (prefill);
+// one accumulator per row, where the one-row kernel alternates two: the bits differ from the
+// one-row kernel's, as fast's may.
+using Int8Dot2Fn = void (*)(const uint8_t* w_row, const ActivationBlockQ8* x0, const ActivationBlockQ8* x1,
+                            int64_t k, float* out);
+Int8Dot2Fn SelectInt8Dot2(GgmlType type, bool allow_simd = true);
+
 }  // namespace llm42::internal
 
 #endif  // LLM42_BACKEND_CPU_INT8_DOT_H_
