@@ -1,6 +1,9 @@
 #include "lib/backend/cpu/cpu_backend.h"
 
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -73,14 +76,60 @@ struct Partial {
   float sum = 0;
 };
 
+// o[d] += e * v[d]: a product, rounded, then a sum, per element (no fused multiply-add).
+inline void AddScaled(float* o, float e, const float* v, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) o[d] += e * v[d];
+}
+
+#if defined(__x86_64__)
+#define LLM42_ATTN_AVX2 __attribute__((target("avx2")))
+// Dot8 and AddScaled with 256-bit vectors: the same operations lane by lane (multiplies and
+// adds, never fused), so the same bits as the scalar code on any CPU.
+LLM42_ATTN_AVX2 float Dot8Avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  float l[8];
+  _mm256_storeu_ps(l, acc);
+  float s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+LLM42_ATTN_AVX2 void AddScaledAvx2(float* o, float e, const float* v, int64_t n) {
+  const __m256 ev = _mm256_set1_ps(e);
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_loadu_ps(o + d), _mm256_mul_ps(ev, _mm256_loadu_ps(v + d))));
+  }
+  for (; d < n; ++d) o[d] += e * v[d];
+}
+#endif
+
+// The attention inner loops of this CPU: vectorized where it has AVX2 (and SIMD is allowed).
+struct AttentionKernels {
+  float (*dot)(const float*, const float*, int64_t) = Dot8;
+  void (*add_scaled)(float*, float, const float*, int64_t) = AddScaled;
+};
+
+AttentionKernels SelectAttentionKernels(bool simd) {
+  AttentionKernels k;
+#if defined(__x86_64__)
+  if (simd) {
+    k.dot = Dot8Avx2;
+    k.add_scaled = AddScaledAvx2;
+  }
+#endif
+  return k;
+}
+
 // Attends q over positions [begin, end) of one KV head: writes the partial's unnormalized
 // output to o[hd].
-Partial AttendRange(const float* q, const KvLayerView& kv, const int32_t* table, int64_t kv_head,
-                    int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
+Partial AttendRange(const AttentionKernels& kern, const float* q, const KvLayerView& kv, const int32_t* table,
+                    int64_t kv_head, int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
   Partial p;
   const int64_t off = kv_head * hd;
   for (int64_t t = begin; t < end; ++t) {
-    const float s = Dot8(q, kv.key(table, t) + off, hd) * scale;
+    const float s = kern.dot(q, kv.key(table, t) + off, hd) * scale;
     scores[t - begin] = s;
     p.max = std::max(p.max, s);
   }
@@ -88,8 +137,7 @@ Partial AttendRange(const float* q, const KvLayerView& kv, const int32_t* table,
   for (int64_t t = begin; t < end; ++t) {
     const float e = PortableExpf(scores[t - begin] - p.max);
     p.sum += e;
-    const float* v = kv.value(table, t) + off;
-    for (int64_t d = 0; d < hd; ++d) o[d] += e * v[d];
+    kern.add_scaled(o, e, kv.value(table, t) + off, hd);
   }
   return p;
 }
@@ -349,6 +397,7 @@ absl::Status CpuBackend::StoreKv(int64_t layer, const float* k, const float* v) 
 
 absl::Status CpuBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape,
                                    float* out, Schedules s) {
+  const AttentionKernels kern = SelectAttentionKernels(simd_);
   AttentionInput in;
   in.n_tokens = static_cast<int64_t>(batch_.positions.size());
   in.positions = batch_.positions.data();
@@ -396,17 +445,17 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
       if (splits > 1) {
         const int64_t begin = len * part / splits, end = len * (part + 1) / splits;
         scores.resize(static_cast<size_t>(std::max<int64_t>(1, end - begin)));
-        parts[static_cast<size_t>(u)] = AttendRange(qh, in.kv, table, h / group, hd, scale, begin,
+        parts[static_cast<size_t>(u)] = AttendRange(kern, qh, in.kv, table, h / group, hd, scale, begin,
                                                     end, scores.data(), part_out.data() + u * hd);
         continue;
       }
       const int64_t chunk = s[i] == Schedule::kFixed ? kAttentionChunk : len;
       scores.resize(static_cast<size_t>(std::min(chunk, len)));
       chunk_out.resize(static_cast<size_t>(hd));
-      Partial total = AttendRange(qh, in.kv, table, h / group, hd, scale, 0, std::min(chunk, len),
+      Partial total = AttendRange(kern, qh, in.kv, table, h / group, hd, scale, 0, std::min(chunk, len),
                                   scores.data(), o);
       for (int64_t begin = chunk; begin < len; begin += chunk) {
-        const Partial p = AttendRange(qh, in.kv, table, h / group, hd, scale, begin,
+        const Partial p = AttendRange(kern, qh, in.kv, table, h / group, hd, scale, begin,
                                       std::min(len, begin + chunk), scores.data(), chunk_out.data());
         Combine(total, o, p, chunk_out.data(), hd);
       }
