@@ -292,6 +292,24 @@ static void TestErrorPaths(llm42_session* s) {
   EXPECT_STATUS(llm42_session_options_set_threads(so, -1), LLM42_OUT_OF_RANGE);
   EXPECT_STATUS(llm42_session_options_set_backend(so, "tpu"), LLM42_INVALID_ARGUMENT);
   EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  {
+    /* cuda where it cannot run is UNSUPPORTED, and the message says why (no driver, no device,
+     * compute capability, or not built); where a usable device exists the session opens. */
+    llm42_status st;
+    const char* why;
+    EXPECT_STATUS(llm42_session_options_set_backend(so, "cuda"), LLM42_OK);
+    st = llm42_session_create(so, &bad);
+    EXPECT(st == LLM42_OK || st == LLM42_UNSUPPORTED);
+    why = llm42_last_error();
+    if (st == LLM42_UNSUPPORTED) {
+      EXPECT(strstr(why, "driver") != NULL || strstr(why, "CUDA device") != NULL ||
+             strstr(why, "compute capability") != NULL || strstr(why, "not built") != NULL);
+    } else if (st == LLM42_OK) {
+      llm42_session_destroy(bad);
+      bad = NULL;
+    }
+    EXPECT_STATUS(llm42_session_options_set_backend(so, "auto"), LLM42_OK);
+  }
   EXPECT_STATUS(llm42_session_options_set_context_length(so, 1000000), LLM42_OK);
   EXPECT_STATUS(llm42_session_create(so, &bad), LLM42_OUT_OF_RANGE); /* beyond the model's */
   llm42_session_options_destroy(so);
