@@ -14,7 +14,9 @@ void DvrController::AddCandidate(Sequence& s, int32_t token, double margin, bool
   s.tokens.push_back(token);
   stats_.Check(s.candidates() <= policy_.window, "a window holds at most W candidates");
   const bool close = policy_.early_verify && margin < kEarlyVerifyMargin;
-  s.ready = s.candidates() >= s.window || ends || close;
+  // A step that decodes under fixed has requests still holding candidates verify them at once,
+  // so that they decode under fixed after.
+  s.ready = s.candidates() >= s.window || ends || close || direct_;
 }
 
 DvrController::Verdict DvrController::Verify(
@@ -55,14 +57,13 @@ DvrController::Verdict DvrController::Verify(
 bool DvrController::DecodeDirect(int64_t n, const StepShape& rest, int64_t verify_rows) {
   switch (policy_.decode_path) {
     case DecodePath::kFixed:
-      return true;
+      return direct_ = true;
     case DecodePath::kVerify:
-      return false;
+      return direct_ = false;
     case DecodePath::kAuto:
       break;
   }
   constexpr int64_t kExploreSteps = 8;
-  if (n == 0) return direct_;
   // Until the steps have shown what fixed rows cost, alternate, so that both kinds are seen.
   if (!cost_.Explored(kExploreSteps)) return direct_ = (explore_steps_++ % 2 == 0);
   StepShape fixed = rest, fast = rest;

@@ -40,7 +40,7 @@ class DvrController {
 
   // Whether deterministic requests decode directly under fixed this step (those with nothing
   // awaiting verification; the engine has the others verify what they hold, so that they can
-  // follow) rather than as fast candidates. n: the step's deterministic decode rows; `rest`: the
+  // follow) rather than as fast candidates. n (> 0): the step's deterministic decode rows; `rest`: the
   // shape of its other rows; a verify step replays up to `verify_rows`. Under DecodePath::kAuto
   // it compares, by the measured step costs, what n fixed rows add to this step with what
   // verifying n candidates later costs (the replay rows, plus the candidates that recent
@@ -53,7 +53,8 @@ class DvrController {
   void ObserveStep(const StepShape& shape, double seconds) { cost_.Observe(shape, seconds); }
 
   // Appends a fast-path candidate; the request becomes ready when its window is full, when the
-  // candidate would end it (`ends`), or when the draw was close to a boundary.
+  // candidate would end it (`ends`), when the draw was close to a boundary, or when this step
+  // decodes under fixed (DecodeDirect), so that the request follows once verified.
   void AddCandidate(Sequence& s, int32_t token, double margin, bool ends);
 
   // What a verify pass found.
@@ -83,7 +84,7 @@ class DvrController {
   StepCostModel cost_;
   // Recent candidates verified and discarded (decayed per pass): the recompute rate.
   double recent_verified_ = 0, recent_discarded_ = 0;
-  bool direct_ = false;  // the last kAuto choice
+  bool direct_ = false;  // this step's choice (DecodeDirect)
   int64_t explore_steps_ = 0;
 };
 

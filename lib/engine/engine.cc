@@ -92,12 +92,14 @@ void Engine::Finish(Sequence& s, FinishReason reason, absl::Status status) {
   s.request->Commit({}, {}, rest, true, reason, std::move(status));
 }
 
-void Engine::CancelAll(const absl::Status& status) {
-  for (auto& s : scheduler_.TakeAll()) Finish(*s, FinishReason::kCancelled, status);
+void Engine::FinishAll(FinishReason reason, const absl::Status& status) {
+  for (auto& s : scheduler_.TakeAll()) Finish(*s, reason, status);
 }
 
-void Engine::FailAll(const absl::Status& status) {
-  for (auto& s : scheduler_.TakeAll()) Finish(*s, FinishReason::kError, status);
+Schedule Engine::EntrySchedule(const PlanEntry& p, bool direct) const {
+  if (!p.seq->dvr) return config_.schedule;
+  if (p.kind != RowKind::kDecode) return Schedule::kFixed;  // verify and prefill
+  return direct && p.seq->candidates() == 0 ? Schedule::kFixed : Schedule::kFast;
 }
 
 bool Engine::VerifyEntry(Sequence& s, int64_t n,
@@ -118,34 +120,24 @@ bool Engine::Step() {
   const std::vector<PlanEntry> plan = scheduler_.Plan();
   if (plan.empty()) return false;
 
-  // Each entry's schedule. Deterministic requests with nothing awaiting verification decode
-  // under fixed and commit at once when the DVR controller finds that cheaper this step.
-  auto dvr_decode = [](const PlanEntry& p) { return p.seq->dvr && p.kind == RowKind::kDecode; };
-  auto dvr_ready_to_decode = [&](const PlanEntry& p) { return dvr_decode(p) && p.seq->candidates() == 0; };
+  // Each entry's schedule (EntrySchedule). Whether deterministic requests decode under fixed
+  // this step is the DVR controller's choice, from the shape of the step's other rows.
   StepShape rest;
-  int64_t eligible = 0;
+  int64_t deterministic_decodes = 0;
   for (const PlanEntry& p : plan) {
     rest.attended += p.n * p.begin + p.n * (p.n + 1) / 2;
-    if (dvr_decode(p)) {
-      ++eligible;
-    } else if (p.seq->dvr ? p.kind != RowKind::kDecode : config_.schedule == Schedule::kFixed) {
-      rest.fixed_rows += p.n;
+    if (p.seq->dvr && p.kind == RowKind::kDecode) {
+      ++deterministic_decodes;
     } else {
-      rest.fast_rows += p.n;
+      (EntrySchedule(p, false) == Schedule::kFixed ? rest.fixed_rows : rest.fast_rows) += p.n;
     }
   }
   const int64_t verify_rows =
       std::min<int64_t>(int64_t{config_.determinism.window} * config_.determinism.verify_group,
-                        config_.limits.max_batch_tokens - rest.fast_rows - eligible);
-  const bool direct = eligible > 0 && dvr_.DecodeDirect(eligible, rest, verify_rows);
+                        config_.limits.max_batch_tokens - rest.fast_rows - deterministic_decodes);
+  const bool direct = deterministic_decodes > 0 && dvr_.DecodeDirect(deterministic_decodes, rest, verify_rows);
   std::vector<Schedule> entry_schedule(plan.size());
-  for (size_t e = 0; e < plan.size(); ++e) {
-    const PlanEntry& p = plan[e];
-    entry_schedule[e] = !p.seq->dvr                    ? config_.schedule
-                        : p.kind != RowKind::kDecode   ? Schedule::kFixed
-                        : direct && dvr_ready_to_decode(p) ? Schedule::kFixed
-                                                           : Schedule::kFast;
-  }
+  for (size_t e = 0; e < plan.size(); ++e) entry_schedule[e] = EntrySchedule(plan[e], direct);
 
   // Rows: a verify entry wants every row's logits; the others the last row's when it
   // completes the sequence.
@@ -180,7 +172,7 @@ bool Engine::Step() {
                                  logits_.data());
       !st.ok()) {
     Log(LogLevel::kError, "forward pass failed: ", st.message());
-    FailAll(st);
+    FinishAll(FinishReason::kError, st);
     return true;
   }
   dvr_.ObserveStep(shape, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -231,14 +223,6 @@ bool Engine::Step() {
     if (CommitTokens(s, std::span(&token, 1),
                      o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>())) {
       finished.push_back(&s);
-    }
-  }
-  // Requests still holding candidates verify them next, then decode directly too.
-  if (direct) {
-    for (const PlanEntry& p : plan) {
-      if (dvr_decode(p) && p.seq->candidates() > 0 && std::find(finished.begin(), finished.end(), p.seq) == finished.end()) {
-        p.seq->ready = true;
-      }
     }
   }
   for (Sequence* s : finished) scheduler_.Remove(s);

@@ -49,10 +49,9 @@ class Engine {
   // commits. False when there was nothing to run.
   bool Step();
   bool idle() const { return scheduler_.idle(); }
-  // Finishes every queued and running request with `status` (the session is going away).
-  void CancelAll(const absl::Status& status);
-  // Finishes every queued and running request with finish reason error and `status`.
-  void FailAll(const absl::Status& status);
+  // Finishes every queued and running request with `reason` and `status` (cancelled: the
+  // session is going away; error: the forward pass failed).
+  void FinishAll(FinishReason reason, const absl::Status& status);
 
   int32_t initial_window() const { return dvr_.initial_window(); }
 
@@ -66,6 +65,10 @@ class Engine {
   // before anyone can see it finished).
   bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs);
   void Finish(Sequence& s, FinishReason reason, absl::Status status);
+  // How an entry's rows compute: plain requests under the session's schedule; a deterministic
+  // request's verify and prefill rows under fixed, its decode row under fixed when `direct`
+  // and nothing awaits verification, else under fast (a candidate).
+  Schedule EntrySchedule(const PlanEntry& p, bool direct) const;
   // A deterministic request's candidates against the replay in `rows`; true when finished.
   bool VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<const float>(int64_t)>& rows);
 

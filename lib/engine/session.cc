@@ -215,7 +215,7 @@ void Session::EngineLoop() {
     for (auto& seq : incoming_) engine_->Enqueue(std::move(seq));
     incoming_.clear();
   }
-  engine_->CancelAll(absl::CancelledError("the session was destroyed"));
+  engine_->FinishAll(FinishReason::kCancelled, absl::CancelledError("the session was destroyed"));
 }
 
 int64_t Session::stat(SessionStat which) const { return stats_.Get(which); }

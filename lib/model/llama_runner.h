@@ -48,8 +48,6 @@ class LlamaRunner {
   // (host memory) for batch.logit_rows. Not thread-safe.
   absl::Status Forward(const KvCache& cache, const ForwardBatch& batch, float* logits);
 
-  Backend& backend() { return backend_; }
-
  private:
   struct Layer {
     const float *attn_norm, *ffn_norm;

@@ -181,18 +181,19 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len) {
 // llama-bench's pp N and tg N at depth D, single stream, per schedule: pp from the time to
 // the first token of D + N tokens minus that of D (there is no prefix cache to keep D), tg
 // from the spacing of N generated tokens after a D-token prompt. The best of two runs.
-int BenchPpTg(const std::string& model, double matmul_flops, double peak, double bandwidth, int64_t weight_bytes,
-              int64_t kv_bytes_per_position, int threads) {
+int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, double matmul_flops, double peak,
+              double bandwidth, int64_t weight_bytes, int64_t kv_bytes_per_position, int threads) {
   const int pp = absl::GetFlag(FLAGS_pp), tg = absl::GetFlag(FLAGS_tg), depth = absl::GetFlag(FLAGS_depth);
   std::vector<std::string> rows;
-  for (absl::string_view sched : absl::StrSplit(absl::GetFlag(FLAGS_schedules), ',')) {
+  for (bool fixed : schedules) {
+    const std::string sched = fixed ? "fixed" : "fast";
     SessionOptions o;
     o.model_path = model;
     o.threads = threads;
     o.backend = absl::GetFlag(FLAGS_backend);
     o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
     o.context_length = depth + std::max(pp, tg) + 2;
-    o.determinism.mode = sched == "fixed" ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;
+    o.determinism.mode = fixed ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;
     auto session = Session::Create(o);
     if (!session.ok()) {
       std::cerr << "llm42 bench: " << session.status().message() << "\n";
@@ -208,7 +209,7 @@ int BenchPpTg(const std::string& model, double matmul_flops, double peak, double
       }
       const double tps = pp / best;
       rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | %.1f GFLOP/s, %.1f %% of the FMA peak |",
-                                     std::string(sched), pp, depth, tps, tps * matmul_flops / 1e9,
+                                     sched, pp, depth, tps, tps * matmul_flops / 1e9,
                                      peak > 0 ? 100 * tps * matmul_flops / peak : 0.0));
     }
     if (tg > 0) {
@@ -220,7 +221,7 @@ int BenchPpTg(const std::string& model, double matmul_flops, double peak, double
       // Bytes read per generated token: the weights, and the K/V of the context (about depth + tg/2).
       const double bytes = static_cast<double>(weight_bytes) + static_cast<double>(kv_bytes_per_position) * (depth + tg / 2.0);
       rows.push_back(absl::StrFormat("| %-5s | tg%d @ d%d | %9.2f | %.2f of the bandwidth floor (%.1f tok/s) |",
-                                     std::string(sched), tg, depth, best,
+                                     sched, tg, depth, best,
                                      bandwidth > 0 ? best * bytes / bandwidth : 0.0,
                                      bandwidth > 0 ? bandwidth / bytes : 0.0));
     }
@@ -228,6 +229,19 @@ int BenchPpTg(const std::string& model, double matmul_flops, double peak, double
   std::cout << "\n| sched | test | t/s | against this machine |\n|---|---|---|---|\n";
   for (const std::string& r : rows) std::cout << r << "\n";
   return 0;
+}
+
+// The comma-separated positive integers of --`flag`, or false (having said why).
+bool ParsePositiveInts(const char* flag, const std::string& text, std::vector<int>* out) {
+  for (absl::string_view c : absl::StrSplit(text, ',')) {
+    int v;
+    if (!absl::SimpleAtoi(c, &v) || v < 1) {
+      std::cerr << "llm42 bench: bad --" << flag << " entry '" << c << "'\n";
+      return false;
+    }
+    out->push_back(v);
+  }
+  return true;
 }
 
 }  // namespace
@@ -239,14 +253,7 @@ int Bench() {
     return 2;
   }
   std::vector<int> levels;
-  for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_concurrency), ',')) {
-    int v;
-    if (!absl::SimpleAtoi(c, &v) || v < 1) {
-      std::cerr << "llm42 bench: bad --concurrency entry '" << c << "'\n";
-      return 2;
-    }
-    levels.push_back(v);
-  }
+  if (!ParsePositiveInts("concurrency", absl::GetFlag(FLAGS_concurrency), &levels)) return 2;
   std::vector<bool> schedules;
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_schedules), ',')) {
     if (s != "fast" && s != "fixed") {
@@ -259,14 +266,7 @@ int Bench() {
   const bool batched = !absl::GetFlag(FLAGS_batched).empty();
   if (batched) {
     std::vector<int> v;
-    for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_batched), ',')) {
-      int n;
-      if (!absl::SimpleAtoi(c, &n) || n < 1) {
-        std::cerr << "llm42 bench: bad --batched entry '" << c << "'\n";
-        return 2;
-      }
-      v.push_back(n);
-    }
+    if (!ParsePositiveInts("batched", absl::GetFlag(FLAGS_batched), &v)) return 2;
     if (v.size() < 3) {
       std::cerr << "llm42 bench: --batched takes NPP,NTG,NPL[,NPL...]\n";
       return 2;
@@ -313,7 +313,7 @@ int Bench() {
                                  "FMA peak %.0f GFLOP/s (256-bit) / %.0f (512-bit); read bandwidth %.2f GB/s\n",
                                  model, weight_bytes / 1e6, matmul_flops / 1e9, threads, peak256 / 1e9, peak512 / 1e9,
                                  bandwidth / 1e9);
-    return BenchPpTg(model, matmul_flops, peak, bandwidth, weight_bytes, kv_bytes_per_position, threads);
+    return BenchPpTg(model, schedules, matmul_flops, peak, bandwidth, weight_bytes, kv_bytes_per_position, threads);
   }
 
   std::vector<std::string> rows;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
@@ -19,11 +20,11 @@
 namespace llm42 {
 namespace {
 
-constexpr int64_t kXTile = 32;
+constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a weight chunk streams
 // From this many rows of one schedule, MatMul packs the weights for the register-blocked GEMM
 // (packed_gemm.h) where the CPU has AVX-512; fewer rows stream each weight row through the
 // row-dot kernels.
-constexpr int64_t kPackedMinRows = 8;  // activation rows kept hot in cache while a weight chunk streams
+constexpr int64_t kPackedMinRows = 8;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
@@ -89,9 +90,7 @@ LLM42_ATTN_AVX2 float Dot8Avx2(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-  float l[8];
-  _mm256_storeu_ps(l, acc);
-  float s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  float s = internal::FixedTreeSum(acc);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -244,9 +243,8 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
   const internal::Gemv4Fn gemv16 = internal::SelectFixedGemv16(w.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w.type);
   // fast rows of quantized weights: integer dot products against 8-bit activations.
-  const internal::Int8DotFn int8dot = internal::SelectInt8Dot(w.type, simd_);
-  const internal::Int8Dot2Fn int8dot2 = internal::SelectInt8Dot2(w.type, simd_);
-  const bool int8 = int8dot != nullptr && !fast_rows_.empty();
+  const internal::Int8Kernels int8dot = internal::SelectInt8Kernels(w.type, simd_);
+  const bool int8 = int8dot.one != nullptr && !fast_rows_.empty();
   const int64_t blocks = k / 32;
   if (int8) {
     act_q8_.resize(fast_rows_.size() * static_cast<size_t>(blocks));
@@ -267,11 +265,11 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
             int64_t j = t0;
             for (; j + 1 < t1; j += 2) {
               float two[2];
-              int8dot2(w.row(r), act_q8_.data() + j * blocks, act_q8_.data() + (j + 1) * blocks, k, two);
+              int8dot.two(w.row(r), act_q8_.data() + j * blocks, act_q8_.data() + (j + 1) * blocks, k, two);
               y[f->rows[static_cast<size_t>(j)] * n + r] = two[0];
               y[f->rows[static_cast<size_t>(j + 1)] * n + r] = two[1];
             }
-            if (j < t1) y[f->rows[static_cast<size_t>(j)] * n + r] = int8dot(w.row(r), act_q8_.data() + j * blocks, k);
+            if (j < t1) y[f->rows[static_cast<size_t>(j)] * n + r] = int8dot.one(w.row(r), act_q8_.data() + j * blocks, k);
           }
         }
         continue;

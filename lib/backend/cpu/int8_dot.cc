@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/row_dot.h"
 
 #if defined(__x86_64__)
@@ -38,13 +39,6 @@ LLM42_AVX2 inline __m256 DotBlock(__m256i w, __m256i x) {
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-LLM42_AVX2 inline float Sum8(__m256 v) {
-  const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // The 32 integer weights of a block, and its scale.
 struct Q8_0Weights {
@@ -82,7 +76,7 @@ LLM42_AVX2 float BlockInt8Dot(const uint8_t* w_row, const ActivationBlockQ8* x, 
     acc1 = Step<W>(w, x, b + 1, acc1);
   }
   if (b < n) acc0 = Step<W>(w, x, b, acc0);
-  return Sum8(_mm256_add_ps(acc0, acc1));
+  return FixedTreeSum(_mm256_add_ps(acc0, acc1));
 }
 
 template <typename W>
@@ -98,35 +92,23 @@ LLM42_AVX2 void BlockInt8Dot2(const uint8_t* w_row, const ActivationBlockQ8* x0,
     acc0 = _mm256_fmadd_ps(p0, _mm256_set1_ps(d * x0[b].d), acc0);
     acc1 = _mm256_fmadd_ps(p1, _mm256_set1_ps(d * x1[b].d), acc1);
   }
-  out[0] = Sum8(acc0);
-  out[1] = Sum8(acc1);
+  out[0] = FixedTreeSum(acc0);
+  out[1] = FixedTreeSum(acc1);
 }
 
 }  // namespace
 #endif  // LLM42_X86
 
-Int8Dot2Fn SelectInt8Dot2(GgmlType type, bool allow_simd) {
+Int8Kernels SelectInt8Kernels(GgmlType type, bool allow_simd) {
 #if LLM42_X86
   if (allow_simd && CpuHasAvx2()) {
-    if (type == GgmlType::kQ8_0) return BlockInt8Dot2<Q8_0Weights>;
-    if (type == GgmlType::kQ4_0) return BlockInt8Dot2<Q4_0Weights>;
+    if (type == GgmlType::kQ8_0) return {BlockInt8Dot<Q8_0Weights>, BlockInt8Dot2<Q8_0Weights>};
+    if (type == GgmlType::kQ4_0) return {BlockInt8Dot<Q4_0Weights>, BlockInt8Dot2<Q4_0Weights>};
   }
 #endif
   (void)type;
   (void)allow_simd;
-  return nullptr;
-}
-
-Int8DotFn SelectInt8Dot(GgmlType type, bool allow_simd) {
-#if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) {
-    if (type == GgmlType::kQ8_0) return BlockInt8Dot<Q8_0Weights>;
-    if (type == GgmlType::kQ4_0) return BlockInt8Dot<Q4_0Weights>;
-  }
-#endif
-  (void)type;
-  (void)allow_simd;
-  return nullptr;
+  return {};
 }
 
 }  // namespace llm42::internal

@@ -24,15 +24,18 @@ void QuantizeActivations(const float* x, int64_t k, ActivationBlockQ8* out);
 // out = dot(weight row, quantized activation row) over k (a whole number of blocks).
 using Int8DotFn = float (*)(const uint8_t* w_row, const ActivationBlockQ8* x, int64_t k);
 
-// q8_0 and q4_0 on CPUs with AVX2 (and LLM42_CPU_SIMD not off) when allow_simd; else nullptr.
-Int8DotFn SelectInt8Dot(GgmlType type, bool allow_simd = true);
-
 // Two activation rows against one weight row, each block decoded once for both (prefill);
 // one accumulator per row, where the one-row kernel alternates two: the bits differ from the
 // one-row kernel's, as fast's may.
 using Int8Dot2Fn = void (*)(const uint8_t* w_row, const ActivationBlockQ8* x0, const ActivationBlockQ8* x1,
                             int64_t k, float* out);
-Int8Dot2Fn SelectInt8Dot2(GgmlType type, bool allow_simd = true);
+
+struct Int8Kernels {
+  Int8DotFn one = nullptr;
+  Int8Dot2Fn two = nullptr;
+};
+// q8_0 and q4_0 on CPUs with AVX2 (and LLM42_CPU_SIMD not off) when allow_simd; else none.
+Int8Kernels SelectInt8Kernels(GgmlType type, bool allow_simd = true);
 
 }  // namespace llm42::internal
 

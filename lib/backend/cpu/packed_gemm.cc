@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/row_dot.h"
 
 #if defined(__x86_64__)
@@ -75,15 +76,6 @@ LLM42_AVX512 void Pack(GgmlType type, const uint8_t* w, size_t row_bytes, int64_
   }
 }
 
-// The fixed family's reduction tree ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
-LLM42_AVX512 inline float Tree(__m256 v) {
-  const __m128 lo = _mm256_castps256_ps128(v);
-  const __m128 hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 template <int R>
 LLM42_AVX512 void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
@@ -111,7 +103,7 @@ LLM42_AVX512 void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_
       for (int h = 0; h < 2; ++h) {
         const int64_t c = c0 + 2 * p + h;
         if (c >= r1) continue;
-        float sum = Tree(h == 0 ? _mm512_castps512_ps256(acc[r][p]) : _mm512_extractf32x8_ps(acc[r][p], 1));
+        float sum = FixedTreeSum(h == 0 ? _mm512_castps512_ps256(acc[r][p]) : _mm512_extractf32x8_ps(acc[r][p], 1));
         const uint8_t* row = w + static_cast<size_t>(c) * row_bytes;
         for (int64_t t = 8 * k8; t < k; ++t) sum = std::fma(WeightAt(type, row, t), xr[r][t], sum);
         yr[r][c] = sum;

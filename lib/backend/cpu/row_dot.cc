@@ -1,5 +1,7 @@
 #include "lib/backend/cpu/row_dot.h"
 
+#include "lib/backend/cpu/fixed_tree.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -158,14 +160,6 @@ struct Bf16Vec {
     return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
   }
 };
-LLM42_AVX2 inline float HorizontalSum(__m256 v) {
-  const __m128 lo = _mm256_castps256_ps128(v);
-  const __m128 hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // NX activation rows, U independent accumulators each to hide FMA latency.
 template <typename V, typename L, int NX, int U>
@@ -189,7 +183,7 @@ LLM42_AVX2 void Avx2Dot(const uint8_t* w, const float* const* x, int64_t k, floa
   }
   for (int j = 0; j < NX; ++j) {
     for (int u = 1; u < U; ++u) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][u]);
-    float s = HorizontalSum(acc[j][0]);
+    float s = FixedTreeSum(acc[j][0]);
     for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w, t), x[j][t], s);
     out[j] = s;
   }
@@ -210,7 +204,7 @@ LLM42_AVX2 void Avx2Tile(const uint8_t* w0, const uint8_t* w1, const float* cons
     }
   }
   for (int j = 0; j < 4; ++j) {
-    float s0 = HorizontalSum(acc[j][0]), s1 = HorizontalSum(acc[j][1]);
+    float s0 = FixedTreeSum(acc[j][0]), s1 = FixedTreeSum(acc[j][1]);
     for (int64_t t = i; t < k; ++t) {
       s0 = std::fma(L::At(w0, t), x[j][t], s0);
       s1 = std::fma(L::At(w1, t), x[j][t], s1);
@@ -244,7 +238,7 @@ LLM42_AVX2 void Avx2Gemv4(const uint8_t* const* w, const float* x, int64_t k, fl
     for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(V::Load8(w[r], i), xv, acc[r]);
   }
   for (int r = 0; r < 4; ++r) {
-    float s = HorizontalSum(acc[r]);
+    float s = FixedTreeSum(acc[r]);
     for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
     out[r] = s;
   }
@@ -266,7 +260,7 @@ LLM42_AVX512VL void WideGemv(const uint8_t* const* w, const float* x, int64_t k,
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(V::Load8(w[r], i), xv, acc[r]);
   }
   for (int r = 0; r < R; ++r) {
-    float s = HorizontalSum(acc[r]);
+    float s = FixedTreeSum(acc[r]);
     for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
     out[r] = s;
   }
@@ -338,7 +332,7 @@ LLM42_AVX2 void Avx2BlockDot(const uint8_t* w, const float* const* x, int64_t k,
       }
     }
   }
-  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(kSplit ? _mm256_add_ps(acc[j], acc_hi) : acc[j]);
+  for (int j = 0; j < NX; ++j) out[j] = FixedTreeSum(kSplit ? _mm256_add_ps(acc[j], acc_hi) : acc[j]);
 }
 
 template <typename B, bool kFast>
@@ -366,8 +360,8 @@ LLM42_AVX2 void Avx2BlockTile(const uint8_t* w0, const uint8_t* w1, const float*
     }
   }
   for (int j = 0; j < 4; ++j) {
-    out[j * 2] = HorizontalSum(acc[j][0]);
-    out[j * 2 + 1] = HorizontalSum(acc[j][1]);
+    out[j * 2] = FixedTreeSum(acc[j][0]);
+    out[j * 2 + 1] = FixedTreeSum(acc[j][1]);
   }
 }
 
@@ -382,7 +376,7 @@ LLM42_AVX2 void Avx2BlockGemv4(const uint8_t* const* w, const float* x, int64_t 
       acc[r] = BlockStep(q, d, x + 32 * b, acc[r]);
     }
   }
-  for (int r = 0; r < 4; ++r) out[r] = HorizontalSum(acc[r]);
+  for (int r = 0; r < 4; ++r) out[r] = FixedTreeSum(acc[r]);
 }
 
 template <typename V, typename L>
