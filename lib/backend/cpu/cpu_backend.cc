@@ -227,11 +227,12 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     internal::RowDotFn dot;
     int64_t group;
     std::vector<int64_t>& rows;
+    internal::Int8Kernels int8;  // q8_0/q4_0 against 8-bit activations (int8_dot.h)
   };
-  Family fast{internal::SelectRowDot(w.type, internal::DotFamily::kFast, simd_),
-              internal::kMaxRowDotX, fast_rows_};
-  Family fixed{internal::SelectRowDot(w.type, internal::DotFamily::kFixed, simd_),
-               internal::kMaxFixedRowDotX, fixed_rows_};
+  Family fast{internal::SelectRowDot(w.type, internal::DotFamily::kFast, simd_), internal::kMaxRowDotX,
+              fast_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFast, simd_)};
+  Family fixed{internal::SelectRowDot(w.type, internal::DotFamily::kFixed, simd_), internal::kMaxFixedRowDotX,
+               fixed_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFixed, simd_)};
   fast_rows_.clear();
   fixed_rows_.clear();
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed : fast).rows.push_back(i);
@@ -242,14 +243,14 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
   const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w.type, simd_);
   const internal::Gemv4Fn gemv16 = internal::SelectFixedGemv16(w.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w.type);
-  // fast rows of quantized weights: integer dot products against 8-bit activations.
-  const internal::Int8Kernels int8dot = internal::SelectInt8Kernels(w.type, simd_);
-  const bool int8 = int8dot.one != nullptr && !fast_rows_.empty();
+  // Activation row i quantized at act_q8_[i * blocks] for the families that use int8 kernels.
   const int64_t blocks = k / 32;
-  if (int8) {
-    act_q8_.resize(fast_rows_.size() * static_cast<size_t>(blocks));
-    for (size_t j = 0; j < fast_rows_.size(); ++j) {
-      internal::QuantizeActivations(x + fast_rows_[j] * k, k, act_q8_.data() + j * static_cast<size_t>(blocks));
+  if ((fast.int8.one != nullptr && !fast_rows_.empty()) || (fixed.int8.one != nullptr && !fixed_rows_.empty())) {
+    act_q8_.resize(static_cast<size_t>(m * blocks));
+    for (int64_t i = 0; i < m; ++i) {
+      if ((s[i] == Schedule::kFixed ? fixed : fast).int8.one != nullptr) {
+        internal::QuantizeActivations(x + i * k, k, act_q8_.data() + i * blocks);
+      }
     }
   }
   pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
@@ -258,20 +259,9 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     float out[std::max(2 * internal::kMaxRowDotX, internal::kWideGemvRows)];
     for (const Family* f : {&fast, &fixed}) {
       const auto count = static_cast<int64_t>(f->rows.size());
-      if (int8 && f == &fast) {
-        for (int64_t t0 = 0; t0 < count; t0 += kXTile) {  // a tile of activation rows stays in cache
-          const int64_t t1 = std::min(count, t0 + kXTile);
-          for (int64_t r = r0; r < r1; ++r) {
-            int64_t j = t0;
-            for (; j + 1 < t1; j += 2) {
-              float two[2];
-              int8dot.two(w.row(r), act_q8_.data() + j * blocks, act_q8_.data() + (j + 1) * blocks, k, two);
-              y[f->rows[static_cast<size_t>(j)] * n + r] = two[0];
-              y[f->rows[static_cast<size_t>(j + 1)] * n + r] = two[1];
-            }
-            if (j < t1) y[f->rows[static_cast<size_t>(j)] * n + r] = int8dot.one(w.row(r), act_q8_.data() + j * blocks, k);
-          }
-        }
+      if (count == 0) continue;
+      if (f->int8.one != nullptr) {
+        Int8Rows(f->int8, w, r0, r1, f->rows.data(), count, y, n);
         continue;
       }
       if (packed && count >= kPackedMinRows) {
@@ -320,6 +310,29 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     }
   });
   return absl::OkStatus();
+}
+
+void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatrix& w, int64_t r0, int64_t r1,
+                          const int64_t* rows, int64_t count, float* y, int64_t ldy) const {
+  const int64_t k = w.cols, blocks = k / 32;
+  auto act = [&](int64_t j) { return act_q8_.data() + rows[j] * blocks; };
+  float out[4];
+  for (int64_t t0 = 0; t0 < count; t0 += kXTile) {  // a tile of activation rows stays in cache
+    const int64_t t1 = std::min(count, t0 + kXTile);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w.row(r);
+      int64_t j = t0;
+      for (; j + 4 <= t1; j += 4) {
+        const internal::ActivationBlockQ8* xs[4] = {act(j), act(j + 1), act(j + 2), act(j + 3)};
+        kernels.cols4(&wr, xs, k, out);
+        for (int q = 0; q < 4; ++q) y[rows[j + q] * ldy + r] = out[q];
+      }
+      for (; j < t1; ++j) {
+        const internal::ActivationBlockQ8* xj = act(j);
+        kernels.one(&wr, &xj, k, y + rows[j] * ldy + r);
+      }
+    }
+  }
 }
 
 absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n,

@@ -66,13 +66,17 @@ class CpuBackend final : public Backend {
   // Keys of position p of a sequence with block table `table` in layer `layer`; its values
   // follow block_size * kv_dim floats later.
   float* Key(int64_t layer, const int32_t* table, int64_t p) const;
+  // Weight rows [r0, r1) against the quantized activation rows `rows` (act_q8_) with int8 kernels,
+  // into y[rows[j] * ldy + r].
+  void Int8Rows(const internal::Int8Kernels& kernels, const WeightMatrix& w, int64_t r0, int64_t r1,
+                const int64_t* rows, int64_t count, float* y, int64_t ldy) const;
 
   ThreadPool pool_;
   bool simd_;
   // MatMul's split of a batch's rows by schedule, kept to avoid allocating per op. The backend
   // is driven by one thread (the session's engine), like the pool.
   std::vector<int64_t> fast_rows_, fixed_rows_;
-  std::vector<internal::ActivationBlockQ8> act_q8_;  // fast decode rows, quantized (int8_dot.h)
+  std::vector<internal::ActivationBlockQ8> act_q8_;  // MatMul's activation rows, quantized (int8_dot.h)
   std::deque<std::vector<float>> vectors_;
   std::vector<std::vector<float>> workspace_;
   KvShape kv_shape_;

@@ -17,12 +17,11 @@ namespace llm42::internal {
 // - fixed: every (weight row, activation row) pair, however the rows are grouped, runs the same
 //   arithmetic: one accumulator of 8 lanes updated by a fused multiply-add per 8-element step,
 //   the reduction tree ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then a fused multiply-add per
-//   tail element. Quantized rows (q8_0, q4_0: whole 32-weight blocks) instead, per block and
-//   lane l, sum integer weights l and l+8, and l+16 and l+24, each pair as a product and a fused
-//   multiply-add, and add both sums times the block's scale into the accumulator with fused
-//   multiply-adds (each block is decoded once, not per 8-weight step). The portable version
-//   emulates exactly that with std::fma, so fixed results are the same bits with or without
-//   AVX2, and the 2x4 tile and the 4-row GEMV may serve it.
+//   tail element. The portable version emulates exactly that with std::fma, so fixed results
+//   are the same bits with or without AVX2, and the 2x4 tile and the 4-row GEMV may serve it.
+// Quantized rows (q8_0, q4_0) have their fixed arithmetic defined in int8_dot.h (integer dot
+// products against 8-bit activations): SelectRowDot returns no fixed kernel for them, and their
+// fast kernels here are the fallback of CPUs without AVX2.
 inline constexpr int kMaxRowDotX = 4;
 inline constexpr int kMaxFixedRowDotX = 4;
 using RowDotFn = void (*)(const uint8_t* w_row, const float* const* x, int n_x, int64_t k,
