@@ -228,11 +228,14 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     int64_t group;
     std::vector<int64_t>& rows;
     internal::Int8Kernels int8;  // q8_0/q4_0 against 8-bit activations (int8_dot.h)
+    internal::WideGemv wide;     // decode: many weight rows per activation row
   };
   Family fast{internal::SelectRowDot(w.type, internal::DotFamily::kFast, simd_), internal::kMaxRowDotX,
-              fast_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFast, simd_)};
+              fast_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFast, simd_),
+              internal::SelectWideGemv(w.type, internal::DotFamily::kFast, simd_)};
   Family fixed{internal::SelectRowDot(w.type, internal::DotFamily::kFixed, simd_), internal::kMaxFixedRowDotX,
-               fixed_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFixed, simd_)};
+               fixed_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFixed, simd_),
+               internal::SelectWideGemv(w.type, internal::DotFamily::kFixed, simd_)};
   fast_rows_.clear();
   fixed_rows_.clear();
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed : fast).rows.push_back(i);
@@ -241,7 +244,6 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
       m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
   const internal::TileDotFn tile = internal::SelectTileDot(w.type, simd_);
   const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w.type, simd_);
-  const internal::Gemv4Fn gemv16 = internal::SelectFixedGemv16(w.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w.type);
   // Activation row i quantized at act_q8_[i * blocks] for the families that use int8 kernels.
   const int64_t blocks = k / 32;
@@ -272,12 +274,13 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
       for (int64_t t0 = 0; t0 < count; t0 += kXTile) {
         const int64_t t1 = std::min(count, t0 + kXTile);
         for (int64_t r = r0; r < r1;) {
-          // Full groups of 4 activation rows: two weight rows at a time (both families); fixed
-          // rows in smaller groups (decode): four weight rows at a time.
+          // Full groups of 4 activation rows: two weight rows at a time (both families); rows
+          // in smaller groups (decode): the family's wide GEMV, else (fixed) four weight rows
+          // at a time.
           const bool pair = tile != nullptr && r + 1 < r1 && t1 - t0 >= 4;
-          const bool wide = f == &fixed && gemv16 != nullptr && r + internal::kWideGemvRows - 1 < r1 && t1 - t0 < 4;
+          const bool wide = f->wide.fn != nullptr && r + f->wide.rows - 1 < r1 && t1 - t0 < 4;
           const bool quad = !wide && f == &fixed && gemv4 != nullptr && r + 3 < r1 && t1 - t0 < 4;
-          const int64_t step = wide ? internal::kWideGemvRows : quad ? 4 : pair ? 2 : 1;
+          const int64_t step = wide ? f->wide.rows : quad ? 4 : pair ? 2 : 1;
           for (int64_t b = t0; b < t1; b += f->group) {
             const int nb = static_cast<int>(std::min(f->group, t1 - b));
             for (int j = 0; j < nb; ++j) xs[j] = x + f->rows[static_cast<size_t>(b + j)] * k;
@@ -291,10 +294,10 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
               continue;
             }
             if (quad || wide) {
-              const int64_t rows = wide ? internal::kWideGemvRows : 4;
+              const int64_t rows = wide ? f->wide.rows : 4;
               for (int q = 0; q < rows; ++q) ws[q] = w.row(r + q);
               for (int j = 0; j < nb; ++j) {
-                (wide ? gemv16 : gemv4)(ws, xs[j], k, out);
+                (wide ? f->wide.fn : gemv4)(ws, xs[j], k, out);
                 std::copy_n(out, rows, y + f->rows[static_cast<size_t>(b + j)] * n + r);
               }
               continue;

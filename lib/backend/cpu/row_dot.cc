@@ -175,21 +175,35 @@ LLM42_AVX2 void Avx2Gemv4(const uint8_t* const* w, const float* x, int64_t k, fl
 
 #define LLM42_AVX512VL __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
 
-// Avx2Gemv4's arithmetic for R weight rows at once: with AVX-512VL's 32 registers, R = 16
-// chains hide the FMA latency that four leave exposed in decode.
-template <typename V, typename L, int R>
-LLM42_AVX512VL void WideGemv(const uint8_t* const* w, const float* x, int64_t k, float* out) {
-  __m256 acc[R];
+// R weight rows at once against one activation row, U accumulators per row over alternate
+// 8-element steps, added in order before the fixed tree. U = 1 is Avx2Gemv4's arithmetic (the
+// fixed family): with AVX-512VL's 32 registers, R = 16 chains hide the FMA latency that four
+// leave exposed in decode. U = 2 is the fast family's decode kernel (different bits).
+template <typename V, typename L, int R, int U>
+LLM42_AVX512VL void GemvRows(const uint8_t* const* w, const float* x, int64_t k, float* out) {
+  __m256 acc[R][U];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
+  }
   int64_t i = 0;
+  for (; i + 8 * U <= k; i += 8 * U) {
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      const __m256 xv = _mm256_loadu_ps(x + i + 8 * u);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][u] = _mm256_fmadd_ps(V::Load8(w[r], i + 8 * u), xv, acc[r][u]);
+    }
+  }
   for (; i + 8 <= k; i += 8) {
     const __m256 xv = _mm256_loadu_ps(x + i);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(V::Load8(w[r], i), xv, acc[r]);
+    for (int r = 0; r < R; ++r) acc[r][0] = _mm256_fmadd_ps(V::Load8(w[r], i), xv, acc[r][0]);
   }
   for (int r = 0; r < R; ++r) {
-    float s = FixedTreeSum(acc[r]);
+    for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
+    float s = FixedTreeSum(acc[r][0]);
     for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
     out[r] = s;
   }
@@ -297,19 +311,23 @@ Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
   return nullptr;
 }
 
-Gemv4Fn SelectFixedGemv16(GgmlType type, bool allow_simd) {
+WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
 #if LLM42_X86
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   if (allow_simd && has) {
-    return Avx2ByType<Gemv4Fn>(type, [](auto t) -> Gemv4Fn {
+    const bool fixed = family == DotFamily::kFixed;
+    const Gemv4Fn fn = Avx2ByType<Gemv4Fn>(type, [fixed](auto t) -> Gemv4Fn {
       using T = decltype(t);
-      return WideGemv<typename T::V, typename T::L, kWideGemvRows>;
+      return fixed ? GemvRows<typename T::V, typename T::L, kWideGemvRows, 1>
+                   : GemvRows<typename T::V, typename T::L, kFastWideGemvRows, 2>;
     });
+    if (fn != nullptr) return {fn, fixed ? kWideGemvRows : kFastWideGemvRows};
   }
 #endif
   (void)type;
+  (void)family;
   (void)allow_simd;
-  return nullptr;
+  return {};
 }
 
 TileDotFn SelectTileDot(GgmlType type, bool allow_simd) {

@@ -43,11 +43,17 @@ TileDotFn SelectTileDot(GgmlType type, bool allow_simd = true);
 // fixed: four weight rows against one activation row, out[r]. nullptr where there is none.
 using Gemv4Fn = void (*)(const uint8_t* const* w_rows, const float* x, int64_t k, float* out);
 Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd = true);
-// fixed: sixteen weight rows against one activation row (decode), out[r], with AVX-512VL's 32
-// vector registers: sixteen independent 8-lane chains, the same per-pair arithmetic. f32, f16
-// and bf16 where the CPU has AVX-512 F and VL; nullptr otherwise.
+// Many weight rows against one activation row (decode), out[r], with AVX-512VL's 32 vector
+// registers: fixed, sixteen independent 8-lane chains with the fixed per-pair arithmetic; fast,
+// eight rows with two chains each (other bits). f32, f16 and bf16 where the CPU has AVX-512 F
+// and VL; fn nullptr otherwise.
 inline constexpr int kWideGemvRows = 16;
-Gemv4Fn SelectFixedGemv16(GgmlType type, bool allow_simd = true);
+inline constexpr int kFastWideGemvRows = 8;
+struct WideGemv {
+  Gemv4Fn fn = nullptr;
+  int rows = 0;
+};
+WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd = true);
 
 // Converts the first n weights of a row to f32 (embedding lookups).
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
