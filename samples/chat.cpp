@@ -1,9 +1,9 @@
 // A chat REPL through the C++ RAII wrapper: `chat_cpp MODEL [SYSTEM]`, one user message per
-// line of stdin; the conversation is kept and every answer streams as it is verified.
+// line of stdin; every answer streams as it is verified. Each turn continues the previous one
+// (SetParent), so the conversation's history is taken from the prefix cache, not prefilled again.
 #include <iostream>
+#include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "llm42/llm42.hpp"
 
@@ -16,21 +16,19 @@ int main(int argc, char** argv) {
     llm42::api::SessionOptions options;
     options.SetModelPath(argv[1]);
     llm42::api::Session session(options);
-    std::vector<std::pair<std::string, std::string>> conversation;
-    if (argc > 2) conversation.emplace_back("system", argv[2]);
+    std::unique_ptr<llm42::api::Request> last;  // the conversation so far
     for (std::string line; std::getline(std::cin, line);) {
-      conversation.emplace_back("user", line);
       llm42::api::RequestOptions request;
-      for (const auto& [role, content] : conversation) request.AddMessage(role, content);
-      request.SetMaxTokens(64).SetDeterministic(true);
-      llm42::api::Request r = session.Submit(request);
-      std::string answer;
-      for (std::string piece; !(piece = r.ReadText(-1)).empty();) {
-        answer += piece;
-        std::cout << piece << std::flush;
+      if (last) {
+        request.SetParent(*last);
+      } else if (argc > 2) {
+        request.AddMessage("system", argv[2]);
       }
+      request.AddMessage("user", line).SetMaxTokens(64).SetDeterministic(true);
+      auto r = std::make_unique<llm42::api::Request>(session.Submit(request));
+      for (std::string piece; !(piece = r->ReadText(-1)).empty();) std::cout << piece << std::flush;
       std::cout << "\n";
-      conversation.emplace_back("assistant", answer);
+      last = std::move(r);
     }
     return 0;
   } catch (const llm42::api::Error& e) {

@@ -4,7 +4,9 @@
  * LLM42_TIMEOUT at once when nothing new was verified) and renders whatever arrived. The NPC's
  * line is a deterministic request with a fixed seed, so every run of the game shows the same
  * line, bit for bit, even though a non-deterministic ambient request shares the engine's
- * batches. Prints the line, the frames it took and the slowest poll. */
+ * batches. Then the player answers and the NPC's next line continues the conversation
+ * (llm42_request_options_set_parent: its history comes from the prefix cache, not a new
+ * prefill). Prints both lines, the frames they took and the slowest poll. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -26,9 +28,12 @@ static double NowMs(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static llm42_status Submit(llm42_session* s, const char* prompt, int deterministic, llm42_request** out) {
+/* parent: the request this one continues, or NULL. */
+static llm42_status Submit(llm42_session* s, llm42_request* parent, const char* prompt, int deterministic,
+                           llm42_request** out) {
   llm42_request_options* ro = NULL;
   llm42_status st = llm42_request_options_create(&ro);
+  if (st == LLM42_OK && parent != NULL) st = llm42_request_options_set_parent(ro, parent);
   if (st == LLM42_OK) st = llm42_request_options_set_prompt(ro, prompt, strlen(prompt));
   if (st == LLM42_OK) st = llm42_request_options_set_max_tokens(ro, 40);
   if (st == LLM42_OK) st = llm42_request_options_set_temperature(ro, 0.8f);
@@ -39,34 +44,19 @@ static llm42_status Submit(llm42_session* s, const char* prompt, int determinist
   return st;
 }
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
-    return 2;
-  }
-  llm42_session_options* so = NULL;
-  llm42_session* session = NULL;
-  llm42_request *npc = NULL, *ambient = NULL;
-  CHECK(llm42_session_options_create(&so));
-  CHECK(llm42_session_options_set_model_path(so, argv[1]));
-  CHECK(llm42_session_options_set_threads(so, 1)); /* leave the other cores to the game */
-  CHECK(llm42_session_create(so, &session));
-  CHECK(Submit(session, "The old wizard said", 1, &npc));
-  CHECK(Submit(session, "Far away, the wind", 0, &ambient));
-
-  char line[4096] = "";
+/* Polls `r` once per simulated 60 Hz frame, never blocking, until it has finished; its text goes
+ * to line[capacity]. Returns 0, or 1 on a read error. */
+static int PlayLine(llm42_request* r, char* line, size_t capacity, int* frames, double* slowest_poll) {
   size_t used = 0;
-  double slowest_poll = 0;
-  int frame = 0;
-  for (;; ++frame) {
+  for (;; ++*frames) {
     const double start = NowMs();
     char buf[256];
     size_t n = 0;
-    const llm42_status st = llm42_request_read_text(npc, buf, sizeof buf, &n, /*timeout_ms=*/0);
+    const llm42_status st = llm42_request_read_text(r, buf, sizeof buf, &n, /*timeout_ms=*/0);
     const double poll = NowMs() - start;
-    if (poll > slowest_poll) slowest_poll = poll;
+    if (poll > *slowest_poll) *slowest_poll = poll;
     if (st == LLM42_OK && n == 0) break; /* finished and fully read */
-    if (st == LLM42_OK && used + n < sizeof line) {
+    if (st == LLM42_OK && used + n < capacity) {
       memcpy(line + used, buf, n);
       used += n;
     } else if (st != LLM42_TIMEOUT && st != LLM42_OK) {
@@ -78,9 +68,35 @@ int main(int argc, char** argv) {
     nanosleep(&frame_time, NULL);
   }
   line[used] = '\0';
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+    return 2;
+  }
+  llm42_session_options* so = NULL;
+  llm42_session* session = NULL;
+  llm42_request *npc = NULL, *ambient = NULL, *reply = NULL;
+  char line[4096], next[4096];
+  double slowest_poll = 0;
+  int frames = 0;
+  CHECK(llm42_session_options_create(&so));
+  CHECK(llm42_session_options_set_model_path(so, argv[1]));
+  CHECK(llm42_session_options_set_threads(so, 1)); /* leave the other cores to the game */
+  CHECK(llm42_session_create(so, &session));
+  CHECK(Submit(session, NULL, "The old wizard said", 1, &npc));
+  CHECK(Submit(session, NULL, "Far away, the wind", 0, &ambient));
+  if (PlayLine(npc, line, sizeof line, &frames, &slowest_poll) != 0) return 1;
   printf("NPC: The old wizard said%s\n", line);
-  printf("frames: %d, slowest poll: %.3f ms, seed %llu\n", frame, slowest_poll,
+  /* The player answers; the NPC's next line continues the conversation. */
+  CHECK(Submit(session, npc, " The hero asked about the road. The wizard said", 1, &reply));
+  if (PlayLine(reply, next, sizeof next, &frames, &slowest_poll) != 0) return 1;
+  printf("NPC, next turn: The wizard said%s\n", next);
+  printf("frames: %d, slowest poll: %.3f ms, seed %llu\n", frames, slowest_poll,
          (unsigned long long)llm42_request_effective_seed(npc));
+  llm42_request_destroy(reply);
   llm42_request_destroy(npc);
   llm42_request_destroy(ambient);
   llm42_session_destroy(session);

@@ -112,6 +112,16 @@ class AttentionFixture {
 
   const std::vector<int64_t>& lengths() const { return lengths_; }
 
+  // Replaces the host copies of the stored keys and values by round(x), so that Reference is
+  // the reference of a backend that keeps its KV in a narrower type.
+  void RoundHostCopies(float (*round)(float)) {
+    for (auto* set : {&keys_, &values_}) {
+      for (std::vector<float>& rows : *set) {
+        for (float& x : rows) x = round(x);
+      }
+    }
+  }
+
  private:
   BackendHarness h_;
   KvCache cache_{256, 16};

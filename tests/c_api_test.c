@@ -35,17 +35,20 @@ static int g_passed = 0, g_failed = 0;
 
 static const char* g_model = NULL;
 
-static llm42_session* OpenSession(int32_t context) {
+static llm42_session* OpenSessionKv(int32_t context, const char* kv_dtype) {
   llm42_session_options* so = NULL;
   llm42_session* s = NULL;
   EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
   EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
   EXPECT_STATUS(llm42_session_options_set_threads(so, 2), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_kv_dtype(so, kv_dtype), LLM42_OK);
   if (context > 0) EXPECT_STATUS(llm42_session_options_set_context_length(so, context), LLM42_OK);
   EXPECT_STATUS(llm42_session_create(so, &s), LLM42_OK);
   llm42_session_options_destroy(so);
   return s;
 }
+
+static llm42_session* OpenSession(int32_t context) { return OpenSessionKv(context, "auto"); }
 
 static llm42_request* Submit(llm42_session* s, const char* prompt, int32_t max_tokens,
                              llm42_token_callback cb, void* user) {
@@ -150,6 +153,93 @@ static void TestCallback(llm42_session* s) {
   EXPECT(log.finished_calls == 1);
   EXPECT(log.seen == r);
   llm42_request_destroy(r);
+}
+
+/* A deterministic request of `max_tokens` sampled tokens (temperature 0.8, seed 5) with logprobs:
+ * continuing `parent` with `prompt` (tokenized without BOS), or with `tokens` as the prompt. */
+static llm42_request* SubmitTurn(llm42_session* s, llm42_request* parent, const char* prompt,
+                                 const int32_t* tokens, size_t n_tokens) {
+  llm42_request_options* ro = NULL;
+  llm42_request* r = NULL;
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  if (parent != NULL) EXPECT_STATUS(llm42_request_options_set_parent(ro, parent), LLM42_OK);
+  if (prompt != NULL) EXPECT_STATUS(llm42_request_options_set_prompt(ro, prompt, strlen(prompt)), LLM42_OK);
+  if (tokens != NULL) EXPECT_STATUS(llm42_request_options_set_prompt_tokens(ro, tokens, n_tokens), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_temperature(ro, 0.8f), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_seed(ro, 5), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+  llm42_request_options_destroy(ro);
+  if (r != NULL) EXPECT(llm42_request_wait(r, -1) == LLM42_OK);
+  return r;
+}
+
+/* The conversation API: three turns, each continuing the last; the third gives the bits of a
+ * request whose prompt is the whole history, in a session without the prefix cache, and its
+ * history came from the cache. */
+static void TestConversation(void) {
+  llm42_session* s = OpenSessionKv(0, "auto");
+  llm42_session_options* so = NULL;
+  llm42_session* cold = NULL;
+  llm42_request *t1, *t2, *t3, *ref, *unfinished;
+  llm42_request_options* ro = NULL;
+  int32_t history[512], out[64];
+  size_t n_history = 0, n = 0;
+  float lp3[64], lp_ref[64];
+  size_t n3 = 0, n_ref = 0;
+  int64_t cached = 0;
+  if (s == NULL) return;
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_prefix_caching(so, 0), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create(so, &cold), LLM42_OK);
+  llm42_session_options_destroy(so);
+
+  t1 = SubmitTurn(s, NULL, "Once upon a time", NULL, 0);
+  t2 = SubmitTurn(s, t1, " Then the sun came out.", NULL, 0);
+  t3 = SubmitTurn(s, t2, " The end.", NULL, 0);
+  EXPECT_STATUS(llm42_request_stat(t3, LLM42_STAT_CACHED_PROMPT_TOKENS, &cached), LLM42_OK);
+  EXPECT(cached >= 48); /* two turns of history, in 16-token blocks */
+
+  /* The same history as one prompt: t1's prompt and output, the second text, t2's output, the third. */
+  EXPECT_STATUS(llm42_session_tokenize(s, "Once upon a time", 16, 1, history, 512, &n_history), LLM42_OK);
+  EXPECT_STATUS(llm42_request_output_tokens(t1, history + n_history, 64, &n), LLM42_OK);
+  n_history += n;
+  EXPECT_STATUS(llm42_session_tokenize(s, " Then the sun came out.", 23, 0, history + n_history, 64, &n), LLM42_OK);
+  n_history += n;
+  EXPECT_STATUS(llm42_request_output_tokens(t2, history + n_history, 64, &n), LLM42_OK);
+  n_history += n;
+  EXPECT_STATUS(llm42_session_tokenize(s, " The end.", 9, 0, history + n_history, 64, &n), LLM42_OK);
+  n_history += n;
+  ref = SubmitTurn(cold, NULL, NULL, history, n_history);
+  EXPECT_STATUS(llm42_request_output_tokens(t3, out, 64, &n), LLM42_OK);
+  EXPECT(n == 24);
+  EXPECT_STATUS(llm42_request_logprobs(t3, lp3, 64, &n3), LLM42_OK);
+  EXPECT_STATUS(llm42_request_logprobs(ref, lp_ref, 64, &n_ref), LLM42_OK);
+  EXPECT(n3 == 24 && n_ref == 24 && memcmp(lp3, lp_ref, sizeof(float) * 24) == 0);
+  EXPECT_STATUS(llm42_request_output_tokens(ref, history, 64, &n), LLM42_OK);
+  EXPECT(n == 24 && memcmp(out, history, sizeof(int32_t) * 24) == 0);
+
+  /* Errors: an unfinished parent; a parent of another session. */
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  unfinished = Submit(s, "Once upon a time", 200, NULL, NULL);
+  EXPECT(llm42_request_options_set_parent(ro, unfinished) == LLM42_FAILED_PRECONDITION ||
+         llm42_request_is_finished(unfinished));
+  llm42_request_destroy(unfinished);
+  EXPECT_STATUS(llm42_request_options_set_parent(ro, ref), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, "x", 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &unfinished), LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "another session") != NULL);
+  llm42_request_options_destroy(ro);
+
+  llm42_request_destroy(t1);
+  llm42_request_destroy(t2);
+  llm42_request_destroy(t3);
+  llm42_request_destroy(ref);
+  llm42_session_destroy(cold);
+  llm42_session_destroy(s);
 }
 
 /* A deterministic request (selective mode, window 4 so several verify passes run): only
@@ -291,6 +381,8 @@ static void TestErrorPaths(llm42_session* s) {
   }
   EXPECT_STATUS(llm42_session_options_set_threads(so, -1), LLM42_OUT_OF_RANGE);
   EXPECT_STATUS(llm42_session_options_set_backend(so, "tpu"), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_options_set_kv_dtype(so, "f8"), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_options_set_kv_dtype(so, NULL), LLM42_INVALID_ARGUMENT);
   EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
   {
     /* cuda where it cannot run is UNSUPPORTED, and the message says why (no driver, no device,
@@ -384,6 +476,15 @@ int main(int argc, char** argv) {
     }
   }
   TestDeterministic();
+  TestConversation();
+  {
+    /* A 16-bit KV cache still gives llama.cpp's greedy text (whose own default KV cache is f16). */
+    llm42_session* s = OpenSessionKv(0, "f16");
+    if (s != NULL) {
+      TestGenerateAndReadText(s);
+      llm42_session_destroy(s);
+    }
+  }
   {
     llm42_session* s = OpenSession(64);
     if (s != NULL) {

@@ -182,5 +182,52 @@ TEST(Attention, FastDependsOnTheBatch) {
   EXPECT_FALSE(SameBits(alone.data(), batch.data(), alone.size()));
 }
 
+// A KV cache of f16 or bf16: keys and values are rounded to the type when stored (nearest, ties
+// to even), and attention on them matches the float64 reference on the rounded values as closely
+// as on f32 ones; fixed stays row-invariant and gives the portable kernels' bits. The control:
+// the output differs from the f32 cache's (the rounding happened), by about the type's precision.
+TEST(Attention, NarrowKvCacheRoundsWhenStoredAndStaysFixed) {
+  const std::vector<int64_t> lens = {1, 37, 300};
+  const std::vector<float> q = RandomVector(lens.size() * 4 * 64, 8);
+  const std::vector<std::pair<int, int32_t>> rows = {{0, 0}, {1, 36}, {2, 299}, {2, 17}};
+  CpuBackend wide(2);
+  const std::vector<float> f32 = testing::AttentionFixture(wide, lens).Run(rows, q, Schedule::kFixed);
+  struct Case {
+    KvDtype dtype;
+    float (*round)(float);
+    double precision;  // relative spacing of the type near 1
+  };
+  for (const Case& c : {Case{KvDtype::kF16, [](float x) { return Fp16ToFp32(Fp32ToFp16(x)); }, 0x1p-10},
+                        Case{KvDtype::kBf16, [](float x) { return Bf16ToFp32(Fp32ToBf16(x)); }, 0x1p-7}}) {
+    CpuBackend be(2, true, c.dtype), portable(1, false, c.dtype);
+    EXPECT_EQ(be.kv_element_bytes(), 2u);
+    testing::AttentionFixture f(be, lens), fp(portable, lens);
+    f.RoundHostCopies(c.round);
+    const std::vector<float> fixed = f.Run(rows, q, Schedule::kFixed);
+    EXPECT_TRUE(SameBits(fixed.data(), fp.Run(rows, q, Schedule::kFixed).data(), fixed.size()));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const std::vector<float> alone = f.Run({rows[r]}, q, Schedule::kFixed);
+      EXPECT_TRUE(SameBits(alone.data(), fixed.data() + r * 256, 256)) << "row " << r;
+    }
+    double worst_vs_f32 = 0;
+    for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
+      const std::vector<float> out = f.Run(rows, q, s);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const auto [seq, pos] = rows[r];
+        for (int64_t h = 0; h < 4; ++h) {
+          const std::vector<double> ref = f.Reference(seq, pos + 1, h, q.data() + (seq * 4 + h) * 64);
+          for (int64_t i = 0; i < 64; ++i) {
+            const size_t at = r * 256 + static_cast<size_t>(h * 64 + i);
+            ASSERT_NEAR(out[at], ref[static_cast<size_t>(i)], 1e-5) << "row " << r << " head " << h;
+            worst_vs_f32 = std::max(worst_vs_f32, std::fabs(double{out[at]} - f32[at]));
+          }
+        }
+      }
+    }
+    EXPECT_GT(worst_vs_f32, c.precision / 64);
+    EXPECT_LT(worst_vs_f32, c.precision * 8);
+  }
+}
+
 }  // namespace
 }  // namespace llm42

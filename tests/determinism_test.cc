@@ -50,6 +50,7 @@ struct Knobs {
   double noise = -1;  // -1: the model's
   // The items test verification, so by default deterministic requests always take it.
   DecodePath path = DecodePath::kVerify;
+  bool prefix_caching = true;
 };
 
 class DeterminismTest : public ::testing::TestWithParam<ModelCase> {
@@ -77,6 +78,7 @@ class DeterminismTest : public ::testing::TestWithParam<ModelCase> {
     o.determinism.mismatch_injection = k.injection;
     o.determinism.fast_path_noise = k.noise < 0 ? GetParam().noise : k.noise;
     o.determinism.decode_path = k.path;
+    o.prefix_caching = k.prefix_caching;
     auto s = Session::Create(o);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(s).value() : nullptr;
@@ -175,6 +177,71 @@ void DeterminismTest::CoRunnerTrials(float temperature) {
 }
 
 TEST_P(DeterminismTest, CoRunnerInvarianceGreedy) { CoRunnerTrials(0.0f); }
+
+// Prefix caching (kv_cache.h): a deterministic request whose prompt is cached — by a plain
+// request first (fast K/V, which it must not take), then by its own runs, then beside random
+// co-runners in a pool small enough to evict and preempt — gives the bits of a cold run in a
+// session without the cache; so does a longer prompt sharing the prefix (the next turn of a
+// chat). Checked to fail when MapCachedPrefix ignores fixed_only (the deterministic request then
+// maps the K/V the plain request decoded under fast).
+TEST_P(DeterminismTest, PrefixCacheHitsAreBitwiseExact) {
+  const std::vector<int32_t> prompt = Prompt(kLongPrompt, 5);
+  std::vector<int32_t> longer = prompt;
+  for (int i = 0; i < 40; ++i) longer.push_back(3 + (i * 37) % 500);
+  Knobs cold;
+  cold.prefix_caching = false;
+  const RequestOptions det = Spec(prompt, 12, true, 0.8f), det_longer = Spec(longer, 12, true, 0.8f);
+  const Output ref = Alone(cold, det), ref_longer = Alone(cold, det_longer);
+  for (int64_t kv_tokens : {int64_t{0}, int64_t{400}}) {
+    Knobs k;
+    k.kv_tokens = kv_tokens;
+    auto s = Open(k);
+    auto run = [&](const RequestOptions& spec) {
+      auto r = s->Submit(spec, nullptr);
+      EXPECT_TRUE(r.ok()) << r.status();
+      return r.ok() ? Result(**r) : Output{};
+    };
+    // A plain request's K/V, prefilled and (with other bits than fixed's) decoded under fast,
+    // then a deterministic request whose prompt is that whole conversation.
+    const Output plain = run(Spec(Prompt(8, 5), 60, false));
+    std::vector<int32_t> convo = Prompt(8, 5);
+    convo.insert(convo.end(), plain.tokens.begin(), plain.tokens.end());
+    const RequestOptions det_convo = Spec(convo, 12, true, 0.8f);
+    EXPECT_TRUE(run(det_convo) == Alone(cold, det_convo)) << "after a plain request, kv " << kv_tokens;
+    run(Spec(prompt, 4, false));  // caches the prompt's blocks computed under fast
+    EXPECT_TRUE(run(det) == ref) << "after a plain request, kv " << kv_tokens;
+    const int64_t before = s->stat(SessionStat::kCachedPromptTokens);
+    EXPECT_TRUE(run(det) == ref) << "second run, kv " << kv_tokens;
+    EXPECT_GE(s->stat(SessionStat::kCachedPromptTokens) - before, kLongPrompt - 16)
+        << "the second run was meant to take its prompt from the cache";
+    EXPECT_TRUE(run(det_longer) == ref_longer) << "longer prompt, kv " << kv_tokens;
+    for (uint32_t trial = 0; trial < 6; ++trial) {
+      EXPECT_TRUE(WithCoRunners(*s, trial % 2 ? det : det_longer, 100 + trial) == (trial % 2 ? ref : ref_longer))
+          << "co-runners, trial " << trial << ", kv " << kv_tokens;
+    }
+    if (kv_tokens > 0) {
+      EXPECT_GT(s->stat(SessionStat::kKvEvictions) + s->stat(SessionStat::kPreemptions), 0)
+          << "the small pool was meant to evict or preempt";
+    }
+    EXPECT_EQ(s->invariant_violations(), 0);
+  }
+}
+
+// And a plain greedy request (no noise) repeated in a quiet session: the same tokens with its
+// prompt from the cache as computed cold.
+TEST_P(DeterminismTest, PrefixCacheKeepsPlainGreedyTokens) {
+  Knobs k;
+  k.noise = 0;
+  auto s = Open(k);
+  const RequestOptions plain = Spec(Prompt(kLongPrompt, 6), 16, false);
+  auto first = s->Submit(plain, nullptr);
+  ASSERT_TRUE(first.ok());
+  const Output cold = Result(**first);
+  auto again = s->Submit(plain, nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Result(**again).tokens, cold.tokens);
+  EXPECT_GE((*again)->stat(RequestStat::kCachedPromptTokens), kLongPrompt - 16);
+}
 TEST_P(DeterminismTest, CoRunnerInvarianceSampled) { CoRunnerTrials(0.8f); }
 
 // 2. The same deterministic request B times at once: one unique output.

@@ -1,11 +1,16 @@
-# Runs the game-loop sample twice: both runs must print the same NPC line, the loop must have
+# Runs the game-loop sample twice: both runs must print the same NPC lines (the first, and the
+# next turn that continues it through the conversation API), the loop must have
 # rendered frames while it waited, and no poll may have blocked (zero-timeout reads).
 foreach(run 1 2)
   execute_process(COMMAND ${COMMAND} ${MODEL} OUTPUT_VARIABLE out${run} RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "game_loop failed (${rc}): ${out${run}}")
   endif()
-  string(REGEX MATCH "NPC: [^\n]*" line${run} "${out${run}}")
+  string(REGEX MATCHALL "NPC[^:\n]*: [^\n]*" line${run} "${out${run}}")
+  list(LENGTH line${run} turns)
+  if(NOT turns EQUAL 2)
+    message(FATAL_ERROR "expected the NPC's two lines:\n${out${run}}")
+  endif()
   string(REGEX MATCH "frames: ([0-9]+), slowest poll: ([0-9.]+) ms" stats "${out${run}}")
   if(NOT stats OR CMAKE_MATCH_1 LESS 2)
     message(FATAL_ERROR "the loop did not keep rendering frames:\n${out${run}}")
@@ -15,6 +20,6 @@ foreach(run 1 2)
   endif()
 endforeach()
 if(NOT line1 STREQUAL line2 OR line1 STREQUAL "")
-  message(FATAL_ERROR "the NPC line differs between runs:\n${line1}\n${line2}")
+  message(FATAL_ERROR "the NPC lines differ between runs:\n${line1}\n${line2}")
 endif()
 message(STATUS "${line1}")

@@ -21,9 +21,11 @@ TEST(SessionConfig, AppliesEveryFieldItSets) {
     max_batch_tokens: 128
     context_length: 1024
     backend: "cpu"
+    kv_dtype: "bf16"
     determinism { mode: OFF window: 16 verify_group: 2 default_seed: 7 decode_path: FIXED }
   )pb")).ok());
   EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.kv_dtype, "bf16");
   EXPECT_EQ(o.determinism.decode_path, DecodePath::kFixed);
   EXPECT_EQ(o.model_path, "m.gguf");
   EXPECT_EQ(o.threads, 3);  // untouched
@@ -44,6 +46,9 @@ TEST(SessionConfig, MalformedOrOutOfRangeIsAFormatErrorAndChangesNothing) {
   EXPECT_EQ(unknown.code(), absl::StatusCode::kDataLoss);
   const absl::Status range = o.LoadConfig(Write("range.textproto", "model_path: \"x\" max_batch_tokens: 0"));
   EXPECT_EQ(range.code(), absl::StatusCode::kDataLoss);
+  const absl::Status kv = o.LoadConfig(Write("kv.textproto", "model_path: \"x\" kv_dtype: \"f8\""));
+  EXPECT_EQ(kv.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(kv.message().find("kv_dtype"), std::string::npos) << kv;
   EXPECT_EQ(o.model_path, "");  // nothing applied
   EXPECT_EQ(o.LoadConfig(testing::TempPath("absent.textproto")).code(), absl::StatusCode::kNotFound);
 }

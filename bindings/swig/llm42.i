@@ -178,6 +178,12 @@ struct llm42_swig_request {};
   void set_max_running_requests(int32_t n) {
     llm42_swig::Check(llm42_session_options_set_max_running_requests(llm42_swig::Handle($self, "SessionOptions"), n));
   }
+  void set_prefix_caching(bool enable) {
+    llm42_swig::Check(llm42_session_options_set_prefix_caching(llm42_swig::Handle($self, "SessionOptions"), enable ? 1 : 0));
+  }
+  void set_kv_dtype(const std::string& dtype) {
+    llm42_swig::Check(llm42_session_options_set_kv_dtype(llm42_swig::Handle($self, "SessionOptions"), dtype.c_str()));
+  }
   void set_kv_cache_tokens(int64_t n) {
     llm42_swig::Check(llm42_session_options_set_kv_cache_tokens(llm42_swig::Handle($self, "SessionOptions"), n));
   }
@@ -217,6 +223,11 @@ struct llm42_swig_request {};
   }
   void add_message(const std::string& role, const std::string& content) {
     llm42_swig::Check(llm42_request_options_add_message(llm42_swig::Handle($self, "RequestOptions"), role.c_str(), content.c_str()));
+  }
+  // Continues a finished request of the same session (llm42_request_options_set_parent).
+  void set_parent(llm42_swig_request* parent) {
+    llm42_swig::Check(llm42_request_options_set_parent(llm42_swig::Handle($self, "RequestOptions"),
+                                                       llm42_swig::Handle(parent, "Request")));
   }
   void set_max_tokens(int32_t n) {
     llm42_swig::Check(llm42_request_options_set_max_tokens(llm42_swig::Handle($self, "RequestOptions"), n));

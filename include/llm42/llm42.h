@@ -145,6 +145,11 @@ typedef enum llm42_stat {
   /* a deterministic request's tokens decoded under fixed and committed without verification
    * (see llm42_determinism_set_decode_path) */
   LLM42_STAT_TOKENS_DECODED_FIXED = 10,
+  /* prompt tokens whose K/V came from the prefix cache instead of a prefill (see
+   * llm42_session_options_set_prefix_caching) */
+  LLM42_STAT_CACHED_PROMPT_TOKENS = 11,
+  /* session only: cached KV blocks evicted to make room */
+  LLM42_STAT_KV_EVICTIONS = 12,
   LLM42_STAT_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_stat;
 
@@ -175,6 +180,21 @@ LLM42_API llm42_status llm42_session_options_set_max_running_requests(
  * and the running-request limit. */
 LLM42_API llm42_status llm42_session_options_set_kv_cache_tokens(llm42_session_options* options,
                                                                  int64_t n);
+/* Element type of the KV cache: "auto" (default: the backend's, f32 on the CPU and bf16 on CUDA),
+ * "f32", "f16" or "bf16". A 16-bit cache holds twice the tokens in the same memory and halves
+ * what attention reads; keys and values are rounded to it when stored (deterministic requests
+ * stay bitwise reproducible for a given setting, not across settings). INVALID_ARGUMENT for
+ * another name; UNSUPPORTED at session creation where the backend cannot store it. */
+LLM42_API llm42_status llm42_session_options_set_kv_dtype(llm42_session_options* options,
+                                                          const char* dtype);
+/* Prefix caching (default on): full KV blocks stay cached after their request, and a prompt that
+ * starts with the same tokens (a chat's history, a shared system prompt) maps them instead of
+ * prefilling them again. Deterministic requests reuse only K/V computed under the fixed
+ * schedule, so their output is bitwise the same with the cache as without it. Cached blocks
+ * occupy otherwise free KV blocks and are evicted, least recently used, when room is needed:
+ * the cache's limit is the KV cache size (llm42_session_options_set_kv_cache_tokens). */
+LLM42_API llm42_status llm42_session_options_set_prefix_caching(llm42_session_options* options,
+                                                                int32_t enable);
 /* Per-request context length; 0 (default) = the model's. Larger than the model's is
  * OUT_OF_RANGE at session creation. */
 LLM42_API llm42_status llm42_session_options_set_context_length(llm42_session_options* options,
@@ -257,6 +277,17 @@ LLM42_API llm42_status llm42_request_options_set_prompt_tokens(llm42_request_opt
  * INVALID_ARGUMENT for other roles or a request that also has a prompt. */
 LLM42_API llm42_status llm42_request_options_add_message(llm42_request_options* options,
                                                          const char* role, const char* content);
+/* Continues `parent`, a finished request of the same session (a conversation's next turn): this
+ * request's tokens are the parent's whole sequence — its prompt, then its output — followed by
+ * this request's prompt text (tokenized without BOS) or prompt tokens; with chat messages, the
+ * parent (which must have been a chat request) contributes its messages and its reply, and the
+ * whole conversation is rendered again. With prefix caching (on by default) the history's K/V
+ * are mapped from the cache, not prefilled again, and a deterministic continuation gives the same
+ * bits as one submitted with the whole history as its prompt. The parent's content is copied
+ * now: it may be destroyed afterwards. FAILED_PRECONDITION when the parent has not finished;
+ * NULL clears. Submit returns INVALID_ARGUMENT for a parent of another session. */
+LLM42_API llm42_status llm42_request_options_set_parent(llm42_request_options* options,
+                                                        llm42_request* parent);
 /* Tokens to generate, >= 1; default 256. Generation also stops when the context is full. */
 LLM42_API llm42_status llm42_request_options_set_max_tokens(llm42_request_options* options,
                                                             int32_t n);

@@ -135,6 +135,15 @@ class SessionOptions {
     detail::Check(llm42_session_options_set_backend(h_.get(), name.c_str()));
     return *this;
   }
+  // "auto", "f32", "f16" or "bf16" (llm42_session_options_set_kv_dtype).
+  SessionOptions& SetKvDtype(const std::string& dtype) {
+    detail::Check(llm42_session_options_set_kv_dtype(h_.get(), dtype.c_str()));
+    return *this;
+  }
+  SessionOptions& SetPrefixCaching(bool enable) {
+    detail::Check(llm42_session_options_set_prefix_caching(h_.get(), enable ? 1 : 0));
+    return *this;
+  }
   SessionOptions& SetThreads(int32_t n) {
     detail::Check(llm42_session_options_set_threads(h_.get(), n));
     return *this;
@@ -184,6 +193,8 @@ class RequestOptions {
     detail::Check(llm42_request_options_add_message(h_.get(), role.c_str(), content.c_str()));
     return *this;
   }
+  // Continues a finished request of the same session (llm42_request_options_set_parent).
+  RequestOptions& SetParent(const class Request& parent);
   RequestOptions& SetMaxTokens(int32_t n) {
     detail::Check(llm42_request_options_set_max_tokens(h_.get(), n));
     return *this;
@@ -293,6 +304,11 @@ class Request {
  private:
   detail::Handle<llm42_request, llm42_request_destroy> h_;
 };
+
+inline RequestOptions& RequestOptions::SetParent(const Request& parent) {
+  detail::Check(llm42_request_options_set_parent(h_.get(), parent.get()));
+  return *this;
+}
 
 class Session {
  public:

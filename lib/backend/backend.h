@@ -66,6 +66,12 @@ struct RopeParams {
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
 // position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is
 // the backend's choice (f32 on the CPU).
+// Element type of the paged KV storage. kAuto is the backend's choice (f32 on the CPU, bf16 on
+// CUDA). Narrower types halve the KV memory and the bytes attention reads per token; keys and
+// values are rounded to them (to nearest, ties to even) when stored, and attention computes on
+// the rounded values exactly as on f32 ones, so `fixed` stays row-invariant.
+enum class KvDtype { kAuto, kF32, kF16, kBf16 };
+
 struct KvShape {
   int64_t n_layers = 0;
   int64_t n_blocks = 0;

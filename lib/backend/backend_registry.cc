@@ -13,10 +13,28 @@ namespace {
 absl::Status CpuUsable() { return absl::OkStatus(); }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpu(const BackendOptions& options) {
-  return std::make_unique<CpuBackend>(options.threads);
+  return std::make_unique<CpuBackend>(options.threads, /*allow_simd=*/true,
+                                      options.kv_dtype == KvDtype::kAuto ? KvDtype::kF32 : options.kv_dtype);
 }
 
 }  // namespace
+
+std::optional<KvDtype> ParseKvDtype(std::string_view name) {
+  for (KvDtype d : {KvDtype::kAuto, KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
+    if (name == KvDtypeName(d)) return d;
+  }
+  return std::nullopt;
+}
+
+const char* KvDtypeName(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kAuto: return "auto";
+    case KvDtype::kF32: return "f32";
+    case KvDtype::kF16: return "f16";
+    case KvDtype::kBf16: return "bf16";
+  }
+  return "auto";
+}
 
 const std::vector<BackendEntry>& RegisteredBackends() {
   static const std::vector<BackendEntry> entries = {

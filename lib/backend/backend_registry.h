@@ -2,6 +2,7 @@
 #define LLM42_BACKEND_BACKEND_REGISTRY_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,7 +14,12 @@ namespace llm42 {
 
 struct BackendOptions {
   int threads = 0;  // CPU worker threads (0 = all cores); the host threads of other backends
+  KvDtype kv_dtype = KvDtype::kAuto;  // UNSUPPORTED where the backend cannot store it
 };
+
+// "auto", "f32", "f16", "bf16"; nullopt for anything else.
+std::optional<KvDtype> ParseKvDtype(std::string_view name);
+const char* KvDtypeName(KvDtype dtype);
 
 // A backend this build of llm42 can create.
 struct BackendEntry {

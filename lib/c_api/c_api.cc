@@ -8,6 +8,7 @@
 #include <string>
 
 #include "llm42/llm42.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/engine/session.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
@@ -235,6 +236,20 @@ llm42_status llm42_session_options_set_kv_cache_tokens(llm42_session_options* o,
   o->options.kv_cache_tokens = n;
   return LLM42_OK;
 }
+llm42_status llm42_session_options_set_prefix_caching(llm42_session_options* o, int32_t enable) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.prefix_caching = enable != 0;
+  return LLM42_OK;
+}
+llm42_status llm42_session_options_set_kv_dtype(llm42_session_options* o, const char* dtype) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(dtype != nullptr, "kv dtype is NULL");
+    LLM42_REQUIRE(llm42::ParseKvDtype(dtype).has_value(), "kv dtype must be auto, f32, f16 or bf16");
+    o->options.kv_dtype = dtype;
+    return LLM42_OK;
+  });
+}
 llm42_status llm42_session_options_set_context_length(llm42_session_options* o, int32_t n) {
   LLM42_REQUIRE(o != nullptr, "options is NULL");
   if (n < 0) return Fail(LLM42_OUT_OF_RANGE, "context length must be >= 0");
@@ -323,7 +338,7 @@ llm42_status llm42_session_fingerprint(llm42_session* s, char* buf, size_t capac
 llm42_status llm42_session_stat(llm42_session* s, llm42_stat which, int64_t* value) {
   LLM42_REQUIRE(s != nullptr, "session is NULL");
   LLM42_REQUIRE(value != nullptr, "value is NULL");
-  if (which < LLM42_STAT_REQUESTS_FINISHED || which > LLM42_STAT_TOKENS_DECODED_FIXED) {
+  if (which < LLM42_STAT_REQUESTS_FINISHED || which > LLM42_STAT_KV_EVICTIONS) {
     return Fail(LLM42_INVALID_ARGUMENT, "unknown statistic");
   }
   if (which == LLM42_STAT_TIME_TO_FIRST_TOKEN_US) {
@@ -387,6 +402,19 @@ llm42_status llm42_request_options_add_message(llm42_request_options* o, const c
     LLM42_REQUIRE(llm42::IsValidUtf8(role) && llm42::IsValidUtf8(content),
                   "role or content is not valid UTF-8");
     o->options.messages.emplace_back(role, content);
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_request_options_set_parent(llm42_request_options* o, llm42_request* parent) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    if (parent == nullptr) {
+      o->options.parent.reset();
+      return LLM42_OK;
+    }
+    auto p = parent->impl->AsParent();
+    if (!p.ok()) return Fail(LLM42_FAILED_PRECONDITION, std::string(p.status().message()));
+    o->options.parent = std::move(p).value();
     return LLM42_OK;
   });
 }
@@ -570,6 +598,7 @@ llm42_status llm42_request_stat(llm42_request* r, llm42_stat which, int64_t* val
     case LLM42_STAT_TIME_TO_FIRST_TOKEN_US:
     case LLM42_STAT_PREEMPTIONS:
     case LLM42_STAT_TOKENS_DECODED_FIXED:
+    case LLM42_STAT_CACHED_PROMPT_TOKENS:
       *value = r->impl->stat(static_cast<llm42::RequestStat>(which));
       return LLM42_OK;
     default: return Fail(LLM42_INVALID_ARGUMENT, "not a per-request statistic");

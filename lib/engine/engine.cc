@@ -176,6 +176,16 @@ bool Engine::Step() {
     return true;
   }
   dvr_.ObserveStep(shape, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  // What each row wrote into the cache, for the prefix cache: a deterministic request's rows
+  // under fast are candidates, which a rollback may rewrite.
+  for (size_t e = 0; e < plan.size(); ++e) {
+    const PlanEntry& p = plan[e];
+    const bool fixed = entry_schedule[e] == Schedule::kFixed;
+    for (int64_t j = 0; j < p.n; ++j) {
+      const int64_t pos = p.begin + j;
+      cache_.NoteWritten(p.seq->kv_seq, pos, p.seq->tokens[static_cast<size_t>(pos)], fixed, p.seq->dvr && !fixed);
+    }
+  }
   stats_.Add(SessionStat::kDecodeSteps);
 
   std::vector<Sequence*> finished;

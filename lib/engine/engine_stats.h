@@ -20,6 +20,8 @@ enum class SessionStat : int32_t {
   kDecodeSteps = 7,
   kPreemptions = 9,
   kTokensDecodedFixed = 10,
+  kCachedPromptTokens = 11,  // prompt positions taken from the prefix cache, not prefilled
+  kKvEvictions = 12,         // cached KV blocks evicted to make room
 };
 
 // The engine's counters: written by the engine thread, read from any thread.
@@ -43,7 +45,7 @@ class EngineStats {
  private:
   static size_t Index(SessionStat which) { return static_cast<size_t>(which); }
 
-  std::array<std::atomic<int64_t>, 11> counters_{};
+  std::array<std::atomic<int64_t>, 13> counters_{};
   std::atomic<int64_t> blocks_in_use_{0}, violations_{0};
 };
 

@@ -8,6 +8,7 @@
 
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/util/status.h"
 #include "proto/session_config.pb.h"
 
@@ -36,6 +37,7 @@ absl::Status SessionOptions::Validate() const {
     return InvalidArgument("max_running_requests = ", max_running_requests, " (>= 1)");
   }
   if (kv_cache_tokens < 0) return InvalidArgument("kv_cache_tokens = ", kv_cache_tokens, " (>= 0)");
+  if (!ParseKvDtype(kv_dtype)) return InvalidArgument("kv_dtype = '", kv_dtype, "' (auto, f32, f16 or bf16)");
   if (context_length < 0) return InvalidArgument("context_length = ", context_length, " (>= 0)");
   const DeterminismPolicy& d = determinism;
   if (d.mode < DeterminismMode::kSelective || d.mode > DeterminismMode::kOff) {
@@ -77,6 +79,8 @@ absl::Status SessionOptions::LoadConfig(const std::string& path) {
   if (config.has_max_batch_tokens()) o.max_batch_tokens = config.max_batch_tokens();
   if (config.has_max_running_requests()) o.max_running_requests = config.max_running_requests();
   if (config.has_kv_cache_tokens()) o.kv_cache_tokens = config.kv_cache_tokens();
+  if (config.has_kv_dtype()) o.kv_dtype = config.kv_dtype();
+  if (config.has_prefix_caching()) o.prefix_caching = config.prefix_caching();
   if (config.has_context_length()) o.context_length = config.context_length();
   if (config.has_determinism()) {
     const DeterminismConfig& d = config.determinism();

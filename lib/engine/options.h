@@ -2,6 +2,7 @@
 #define LLM42_ENGINE_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ struct SessionOptions {
   int32_t max_batch_tokens = 512;
   int32_t max_running_requests = 16;
   int64_t kv_cache_tokens = 0;
+  // Element type of the KV cache: "auto" (the backend's: f32 on the CPU, bf16 on CUDA), "f32",
+  // "f16" or "bf16" (half the memory and attention reads; keys and values rounded when stored).
+  std::string kv_dtype = "auto";
+  // Keep full KV blocks after their request and reuse them for prompts that start with the same
+  // tokens (kv_cache.h); deterministic requests reuse only blocks computed under fixed, so their
+  // output is bitwise the same as without the cache. Cached blocks live in the KV pool and are
+  // evicted, least recently used, when it needs room.
+  bool prefix_caching = true;
   int32_t context_length = 0;  // 0 = min(model's, kDefaultContextLength)
   DeterminismPolicy determinism;
   // Open only the vocabulary (a vocabulary-only GGUF works): tokenize and detokenize, no
@@ -62,6 +71,16 @@ using TokenCallbackFn = void (*)(void* user_data, void* request, const int32_t* 
                                  int32_t finished);
 
 struct RequestOptions {
+  // A finished request of the same session that this one continues
+  // (llm42_request_options_set_parent): its whole sequence, prompt then output, comes before this
+  // request's prompt; a chat continues with the parent's messages and its reply before the new
+  // messages. Copied from the parent when set.
+  struct Parent {
+    const void* session = nullptr;
+    std::vector<int32_t> tokens;
+    std::vector<std::pair<std::string, std::string>> messages;  // empty unless a chat request
+  };
+  std::optional<Parent> parent;
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;
   bool has_prompt_text = false;

@@ -123,6 +123,7 @@ int64_t Request::stat(RequestStat which) const {
     case RequestStat::kRollbacks: return rollbacks_;
     case RequestStat::kTokensRolledBack: return tokens_rolled_back_;
     case RequestStat::kTokensDecodedFixed: return tokens_decoded_fixed_;
+    case RequestStat::kCachedPromptTokens: return cached_prompt_tokens_;
   }
   return 0;
 }
@@ -130,6 +131,25 @@ int64_t Request::stat(RequestStat which) const {
 void Request::AddPrefill(int64_t tokens) {
   absl::MutexLock lock(&mu_);
   prefill_tokens_ += tokens;
+}
+
+absl::StatusOr<RequestOptions::Parent> Request::AsParent() const {
+  absl::MutexLock lock(&mu_);
+  if (!finished_) return absl::FailedPreconditionError("only a finished request can be continued");
+  RequestOptions::Parent p;
+  p.session = owner_;
+  p.tokens = prompt_;
+  p.tokens.insert(p.tokens.end(), tokens_.begin(), tokens_.end());
+  if (!options_.messages.empty()) {
+    p.messages = options_.messages;
+    p.messages.emplace_back("assistant", text_);
+  }
+  return p;
+}
+
+void Request::AddCachedPrompt(int64_t tokens) {
+  absl::MutexLock lock(&mu_);
+  cached_prompt_tokens_ += tokens;
 }
 
 void Request::AddVerify(int64_t verified, int64_t discarded) {

@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/engine/options.h"
@@ -28,6 +29,7 @@ enum class RequestStat : int32_t {
   kTimeToFirstTokenUs = 8,
   kPreemptions = 9,
   kTokensDecodedFixed = 10,
+  kCachedPromptTokens = 11,
 };
 
 // What the user sees of one request: its committed tokens and released text, and how it
@@ -39,6 +41,12 @@ class Request {
 
   const RequestOptions& options() const { return options_; }
   const std::vector<int32_t>& prompt() const { return prompt_; }
+  // The session that accepted it (set once, before it is shared).
+  const void* owner() const { return owner_; }
+  void set_owner(const void* session) { owner_ = session; }
+  // What a continuation of this request starts from (RequestOptions::Parent); FailedPrecondition
+  // until it has finished.
+  absl::StatusOr<RequestOptions::Parent> AsParent() const;
   uint64_t seed() const { return seed_; }
 
   // --- Caller side ---------------------------------------------------------------------
@@ -69,6 +77,8 @@ class Request {
   void Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,
               const std::string& text, bool finished, FinishReason reason, absl::Status status);
   void AddPrefill(int64_t tokens);
+  // Prompt positions taken from the prefix cache at an admission.
+  void AddCachedPrompt(int64_t tokens);
   // One decode row; `fixed_commit`: a deterministic request's, decoded under fixed and
   // committed without verification (DecodePath).
   void AddDecodeStep(bool fixed_commit);
@@ -95,6 +105,8 @@ class Request {
   FinishReason reason_ ABSL_GUARDED_BY(mu_) = FinishReason::kNone;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   int64_t prefill_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t cached_prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  const void* owner_ = nullptr;
   int64_t decode_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ttft_us_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;

@@ -13,6 +13,8 @@ void Scheduler::Enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std:
 
 void Scheduler::UpdateBlocksInUse() {
   stats_.set_blocks_in_use(cache_.n_blocks() - cache_.free_blocks());
+  stats_.Add(SessionStat::kKvEvictions, cache_.evictions() - evictions_reported_);
+  evictions_reported_ = cache_.evictions();
 }
 
 void Scheduler::Release(Sequence& seq) {
@@ -45,10 +47,24 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::TakeCancelled() {
 void Scheduler::Admit() {
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_running_requests) {
     Sequence& next = *waiting_.front();
+    next.kv_seq = cache_.Create();
+    // The longest cached prefix of the committed tokens (kv_cache.h), leaving the last to compute
+    // (its logits are wanted); a deterministic request takes only K/V computed under fixed, and
+    // after a preemption leaves the last two, so that the token after its prefix is committed
+    // directly as in a cold recompute (Sequence::fixed_prefill).
+    const int64_t keep = next.dvr && next.n_committed > next.n_prompt ? 2 : 1;
+    next.n_computed = cache_.MapCachedPrefix(next.kv_seq, std::span(next.tokens).first(static_cast<size_t>(next.n_committed)),
+                                             next.n_committed - keep, next.dvr);
     // Admit only what the cache can start on: its first chunk must fit in the free blocks.
     const int64_t first = std::min<int64_t>(next.pending(), limits_.max_batch_tokens);
-    if (cache_.BlocksFor(first) > cache_.free_blocks() && !running_.empty()) break;
-    next.kv_seq = cache_.Create();
+    if (cache_.BlocksFor(first) > cache_.free_blocks() && !running_.empty()) {
+      Release(next);
+      break;
+    }
+    if (next.n_computed > 0) {
+      next.request->AddCachedPrompt(next.n_computed);
+      stats_.Add(SessionStat::kCachedPromptTokens, next.n_computed);
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

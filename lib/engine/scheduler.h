@@ -77,6 +77,7 @@ class Scheduler {
   EngineStats& stats_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
+  int64_t evictions_reported_ = 0;
 };
 
 }  // namespace llm42

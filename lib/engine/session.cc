@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                            ? options.context_length
                            : static_cast<int32_t>(std::min<int64_t>(
                                  c.n_ctx_train, SessionOptions::kDefaultContextLength));
-  LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads}));
+  LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads, *ParseKvDtype(options.kv_dtype)}));
   LLM42_ASSIGN_OR_RETURN(s->runner_, LlamaRunner::Create(*s->model_, *s->backend_));
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.
@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     kv_tokens = std::max<int64_t>(kv_tokens, s->context_length_);
   }
   const int64_t blocks = (kv_tokens + KvCache::kDefaultBlockSize - 1) / KvCache::kDefaultBlockSize;
-  s->cache_ = std::make_unique<KvCache>(blocks);
+  s->cache_ = std::make_unique<KvCache>(blocks, KvCache::kDefaultBlockSize, options.prefix_caching);
   if (absl::Status kv = s->runner_->AllocateKv(*s->cache_); !kv.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a KV cache of ", kv_tokens,
                                                      " tokens on ", s->backend_->name(), ": ", kv.message()));
@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
       s->stats_);
   Log(LogLevel::kInfo, "loaded ", options.model_path, " on ", s->backend_->name(), ": ", c.n_layer, " layers, n_embd ",
       c.n_embd, ", vocab ", c.n_vocab, ", context ", s->context_length_, ", KV cache ",
-      s->cache_->capacity_tokens(), " tokens");
+      s->cache_->capacity_tokens(), " tokens of ", s->backend_->kv_element_bytes() * 8, "-bit K/V");
   s->thread_ = std::thread([p = s.get()] { p->EngineLoop(); });
   return s;
 }
@@ -137,6 +137,20 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   if (!options.messages.empty() && (options.has_prompt_text || options.has_prompt_tokens)) {
     return InvalidArgument("the request has both a prompt and chat messages; send one");
   }
+  const RequestOptions::Parent* parent = options.parent ? &*options.parent : nullptr;
+  if (parent != nullptr && parent->session != this) {
+    return InvalidArgument("the parent request belongs to another session");
+  }
+  if (parent != nullptr && !options.messages.empty() && parent->messages.empty()) {
+    return InvalidArgument("chat messages continue only a request that was itself a chat");
+  }
+  // A chat continuation renders the whole conversation (the prefix cache finds what it shares
+  // with the parent's tokens); the request keeps it, for its own continuations.
+  RequestOptions effective = options;
+  if (parent != nullptr && !options.messages.empty()) {
+    effective.messages = parent->messages;
+    effective.messages.insert(effective.messages.end(), options.messages.begin(), options.messages.end());
+  }
   if (options.deterministic) {
     switch (options_.determinism.mode) {
       case DeterminismMode::kOff:
@@ -157,12 +171,14 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
       }
     }
   } else if (options.has_prompt_text) {
-    prompt = tokenizer_->Encode(options.prompt_text, /*add_special=*/true, /*parse_special=*/true);
-  } else if (!options.messages.empty()) {
-    LLM42_ASSIGN_OR_RETURN(std::string text, RenderChat(options.messages));
+    // A continuation's text follows its history: no BOS.
+    prompt = tokenizer_->Encode(options.prompt_text, /*add_special=*/parent == nullptr, /*parse_special=*/true);
+  } else if (!effective.messages.empty()) {
+    LLM42_ASSIGN_OR_RETURN(std::string text, RenderChat(effective.messages));
     // The template writes BOS itself, as Hugging Face's apply_chat_template does.
     prompt = tokenizer_->Encode(text, /*add_special=*/false, /*parse_special=*/true);
   }
+  if (parent != nullptr && options.messages.empty()) prompt.insert(prompt.begin(), parent->tokens.begin(), parent->tokens.end());
   if (prompt.empty()) return InvalidArgument("the request has no prompt");
   if (static_cast<int64_t>(prompt.size()) >= context_length_) {
     return absl::OutOfRangeError(absl::StrCat("the prompt has ", prompt.size(),
@@ -179,8 +195,10 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
                                                 : RandomSeed();
   SamplingParams sampling = options.sampling;
   sampling.seed = seed;
-  auto request = std::make_shared<Request>(options, std::move(prompt), seed);
+  effective.parent.reset();
+  auto request = std::make_shared<Request>(std::move(effective), std::move(prompt), seed);
   request->set_handle(handle);
+  request->set_owner(this);
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::FailedPreconditionError("the session is shutting down");
   if (incoming_.size() >= kMaxQueuedRequests) {

@@ -1,10 +1,19 @@
 #include "lib/kv/kv_cache.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <iterator>
 
 namespace llm42 {
 
-KvCache::KvCache(int64_t n_blocks, int32_t block_size) : n_blocks_(n_blocks), block_size_(block_size) {
+KvCache::KvCache(int64_t n_blocks, int32_t block_size, bool prefix_caching)
+    : n_blocks_(n_blocks),
+      block_size_(block_size),
+      prefix_caching_(prefix_caching),
+      blocks_(static_cast<size_t>(n_blocks)),
+      tokens_(static_cast<size_t>(n_blocks * block_size), 0) {
+  if (block_size < 1 || block_size > 64) std::abort();  // one bit per position in a uint64_t
   free_.reserve(static_cast<size_t>(n_blocks));
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
@@ -24,14 +33,91 @@ void KvCache::Free(int32_t seq) {
   free_seqs_.push_back(seq);
 }
 
+uint64_t KvCache::HashTokens(const int32_t* tokens) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (int32_t i = 0; i < block_size_; ++i) {
+    h ^= static_cast<uint32_t>(tokens[i]);
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+// A never-used block, else the least recently used idle cached one (evicted).
+int32_t KvCache::TakeBlock() {
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else {
+    b = lru_.front();
+    lru_.pop_front();
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    registry_.erase(blk.key);
+    blk.registered = false;
+    ++evictions_;
+  }
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  ++blk.gen;
+  blk.refs = 1;
+  blk.parent = -1;
+  blk.parent_gen = 0;
+  blk.written = blk.not_fixed = blk.provisional = 0;
+  return b;
+}
+
+void KvCache::Release(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  if (--blk.refs > 0) return;
+  if (blk.registered) {
+    lru_.push_back(b);
+    blk.lru = std::prev(lru_.end());
+  } else {
+    free_.push_back(b);
+  }
+}
+
+// Called on a held block (refs > 0) whose content changes.
+void KvCache::Unregister(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  if (!blk.registered) return;
+  registry_.erase(blk.key);
+  blk.registered = false;
+}
+
+void KvCache::Changed(int32_t b) {
+  Unregister(b);
+  ++blocks_[static_cast<size_t>(b)].gen;
+}
+
+void KvCache::MaybeRegister(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  const uint64_t full = block_size_ == 64 ? ~uint64_t{0} : (uint64_t{1} << block_size_) - 1;
+  if (blk.registered || blk.written != full || blk.provisional != 0) return;
+  if (blk.parent >= 0) {
+    // Reachable only through a registered parent whose content is the one this block followed.
+    const Block& parent = blocks_[static_cast<size_t>(blk.parent)];
+    if (!parent.registered || parent.gen != blk.parent_gen) return;
+  }
+  const Key key{blk.parent, blk.parent_gen, blk.not_fixed == 0, HashTokens(block_tokens(b))};
+  if (!registry_.try_emplace(key, b).second) return;  // the same content is cached already
+  blk.key = key;
+  blk.registered = true;
+}
+
 bool KvCache::Reserve(int32_t seq, int64_t n) {
   std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
   const int64_t need = BlocksFor(n) - static_cast<int64_t>(t.size());
   if (need <= 0) return true;
   if (need > free_blocks()) return false;
   for (int64_t i = 0; i < need; ++i) {
-    t.push_back(free_.back());
-    free_.pop_back();
+    const int32_t b = TakeBlock();
+    if (!t.empty()) {
+      Block& blk = blocks_[static_cast<size_t>(b)];
+      blk.parent = t.back();
+      blk.parent_gen = blocks_[static_cast<size_t>(t.back())].gen;
+    }
+    t.push_back(b);
   }
   return true;
 }
@@ -40,13 +126,77 @@ void KvCache::Truncate(int32_t seq, int64_t n) {
   std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
   const auto keep = static_cast<size_t>(BlocksFor(n));
   while (t.size() > keep) {
-    free_.push_back(t.back());
+    Release(t.back());
     t.pop_back();
+  }
+  // Positions past n in the last block kept no longer hold K/V. (Never a shared block: only
+  // full blocks without provisional rows are shared, and nothing truncates into those.)
+  if (keep > 0 && n % block_size_ != 0) {
+    Block& blk = blocks_[static_cast<size_t>(t.back())];
+    const uint64_t kept = (uint64_t{1} << (n % block_size_)) - 1;
+    if ((blk.written & ~kept) != 0) {
+      blk.written &= kept;
+      blk.not_fixed &= kept;
+      blk.provisional &= kept;
+      Changed(t.back());
+    }
   }
 }
 
 int64_t KvCache::reserved_positions(int32_t seq) const {
   return static_cast<int64_t>(tables_[static_cast<size_t>(seq)].size()) * block_size_;
+}
+
+void KvCache::NoteWritten(int32_t seq, int64_t position, int32_t token, bool fixed, bool provisional) {
+  if (!prefix_caching_) return;
+  const int32_t b = tables_[static_cast<size_t>(seq)][static_cast<size_t>(position / block_size_)];
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  const int64_t i = position % block_size_;
+  const uint64_t bit = uint64_t{1} << i;
+  int32_t& slot = tokens_[static_cast<size_t>(b) * block_size_ + static_cast<size_t>(i)];
+  const bool same = (blk.written & bit) != 0 && slot == token && ((blk.not_fixed & bit) == 0) == fixed &&
+                    ((blk.provisional & bit) != 0) == provisional;
+  if (same) return;  // a rewrite of the same row under the same schedule: the same bits
+  if (blk.written & bit) Changed(b);
+  // The row was computed against what the block before holds now. (When that block's content
+  // changes — a verify pass rewriting candidates — every later row of the sequence is rewritten
+  // in the same pass or truncated, so a full block never mixes rows of both.)
+  if (blk.parent >= 0) blk.parent_gen = blocks_[static_cast<size_t>(blk.parent)].gen;
+  slot = token;
+  blk.written |= bit;
+  blk.not_fixed = fixed ? blk.not_fixed & ~bit : blk.not_fixed | bit;
+  blk.provisional = provisional ? blk.provisional | bit : blk.provisional & ~bit;
+  MaybeRegister(b);
+}
+
+int64_t KvCache::MapCachedPrefix(int32_t seq, std::span<const int32_t> tokens, int64_t max_positions,
+                                 bool fixed_only) {
+  std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
+  if (!prefix_caching_ || !t.empty()) return 0;
+  const int64_t limit = std::min<int64_t>(max_positions, static_cast<int64_t>(tokens.size()));
+  int32_t parent = -1;
+  uint32_t parent_gen = 0;
+  int64_t n = 0;
+  for (; n + block_size_ <= limit; n += block_size_) {
+    const int32_t* want = tokens.data() + n;
+    const uint64_t hash = HashTokens(want);
+    int32_t found = -1;
+    for (bool fixed : {true, false}) {
+      if (!fixed && fixed_only) break;
+      auto it = registry_.find(Key{parent, parent_gen, fixed, hash});
+      if (it != registry_.end() && std::equal(want, want + block_size_, block_tokens(it->second))) {
+        found = it->second;
+        break;
+      }
+    }
+    if (found < 0) break;
+    Block& blk = blocks_[static_cast<size_t>(found)];
+    if (blk.refs++ == 0) lru_.erase(blk.lru);
+    t.push_back(found);
+    parent = found;
+    parent_gen = blk.gen;
+  }
+  return n;
 }
 
 }  // namespace llm42

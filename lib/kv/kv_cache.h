@@ -3,7 +3,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <list>
+#include <span>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace llm42 {
 
@@ -12,17 +16,34 @@ namespace llm42 {
 // the backend's (Backend::AllocateKv, of the same number of blocks). Truncating a sequence
 // returns its tail blocks to the pool, so a rollback costs O(blocks freed). Not thread-safe
 // (the engine thread owns it).
+//
+// Prefix caching (on unless disabled): the engine reports every K/V row it writes (NoteWritten:
+// the token and whether the row ran under `fixed`). A block whose positions are all written, none
+// of them provisional (an unverified candidate of a deterministic request, which a rollback may
+// rewrite), is registered under its content: the block before it in the sequence (with that
+// block's generation, bumped whenever its content changes, so a key never outlives what it
+// names), its tokens, and whether every row was computed under `fixed`. Blocks are
+// reference-counted; one that no sequence holds stays cached, evictable least recently used
+// when the pool needs room, never while held. MapCachedPrefix gives a new sequence the longest
+// registered chain of full blocks matching its tokens; `fixed_only` follows only `fixed`
+// blocks, whose K/V are those a cold `fixed` prefill computes, bit for bit (the schedule is
+// row-invariant), which is what lets deterministic requests hit the cache.
 class KvCache {
  public:
   static constexpr int32_t kDefaultBlockSize = 16;
 
-  explicit KvCache(int64_t n_blocks, int32_t block_size = kDefaultBlockSize);
+  explicit KvCache(int64_t n_blocks, int32_t block_size = kDefaultBlockSize, bool prefix_caching = true);
 
   int32_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  // Blocks a Reserve can take: never used, or cached and held by no sequence (evicted on use).
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
   int64_t capacity_tokens() const { return n_blocks_ * block_size_; }
   int64_t BlocksFor(int64_t positions) const { return (positions + block_size_ - 1) / block_size_; }
+  bool prefix_caching() const { return prefix_caching_; }
+  // Cached blocks held by no sequence, and blocks evicted so far.
+  int64_t cached_idle_blocks() const { return static_cast<int64_t>(lru_.size()); }
+  int64_t evictions() const { return evictions_; }
 
   // Sequences are small integer ids, reused after Free.
   int32_t Create();
@@ -34,12 +55,57 @@ class KvCache {
   int64_t reserved_positions(int32_t seq) const;
   const int32_t* block_table(int32_t seq) const { return tables_[static_cast<size_t>(seq)].data(); }
 
+  // Position `position` of `seq` (reserved) now holds the K/V of `token`, computed under `fixed`
+  // or not; `provisional` when a rollback may still rewrite it.
+  void NoteWritten(int32_t seq, int64_t position, int32_t token, bool fixed, bool provisional);
+  // Maps into `seq` (which holds no blocks) the longest cached chain of full blocks whose tokens
+  // are a prefix of `tokens`, at most max_positions positions; returns the positions mapped.
+  int64_t MapCachedPrefix(int32_t seq, std::span<const int32_t> tokens, int64_t max_positions, bool fixed_only);
+
  private:
+  struct Key {
+    int32_t parent;
+    uint32_t parent_gen;
+    bool fixed;
+    uint64_t tokens_hash;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.parent, k.parent_gen, k.fixed, k.tokens_hash);
+    }
+  };
+  struct Block {
+    int32_t refs = 0;
+    uint32_t gen = 0;
+    int32_t parent = -1;  // the block before it in the sequence that wrote it
+    uint32_t parent_gen = 0;
+    uint64_t written = 0;      // bit i: position i holds K/V
+    uint64_t not_fixed = 0;    // bit i: position i was computed under fast
+    uint64_t provisional = 0;  // bit i: a rollback may rewrite position i
+    bool registered = false;
+    Key key{};
+    std::list<int32_t>::iterator lru;  // valid while registered with refs == 0
+  };
+
+  const int32_t* block_tokens(int32_t b) const { return tokens_.data() + static_cast<size_t>(b) * block_size_; }
+  uint64_t HashTokens(const int32_t* tokens) const;
+  int32_t TakeBlock();
+  void Release(int32_t b);
+  void Unregister(int32_t b);
+  void MaybeRegister(int32_t b);
+  void Changed(int32_t b);
+
   int64_t n_blocks_;
   int32_t block_size_;
+  bool prefix_caching_;
   std::vector<int32_t> free_;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<int32_t> free_seqs_;
+  std::vector<Block> blocks_;
+  std::vector<int32_t> tokens_;  // block_size per block
+  std::list<int32_t> lru_;       // registered blocks held by no sequence, least recent first
+  absl::flat_hash_map<Key, int32_t> registry_;
+  int64_t evictions_ = 0;
 };
 
 }  // namespace llm42

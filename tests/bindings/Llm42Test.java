@@ -13,6 +13,7 @@ import ai.llm42.Request;
 import ai.llm42.RequestOptions;
 import ai.llm42.Session;
 import ai.llm42.SessionOptions;
+import ai.llm42.Stat;
 import ai.llm42.Status;
 import java.io.File;
 import java.nio.file.Files;
@@ -114,6 +115,44 @@ public class Llm42Test {
         assertTrue(r.waitFor(-1));
         assertEquals(seed, r.effectiveSeed());
         return r.outputTokens();
+      }
+    }
+  }
+
+  RequestOptions turn(String text) {
+    RequestOptions ro = prompt(24);
+    ro.setPrompt(text);
+    ro.setTemperature(0.8f);
+    ro.setSeed(5);
+    ro.setDeterministic(true);
+    return ro;
+  }
+
+  // The second turn continues the first (setParent): its history comes from the prefix cache,
+  // and it gives the tokens of a request whose prompt is the whole history.
+  @Test
+  public void conversationContinuesAFinishedRequest() {
+    try (RequestOptions ro = turn("Once upon a time"); Request first = session.submit(ro)) {
+      assertTrue(first.waitFor(-1));
+      try (RequestOptions ro2 = turn(" Then the sun came out.")) {
+        ro2.setParent(first);
+        try (Request second = session.submit(ro2)) {
+          assertTrue(second.waitFor(-1));
+          assertTrue(second.stat(Stat.CACHED_PROMPT_TOKENS) >= 16);
+          int[] a = session.tokenize("Once upon a time", true), b = first.outputTokens();
+          int[] c = session.tokenize(" Then the sun came out.", false);
+          int[] history = new int[a.length + b.length + c.length];
+          System.arraycopy(a, 0, history, 0, a.length);
+          System.arraycopy(b, 0, history, a.length, b.length);
+          System.arraycopy(c, 0, history, a.length + b.length, c.length);
+          try (RequestOptions whole = turn("Once upon a time")) {
+            whole.setPromptTokens(history);
+            try (Request r = session.submit(whole)) {
+              assertTrue(r.waitFor(-1));
+              assertArrayEquals(second.outputTokens(), r.outputTokens());
+            }
+          }
+        }
       }
     }
   }

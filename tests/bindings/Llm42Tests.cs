@@ -93,6 +93,41 @@ public class Llm42Tests {
     }
   }
 
+  static RequestOptions Turn(string text) {
+    var ro = Prompt(24);
+    ro.SetPrompt(text);
+    ro.SetTemperature(0.8f);
+    ro.SetSeed(5);
+    ro.SetDeterministic(true);
+    return ro;
+  }
+
+  // The second turn continues the first (SetParent): its history comes from the prefix cache,
+  // and it gives the tokens of a request whose prompt is the whole history.
+  [Test]
+  public void ConversationContinuesAFinishedRequest() {
+    using (var ro = Turn("Once upon a time"))
+    using (var first = session.Submit(ro)) {
+      Assert.IsTrue(first.WaitFor(-1));
+      using (var ro2 = Turn(" Then the sun came out.")) {
+        ro2.SetParent(first);
+        using (var second = session.Submit(ro2)) {
+          Assert.IsTrue(second.WaitFor(-1));
+          Assert.GreaterOrEqual(second.Stat(Stat.CACHED_PROMPT_TOKENS), 16);
+          int[] history = session.Tokenize("Once upon a time", true).Concat(first.OutputTokens())
+              .Concat(session.Tokenize(" Then the sun came out.", false)).ToArray();
+          using (var whole = Turn("Once upon a time")) {
+            whole.SetPromptTokens(history);
+            using (var r = session.Submit(whole)) {
+              Assert.IsTrue(r.WaitFor(-1));
+              CollectionAssert.AreEqual(second.OutputTokens(), r.OutputTokens());
+            }
+          }
+        }
+      }
+    }
+  }
+
   [Test]
   public void DeterministicRequestsRepeatAndSeedMatters() {
     int[] first = Deterministic(7);

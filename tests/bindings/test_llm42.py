@@ -75,6 +75,25 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(first, run(7))
         self.assertNotEqual(first, run(8))  # sensitivity control: the output depends on the seed
 
+    def test_conversation_continues_a_finished_request(self):
+        # The second turn continues the first (set_parent): its history comes from the prefix
+        # cache, and it gives the tokens of a request whose prompt is the whole history.
+        settings = dict(max_tokens=24, temperature=0.8, seed=5, deterministic=True)
+        with request_options(**settings) as ro, self.session.submit(ro) as first:
+            self.assertTrue(first.wait_for(-1))
+            with request_options(" Then the sun came out.", **settings) as ro2:
+                ro2.set_parent(first)
+                with self.session.submit(ro2) as second:
+                    self.assertTrue(second.wait_for(-1))
+                    self.assertGreaterEqual(second.stat(llm42.Stat.CACHED_PROMPT_TOKENS), 16)
+                    history = (self.session.tokenize("Once upon a time", True) + first.output_tokens()
+                               + self.session.tokenize(" Then the sun came out.", False))
+                    with request_options(**settings) as whole_ro:
+                        whole_ro.set_prompt_tokens(history)
+                        with self.session.submit(whole_ro) as whole:
+                            self.assertTrue(whole.wait_for(-1))
+                            self.assertEqual(whole.output_tokens(), second.output_tokens())
+
     def test_cancel(self):
         with request_options(max_tokens=1000, ignore_eos=True) as ro, self.session.submit(ro) as r:
             canceller = threading.Thread(target=r.cancel)

@@ -39,6 +39,7 @@ ABSL_FLAG(int32_t, depth, 0, "Context already in the cache before --pp / --tg (l
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(std::string, backend);
+ABSL_DECLARE_FLAG(std::string, kv_dtype);
 
 namespace llm42::cli {
 namespace {
@@ -74,6 +75,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   o.model_path = model;
   o.threads = absl::GetFlag(FLAGS_threads);
   o.backend = absl::GetFlag(FLAGS_backend);
+  o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running_requests = std::max(16, concurrency);
   o.context_length = prompt_len + out_len + 1;
@@ -191,6 +193,7 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, doub
     o.model_path = model;
     o.threads = threads;
     o.backend = absl::GetFlag(FLAGS_backend);
+    o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
     o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
     o.context_length = depth + std::max(pp, tg) + 2;
     o.determinism.mode = fixed ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;
@@ -294,7 +297,9 @@ int Bench() {
     }
     weight_bytes = (*m)->weight_bytes();
     const LlamaConfig& c = (*m)->config();
-    kv_bytes_per_position = c.n_layer * 2 * c.kv_dim() * 4;  // the CPU keeps f32 K/V
+    // The CPU's KV element: f32 unless --kv_dtype says f16 or bf16.
+    const std::string kv = absl::GetFlag(FLAGS_kv_dtype);
+    kv_bytes_per_position = c.n_layer * 2 * c.kv_dim() * (kv == "f16" || kv == "bf16" ? 2 : 4);
     const auto elements = [](const WeightMatrix& w) { return static_cast<double>(w.rows) * static_cast<double>(w.cols); };
     matmul_flops = elements((*m)->output());
     for (const LlamaModel::Layer& L : (*m)->layers()) {

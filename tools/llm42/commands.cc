@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ ABSL_FLAG(bool, print_logprobs, false,
 ABSL_FLAG(double, fast_path_noise, 0.0,
           "Testing hook: add N(0, x) noise to fast-path logits (keyed at random per process)");
 ABSL_FLAG(std::string, backend, "auto", "Where to run: auto (CUDA when a usable GPU exists), cpu or cuda");
+ABSL_FLAG(bool, prefix_caching, true,
+          "Reuse cached KV blocks for prompts that start with the same tokens (bitwise exact for deterministic requests)");
+ABSL_FLAG(std::string, kv_dtype, "auto",
+          "KV cache element type: auto (the backend's), f32, f16 or bf16 (half the memory and attention reads)");
 ABSL_FLAG(std::string, decode_path, "auto",
           "How deterministic requests decode: auto (cheaper by measured cost), verify "
           "(fast, then verified) or fixed (fixed schedule, nothing to verify)");
@@ -99,7 +104,9 @@ api::SessionOptions SessionOptionsFromFlags() {
   api::SessionOptions so;
   so.SetModelPath(absl::GetFlag(FLAGS_model))
       .SetThreads(absl::GetFlag(FLAGS_threads))
-      .SetBackend(absl::GetFlag(FLAGS_backend));
+      .SetBackend(absl::GetFlag(FLAGS_backend))
+      .SetKvDtype(absl::GetFlag(FLAGS_kv_dtype))
+      .SetPrefixCaching(absl::GetFlag(FLAGS_prefix_caching));
   if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
   api::DeterminismPolicy policy;
   policy.SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)).SetDecodePath(DecodePathFromFlag());
@@ -182,42 +189,41 @@ int Generate() {
   });
 }
 
+// Each turn continues the last (llm42_request_options_set_parent): the conversation is rendered
+// again, and its history's K/V come from the prefix cache instead of a prefill.
 int Chat() {
   return WithModel([] {
     api::Session session(SessionOptionsFromFlags());
-    std::vector<std::pair<std::string, std::string>> conversation;
-    if (!absl::GetFlag(FLAGS_system).empty()) conversation.emplace_back("system", absl::GetFlag(FLAGS_system));
+    std::unique_ptr<api::Request> last;  // the conversation so far
     std::cerr << "llm42 chat: type a message; /reset starts over, /exit (or end of input) quits\n";
     for (std::string line;;) {
       std::cerr << "> " << std::flush;
       if (!std::getline(std::cin, line) || line == "/exit") break;
       if (line == "/reset") {
-        conversation.resize(absl::GetFlag(FLAGS_system).empty() ? 0 : 1);
+        last.reset();
         continue;
       }
       if (line.empty()) continue;
-      conversation.emplace_back("user", line);
       api::RequestOptions ro;
-      for (const auto& [role, content] : conversation) ro.AddMessage(role, content);
+      if (last) {
+        ro.SetParent(*last);
+      } else if (!absl::GetFlag(FLAGS_system).empty()) {
+        ro.AddMessage("system", absl::GetFlag(FLAGS_system));
+      }
+      ro.AddMessage("user", line);
       ApplyGenerationFlags(ro);
-      std::string answer;
       try {
         api::Request request = session.Submit(ro);
-        for (std::string piece; !(piece = request.ReadText(-1)).empty();) {
-          answer += piece;
-          std::cout << piece << std::flush;
-        }
+        for (std::string piece; !(piece = request.ReadText(-1)).empty();) std::cout << piece << std::flush;
         request.Wait(-1);
         std::cout << "\n" << std::flush;
         if (request.Status() != LLM42_OK) throw api::Error(request.Status(), "generation failed");
+        last = std::make_unique<api::Request>(std::move(request));
       } catch (const api::Error& e) {
         std::cerr << "llm42: " << e.what() << "\n";
         if (e.status() == LLM42_UNSUPPORTED) return 1;  // every turn would fail the same way
         std::cerr << "llm42: the turn is dropped (/reset if the context is full)\n";
-        conversation.pop_back();
-        continue;
       }
-      conversation.emplace_back("assistant", answer);
     }
     return 0;
   });

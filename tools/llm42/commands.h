@@ -11,6 +11,7 @@ int Chat();
 int MakeModel();
 int Bench();
 int BenchDvr();
+int BenchChat();
 
 }  // namespace llm42::cli
 

@@ -34,6 +34,8 @@ constexpr char kUsage[] =
     "  bench-dvr --model PATH [--workload sharegpt|fixed] [--requests N] [--rate R]\n"
     "           [--fractions 0.02,0.1,...] [--windows ...] [--groups ...] [--csv FILE]\n"
     "           modes off / batch_invariant / selective on a Poisson workload, and the W x G sweep\n"
+    "  bench-chat --model PATH [--turns 20] [--system_tokens 1000] [--characters 8]\n"
+    "           time to first token per chat turn and shared-persona prefill, prefix cache on/off\n"
     "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
 
 // absl flags are spelled with underscores; accept the dashed spellings people type.
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
   if (command == "make-model") return llm42::cli::MakeModel();
   if (command == "bench") return llm42::cli::Bench();
   if (command == "bench-dvr") return llm42::cli::BenchDvr();
+  if (command == "bench-chat") return llm42::cli::BenchChat();
   std::cerr << "llm42: unknown command '" << command << "'\n" << kUsage << "\n";
   return 2;
 }

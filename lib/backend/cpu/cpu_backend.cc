@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/portable_math.h"
 
 namespace llm42 {
@@ -28,34 +30,22 @@ constexpr int64_t kPackedMinRows = 8;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
-// Dot product with 8 lane accumulators and a fixed reduction tree. The build compiles with
-// -ffp-contract=off, so whether or not the compiler vectorizes the lanes, the bits are the same.
-inline float Dot8(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  }
-  float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 // One layer of the paged KV storage: position p of a sequence with block table T lives in
-// block T[p / block_size], row p % block_size; its keys start at
-// base + T[p / block_size] * block_stride + (p % block_size) * kv_dim, its values v_offset
-// floats further.
+// block T[p / block_size], row p % block_size; its keys start at element
+// T[p / block_size] * block_stride + (p % block_size) * kv_dim of base, its values v_offset
+// elements further; elements are `elem` bytes (f32, f16 or bf16).
 struct KvLayerView {
-  float* base = nullptr;
+  const uint8_t* base = nullptr;
   int64_t block_stride = 0;
   int64_t v_offset = 0;
   int32_t block_size = 0;
   int64_t kv_dim = 0;
+  int64_t elem = 4;
 
-  float* key(const int32_t* table, int64_t p) const {
-    return base + table[p / block_size] * block_stride + (p % block_size) * kv_dim;
+  const uint8_t* key(const int32_t* table, int64_t p) const {
+    return base + (table[p / block_size] * block_stride + (p % block_size) * kv_dim) * elem;
   }
-  float* value(const int32_t* table, int64_t p) const { return key(table, p) + v_offset; }
+  const uint8_t* value(const int32_t* table, int64_t p) const { return key(table, p) + v_offset * elem; }
 };
 
 // Token i of a batch attends over positions [0, positions[i]] of the sequence whose block table
@@ -77,68 +67,137 @@ struct Partial {
   float sum = 0;
 };
 
-// o[d] += e * v[d]: a product, rounded, then a sum, per element (no fused multiply-add).
-inline void AddScaled(float* o, float e, const float* v, int64_t n) {
-  for (int64_t d = 0; d < n; ++d) o[d] += e * v[d];
-}
-
-#if defined(__x86_64__)
-#define LLM42_ATTN_AVX2 __attribute__((target("avx2")))
-// Dot8 and AddScaled with 256-bit vectors: the same operations lane by lane (multiplies and
-// adds, never fused), so the same bits as the scalar code on any CPU.
-LLM42_ATTN_AVX2 float Dot8Avx2(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-  float s = internal::FixedTreeSum(acc);
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-LLM42_ATTN_AVX2 void AddScaledAvx2(float* o, float e, const float* v, int64_t n) {
-  const __m256 ev = _mm256_set1_ps(e);
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8) {
-    _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_loadu_ps(o + d), _mm256_mul_ps(ev, _mm256_loadu_ps(v + d))));
-  }
-  for (; d < n; ++d) o[d] += e * v[d];
-}
-#endif
-
-// The attention inner loops of this CPU: vectorized where it has AVX2 (and SIMD is allowed).
-struct AttentionKernels {
-  float (*dot)(const float*, const float*, int64_t) = Dot8;
-  void (*add_scaled)(float*, float, const float*, int64_t) = AddScaled;
-};
-
-AttentionKernels SelectAttentionKernels(bool simd) {
-  AttentionKernels k;
-#if defined(__x86_64__)
-  if (simd) {
-    k.dot = Dot8Avx2;
-    k.add_scaled = AddScaledAvx2;
-  }
-#endif
-  return k;
-}
-
-// Attends q over positions [begin, end) of one KV head: writes the partial's unnormalized
-// output to o[hd].
-Partial AttendRange(const AttentionKernels& kern, const float* q, const KvLayerView& kv, const int32_t* table,
-                    int64_t kv_head, int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
+// Attention of q over positions [begin, end) of one KV head (its keys and values `off` bytes into
+// each stored row): returns the softmax state and writes the partial's unnormalized output to
+// o[hd]. L reads a stored element as f32 (exactly). The arithmetic, which every kernel below
+// gives bit for bit: score t = (q . k_t with 8 lane accumulators, lane l summing elements
+// l, l+8, ... as a product then a sum, the fixed reduction tree, then the tail elements in order)
+// * scale; e_t = PortableExpf(score t - max), summed in position order; o[d] = sum over t in
+// position order of e_t * v_t[d], each a product then a sum (the build compiles with
+// -ffp-contract=off, so the portable loops stay unfused whether or not the compiler vectorizes
+// them).
+template <typename L>
+Partial AttendRangePortable(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off, int64_t hd,
+                            float scale, int64_t begin, int64_t end, float* scores, float* o) {
   Partial p;
-  const int64_t off = kv_head * hd;
   for (int64_t t = begin; t < end; ++t) {
-    const float s = kern.dot(q, kv.key(table, t) + off, hd) * scale;
-    scores[t - begin] = s;
-    p.max = std::max(p.max, s);
+    const uint8_t* k = kv.key(table, t) + off;
+    float acc[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+      for (int l = 0; l < 8; ++l) acc[l] += q[i + l] * L::At(k, i + l);
+    }
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (; i < hd; ++i) s += q[i] * L::At(k, i);
+    scores[t - begin] = s * scale;
+    p.max = std::max(p.max, scores[t - begin]);
   }
   std::fill(o, o + hd, 0.0f);
   for (int64_t t = begin; t < end; ++t) {
     const float e = PortableExpf(scores[t - begin] - p.max);
     p.sum += e;
-    kern.add_scaled(o, e, kv.value(table, t) + off, hd);
+    const uint8_t* v = kv.value(table, t) + off;
+    for (int64_t d = 0; d < hd; ++d) o[d] += e * L::At(v, d);
   }
   return p;
+}
+
+#if defined(__x86_64__)
+// The same on 256-bit vectors: four keys' dot products at a time (independent chains), and the
+// output kept in registers four 8-column chunks at a time while the positions stream past, so
+// each element still sees the same operations in the same order.
+template <typename V, typename L>
+LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off,
+                                   int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
+  Partial p;
+  const int64_t n = end - begin, full = hd / 8 * 8;
+  auto tail = [&](const uint8_t* k, float s) {
+    for (int64_t i = full; i < hd; ++i) s += q[i] * L::At(k, i);
+    return s;
+  };
+  int64_t t = 0;
+  for (; t + 4 <= n; t += 4) {
+    const uint8_t* k[4];
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      k[j] = kv.key(table, begin + t + j) + off;
+      acc[j] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < full; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(qv, V::Load8(k[j], i)));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) scores[t + j] = tail(k[j], internal::FixedTreeSum(acc[j])) * scale;
+  }
+  for (; t < n; ++t) {
+    const uint8_t* k = kv.key(table, begin + t) + off;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < full; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q + i), V::Load8(k, i)));
+    scores[t] = tail(k, internal::FixedTreeSum(acc)) * scale;
+  }
+  for (t = 0; t < n; ++t) p.max = std::max(p.max, scores[t]);
+  for (t = 0; t < n; ++t) {
+    scores[t] = PortableExpf(scores[t] - p.max);
+    p.sum += scores[t];
+  }
+  int64_t c = 0;
+  for (; c + 32 <= full; c += 32) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (t = 0; t < n; ++t) {
+      const uint8_t* v = kv.value(table, begin + t) + off;
+      const __m256 e = _mm256_set1_ps(scores[t]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(e, V::Load8(v, c + 8 * j)));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(o + c + 8 * j, acc[j]);
+  }
+  for (; c + 8 <= full; c += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (t = 0; t < n; ++t) {
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(scores[t]), V::Load8(kv.value(table, begin + t) + off, c)));
+    }
+    _mm256_storeu_ps(o + c, acc);
+  }
+  for (int64_t d = full; d < hd; ++d) {
+    float s = 0;
+    for (t = 0; t < n; ++t) s += scores[t] * L::At(kv.value(table, begin + t) + off, d);
+    o[d] = s;
+  }
+  return p;
+}
+#endif
+
+using AttendRangeFn = Partial (*)(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off,
+                                  int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o);
+
+template <typename L, typename V>
+AttendRangeFn AttendRangeFor(bool simd) {
+#if defined(__x86_64__)
+  if (simd) return AttendRangeAvx2<V, L>;
+#endif
+  (void)simd;
+  return AttendRangePortable<L>;
+}
+
+// The attention kernel for this CPU and KV element type: vectorized where it has AVX2 (and
+// SIMD is allowed).
+AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd) {
+#if defined(__x86_64__)
+  using internal::Bf16Vec, internal::F16Vec, internal::F32Vec;
+#else
+  struct F32Vec {};
+  struct F16Vec {};
+  struct Bf16Vec {};
+#endif
+  switch (dtype) {
+    case KvDtype::kF16: return AttendRangeFor<internal::F16Loader, F16Vec>(simd);
+    case KvDtype::kBf16: return AttendRangeFor<internal::Bf16Loader, Bf16Vec>(simd);
+    default: return AttendRangeFor<internal::F32Loader, F32Vec>(simd);
+  }
 }
 
 // Folds partial b (output ob) into a (output oa).
@@ -157,9 +216,10 @@ int DefaultThreadCount() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-CpuBackend::CpuBackend(int n_threads, bool allow_simd)
+CpuBackend::CpuBackend(int n_threads, bool allow_simd, KvDtype kv_dtype)
     : pool_(n_threads > 0 ? n_threads : DefaultThreadCount()),
-      simd_(allow_simd && internal::CpuHasAvx2()) {}
+      simd_(allow_simd && internal::CpuHasAvx2()),
+      kv_dtype_(kv_dtype == KvDtype::kAuto ? KvDtype::kF32 : kv_dtype) {}
 
 absl::StatusOr<WeightMatrix> CpuBackend::UploadWeight(const WeightMatrix& host) {
   if (internal::SelectRowDot(host.type, internal::DotFamily::kFast, false) == nullptr) {
@@ -183,7 +243,7 @@ absl::StatusOr<float*> CpuBackend::Workspace(int slot, size_t n_floats) {
 
 absl::Status CpuBackend::AllocateKv(const KvShape& shape) {
   const auto n = static_cast<size_t>(shape.n_blocks * shape.n_layers * 2 * shape.block_size * shape.kv_dim);
-  kv_ = std::unique_ptr<float[]>(new (std::nothrow) float[n]);
+  kv_ = std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[n * kv_element_bytes()]);
   if (kv_ == nullptr) {
     kv_shape_ = KvShape{};
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n * sizeof(float) >> 20,
@@ -213,10 +273,11 @@ absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
   return absl::OkStatus();
 }
 
-float* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
+uint8_t* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
   const KvShape& k = kv_shape_;
   const int64_t matrix = int64_t{k.block_size} * k.kv_dim;
-  return kv_.get() + (table[p / k.block_size] * k.n_layers + layer) * 2 * matrix + (p % k.block_size) * k.kv_dim;
+  return kv_.get() + ((table[p / k.block_size] * k.n_layers + layer) * 2 * matrix + (p % k.block_size) * k.kv_dim) *
+                         static_cast<int64_t>(kv_element_bytes());
 }
 
 absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
@@ -401,23 +462,44 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
 
 absl::Status CpuBackend::StoreKv(int64_t layer, const float* k, const float* v) {
   const int64_t kv = kv_shape_.kv_dim, matrix = int64_t{kv_shape_.block_size} * kv;
+  const auto elem = static_cast<int64_t>(kv_element_bytes());
+  // Rounded to the storage type element by element (scalar conversions: the same bits on every
+  // CPU); the row's values sit `matrix` elements after its keys.
+  auto store = [&](const float* src, uint8_t* dst) {
+    switch (kv_dtype_) {
+      case KvDtype::kF16:
+        for (int64_t j = 0; j < kv; ++j) {
+          const uint16_t h = Fp32ToFp16(src[j]);
+          std::memcpy(dst + 2 * j, &h, 2);
+        }
+        break;
+      case KvDtype::kBf16:
+        for (int64_t j = 0; j < kv; ++j) {
+          const uint16_t h = Fp32ToBf16(src[j]);
+          std::memcpy(dst + 2 * j, &h, 2);
+        }
+        break;
+      default: std::memcpy(dst, src, static_cast<size_t>(kv) * sizeof(float));
+    }
+  };
   for (size_t i = 0; i < batch_.positions.size(); ++i) {
-    float* key = Key(layer, batch_.block_tables[i], batch_.positions[i]);
-    std::copy_n(k + i * static_cast<size_t>(kv), kv, key);
-    std::copy_n(v + i * static_cast<size_t>(kv), kv, key + matrix);
+    uint8_t* key = Key(layer, batch_.block_tables[i], batch_.positions[i]);
+    store(k + i * static_cast<size_t>(kv), key);
+    store(v + i * static_cast<size_t>(kv), key + matrix * elem);
   }
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape,
                                    float* out, Schedules s) {
-  const AttentionKernels kern = SelectAttentionKernels(simd_);
+  const AttendRangeFn attend = SelectAttendRange(kv_dtype_, simd_);
   AttentionInput in;
   in.n_tokens = static_cast<int64_t>(batch_.positions.size());
   in.positions = batch_.positions.data();
   in.block_tables = batch_.block_tables.data();
   const int64_t matrix = int64_t{kv_shape_.block_size} * kv_shape_.kv_dim;
-  in.kv.base = kv_.get() + layer * 2 * matrix;
+  in.kv.elem = static_cast<int64_t>(kv_element_bytes());
+  in.kv.base = kv_.get() + layer * 2 * matrix * in.kv.elem;
   in.kv.block_stride = kv_shape_.n_layers * 2 * matrix;
   in.kv.v_offset = matrix;
   in.kv.block_size = kv_shape_.block_size;
@@ -429,6 +511,8 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   const int64_t hd = in.head_dim, n_head = in.n_head;
   const int64_t group = n_head / in.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Bytes from a stored row's start to the keys (values) of query head h's KV head.
+  auto off = [&](int64_t h) { return (h / group) * hd * in.kv.elem; };
   const int64_t items = in.n_tokens * n_head;
   int64_t work = 0, longest = 0;
   bool all_fast = true;
@@ -459,17 +543,17 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
       if (splits > 1) {
         const int64_t begin = len * part / splits, end = len * (part + 1) / splits;
         scores.resize(static_cast<size_t>(std::max<int64_t>(1, end - begin)));
-        parts[static_cast<size_t>(u)] = AttendRange(kern, qh, in.kv, table, h / group, hd, scale, begin,
+        parts[static_cast<size_t>(u)] = attend(qh, in.kv, table, off(h), hd, scale, begin,
                                                     end, scores.data(), part_out.data() + u * hd);
         continue;
       }
       const int64_t chunk = s[i] == Schedule::kFixed ? kAttentionChunk : len;
       scores.resize(static_cast<size_t>(std::min(chunk, len)));
       chunk_out.resize(static_cast<size_t>(hd));
-      Partial total = AttendRange(kern, qh, in.kv, table, h / group, hd, scale, 0, std::min(chunk, len),
+      Partial total = attend(qh, in.kv, table, off(h), hd, scale, 0, std::min(chunk, len),
                                   scores.data(), o);
       for (int64_t begin = chunk; begin < len; begin += chunk) {
-        const Partial p = AttendRange(kern, qh, in.kv, table, h / group, hd, scale, begin,
+        const Partial p = attend(qh, in.kv, table, off(h), hd, scale, begin,
                                       std::min(len, begin + chunk), scores.data(), chunk_out.data());
         Combine(total, o, p, chunk_out.data(), hd);
       }

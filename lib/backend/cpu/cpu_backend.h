@@ -13,11 +13,13 @@ namespace llm42 {
 
 // The reference backend: multi-threaded, AVX2/FMA/F16C kernels chosen at run time with a
 // portable fallback. Its memory is host memory: weights stay in the mapped model file, the KV
-// storage is f32, and every op runs synchronously on the calling thread and the pool.
+// storage is f32 (or f16 or bf16, by choice), and every op runs synchronously on the calling
+// thread and the pool.
 class CpuBackend final : public Backend {
  public:
   // n_threads 0 = all cores. allow_simd false forces the portable kernels (tests).
-  explicit CpuBackend(int n_threads, bool allow_simd = true);
+  // kv_dtype: f32, f16 or bf16 (kAuto means f32).
+  explicit CpuBackend(int n_threads, bool allow_simd = true, KvDtype kv_dtype = KvDtype::kF32);
 
   const char* name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
@@ -27,7 +29,7 @@ class CpuBackend final : public Backend {
   absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;
   absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
   absl::Status AllocateKv(const KvShape& shape) override;
-  size_t kv_element_bytes() const override { return sizeof(float); }
+  size_t kv_element_bytes() const override { return kv_dtype_ == KvDtype::kF32 ? 4 : 2; }
   int64_t available_memory_bytes() const override;
   absl::Status CopyFromHost(float* dst, const float* host, size_t n) override;
   absl::Status CopyToHost(float* host, const float* src, size_t n) override;
@@ -65,7 +67,7 @@ class CpuBackend final : public Backend {
  private:
   // Keys of position p of a sequence with block table `table` in layer `layer`; its values
   // follow block_size * kv_dim floats later.
-  float* Key(int64_t layer, const int32_t* table, int64_t p) const;
+  uint8_t* Key(int64_t layer, const int32_t* table, int64_t p) const;
   // Weight rows [r0, r1) against the quantized activation rows `rows` (act_q8_) with int8 kernels,
   // into y[rows[j] * ldy + r].
   void Int8Rows(const internal::Int8Kernels& kernels, const WeightMatrix& w, int64_t r0, int64_t r1,
@@ -80,7 +82,8 @@ class CpuBackend final : public Backend {
   std::deque<std::vector<float>> vectors_;
   std::vector<std::vector<float>> workspace_;
   KvShape kv_shape_;
-  std::unique_ptr<float[]> kv_;  // [block][layer][k|v][block_size][kv_dim], pages touched lazily
+  KvDtype kv_dtype_;
+  std::unique_ptr<uint8_t[]> kv_;  // [block][layer][k|v][block_size][kv_dim] of kv_dtype_, pages touched lazily
   BatchPlan batch_;
 };
 

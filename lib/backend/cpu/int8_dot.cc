@@ -57,8 +57,6 @@ Int8Kernels PortableFixedKernels() {
 }
 
 #if LLM42_X86
-#define LLM42_AVX2 __attribute__((target("avx2,fma,f16c")))
-
 // The 32 integer weights of a block (byte i = element i).
 struct Q8_0Weights {
   using Block = BlockQ8_0;

@@ -70,26 +70,6 @@ void PortableRowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k
 }
 
 #if LLM42_X86
-#define LLM42_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-// Eight weights starting at i (i a multiple of 8) as f32.
-struct F32Vec {
-  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
-  }
-};
-struct F16Vec {
-  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
-  }
-};
-struct Bf16Vec {
-  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
-    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
-  }
-};
-
 // NX activation rows, U independent accumulators each to hide FMA latency.
 template <typename V, typename L, int NX, int U>
 LLM42_AVX2 void Avx2Dot(const uint8_t* w, const float* const* x, int64_t k, float* out) {

@@ -1,12 +1,19 @@
 #ifndef LLM42_BACKEND_CPU_WEIGHT_LOADERS_H_
 #define LLM42_BACKEND_CPU_WEIGHT_LOADERS_H_
 
-// Scalar access to one weight of a row in its storage type, for the portable kernels (row_dot.cc,
-// int8_dot.cc) and the embedding lookup.
+// Access to the elements of a weight row or a stored K/V row in their storage type, as f32
+// (exact conversions): scalar (the portable kernels of row_dot.cc and int8_dot.cc, the embedding
+// lookup, attention) and eight at a time on AVX2.
 #include <cstdint>
 #include <cstring>
 
 #include "lib/util/ggml_types.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+// The target of the CPU backend's AVX2 kernels (its weight types need F16C; FMA where used).
+#define LLM42_AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
 
 namespace llm42::internal {
 
@@ -54,6 +61,27 @@ struct Q4_0Loader {
   }
   static float At(const uint8_t* w, int64_t i) { return Scale(w, i / 32) * Q(w, i); }
 };
+
+#if defined(__x86_64__)
+
+// Eight weights starting at i (i a multiple of 8) as f32.
+struct F32Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+  }
+};
+struct F16Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+  }
+};
+struct Bf16Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+};
+#endif
 
 }  // namespace llm42::internal
 

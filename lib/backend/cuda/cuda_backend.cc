@@ -255,7 +255,11 @@ absl::Status CudaUsable() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions&) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options) {
+  if (options.kv_dtype != KvDtype::kAuto && options.kv_dtype != KvDtype::kBf16) {
+    return absl::UnimplementedError(absl::StrCat("the CUDA backend stores the KV cache in bf16, not ",
+                                                 KvDtypeName(options.kv_dtype)));
+  }
   auto be = std::make_unique<cuda::CudaBackend>();
   if (absl::Status s = be->Init(); !s.ok()) return s;
   return std::unique_ptr<Backend>(std::move(be));

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The CPU kernel benchmarks of docs/benchmarks.md in one run: llama-bench's shapes (pp512, tg64
+# at depths 0, 512 and 1900) for every weight type, the KV cache in f32 and f16 at depth 1900,
+# and llama-batched-bench's shape, each printed with the FMA peak and read bandwidth measured in
+# the same run. Makes the llama-110m models it lacks.
+#
+#   tools/bench-cpu.sh [BUILD_DIR] [MODEL_DIR]     (defaults: build, /tmp/llm42-models)
+set -euo pipefail
+build=${1:-build}
+models=${2:-/tmp/llm42-models}
+llm42="$build/tools/llm42"
+threads=${THREADS:-2}
+[[ -x $llm42 ]] || { echo "bench-cpu: $llm42 not built" >&2; exit 1; }
+mkdir -p "$models"
+
+dtypes=(f32 f16 bf16 q8_0 q4_0)
+steps=$(( ${#dtypes[@]} * 2 + 3 ))
+step=0
+progress() { step=$((step + 1)); echo "[$step/$steps] $*" >&2; }
+
+for d in "${dtypes[@]}"; do
+  m="$models/llama-110m-$d.gguf"
+  [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
+done
+
+echo "## pp512 and tg64 at depth 0 and 512 ($threads threads)"
+for d in "${dtypes[@]}"; do
+  m="$models/llama-110m-$d.gguf"
+  progress "$d depth 0"
+  "$llm42" bench --model "$m" --threads "$threads" --pp 512 --tg 64
+  progress "$d depth 512"
+  "$llm42" bench --model "$m" --threads "$threads" --tg 64 --depth 512 | grep -E '^\| (fast|fixed)'
+done
+
+echo
+echo "## tg64 at depth 1900, f16 weights, KV cache f32 and f16"
+for kv in f32 f16; do
+  progress "depth 1900, KV $kv"
+  "$llm42" bench --model "$models/llama-110m-f16.gguf" --threads "$threads" --tg 64 --depth 1900 --kv_dtype "$kv"
+done
+
+echo
+echo "## llama-batched-bench's shape, f16"
+progress "batched"
+"$llm42" bench --model "$models/llama-110m-f16.gguf" --threads "$threads" --batched 128,128,1,4,8,16
