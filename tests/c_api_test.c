@@ -242,6 +242,165 @@ static void TestConversation(void) {
   llm42_session_destroy(s);
 }
 
+static int WriteFile(const char* path, const char* data, size_t n) {
+  FILE* f = fopen(path, "wb");
+  if (f == NULL) return 0;
+  fwrite(data, 1, n, f);
+  return fclose(f) == 0;
+}
+
+/* A saved conversation: continued in a fresh session (a restarted game), it gives the bits of the
+ * same continuation in the session that saved it, with its history's K/V from the file; damaged
+ * files and another KV type are refused with their statuses. */
+static void TestSavedConversation(void) {
+  const char* path = "c_api_test_conversation.llm42";
+  const char* bad = "c_api_test_conversation_bad.llm42";
+  llm42_session* s = OpenSessionKv(0, "auto");
+  llm42_session* restarted = OpenSessionKv(0, "auto");
+  llm42_session* other_kv = OpenSessionKv(0, "bf16");
+  llm42_request *t1, *here, *there;
+  llm42_request_options* ro = NULL;
+  int32_t a[64], b[64];
+  float la[64], lb[64];
+  size_t na = 0, nb = 0, n = 0;
+  int64_t cached = 0;
+  char* bytes;
+  long size;
+  FILE* f;
+  if (s == NULL || restarted == NULL || other_kv == NULL) return;
+  t1 = SubmitTurn(s, NULL, "Once upon a time", NULL, 0);
+  EXPECT_STATUS(llm42_session_save_conversation(s, t1, path), LLM42_OK);
+  here = SubmitTurn(s, t1, " The end.", NULL, 0);
+
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_load_parent(ro, restarted, path), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, " The end.", 9), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_temperature(ro, 0.8f), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_seed(ro, 5), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(restarted, ro, &there), LLM42_OK);
+  if (there != NULL) {
+    EXPECT(llm42_request_wait(there, -1) == LLM42_OK);
+    EXPECT_STATUS(llm42_request_output_tokens(here, a, 64, &na), LLM42_OK);
+    EXPECT_STATUS(llm42_request_output_tokens(there, b, 64, &nb), LLM42_OK);
+    EXPECT(na == 24 && nb == 24 && memcmp(a, b, sizeof(int32_t) * 24) == 0);
+    EXPECT_STATUS(llm42_request_logprobs(here, la, 64, &na), LLM42_OK);
+    EXPECT_STATUS(llm42_request_logprobs(there, lb, 64, &nb), LLM42_OK);
+    EXPECT(na == 24 && nb == 24 && memcmp(la, lb, sizeof(float) * 24) == 0);
+    EXPECT_STATUS(llm42_request_stat(there, LLM42_STAT_CACHED_PROMPT_TOKENS, &cached), LLM42_OK);
+    EXPECT(cached >= 16); /* the saved blocks, not a prefill */
+    llm42_request_destroy(there);
+  }
+  llm42_request_options_destroy(ro);
+
+  /* Refusals: another KV type; a truncated file; a flipped byte; no file. */
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_load_parent(ro, other_kv, path), LLM42_FAILED_PRECONDITION);
+  EXPECT(strstr(llm42_last_error(), "KV type") != NULL);
+  f = fopen(path, "rb");
+  EXPECT(f != NULL);
+  if (f != NULL) {
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    bytes = (char*)malloc((size_t)size);
+    n = fread(bytes, 1, (size_t)size, f);
+    fclose(f);
+    EXPECT(n == (size_t)size && size > 100);
+    EXPECT(WriteFile(bad, bytes, (size_t)size / 2));
+    EXPECT_STATUS(llm42_request_options_load_parent(ro, restarted, bad), LLM42_FORMAT_ERROR);
+    bytes[size / 3] ^= 0x10;
+    EXPECT(WriteFile(bad, bytes, (size_t)size));
+    EXPECT_STATUS(llm42_request_options_load_parent(ro, restarted, bad), LLM42_FORMAT_ERROR);
+    free(bytes);
+  }
+  EXPECT_STATUS(llm42_request_options_load_parent(ro, restarted, "no/such/file.llm42"), LLM42_NOT_FOUND);
+  llm42_request_options_destroy(ro);
+  remove(path);
+  remove(bad);
+  llm42_request_destroy(t1);
+  llm42_request_destroy(here);
+  llm42_session_destroy(other_kv);
+  llm42_session_destroy(restarted);
+  llm42_session_destroy(s);
+}
+
+/* The child of TestSavedConversationInAFreshProcess: continues the conversation saved in `path`
+ * with " The end." and prints the 24 tokens and their logprobs' bits. */
+static int ContinueSaved(const char* path) {
+  llm42_session* s = OpenSessionKv(0, "auto");
+  llm42_request_options* ro = NULL;
+  llm42_request* r = NULL;
+  int32_t tokens[64];
+  float lp[64];
+  size_t n = 0, i;
+  uint32_t bits;
+  if (s == NULL) return 1;
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_load_parent(ro, s, path), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, " The end.", 9), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_temperature(ro, 0.8f), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_seed(ro, 5), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+  if (r == NULL) return 1;
+  llm42_request_wait(r, -1);
+  EXPECT_STATUS(llm42_request_output_tokens(r, tokens, 64, &n), LLM42_OK);
+  for (i = 0; i < n; ++i) printf("%d ", tokens[i]);
+  EXPECT_STATUS(llm42_request_logprobs(r, lp, 64, &n), LLM42_OK);
+  for (i = 0; i < n; ++i) {
+    memcpy(&bits, &lp[i], 4);
+    printf("%08x ", bits);
+  }
+  printf("\n");
+  llm42_request_destroy(r);
+  llm42_request_options_destroy(ro);
+  llm42_session_destroy(s);
+  return g_failed == 0 ? 0 : 1;
+}
+
+/* A restart: this program run again continues the saved conversation and prints what the
+ * continuation in the saving session gives, tokens and logprob bits. */
+static void TestSavedConversationInAFreshProcess(const char* self) {
+  const char* path = "c_api_test_restart.llm42";
+  llm42_session* s = OpenSessionKv(0, "auto");
+  llm42_request *t1, *here;
+  int32_t tokens[64];
+  float lp[64];
+  size_t n = 0, i;
+  uint32_t bits;
+  char expected[1024] = "", got[1024] = "", command[1024];
+  FILE* child;
+  if (s == NULL) return;
+  t1 = SubmitTurn(s, NULL, "Once upon a time", NULL, 0);
+  EXPECT_STATUS(llm42_session_save_conversation(s, t1, path), LLM42_OK);
+  here = SubmitTurn(s, t1, " The end.", NULL, 0);
+  EXPECT_STATUS(llm42_request_output_tokens(here, tokens, 64, &n), LLM42_OK);
+  for (i = 0; i < n; ++i) snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%d ", tokens[i]);
+  EXPECT_STATUS(llm42_request_logprobs(here, lp, 64, &n), LLM42_OK);
+  for (i = 0; i < n; ++i) {
+    memcpy(&bits, &lp[i], 4);
+    snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%08x ", bits);
+  }
+  snprintf(command, sizeof command, "'%s' '%s' --continue-saved '%s'", self, g_model, path);
+  child = popen(command, "r");
+  EXPECT(child != NULL);
+  if (child != NULL) {
+    if (fgets(got, sizeof got, child) == NULL) got[0] = '\0';
+    EXPECT(pclose(child) == 0);
+    got[strcspn(got, "\n")] = '\0';
+    EXPECT(strcmp(got, expected) == 0);
+  }
+  remove(path);
+  llm42_request_destroy(t1);
+  llm42_request_destroy(here);
+  llm42_session_destroy(s);
+}
+
 /* A deterministic request (selective mode, window 4 so several verify passes run): only
  * verified tokens stream, the text is llama.cpp's greedy continuation, the seed is the default. */
 static void TestDeterministic(void) {
@@ -460,6 +619,7 @@ static void TestErrorPaths(llm42_session* s) {
 int main(int argc, char** argv) {
   TestVersionAndStatusNames();
   g_model = argc > 1 ? argv[1] : NULL;
+  if (argc > 3 && strcmp(argv[2], "--continue-saved") == 0) return ContinueSaved(argv[3]);
   if (g_model == NULL || access(g_model, R_OK) != 0) {
     printf("c_api_test: model %s not found; skipping the model tests\n", g_model ? g_model : "(none)");
     printf("%d passed, %d failed\n", g_passed, g_failed);
@@ -477,6 +637,8 @@ int main(int argc, char** argv) {
   }
   TestDeterministic();
   TestConversation();
+  TestSavedConversation();
+  TestSavedConversationInAFreshProcess(argv[0]);
   {
     /* A 16-bit KV cache still gives llama.cpp's greedy text (whose own default KV cache is f16). */
     llm42_session* s = OpenSessionKv(0, "f16");

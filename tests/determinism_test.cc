@@ -478,6 +478,36 @@ TEST_P(DeterminismTest, NonDeterministicTrafficUnharmed) {
                                   std::to_string(absl::ToDoubleMilliseconds(longest)));
 }
 
+// A conversation saved with one model is refused by a session of another, by name.
+TEST(SavedConversation, AnotherModelIsRefused) {
+  const std::string stories = testing::SharedPath("models/stories260K.gguf"), tiny = testing::SmallVocabTinyModelPath();
+  if (!std::filesystem::exists(stories) || tiny.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is missing";
+  auto open = [](const std::string& path) {
+    SessionOptions o;
+    o.model_path = path;
+    o.threads = 1;
+    o.context_length = 256;
+    auto s = Session::Create(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::move(s).value();
+  };
+  auto a = open(stories), b = open(tiny);
+  RequestOptions r;
+  r.prompt_tokens.assign(40, 7);
+  r.has_prompt_tokens = true;
+  r.max_tokens = 4;
+  auto req = a->Submit(r, nullptr);
+  ASSERT_TRUE(req.ok());
+  ASSERT_TRUE((*req)->Wait(60000));
+  const std::string path = testing::TempPath("another_model.llm42");
+  ASSERT_TRUE(a->SaveConversation(**req, path).ok());
+  EXPECT_TRUE(a->LoadConversation(path).ok());
+  const auto refused = b->LoadConversation(path);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("another model"), std::string::npos) << refused.status();
+  std::filesystem::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,
                          ::testing::Values(ModelCase{"stories260K", 1.0}, ModelCase{"tiny", 0.05}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {

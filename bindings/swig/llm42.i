@@ -229,6 +229,11 @@ struct llm42_swig_request {};
     llm42_swig::Check(llm42_request_options_set_parent(llm42_swig::Handle($self, "RequestOptions"),
                                                        llm42_swig::Handle(parent, "Request")));
   }
+  // Continues a conversation saved to `path` (llm42_request_options_load_parent).
+  void load_parent(llm42_swig_session* session, const std::string& path) {
+    llm42_swig::Check(llm42_request_options_load_parent(llm42_swig::Handle($self, "RequestOptions"),
+                                                        llm42_swig::Handle(session, "Session"), path.c_str()));
+  }
   void set_max_tokens(int32_t n) {
     llm42_swig::Check(llm42_request_options_set_max_tokens(llm42_swig::Handle($self, "RequestOptions"), n));
   }
@@ -352,6 +357,11 @@ struct llm42_swig_request {};
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([&](char* b, size_t c, size_t* n) {
       return llm42_session_detokenize(s, tokens.data(), tokens.size(), b, c, n);
     }));
+  }
+  // Writes the conversation a finished request holds to `path` (llm42_session_save_conversation).
+  void save_conversation(llm42_swig_request* finished, const std::string& path) {
+    llm42_swig::Check(llm42_session_save_conversation(llm42_swig::Handle($self, "Session"),
+                                                      llm42_swig::Handle(finished, "Request"), path.c_str()));
   }
   int32_t vocab_size() { return llm42_session_vocab_size(llm42_swig::Handle($self, "Session")); }
   int32_t eos_token() { return llm42_session_eos_token(llm42_swig::Handle($self, "Session")); }

@@ -250,6 +250,14 @@ LLM42_API llm42_status llm42_session_stats_json(llm42_session* session, char* bu
 
 typedef struct llm42_request_options llm42_request_options;
 typedef struct llm42_request llm42_request;
+/* Saves the conversation that `finished` (a finished request of this session) holds — its tokens,
+ * its chat messages, and the K/V of the full 16-token blocks the prefix cache still has for it —
+ * to the file `path`, with the model's identity, the backend, the KV type and the fixed-schedule
+ * version. Continue it later, in this session or another process, with
+ * llm42_request_options_load_parent. FAILED_PRECONDITION when the request has not finished,
+ * INVALID_ARGUMENT when it belongs to another session, IO_ERROR when the file cannot be written. */
+LLM42_API llm42_status llm42_session_save_conversation(llm42_session* session, llm42_request* finished,
+                                                       const char* path);
 
 /* Called on an engine thread with newly committed tokens and the text they complete (text may
  * be empty while a UTF-8 character or a possible stop string is pending). finished=1 on the
@@ -288,6 +296,15 @@ LLM42_API llm42_status llm42_request_options_add_message(llm42_request_options* 
  * NULL clears. Submit returns INVALID_ARGUMENT for a parent of another session. */
 LLM42_API llm42_status llm42_request_options_set_parent(llm42_request_options* options,
                                                         llm42_request* parent);
+/* Continues the conversation saved in `path` (llm42_session_save_conversation) as
+ * llm42_request_options_set_parent continues a request: its K/V go into `session`'s prefix cache
+ * now, and a deterministic continuation gives the bits it would have given in the session that
+ * saved it. NOT_FOUND for a missing file; FORMAT_ERROR for a damaged one (truncated, altered);
+ * FAILED_PRECONDITION for one saved with another model, backend, KV type or fixed-schedule
+ * version; RESOURCE_EXHAUSTED when the KV cache cannot hold it. Submit the options to the same
+ * session. */
+LLM42_API llm42_status llm42_request_options_load_parent(llm42_request_options* options,
+                                                         llm42_session* session, const char* path);
 /* Tokens to generate, >= 1; default 256. Generation also stops when the context is full. */
 LLM42_API llm42_status llm42_request_options_set_max_tokens(llm42_request_options* options,
                                                             int32_t n);

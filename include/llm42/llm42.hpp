@@ -195,6 +195,8 @@ class RequestOptions {
   }
   // Continues a finished request of the same session (llm42_request_options_set_parent).
   RequestOptions& SetParent(const class Request& parent);
+  // Continues a conversation saved to `path` (llm42_request_options_load_parent).
+  RequestOptions& LoadParent(class Session& session, const std::string& path);
   RequestOptions& SetMaxTokens(int32_t n) {
     detail::Check(llm42_request_options_set_max_tokens(h_.get(), n));
     return *this;
@@ -345,11 +347,20 @@ class Session {
         [&](char* b, size_t c, size_t* n) { return llm42_session_stats_json(h_.get(), b, c, n); });
     return std::string(v.begin(), v.end());
   }
+  // Writes the conversation a finished request holds to `path` (llm42_session_save_conversation).
+  void SaveConversation(const Request& finished, const std::string& path) {
+    detail::Check(llm42_session_save_conversation(h_.get(), finished.get(), path.c_str()));
+  }
   llm42_session* get() const { return h_.get(); }
 
  private:
   detail::Handle<llm42_session, llm42_session_destroy> h_;
 };
+
+inline RequestOptions& RequestOptions::LoadParent(Session& session, const std::string& path) {
+  detail::Check(llm42_request_options_load_parent(h_.get(), session.get(), path.c_str()));
+  return *this;
+}
 
 }  // namespace llm42::api
 

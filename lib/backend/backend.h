@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -63,15 +64,39 @@ struct RopeParams {
   const float* freq_factors = nullptr;  // n_rot / 2 divisors in backend memory, or none
 };
 
-// The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
-// position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is
-// the backend's choice (f32 on the CPU).
 // Element type of the paged KV storage. kAuto is the backend's choice (f32 on the CPU, bf16 on
 // CUDA). Narrower types halve the KV memory and the bytes attention reads per token; keys and
 // values are rounded to them (to nearest, ties to even) when stored, and attention computes on
 // the rounded values exactly as on f32 ones, so `fixed` stays row-invariant.
 enum class KvDtype { kAuto, kF32, kF16, kBf16 };
 
+inline const char* KvDtypeName(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kAuto: return "auto";
+    case KvDtype::kF32: return "f32";
+    case KvDtype::kF16: return "f16";
+    case KvDtype::kBf16: return "bf16";
+  }
+  return "auto";
+}
+
+
+// "auto", "f32", "f16", "bf16"; nullopt for anything else.
+inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
+  for (KvDtype d : {KvDtype::kAuto, KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
+    if (name == KvDtypeName(d)) return d;
+  }
+  return std::nullopt;
+}
+
+// The version of the fixed schedule's arithmetic, bumped whenever any backend's fixed bits
+// change (saved conversations and receipts name it). 2: q8_0/q4_0 rows through 8-bit
+// activations (int8_dot.h).
+inline constexpr uint32_t kFixedScheduleVersion = 2;
+
+// The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
+// position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is
+// the backend's (KvDtype).
 struct KvShape {
   int64_t n_layers = 0;
   int64_t n_blocks = 0;
@@ -120,6 +145,12 @@ class Backend {
   virtual absl::Status AllocateKv(const KvShape& shape) = 0;
   // Bytes of one stored key or value element (4 for f32, 2 for bf16).
   virtual size_t kv_element_bytes() const = 0;
+  virtual KvDtype kv_dtype() const = 0;  // never kAuto
+  // KV block `block` — every layer's keys and values, n_layers * 2 * block_size * kv_dim elements,
+  // in the backend's layout — to or from host memory of exactly that many bytes, after the ops
+  // before it (saved conversations).
+  virtual absl::Status ReadKvBlock(int32_t block, std::span<uint8_t> host) = 0;
+  virtual absl::Status WriteKvBlock(int32_t block, std::span<const uint8_t> host) = 0;
   // Memory available for the KV storage now (the machine's RAM on the CPU, free device memory
   // on a GPU), to size a default cache.
   virtual int64_t available_memory_bytes() const = 0;

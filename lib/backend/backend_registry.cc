@@ -19,23 +19,6 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpu(const BackendOptions& options
 
 }  // namespace
 
-std::optional<KvDtype> ParseKvDtype(std::string_view name) {
-  for (KvDtype d : {KvDtype::kAuto, KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
-    if (name == KvDtypeName(d)) return d;
-  }
-  return std::nullopt;
-}
-
-const char* KvDtypeName(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kAuto: return "auto";
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kF16: return "f16";
-    case KvDtype::kBf16: return "bf16";
-  }
-  return "auto";
-}
-
 const std::vector<BackendEntry>& RegisteredBackends() {
   static const std::vector<BackendEntry> entries = {
 #if LLM42_HAVE_CUDA

@@ -17,9 +17,6 @@ struct BackendOptions {
   KvDtype kv_dtype = KvDtype::kAuto;  // UNSUPPORTED where the backend cannot store it
 };
 
-// "auto", "f32", "f16", "bf16"; nullopt for anything else.
-std::optional<KvDtype> ParseKvDtype(std::string_view name);
-const char* KvDtypeName(KvDtype dtype);
 
 // A backend this build of llm42 can create.
 struct BackendEntry {

@@ -335,6 +335,14 @@ llm42_status llm42_session_fingerprint(llm42_session* s, char* buf, size_t capac
   return Fail(LLM42_UNSUPPORTED, "model fingerprints arrive with reproducibility receipts");
 }
 
+llm42_status llm42_session_save_conversation(llm42_session* s, llm42_request* r, const char* path) {
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    LLM42_REQUIRE(path != nullptr, "path is NULL");
+    return Check(s->impl->SaveConversation(*r->impl, path));
+  });
+}
 llm42_status llm42_session_stat(llm42_session* s, llm42_stat which, int64_t* value) {
   LLM42_REQUIRE(s != nullptr, "session is NULL");
   LLM42_REQUIRE(value != nullptr, "value is NULL");
@@ -414,6 +422,17 @@ llm42_status llm42_request_options_set_parent(llm42_request_options* o, llm42_re
     }
     auto p = parent->impl->AsParent();
     if (!p.ok()) return Fail(LLM42_FAILED_PRECONDITION, std::string(p.status().message()));
+    o->options.parent = std::move(p).value();
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_request_options_load_parent(llm42_request_options* o, llm42_session* s, const char* path) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(path != nullptr, "path is NULL");
+    auto p = s->impl->LoadConversation(path);
+    if (!p.ok()) return Check(p.status());
     o->options.parent = std::move(p).value();
     return LLM42_OK;
   });

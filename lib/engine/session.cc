@@ -4,7 +4,9 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "llm42/llm42.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/engine/saved_conversation.h"
 #include "lib/engine/text_stream.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/gguf_reader.h"
@@ -18,6 +20,25 @@
 namespace llm42 {
 
 namespace {
+
+// The tensors' names, types and shapes, and their first and last 4 KiB: a file of other weights
+// differs here in practice (the full fingerprint over every byte is the receipts' job).
+uint64_t ModelId(const GgufFile& file) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 0x100000001b3ull;
+  };
+  for (const GgufTensorInfo& t : file.tensors()) {
+    mix(t.name.data(), t.name.size());
+    mix(&t.type, sizeof t.type);
+    mix(t.dims.data(), t.dims.size() * sizeof(int64_t));
+    const size_t n = static_cast<size_t>(t.n_bytes), head = std::min<size_t>(n, 4096);
+    mix(t.data, head);
+    mix(t.data + (n - std::min<size_t>(n - head, 4096)), std::min<size_t>(n - head, 4096));
+  }
+  return h;
+}
+
 
 constexpr size_t kMaxQueuedRequests = 4096;
 
@@ -71,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                  c.n_ctx_train, SessionOptions::kDefaultContextLength));
   LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads, *ParseKvDtype(options.kv_dtype)}));
   LLM42_ASSIGN_OR_RETURN(s->runner_, LlamaRunner::Create(*s->model_, *s->backend_));
+  s->model_id_ = ModelId(*s->file_);
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.
   const int64_t bytes_per_token = s->runner_->kv_bytes_per_token();
@@ -212,20 +234,24 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
 }
 
 void Session::EngineLoop() {
+  std::deque<std::function<void()>> tasks;
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (engine_->idle()) {
         mu_.Await(absl::Condition(
             +[](Session* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-              return s->stopping_ || !s->incoming_.empty();
+              return s->stopping_ || !s->incoming_.empty() || !s->tasks_.empty();
             },
             this));
       }
       if (stopping_) break;
       for (auto& seq : incoming_) engine_->Enqueue(std::move(seq));
       incoming_.clear();
+      tasks.swap(tasks_);
     }
+    for (auto& task : tasks) task();
+    tasks.clear();
     engine_->Step();
   }
   {
@@ -234,6 +260,112 @@ void Session::EngineLoop() {
     incoming_.clear();
   }
   engine_->FinishAll(FinishReason::kCancelled, absl::CancelledError("the session was destroyed"));
+  absl::MutexLock lock(&mu_);
+  for (auto& task : tasks_) task();  // each sees the session stopping
+  tasks_.clear();
+}
+
+absl::Status Session::RunOnEngine(std::function<absl::Status()> task) {
+  struct Done {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::Status status ABSL_GUARDED_BY(mu);
+  };
+  auto d = std::make_shared<Done>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::FailedPreconditionError("the session is shutting down");
+    tasks_.push_back([this, d, task = std::move(task)] {
+      bool stopping;
+      {
+        absl::MutexLock lock(&mu_);
+        stopping = stopping_;
+      }
+      absl::Status st = stopping ? absl::FailedPreconditionError("the session is shutting down") : task();
+      absl::MutexLock lock(&d->mu);
+      d->status = std::move(st);
+      d->done = true;
+    });
+  }
+  absl::MutexLock lock(&d->mu);
+  d->mu.Await(absl::Condition(&d->done));
+  return d->status;
+}
+
+absl::Status Session::SaveConversation(const Request& r, const std::string& path) {
+  if (r.owner() != this) return absl::InvalidArgumentError("the request belongs to another session");
+  LLM42_ASSIGN_OR_RETURN(RequestOptions::Parent parent, r.AsParent());
+  SavedConversation c;
+  c.model_id = model_id_;
+  c.llm42_version = LLM42_VERSION_STRING;
+  c.schedule_version = kFixedScheduleVersion;
+  c.backend = backend_->name();
+  c.kv_dtype = KvDtypeName(backend_->kv_dtype());
+  c.block_size = cache_->block_size();
+  c.n_layers = model_->config().n_layer;
+  c.kv_dim = model_->config().kv_dim();
+  c.kv_element_bytes = static_cast<int64_t>(backend_->kv_element_bytes());
+  c.tokens = parent.tokens;
+  c.messages = parent.messages;
+  LLM42_RETURN_IF_ERROR(RunOnEngine([&]() -> absl::Status {
+    // The blocks the cache holds for the conversation, held while they are copied out.
+    const int32_t seq = cache_->Create();
+    const int64_t n = cache_->MapCachedPrefix(seq, c.tokens, static_cast<int64_t>(c.tokens.size()), false);
+    absl::Status st;
+    const int64_t blocks = n / cache_->block_size();
+    c.kv.resize(static_cast<size_t>(blocks) * c.block_bytes());
+    for (int64_t b = 0; b < blocks && st.ok(); ++b) {
+      const int32_t id = cache_->block_table(seq)[b];
+      c.block_fixed.push_back(cache_->block_fixed(id) ? 1 : 0);
+      st = backend_->ReadKvBlock(id, std::span(c.kv).subspan(static_cast<size_t>(b) * c.block_bytes(), c.block_bytes()));
+    }
+    cache_->Free(seq);
+    return st;
+  }));
+  return WriteSavedConversation(path, c);
+}
+
+absl::StatusOr<RequestOptions::Parent> Session::LoadConversation(const std::string& path) {
+  LLM42_ASSIGN_OR_RETURN(SavedConversation c, ReadSavedConversation(path));
+  auto differs = [&](const char* what, const auto& saved, const auto& here) -> absl::Status {
+    if (saved == here) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(path, " was saved with another ", what, " (", saved,
+                                                      " where this session has ", here, ")"));
+  };
+  LLM42_RETURN_IF_ERROR(differs("model", c.model_id, model_id_));
+  LLM42_RETURN_IF_ERROR(differs("fixed-schedule version", c.schedule_version, kFixedScheduleVersion));
+  LLM42_RETURN_IF_ERROR(differs("backend", c.backend, std::string(backend_->name())));
+  LLM42_RETURN_IF_ERROR(differs("KV type", c.kv_dtype, std::string(KvDtypeName(backend_->kv_dtype()))));
+  LLM42_RETURN_IF_ERROR(differs("KV element size", c.kv_element_bytes, static_cast<int64_t>(backend_->kv_element_bytes())));
+  LLM42_RETURN_IF_ERROR(differs("KV block size", c.block_size, cache_->block_size()));
+  LLM42_RETURN_IF_ERROR(differs("layer count", c.n_layers, static_cast<int64_t>(model_->config().n_layer)));
+  LLM42_RETURN_IF_ERROR(differs("KV width", c.kv_dim, static_cast<int64_t>(model_->config().kv_dim())));
+  const Vocab& vocab = tokenizer_->vocab();
+  for (int32_t t : c.tokens) {
+    if (!vocab.IsValid(t)) return absl::DataLossError(absl::StrCat(path, " holds token ", t, ", outside the vocabulary"));
+  }
+  LLM42_RETURN_IF_ERROR(RunOnEngine([&]() -> absl::Status {
+    // Into fresh blocks, registered in the prefix cache as the rows that computed them would
+    // have been; then released, so they stay cached until a continuation maps them.
+    const int32_t seq = cache_->Create();
+    const auto blocks = static_cast<int64_t>(c.block_fixed.size());
+    if (!cache_->Reserve(seq, blocks * c.block_size)) {
+      cache_->Free(seq);
+      return absl::ResourceExhaustedError(absl::StrCat("the KV cache cannot hold the ", blocks * c.block_size,
+                                                       " saved positions of ", path));
+    }
+    absl::Status st;
+    for (int64_t b = 0; b < blocks && st.ok(); ++b) {
+      st = backend_->WriteKvBlock(cache_->block_table(seq)[b],
+                                  std::span<const uint8_t>(c.kv).subspan(static_cast<size_t>(b) * c.block_bytes(), c.block_bytes()));
+      for (int64_t p = b * c.block_size; st.ok() && p < (b + 1) * c.block_size; ++p) {
+        cache_->NoteWritten(seq, p, c.tokens[static_cast<size_t>(p)], c.block_fixed[static_cast<size_t>(b)] != 0, false);
+      }
+    }
+    cache_->Free(seq);
+    return st;
+  }));
+  return RequestOptions::Parent{this, std::move(c.tokens), std::move(c.messages)};
 }
 
 int64_t Session::stat(SessionStat which) const { return stats_.Get(which); }

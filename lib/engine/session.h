@@ -58,6 +58,18 @@ class Session {
   absl::StatusOr<std::string> RenderChat(
       const std::vector<std::pair<std::string, std::string>>& messages) const;
 
+  // Writes the conversation that finished request `r` of this session holds (its tokens,
+  // messages, and the K/V of the full blocks the prefix cache has for them) to `path`
+  // (saved_conversation.h).
+  absl::Status SaveConversation(const Request& r, const std::string& path);
+  // Reads a conversation saved by a session of the same model, backend and KV type, puts its K/V
+  // into the prefix cache, and returns what a request continuing it takes as its parent.
+  // DataLoss for a damaged file; FailedPrecondition for one from another model or setup;
+  // ResourceExhausted when the KV cache cannot hold it.
+  absl::StatusOr<RequestOptions::Parent> LoadConversation(const std::string& path);
+  // Identifies the model's weights: its tensors' names, types, shapes and a sample of their bytes.
+  uint64_t model_id() const { return model_id_; }
+
   int64_t stat(SessionStat which) const;
   std::string StatsJson() const;
   // KV blocks in use; 0 once every request has finished (engine thread quiescent).
@@ -69,6 +81,9 @@ class Session {
  private:
   Session();
   void EngineLoop();
+  // Runs `task` on the engine thread between steps (it owns the cache and the backend) and
+  // returns its status; FailedPrecondition once the session is stopping.
+  absl::Status RunOnEngine(std::function<absl::Status()> task);
 
   SessionOptions options_;
   std::shared_ptr<const GgufFile> file_;
@@ -81,12 +96,14 @@ class Session {
   int32_t context_length_ = 0;
   int64_t max_sequence_ = 0;  // min(context, KV capacity)
   Schedule schedule_ = Schedule::kFast;
+  uint64_t model_id_ = 0;
 
   EngineStats stats_;
   std::unique_ptr<Engine> engine_;  // driven by thread_ only
 
   absl::Mutex mu_;
   std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;

@@ -61,6 +61,8 @@ class KvCache {
   // Maps into `seq` (which holds no blocks) the longest cached chain of full blocks whose tokens
   // are a prefix of `tokens`, at most max_positions positions; returns the positions mapped.
   int64_t MapCachedPrefix(int32_t seq, std::span<const int32_t> tokens, int64_t max_positions, bool fixed_only);
+  // Whether every position of `block` was computed under fixed.
+  bool block_fixed(int32_t block) const { return blocks_[static_cast<size_t>(block)].not_fixed == 0; }
 
  private:
   struct Key {

@@ -3,6 +3,7 @@ reproduces), streaming, deterministic requests, cancel, every error path, and no
 create/close cycles. Run by ctest with LLM42_TEST_MODEL and LLM42_TEST_EXPECTED (llama.cpp's
 greedy ids for "Once upon a time", from ../shared/reference)."""
 import os
+import tempfile
 import threading
 import time
 import unittest
@@ -93,6 +94,34 @@ class BindingTest(unittest.TestCase):
                         with self.session.submit(whole_ro) as whole:
                             self.assertTrue(whole.wait_for(-1))
                             self.assertEqual(whole.output_tokens(), second.output_tokens())
+
+    def test_saved_conversation_continues_in_another_session(self):
+        # save_conversation / load_parent: a new session (a restarted app) continues the saved
+        # conversation with the bits of the same continuation in the session that saved it.
+        path = os.path.join(tempfile.gettempdir(), "llm42_test_%d.llm42" % os.getpid())
+        settings = dict(max_tokens=24, temperature=0.8, seed=5, deterministic=True)
+        with request_options(**settings) as ro, self.session.submit(ro) as first:
+            self.assertTrue(first.wait_for(-1))
+            self.session.save_conversation(first, path)
+            with request_options(" The end.", **settings) as nxt:
+                nxt.set_parent(first)
+                with self.session.submit(nxt) as here:
+                    self.assertTrue(here.wait_for(-1))
+                    expected = here.output_tokens()
+        other = open_session()
+        try:
+            with request_options(" The end.", **settings) as nxt:
+                nxt.load_parent(other, path)
+                with other.submit(nxt) as there:
+                    self.assertTrue(there.wait_for(-1))
+                    self.assertEqual(there.output_tokens(), expected)
+                    self.assertGreaterEqual(there.stat(llm42.Stat.CACHED_PROMPT_TOKENS), 16)
+            with request_options() as ro, self.assertRaises(llm42.Llm42Exception) as e:
+                ro.load_parent(other, path + ".missing")
+            self.assertEqual(e.exception.status, llm42.Status.NOT_FOUND)
+        finally:
+            other.close()
+            os.remove(path)
 
     def test_cancel(self):
         with request_options(max_tokens=1000, ignore_eos=True) as ro, self.session.submit(ro) as r:

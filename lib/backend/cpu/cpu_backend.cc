@@ -18,6 +18,7 @@
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/portable_math.h"
+#include "lib/util/status.h"
 
 namespace llm42 {
 namespace {
@@ -457,6 +458,28 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint8_t*> CpuBackend::KvBlock(int32_t block, size_t bytes) const {
+  const KvShape& k = kv_shape_;
+  const auto block_bytes = static_cast<size_t>(k.n_layers * 2 * k.block_size * k.kv_dim) * kv_element_bytes();
+  if (block < 0 || block >= k.n_blocks || bytes != block_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("KV block ", block, " of ", k.n_blocks, ": ", bytes,
+                                                   " bytes where a block has ", block_bytes));
+  }
+  return kv_.get() + static_cast<size_t>(block) * block_bytes;
+}
+
+absl::Status CpuBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
+  LLM42_ASSIGN_OR_RETURN(uint8_t* p, KvBlock(block, host.size()));
+  std::memcpy(host.data(), p, host.size());
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> host) {
+  LLM42_ASSIGN_OR_RETURN(uint8_t* p, KvBlock(block, host.size()));
+  std::memcpy(p, host.data(), host.size());
   return absl::OkStatus();
 }
 

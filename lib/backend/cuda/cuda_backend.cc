@@ -126,6 +126,25 @@ absl::Status CudaBackend::CopyToHost(float* host, const float* src, size_t n) {
   return Synchronize();
 }
 
+// Block-major like the CPU's: block b's bytes are contiguous (kernels.cu's KvAddr).
+absl::Status CudaBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
+  const KvShape& k = kv_shape_;
+  const auto bytes = static_cast<size_t>(k.n_layers * 2 * k.block_size * k.kv_dim) * kv_element_bytes();
+  if (block < 0 || block >= k.n_blocks || host.size() != bytes) return absl::InvalidArgumentError("bad KV block read");
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), static_cast<const uint8_t*>(kv_.get()) + block * bytes, bytes,
+                                             cudaMemcpyDeviceToHost, stream_.get()));
+  return Synchronize();
+}
+
+absl::Status CudaBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> host) {
+  const KvShape& k = kv_shape_;
+  const auto bytes = static_cast<size_t>(k.n_layers * 2 * k.block_size * k.kv_dim) * kv_element_bytes();
+  if (block < 0 || block >= k.n_blocks || host.size() != bytes) return absl::InvalidArgumentError("bad KV block write");
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<uint8_t*>(kv_.get()) + block * bytes, host.data(), bytes,
+                                             cudaMemcpyHostToDevice, stream_.get()));
+  return Synchronize();
+}
+
 absl::Status CudaBackend::Synchronize() {
   LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
   return absl::OkStatus();

@@ -27,6 +27,9 @@ class CudaBackend final : public Backend {
   absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
   absl::Status AllocateKv(const KvShape& shape) override;
   size_t kv_element_bytes() const override { return 2; }
+  KvDtype kv_dtype() const override { return KvDtype::kBf16; }
+  absl::Status ReadKvBlock(int32_t block, std::span<uint8_t> host) override;
+  absl::Status WriteKvBlock(int32_t block, std::span<const uint8_t> host) override;
   int64_t available_memory_bytes() const override;
   absl::Status CopyFromHost(float* dst, const float* host, size_t n) override;
   absl::Status CopyToHost(float* host, const float* src, size_t n) override;

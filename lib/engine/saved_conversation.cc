@@ -1,0 +1,155 @@
+#include "lib/engine/saved_conversation.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm42 {
+namespace {
+
+constexpr char kMagic[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '1'};
+
+// 64-bit checksum, eight bytes at a time (a flipped bit anywhere changes it).
+uint64_t Checksum(const char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ull;
+  return h;
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  // n elements of elem bytes, prefixed by n.
+  void Array(const void* p, size_t n, size_t elem) {
+    Put<uint64_t>(n);
+    out_.append(static_cast<const char*>(p), n * elem);
+  }
+  void Str(const std::string& s) { Array(s.data(), s.size(), 1); }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  Reader(const char* p, size_t n) : p_(p), end_(p + n) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (static_cast<size_t>(end_ - p_) < sizeof(T)) return false;
+    std::memcpy(v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return true;
+  }
+  // A length-prefixed run of n * elem bytes, at most what is left.
+  bool Span(size_t elem, const char** data, size_t* n) {
+    uint64_t len;
+    if (!Get(&len) || len > static_cast<uint64_t>(end_ - p_) / elem) return false;
+    *data = p_;
+    *n = static_cast<size_t>(len);
+    p_ += len * elem;
+    return true;
+  }
+  bool Str(std::string* s) {
+    const char* d;
+    size_t n;
+    if (!Span(1, &d, &n)) return false;
+    s->assign(d, n);
+    return true;
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+}  // namespace
+
+absl::Status WriteSavedConversation(const std::string& path, const SavedConversation& c) {
+  Writer w;
+  w.out().append(kMagic, sizeof kMagic);
+  w.Put(c.model_id);
+  w.Str(c.llm42_version);
+  w.Put(c.schedule_version);
+  w.Str(c.backend);
+  w.Str(c.kv_dtype);
+  w.Put(c.block_size);
+  w.Put(c.n_layers);
+  w.Put(c.kv_dim);
+  w.Put(c.kv_element_bytes);
+  w.Array(c.tokens.data(), c.tokens.size(), sizeof(int32_t));
+  w.Put<uint64_t>(c.messages.size());
+  for (const auto& [role, content] : c.messages) {
+    w.Str(role);
+    w.Str(content);
+  }
+  w.Array(c.block_fixed.data(), c.block_fixed.size(), 1);
+  w.Array(c.kv.data(), c.kv.size(), 1);
+  w.Put(Checksum(w.out().data(), w.out().size()));
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return absl::UnavailableError(absl::StrCat("cannot create ", path));
+  f.write(w.out().data(), static_cast<std::streamsize>(w.out().size()));
+  f.close();
+  if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", path, " (disk full?)"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  const std::string bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  auto bad = [&](const char* why) {
+    return absl::DataLossError(absl::StrCat(path, " is not an intact llm42 saved conversation: ", why));
+  };
+  if (bytes.size() < sizeof kMagic + sizeof(uint64_t) || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    return bad("wrong magic or too short");
+  }
+  const size_t body = bytes.size() - sizeof(uint64_t);
+  uint64_t stored;
+  std::memcpy(&stored, bytes.data() + body, sizeof stored);
+  if (stored != Checksum(bytes.data(), body)) return bad("checksum mismatch (truncated or altered)");
+  Reader r(bytes.data() + sizeof kMagic, body - sizeof kMagic);
+  SavedConversation c;
+  const char* d;
+  size_t n;
+  uint64_t n_messages;
+  bool ok = r.Get(&c.model_id) && r.Str(&c.llm42_version) && r.Get(&c.schedule_version) && r.Str(&c.backend) &&
+            r.Str(&c.kv_dtype) && r.Get(&c.block_size) && r.Get(&c.n_layers) && r.Get(&c.kv_dim) &&
+            r.Get(&c.kv_element_bytes) && r.Span(sizeof(int32_t), &d, &n);
+  if (!ok) return bad("header");
+  c.tokens.resize(n);
+  std::memcpy(c.tokens.data(), d, n * sizeof(int32_t));
+  if (!r.Get(&n_messages) || n_messages > body) return bad("messages");
+  for (uint64_t i = 0; i < n_messages; ++i) {
+    std::string role, content;
+    if (!r.Str(&role) || !r.Str(&content)) return bad("messages");
+    c.messages.emplace_back(std::move(role), std::move(content));
+  }
+  if (!r.Span(1, &d, &n)) return bad("blocks");
+  c.block_fixed.assign(d, d + n);
+  if (!r.Span(1, &d, &n)) return bad("K/V");
+  c.kv.assign(d, d + n);
+  if (!r.done()) return bad("trailing bytes");
+  if (c.block_size <= 0 || c.block_size > 64 || c.n_layers <= 0 || c.n_layers > 4096 || c.kv_dim <= 0 ||
+      c.kv_dim > (int64_t{1} << 24) || c.kv_element_bytes <= 0 || c.kv_element_bytes > 8 ||
+      c.kv.size() != c.block_fixed.size() * c.block_bytes() ||
+      c.block_fixed.size() * static_cast<size_t>(c.block_size) > c.tokens.size()) {
+    return bad("inconsistent sizes");
+  }
+  return c;
+}
+
+}  // namespace llm42

@@ -1,0 +1,55 @@
+#ifndef LLM42_ENGINE_SAVED_CONVERSATION_H_
+#define LLM42_ENGINE_SAVED_CONVERSATION_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace llm42 {
+
+// A conversation written to a file (a save game, a desktop app's restart): its tokens, its chat
+// messages, and the K/V of the full blocks the session's cache held for it, with what they were
+// computed by. Loading puts those blocks back into a session's prefix cache, so a continuation
+// does not prefill them, and a deterministic continuation gives the bits it would have given in
+// the original session.
+//
+// The file: the magic "LLM42CV1", then little-endian fields (strings and arrays prefixed by a
+// u64 length) in the order of the struct below, then an FNV-1a 64 checksum of every byte before
+// it. A wrong magic, a short file, a bad checksum or inconsistent sizes are DataLoss (FORMAT_ERROR
+// in the C ABI). Our own format rather than Protobuf: the payload is hundreds of megabytes of K/V
+// written and read in place, and the header is a dozen fixed fields.
+struct SavedConversation {
+  // What produced the K/V; a session loads only a file whose fields all equal its own.
+  uint64_t model_id = 0;      // Session::model_id(): the model's tensors (names, shapes, sampled bytes)
+  std::string llm42_version;  // informational: kernels of another version are caught by model and schedule fields
+  uint32_t schedule_version = 0;
+  std::string backend;
+  std::string kv_dtype;
+  int32_t block_size = 0;
+  int64_t n_layers = 0;
+  int64_t kv_dim = 0;
+  int64_t kv_element_bytes = 0;
+
+  std::vector<int32_t> tokens;
+  std::vector<std::pair<std::string, std::string>> messages;  // role, content; empty unless a chat
+  // The first block_fixed.size() blocks of `tokens`: whether each was computed under fixed, and
+  // their K/V (block_bytes() each, the backend's layout).
+  std::vector<uint8_t> block_fixed;
+  std::vector<uint8_t> kv;
+
+  size_t block_bytes() const {
+    return static_cast<size_t>(n_layers * 2 * block_size * kv_dim * kv_element_bytes);
+  }
+};
+
+absl::Status WriteSavedConversation(const std::string& path, const SavedConversation& c);
+// NotFound when the file is missing; DataLoss when it is not an intact saved conversation.
+absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path);
+
+}  // namespace llm42
+
+#endif  // LLM42_ENGINE_SAVED_CONVERSATION_H_
