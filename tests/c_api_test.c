@@ -155,14 +155,16 @@ static void TestCallback(llm42_session* s) {
   llm42_request_destroy(r);
 }
 
-/* A deterministic request of `max_tokens` sampled tokens (temperature 0.8, seed 5) with logprobs:
- * continuing `parent` with `prompt` (tokenized without BOS), or with `tokens` as the prompt. */
-static llm42_request* SubmitTurn(llm42_session* s, llm42_request* parent, const char* prompt,
+/* A deterministic request of 24 sampled tokens (temperature 0.8, seed 5) with logprobs, waited
+ * for: continuing `parent` or the conversation saved in `saved` (either may be NULL) with
+ * `prompt` (tokenized without BOS when continuing), or with `tokens` as the prompt. */
+static llm42_request* SubmitTurn(llm42_session* s, llm42_request* parent, const char* saved, const char* prompt,
                                  const int32_t* tokens, size_t n_tokens) {
   llm42_request_options* ro = NULL;
   llm42_request* r = NULL;
   EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
   if (parent != NULL) EXPECT_STATUS(llm42_request_options_set_parent(ro, parent), LLM42_OK);
+  if (saved != NULL) EXPECT_STATUS(llm42_request_options_load_parent(ro, s, saved), LLM42_OK);
   if (prompt != NULL) EXPECT_STATUS(llm42_request_options_set_prompt(ro, prompt, strlen(prompt)), LLM42_OK);
   if (tokens != NULL) EXPECT_STATUS(llm42_request_options_set_prompt_tokens(ro, tokens, n_tokens), LLM42_OK);
   EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
@@ -197,9 +199,9 @@ static void TestConversation(void) {
   EXPECT_STATUS(llm42_session_create(so, &cold), LLM42_OK);
   llm42_session_options_destroy(so);
 
-  t1 = SubmitTurn(s, NULL, "Once upon a time", NULL, 0);
-  t2 = SubmitTurn(s, t1, " Then the sun came out.", NULL, 0);
-  t3 = SubmitTurn(s, t2, " The end.", NULL, 0);
+  t1 = SubmitTurn(s, NULL, NULL, "Once upon a time", NULL, 0);
+  t2 = SubmitTurn(s, t1, NULL, " Then the sun came out.", NULL, 0);
+  t3 = SubmitTurn(s, t2, NULL, " The end.", NULL, 0);
   EXPECT_STATUS(llm42_request_stat(t3, LLM42_STAT_CACHED_PROMPT_TOKENS, &cached), LLM42_OK);
   EXPECT(cached >= 48); /* two turns of history, in 16-token blocks */
 
@@ -213,7 +215,7 @@ static void TestConversation(void) {
   n_history += n;
   EXPECT_STATUS(llm42_session_tokenize(s, " The end.", 9, 0, history + n_history, 64, &n), LLM42_OK);
   n_history += n;
-  ref = SubmitTurn(cold, NULL, NULL, history, n_history);
+  ref = SubmitTurn(cold, NULL, NULL, NULL, history, n_history);
   EXPECT_STATUS(llm42_request_output_tokens(t3, out, 64, &n), LLM42_OK);
   EXPECT(n == 24);
   EXPECT_STATUS(llm42_request_logprobs(t3, lp3, 64, &n3), LLM42_OK);
@@ -268,21 +270,12 @@ static void TestSavedConversation(void) {
   long size;
   FILE* f;
   if (s == NULL || restarted == NULL || other_kv == NULL) return;
-  t1 = SubmitTurn(s, NULL, "Once upon a time", NULL, 0);
+  t1 = SubmitTurn(s, NULL, NULL, "Once upon a time", NULL, 0);
   EXPECT_STATUS(llm42_session_save_conversation(s, t1, path), LLM42_OK);
-  here = SubmitTurn(s, t1, " The end.", NULL, 0);
+  here = SubmitTurn(s, t1, NULL, " The end.", NULL, 0);
 
-  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_load_parent(ro, restarted, path), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_prompt(ro, " The end.", 9), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_temperature(ro, 0.8f), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_seed(ro, 5), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
-  EXPECT_STATUS(llm42_request_submit(restarted, ro, &there), LLM42_OK);
+  there = SubmitTurn(restarted, NULL, path, " The end.", NULL, 0);
   if (there != NULL) {
-    EXPECT(llm42_request_wait(there, -1) == LLM42_OK);
     EXPECT_STATUS(llm42_request_output_tokens(here, a, 64, &na), LLM42_OK);
     EXPECT_STATUS(llm42_request_output_tokens(there, b, 64, &nb), LLM42_OK);
     EXPECT(na == 24 && nb == 24 && memcmp(a, b, sizeof(int32_t) * 24) == 0);
@@ -293,7 +286,6 @@ static void TestSavedConversation(void) {
     EXPECT(cached >= 16); /* the saved blocks, not a prefill */
     llm42_request_destroy(there);
   }
-  llm42_request_options_destroy(ro);
 
   /* Refusals: another KV type; a truncated file; a flipped byte; no file. */
   EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
@@ -327,38 +319,34 @@ static void TestSavedConversation(void) {
   llm42_session_destroy(s);
 }
 
-/* The child of TestSavedConversationInAFreshProcess: continues the conversation saved in `path`
- * with " The end." and prints the 24 tokens and their logprobs' bits. */
-static int ContinueSaved(const char* path) {
-  llm42_session* s = OpenSessionKv(0, "auto");
-  llm42_request_options* ro = NULL;
-  llm42_request* r = NULL;
+/* A finished request's output tokens and their logprobs' bits, as text. */
+static void FormatOutput(llm42_request* r, char* out, size_t capacity) {
   int32_t tokens[64];
   float lp[64];
   size_t n = 0, i;
   uint32_t bits;
-  if (s == NULL) return 1;
-  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_load_parent(ro, s, path), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_prompt(ro, " The end.", 9), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_temperature(ro, 0.8f), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_seed(ro, 5), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
-  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
-  if (r == NULL) return 1;
-  llm42_request_wait(r, -1);
+  out[0] = '\0';
   EXPECT_STATUS(llm42_request_output_tokens(r, tokens, 64, &n), LLM42_OK);
-  for (i = 0; i < n; ++i) printf("%d ", tokens[i]);
+  for (i = 0; i < n; ++i) snprintf(out + strlen(out), capacity - strlen(out), "%d ", tokens[i]);
   EXPECT_STATUS(llm42_request_logprobs(r, lp, 64, &n), LLM42_OK);
   for (i = 0; i < n; ++i) {
     memcpy(&bits, &lp[i], 4);
-    printf("%08x ", bits);
+    snprintf(out + strlen(out), capacity - strlen(out), "%08x ", bits);
   }
-  printf("\n");
+}
+
+/* The child of TestSavedConversationInAFreshProcess: continues the conversation saved in `path`
+ * with " The end." and prints FormatOutput's line. */
+static int ContinueSaved(const char* path) {
+  llm42_session* s = OpenSessionKv(0, "auto");
+  llm42_request* r;
+  char line[1024];
+  if (s == NULL) return 1;
+  r = SubmitTurn(s, NULL, path, " The end.", NULL, 0);
+  if (r == NULL) return 1;
+  FormatOutput(r, line, sizeof line);
+  printf("%s\n", line);
   llm42_request_destroy(r);
-  llm42_request_options_destroy(ro);
   llm42_session_destroy(s);
   return g_failed == 0 ? 0 : 1;
 }
@@ -369,23 +357,13 @@ static void TestSavedConversationInAFreshProcess(const char* self) {
   const char* path = "c_api_test_restart.llm42";
   llm42_session* s = OpenSessionKv(0, "auto");
   llm42_request *t1, *here;
-  int32_t tokens[64];
-  float lp[64];
-  size_t n = 0, i;
-  uint32_t bits;
   char expected[1024] = "", got[1024] = "", command[1024];
   FILE* child;
   if (s == NULL) return;
-  t1 = SubmitTurn(s, NULL, "Once upon a time", NULL, 0);
+  t1 = SubmitTurn(s, NULL, NULL, "Once upon a time", NULL, 0);
   EXPECT_STATUS(llm42_session_save_conversation(s, t1, path), LLM42_OK);
-  here = SubmitTurn(s, t1, " The end.", NULL, 0);
-  EXPECT_STATUS(llm42_request_output_tokens(here, tokens, 64, &n), LLM42_OK);
-  for (i = 0; i < n; ++i) snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%d ", tokens[i]);
-  EXPECT_STATUS(llm42_request_logprobs(here, lp, 64, &n), LLM42_OK);
-  for (i = 0; i < n; ++i) {
-    memcpy(&bits, &lp[i], 4);
-    snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%08x ", bits);
-  }
+  here = SubmitTurn(s, t1, NULL, " The end.", NULL, 0);
+  FormatOutput(here, expected, sizeof expected);
   snprintf(command, sizeof command, "'%s' '%s' --continue-saved '%s'", self, g_model, path);
   child = popen(command, "r");
   EXPECT(child != NULL);

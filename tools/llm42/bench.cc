@@ -76,6 +76,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   o.threads = absl::GetFlag(FLAGS_threads);
   o.backend = absl::GetFlag(FLAGS_backend);
   o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  o.prefix_caching = false;  // computation is measured, not the cache (bench-chat measures that)
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running_requests = std::max(16, concurrency);
   o.context_length = prompt_len + out_len + 1;
@@ -194,6 +195,7 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, doub
     o.threads = threads;
     o.backend = absl::GetFlag(FLAGS_backend);
     o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+    o.prefix_caching = false;
     o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
     o.context_length = depth + std::max(pp, tg) + 2;
     o.determinism.mode = fixed ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;

@@ -30,6 +30,7 @@ __attribute__((target("avx2,fma"))) float FmaLoop256(float seed) {
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(seed + static_cast<float>(c));
   const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
   for (long i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 16  // the chains stay in registers only when unrolled (GCC keeps the array in memory otherwise)
     for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
   }
   __m256 s = acc[0];
@@ -42,6 +43,7 @@ __attribute__((target("avx512f"))) float FmaLoop512(float seed) {
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   for (long i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 16
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
   }
   __m512 s = acc[0];
