@@ -1,7 +1,12 @@
 #include "lib/util/portable_math.h"
 
 #include <cstddef>
+#include <initializer_list>
 #include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace llm42 {
 namespace {
@@ -104,6 +109,62 @@ void PortableSinCos(double x, double* sin_x, double* cos_x) {
     case 2: *sin_x = -sin_r; *cos_x = -cos_r; break;
     default: *sin_x = -cos_r; *cos_x = sin_r; break;
   }
+}
+
+#if defined(__x86_64__)
+namespace {
+
+// PortableExpf on four lanes, for arguments in [-104, 88.8) (the caller handles the rest):
+// every double operation of the scalar code, in its order, none fused.
+__attribute__((target("avx2"))) __m128 Expf4(__m128 xf) {
+  const __m256d x = _mm256_cvtps_pd(xf);
+  const __m256d t = _mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634));
+  // t < 0 ? t - 0.5 : t + 0.5, truncated toward zero.
+  const __m256d neg = _mm256_cmp_pd(t, _mm256_setzero_pd(), _CMP_LT_OQ);
+  const __m256d half = _mm256_blendv_pd(_mm256_set1_pd(0.5), _mm256_set1_pd(-0.5), neg);
+  const __m256d kd = _mm256_round_pd(_mm256_add_pd(t, half), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256d r = _mm256_sub_pd(_mm256_sub_pd(x, _mm256_mul_pd(kd, _mm256_set1_pd(6.93147180369123816490e-01))),
+                                  _mm256_mul_pd(kd, _mm256_set1_pd(1.90821492927058770002e-10)));
+  __m256d p = _mm256_set1_pd(1.0 / 362880);
+  for (double c : {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0}) {
+    p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(c));
+  }
+  // 2^k: (k + 1023) << 52, k exact in int32.
+  const __m256i k = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(kd));
+  const __m256d pow2 = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(k, _mm256_set1_epi64x(1023)), 52));
+  return _mm256_cvtpd_ps(_mm256_mul_pd(p, pow2));
+}
+
+__attribute__((target("avx2"))) int64_t ExpfShiftedAvx2(const float* x, float shift, float* out, int64_t n) {
+  const __m128 s = _mm_set1_ps(shift), lo = _mm_set1_ps(-104.0f), hi = _mm_set1_ps(88.8f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_sub_ps(_mm_loadu_ps(x + i), s);
+    // Every lane in the polynomial's range (NaN compares false): else the scalar code.
+    const __m128 in = _mm_and_ps(_mm_cmpge_ps(v, lo), _mm_cmplt_ps(v, hi));
+    if (_mm_movemask_ps(in) != 0xF) break;
+    _mm_storeu_ps(out + i, Expf4(v));
+  }
+  return i;
+}
+
+}  // namespace
+#endif
+
+void PortableExpfShifted(const float* x, float shift, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  while (avx2 && i + 4 <= n) {
+    const int64_t done = ExpfShiftedAvx2(x + i, shift, out + i, n - i);
+    i += done;
+    if (i + 4 <= n) {  // a group out of range: its first element by the scalar code, then go on
+      out[i] = PortableExpf(x[i] - shift);
+      ++i;
+    }
+  }
+#endif
+  for (; i < n; ++i) out[i] = PortableExpf(x[i] - shift);
 }
 
 }  // namespace llm42

@@ -57,6 +57,11 @@ inline float PortableExpf(float xf) {
   return static_cast<float>(p * internal::Pow2(k));  // k in [-150, 129]: a normal power of two
 }
 
+// out[i] = PortableExpf(x[i] - shift) for i < n, the same bits (the subtraction in float, as a
+// caller of PortableExpf would write it), four at a time on AVX2 (the same double operations
+// lane by lane, unfused). out may be x.
+void PortableExpfShifted(const float* x, float shift, float* out, int64_t n);
+
 }  // namespace llm42
 
 #endif  // LLM42_UTIL_PORTABLE_MATH_H_

@@ -140,10 +140,8 @@ LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const 
     scores[t] = tail(k, internal::FixedTreeSum(acc)) * scale;
   }
   for (t = 0; t < n; ++t) p.max = std::max(p.max, scores[t]);
-  for (t = 0; t < n; ++t) {
-    scores[t] = PortableExpf(scores[t] - p.max);
-    p.sum += scores[t];
-  }
+  PortableExpfShifted(scores, p.max, scores, n);  // PortableExpf's bits, four at a time
+  for (t = 0; t < n; ++t) p.sum += scores[t];
   int64_t c = 0;
   for (; c + 32 <= full; c += 32) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
