@@ -601,10 +601,16 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
 
 absl::Status CpuBackend::SwiGlu(const float* gate, const float* up, int64_t m, int64_t n,
                                 float* out, Schedules) {
+  // g / (1 + e^-g) * up, element by element; the exponentials a chunk at a time through
+  // PortableExpfShifted (PortableExpf's bits). out may be gate or up.
   const int64_t total = m * n;
-  for (int64_t i = 0; i < total; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + PortableExpf(-g)) * up[i];
+  constexpr int64_t kChunk = 256;
+  float e[kChunk];
+  for (int64_t i0 = 0; i0 < total; i0 += kChunk) {
+    const int64_t len = std::min(kChunk, total - i0);
+    for (int64_t j = 0; j < len; ++j) e[j] = -gate[i0 + j];
+    PortableExpfShifted(e, 0.0f, e, len);  // e^(-g - 0) = e^-g, bit for bit
+    for (int64_t j = 0; j < len; ++j) out[i0 + j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
   }
   return absl::OkStatus();
 }
