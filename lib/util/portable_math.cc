@@ -1,5 +1,7 @@
 #include "lib/util/portable_math.h"
 
+#include "lib/util/simd_switch.h"
+
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
@@ -154,7 +156,7 @@ __attribute__((target("avx2"))) int64_t ExpfShiftedAvx2(const float* x, float sh
 void PortableExpfShifted(const float* x, float shift, float* out, int64_t n) {
   int64_t i = 0;
 #if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
+  static const bool avx2 = !SimdDisabledByEnvironment() && __builtin_cpu_supports("avx2");
   while (avx2 && i + 4 <= n) {
     const int64_t done = ExpfShiftedAvx2(x + i, shift, out + i, n - i);
     i += done;

@@ -3,6 +3,7 @@
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/weight_loaders.h"
+#include "lib/util/simd_switch.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -199,11 +200,6 @@ LLM42_AVX2 void Avx2RowDotT(const uint8_t* w, const float* const* x, int n_x, in
   }
 }
 #endif  // LLM42_X86
-
-bool SimdDisabledByEnvironment() {
-  const char* v = std::getenv("LLM42_CPU_SIMD");
-  return v != nullptr && (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
-}
 
 }  // namespace
 
