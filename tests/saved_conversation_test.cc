@@ -1,0 +1,113 @@
+// The saved-conversation file format alone: a round trip keeps every field; every truncation,
+// every flipped byte and files whose fields contradict each other are DataLoss, never a crash
+// (the suite runs under ASan, which would catch a read past the buffer).
+#include "lib/engine/saved_conversation.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace llm42 {
+namespace {
+
+SavedConversation Sample() {
+  SavedConversation c;
+  c.model_id = 0x1234567890abcdefull;
+  c.llm42_version = "0.1.0";
+  c.schedule_version = 2;
+  c.backend = "cpu";
+  c.kv_dtype = "f16";
+  c.block_size = 4;
+  c.n_layers = 2;
+  c.kv_dim = 3;
+  c.kv_element_bytes = 2;
+  for (int i = 0; i < 10; ++i) c.tokens.push_back(100 + i);
+  c.messages = {{"user", "Hi"}, {"assistant", "Hello"}};
+  c.block_fixed = {1, 0};
+  c.kv.resize(2 * c.block_bytes());
+  for (size_t i = 0; i < c.kv.size(); ++i) c.kv[i] = static_cast<uint8_t>(i * 7);
+  return c;
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+void Write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST(SavedConversationFile, RoundTripKeepsEveryField) {
+  const std::string path = testing::TempPath("round_trip.llm42");
+  const SavedConversation c = Sample();
+  ASSERT_TRUE(WriteSavedConversation(path, c).ok());
+  auto r = ReadSavedConversation(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model_id, c.model_id);
+  EXPECT_EQ(r->llm42_version, c.llm42_version);
+  EXPECT_EQ(r->schedule_version, c.schedule_version);
+  EXPECT_EQ(r->backend, c.backend);
+  EXPECT_EQ(r->kv_dtype, c.kv_dtype);
+  EXPECT_EQ(r->block_size, c.block_size);
+  EXPECT_EQ(r->n_layers, c.n_layers);
+  EXPECT_EQ(r->kv_dim, c.kv_dim);
+  EXPECT_EQ(r->kv_element_bytes, c.kv_element_bytes);
+  EXPECT_EQ(r->tokens, c.tokens);
+  EXPECT_EQ(r->messages, c.messages);
+  EXPECT_EQ(r->block_fixed, c.block_fixed);
+  EXPECT_EQ(r->kv, c.kv);
+  std::filesystem::remove(path);
+}
+
+TEST(SavedConversationFile, EveryTruncationAndEveryFlippedByteIsDataLoss) {
+  const std::string path = testing::TempPath("damaged.llm42"), bad = testing::TempPath("damaged_bad.llm42");
+  ASSERT_TRUE(WriteSavedConversation(path, Sample()).ok());
+  const std::string good = Bytes(path);
+  for (size_t n = 0; n < good.size(); ++n) {
+    Write(bad, good.substr(0, n));
+    ASSERT_EQ(ReadSavedConversation(bad).status().code(), absl::StatusCode::kDataLoss) << "length " << n;
+  }
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string flipped = good;
+    flipped[i] = static_cast<char>(flipped[i] ^ 0x01);
+    Write(bad, flipped);
+    ASSERT_EQ(ReadSavedConversation(bad).status().code(), absl::StatusCode::kDataLoss) << "byte " << i;
+  }
+  EXPECT_EQ(ReadSavedConversation(testing::TempPath("absent.llm42")).status().code(), absl::StatusCode::kNotFound);
+  std::filesystem::remove(path);
+  std::filesystem::remove(bad);
+}
+
+// Intact checksums over contradicting fields: refused by the size checks, not trusted.
+TEST(SavedConversationFile, ContradictingFieldsAreDataLoss) {
+  const std::string path = testing::TempPath("contradicting.llm42");
+  auto refused = [&](const SavedConversation& c) {
+    EXPECT_TRUE(WriteSavedConversation(path, c).ok());
+    return ReadSavedConversation(path).status().code() == absl::StatusCode::kDataLoss;
+  };
+  SavedConversation c = Sample();
+  c.kv.pop_back();  // K/V not a whole number of blocks
+  EXPECT_TRUE(refused(c));
+  c = Sample();
+  c.block_fixed.push_back(1);  // more blocks than K/V
+  EXPECT_TRUE(refused(c));
+  c = Sample();
+  c.tokens.resize(5);  // blocks beyond the tokens
+  EXPECT_TRUE(refused(c));
+  c = Sample();
+  c.n_layers = int64_t{1} << 40;  // a block size that would overflow
+  EXPECT_TRUE(refused(c));
+  c = Sample();
+  c.block_size = 0;
+  EXPECT_TRUE(refused(c));
+  EXPECT_FALSE(refused(Sample()));  // control: the intact sample is accepted
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace llm42
