@@ -5,15 +5,28 @@ public class Llm42Exception extends RuntimeException {
   private final int code;
 
   public Llm42Exception(int code, String message) {
-    super(Status.swigToEnum(code) + ": " + message);
+    super(name(code) + ": " + message);
     this.code = code;
   }
 
+  /** The status, or null for a code newer than these bindings ({@link #getCode()} has it). */
   public Status getStatus() {
-    return Status.swigToEnum(code);
+    try {
+      return Status.swigToEnum(code);
+    } catch (IllegalArgumentException unknown) {
+      return null;
+    }
   }
 
   public int getCode() {
     return code;
+  }
+
+  private static String name(int code) {
+    try {
+      return Status.swigToEnum(code).toString();
+    } catch (IllegalArgumentException unknown) {
+      return "status " + code;
+    }
   }
 }

@@ -45,10 +45,14 @@ class Llm42Exception(Exception):
 
     def __init__(self, status, message):
         super().__init__(message)
-        self.status = Status(status)
+        try:
+            self.status = Status(status)
+        except ValueError:  # a code newer than these bindings: kept as the int
+            self.status = status
 
     def __str__(self):
-        return "%s: %s" % (self.status.name, self.args[0])
+        name = self.status.name if isinstance(self.status, Status) else "status %d" % self.status
+        return "%s: %s" % (name, self.args[0])
 
 
 _set_exception_class(Llm42Exception)

@@ -157,6 +157,16 @@ public class Llm42Test {
     }
   }
 
+  // A newer libllm42 may add statuses: the exception keeps the code instead of throwing.
+  @Test
+  public void unknownStatusCodesDoNotBreakTheException() {
+    Llm42Exception e = new Llm42Exception(999, "from the future");
+    assertEquals(null, e.getStatus());
+    assertEquals(999, e.getCode());
+    assertTrue(e.getMessage().contains("999"));
+    assertEquals(Status.UNSUPPORTED, new Llm42Exception(5, "x").getStatus());
+  }
+
   @Test
   public void deterministicRequestsRepeatAndSeedMatters() {
     int[] first = deterministic(7);

@@ -123,6 +123,13 @@ class BindingTest(unittest.TestCase):
             other.close()
             os.remove(path)
 
+    def test_unknown_status_codes_do_not_break_the_exception(self):
+        # A newer libllm42 may add statuses: the exception keeps the code instead of failing.
+        e = llm42.Llm42Exception(999, "from the future")
+        self.assertEqual(e.status, 999)
+        self.assertIn("999", str(e))
+        self.assertEqual(llm42.Llm42Exception(5, "x").status, llm42.Status.UNSUPPORTED)
+
     def test_cancel(self):
         with request_options(max_tokens=1000, ignore_eos=True) as ro, self.session.submit(ro) as r:
             canceller = threading.Thread(target=r.cancel)
