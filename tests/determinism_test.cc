@@ -480,8 +480,8 @@ TEST_P(DeterminismTest, NonDeterministicTrafficUnharmed) {
 
 // A conversation saved with one model is refused by a session of another, by name.
 TEST(SavedConversation, AnotherModelIsRefused) {
-  const std::string stories = testing::SharedPath("models/stories260K.gguf"), tiny = testing::SmallVocabTinyModelPath();
-  if (!std::filesystem::exists(stories) || tiny.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is missing";
+  LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(tiny);  // made from stories260K's vocabulary: both exist
+  const std::string stories = testing::SharedPath("models/stories260K.gguf");
   auto open = [](const std::string& path) {
     SessionOptions o;
     o.model_path = path;

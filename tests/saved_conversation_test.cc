@@ -48,19 +48,10 @@ TEST(SavedConversationFile, RoundTripKeepsEveryField) {
   ASSERT_TRUE(WriteSavedConversation(path, c).ok());
   auto r = ReadSavedConversation(path);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->model_id, c.model_id);
-  EXPECT_EQ(r->llm42_version, c.llm42_version);
-  EXPECT_EQ(r->schedule_version, c.schedule_version);
-  EXPECT_EQ(r->backend, c.backend);
-  EXPECT_EQ(r->kv_dtype, c.kv_dtype);
-  EXPECT_EQ(r->block_size, c.block_size);
-  EXPECT_EQ(r->n_layers, c.n_layers);
-  EXPECT_EQ(r->kv_dim, c.kv_dim);
-  EXPECT_EQ(r->kv_element_bytes, c.kv_element_bytes);
-  EXPECT_EQ(r->tokens, c.tokens);
-  EXPECT_EQ(r->messages, c.messages);
-  EXPECT_EQ(r->block_fixed, c.block_fixed);
-  EXPECT_EQ(r->kv, c.kv);
+  EXPECT_TRUE(*r == c);
+  SavedConversation other = c;  // control: the comparison sees one K/V byte
+  other.kv.back() ^= 1;
+  EXPECT_FALSE(*r == other);
   std::filesystem::remove(path);
 }
 

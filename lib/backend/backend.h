@@ -80,7 +80,6 @@ inline const char* KvDtypeName(KvDtype dtype) {
   return "auto";
 }
 
-
 // "auto", "f32", "f16", "bf16"; nullopt for anything else.
 inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
   for (KvDtype d : {KvDtype::kAuto, KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
@@ -102,8 +101,15 @@ struct KvShape {
   int64_t n_blocks = 0;
   int32_t block_size = 0;
   int64_t kv_dim = 0;
+  // Elements of one block: every layer's keys and values of block_size positions.
+  int64_t block_elements() const { return n_layers * 2 * block_size * kv_dim; }
   bool operator==(const KvShape&) const = default;
 };
+
+// The byte offset of KV block `block` in a block-major storage of `shape` (every backend's
+// layout: [block][layer][k|v][block_size][kv_dim]), checking that `bytes` is one block's size;
+// InvalidArgument otherwise (ReadKvBlock / WriteKvBlock).
+absl::StatusOr<size_t> KvBlockOffset(const KvShape& shape, size_t element_bytes, int32_t block, size_t bytes);
 
 // What a forward pass computes, in host memory: row i feeds tokens[i] at positions[i] of the
 // sequence whose block table is block_tables[i] (at least positions[i] / block_size + 1
@@ -143,9 +149,9 @@ class Backend {
   virtual absl::StatusOr<float*> Workspace(int slot, size_t n_floats) = 0;
   // (Re)allocates the paged KV storage; what it held is gone.
   virtual absl::Status AllocateKv(const KvShape& shape) = 0;
-  // Bytes of one stored key or value element (4 for f32, 2 for bf16).
-  virtual size_t kv_element_bytes() const = 0;
   virtual KvDtype kv_dtype() const = 0;  // never kAuto
+  // Bytes of one stored key or value element (4 for f32, 2 for f16 and bf16).
+  size_t kv_element_bytes() const { return kv_dtype() == KvDtype::kF32 ? 4 : 2; }
   // KV block `block` — every layer's keys and values, n_layers * 2 * block_size * kv_dim elements,
   // in the backend's layout — to or from host memory of exactly that many bytes, after the ops
   // before it (saved conversations).

@@ -17,7 +17,6 @@ struct BackendOptions {
   KvDtype kv_dtype = KvDtype::kAuto;  // UNSUPPORTED where the backend cannot store it
 };
 
-
 // A backend this build of llm42 can create.
 struct BackendEntry {
   const char* name;

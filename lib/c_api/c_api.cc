@@ -8,7 +8,7 @@
 #include <string>
 
 #include "llm42/llm42.h"
-#include "lib/backend/backend_registry.h"
+#include "lib/backend/backend.h"
 #include "lib/engine/session.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"

@@ -8,7 +8,7 @@
 
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
-#include "lib/backend/backend_registry.h"
+#include "lib/backend/backend.h"
 #include "lib/util/status.h"
 #include "proto/session_config.pb.h"
 

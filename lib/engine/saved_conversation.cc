@@ -5,25 +5,14 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "lib/util/stable_hash.h"
 
 namespace llm42 {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '1'};
 
-// 64-bit checksum, eight bytes at a time (a flipped bit anywhere changes it).
-uint64_t Checksum(const char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ull;
-  return h;
-}
+uint64_t Checksum(const char* p, size_t n) { return StableHash().Mix(p, n).value(); }
 
 class Writer {
  public:
@@ -105,6 +94,25 @@ absl::Status WriteSavedConversation(const std::string& path, const SavedConversa
   f.close();
   if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", path, " (disk full?)"));
   return absl::OkStatus();
+}
+
+absl::Status CheckSameSetup(const SavedConversation& saved, const SavedConversation& here, const std::string& path) {
+  absl::Status st;
+  auto same = [&](const char* what, const auto& a, const auto& b) {
+    if (st.ok() && !(a == b)) {
+      st = absl::FailedPreconditionError(
+          absl::StrCat(path, " was saved with another ", what, " (", a, " where this session has ", b, ")"));
+    }
+  };
+  same("model", saved.model_id, here.model_id);
+  same("fixed-schedule version", saved.schedule_version, here.schedule_version);
+  same("backend", saved.backend, here.backend);
+  same("KV type", saved.kv_dtype, here.kv_dtype);
+  same("KV element size", saved.kv_element_bytes, here.kv_element_bytes);
+  same("KV block size", saved.block_size, here.block_size);
+  same("layer count", saved.n_layers, here.n_layers);
+  same("KV width", saved.kv_dim, here.kv_dim);
+  return st;
 }
 
 absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path) {

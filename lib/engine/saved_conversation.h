@@ -44,7 +44,12 @@ struct SavedConversation {
   size_t block_bytes() const {
     return static_cast<size_t>(n_layers * 2 * block_size * kv_dim * kv_element_bytes);
   }
+  bool operator==(const SavedConversation&) const = default;
 };
+
+// OK when `saved` was produced by the setup `here` describes (every field above the
+// conversation's own but llm42_version); else FailedPrecondition naming the first that differs.
+absl::Status CheckSameSetup(const SavedConversation& saved, const SavedConversation& here, const std::string& path);
 
 absl::Status WriteSavedConversation(const std::string& path, const SavedConversation& c);
 // NotFound when the file is missing; DataLoss when it is not an intact saved conversation.

@@ -15,6 +15,7 @@
 #include "lib/model/llama_runner.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
+#include "lib/util/stable_hash.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
@@ -24,21 +25,15 @@ namespace {
 // The tensors' names, types and shapes, and their first and last 4 KiB: a file of other weights
 // differs here in practice (the full fingerprint over every byte is the receipts' job).
 uint64_t ModelId(const GgufFile& file) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 0x100000001b3ull;
-  };
+  StableHash h;
   for (const GgufTensorInfo& t : file.tensors()) {
-    mix(t.name.data(), t.name.size());
-    mix(&t.type, sizeof t.type);
-    mix(t.dims.data(), t.dims.size() * sizeof(int64_t));
     const size_t n = static_cast<size_t>(t.n_bytes), head = std::min<size_t>(n, 4096);
-    mix(t.data, head);
-    mix(t.data + (n - std::min<size_t>(n - head, 4096)), std::min<size_t>(n - head, 4096));
+    const size_t tail = std::min<size_t>(n - head, 4096);
+    h.Mix(t.name.data(), t.name.size()).Mix(&t.type, sizeof t.type).Mix(t.dims.data(), t.dims.size() * sizeof(int64_t));
+    h.Mix(t.data, head).Mix(t.data + n - tail, tail);
   }
-  return h;
+  return h.value();
 }
-
 
 constexpr size_t kMaxQueuedRequests = 4096;
 
@@ -147,6 +142,8 @@ absl::StatusOr<std::string> Session::RenderChat(
   return chat_template_->Render(conv, v.bos() >= 0 ? v.text(v.bos()) : std::string(),
                                 v.eos() >= 0 ? v.text(v.eos()) : std::string());
 }
+
+int64_t Session::kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }
 
 int64_t Session::kv_cache_tokens() const { return cache_ ? cache_->capacity_tokens() : 0; }
 
@@ -260,8 +257,10 @@ void Session::EngineLoop() {
     incoming_.clear();
   }
   engine_->FinishAll(FinishReason::kCancelled, absl::CancelledError("the session was destroyed"));
+  // Tasks queued before the stop still run (the cache and backend live until the thread ends),
+  // so that no caller of RunOnEngine waits forever.
   absl::MutexLock lock(&mu_);
-  for (auto& task : tasks_) task();  // each sees the session stopping
+  for (auto& task : tasks_) task();
   tasks_.clear();
 }
 
@@ -275,13 +274,8 @@ absl::Status Session::RunOnEngine(std::function<absl::Status()> task) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::FailedPreconditionError("the session is shutting down");
-    tasks_.push_back([this, d, task = std::move(task)] {
-      bool stopping;
-      {
-        absl::MutexLock lock(&mu_);
-        stopping = stopping_;
-      }
-      absl::Status st = stopping ? absl::FailedPreconditionError("the session is shutting down") : task();
+    tasks_.push_back([d, task = std::move(task)] {
+      absl::Status st = task();
       absl::MutexLock lock(&d->mu);
       d->status = std::move(st);
       d->done = true;
@@ -292,9 +286,7 @@ absl::Status Session::RunOnEngine(std::function<absl::Status()> task) {
   return d->status;
 }
 
-absl::Status Session::SaveConversation(const Request& r, const std::string& path) {
-  if (r.owner() != this) return absl::InvalidArgumentError("the request belongs to another session");
-  LLM42_ASSIGN_OR_RETURN(RequestOptions::Parent parent, r.AsParent());
+SavedConversation Session::Setup() const {
   SavedConversation c;
   c.model_id = model_id_;
   c.llm42_version = LLM42_VERSION_STRING;
@@ -305,14 +297,21 @@ absl::Status Session::SaveConversation(const Request& r, const std::string& path
   c.n_layers = model_->config().n_layer;
   c.kv_dim = model_->config().kv_dim();
   c.kv_element_bytes = static_cast<int64_t>(backend_->kv_element_bytes());
-  c.tokens = parent.tokens;
-  c.messages = parent.messages;
+  return c;
+}
+
+absl::Status Session::SaveConversation(const Request& r, const std::string& path) {
+  if (r.owner() != this) return absl::InvalidArgumentError("the request belongs to another session");
+  LLM42_ASSIGN_OR_RETURN(RequestOptions::Parent parent, r.AsParent());
+  SavedConversation c = Setup();
+  c.tokens = std::move(parent.tokens);
+  c.messages = std::move(parent.messages);
   LLM42_RETURN_IF_ERROR(RunOnEngine([&]() -> absl::Status {
     // The blocks the cache holds for the conversation, held while they are copied out.
     const int32_t seq = cache_->Create();
-    const int64_t n = cache_->MapCachedPrefix(seq, c.tokens, static_cast<int64_t>(c.tokens.size()), false);
+    const int64_t blocks =
+        cache_->MapCachedPrefix(seq, c.tokens, static_cast<int64_t>(c.tokens.size()), false) / cache_->block_size();
     absl::Status st;
-    const int64_t blocks = n / cache_->block_size();
     c.kv.resize(static_cast<size_t>(blocks) * c.block_bytes());
     for (int64_t b = 0; b < blocks && st.ok(); ++b) {
       const int32_t id = cache_->block_table(seq)[b];
@@ -327,19 +326,7 @@ absl::Status Session::SaveConversation(const Request& r, const std::string& path
 
 absl::StatusOr<RequestOptions::Parent> Session::LoadConversation(const std::string& path) {
   LLM42_ASSIGN_OR_RETURN(SavedConversation c, ReadSavedConversation(path));
-  auto differs = [&](const char* what, const auto& saved, const auto& here) -> absl::Status {
-    if (saved == here) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(path, " was saved with another ", what, " (", saved,
-                                                      " where this session has ", here, ")"));
-  };
-  LLM42_RETURN_IF_ERROR(differs("model", c.model_id, model_id_));
-  LLM42_RETURN_IF_ERROR(differs("fixed-schedule version", c.schedule_version, kFixedScheduleVersion));
-  LLM42_RETURN_IF_ERROR(differs("backend", c.backend, std::string(backend_->name())));
-  LLM42_RETURN_IF_ERROR(differs("KV type", c.kv_dtype, std::string(KvDtypeName(backend_->kv_dtype()))));
-  LLM42_RETURN_IF_ERROR(differs("KV element size", c.kv_element_bytes, static_cast<int64_t>(backend_->kv_element_bytes())));
-  LLM42_RETURN_IF_ERROR(differs("KV block size", c.block_size, cache_->block_size()));
-  LLM42_RETURN_IF_ERROR(differs("layer count", c.n_layers, static_cast<int64_t>(model_->config().n_layer)));
-  LLM42_RETURN_IF_ERROR(differs("KV width", c.kv_dim, static_cast<int64_t>(model_->config().kv_dim())));
+  LLM42_RETURN_IF_ERROR(CheckSameSetup(c, Setup(), path));
   const Vocab& vocab = tokenizer_->vocab();
   for (int32_t t : c.tokens) {
     if (!vocab.IsValid(t)) return absl::DataLossError(absl::StrCat(path, " holds token ", t, ", outside the vocabulary"));

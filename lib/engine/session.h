@@ -21,6 +21,7 @@
 #include "lib/engine/options.h"
 #include "lib/engine/sequence.h"
 #include "lib/engine/request.h"
+#include "lib/engine/saved_conversation.h"
 
 namespace llm42 {
 
@@ -46,6 +47,8 @@ class Session {
   const LlamaModel& model() const { return *model_; }
   int32_t context_length() const { return context_length_; }
   int64_t kv_cache_tokens() const;
+  // Bytes of K/V one token adds to the cache (every layer, keys and values).
+  int64_t kv_bytes_per_token() const;
   const SessionOptions& options() const { return options_; }
   // The schedule every forward pass of this session runs under (fixed in batch_invariant mode).
   Schedule schedule() const { return schedule_; }
@@ -84,6 +87,8 @@ class Session {
   // Runs `task` on the engine thread between steps (it owns the cache and the backend) and
   // returns its status; FailedPrecondition once the session is stopping.
   absl::Status RunOnEngine(std::function<absl::Status()> task);
+  // This session's model, versions, backend and KV geometry, as a saved conversation names them.
+  SavedConversation Setup() const;
 
   SessionOptions options_;
   std::shared_ptr<const GgufFile> file_;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "lib/util/stable_hash.h"
+
 namespace llm42 {
 
 KvCache::KvCache(int64_t n_blocks, int32_t block_size, bool prefix_caching)
@@ -34,13 +36,7 @@ void KvCache::Free(int32_t seq) {
 }
 
 uint64_t KvCache::HashTokens(const int32_t* tokens) const {
-  uint64_t h = 0x9E3779B97F4A7C15ull;
-  for (int32_t i = 0; i < block_size_; ++i) {
-    h ^= static_cast<uint32_t>(tokens[i]);
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-  }
-  return h;
+  return StableHash().Mix(tokens, static_cast<size_t>(block_size_) * sizeof(int32_t)).value();
 }
 
 // A never-used block, else the least recently used idle cached one (evicted).
@@ -52,9 +48,7 @@ int32_t KvCache::TakeBlock() {
   } else {
     b = lru_.front();
     lru_.pop_front();
-    Block& blk = blocks_[static_cast<size_t>(b)];
-    registry_.erase(blk.key);
-    blk.registered = false;
+    Unregister(b);
     ++evictions_;
   }
   Block& blk = blocks_[static_cast<size_t>(b)];
@@ -77,7 +71,7 @@ void KvCache::Release(int32_t b) {
   }
 }
 
-// Called on a held block (refs > 0) whose content changes.
+// Removes `b` from the registry (the caller has taken it off the LRU list or holds it).
 void KvCache::Unregister(int32_t b) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   if (!blk.registered) return;

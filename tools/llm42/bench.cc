@@ -37,9 +37,6 @@ ABSL_FLAG(std::string, batched, "",
 ABSL_FLAG(int32_t, depth, 0, "Context already in the cache before --pp / --tg (llama-bench's -d)");
 
 ABSL_DECLARE_FLAG(std::string, model);
-ABSL_DECLARE_FLAG(int32_t, threads);
-ABSL_DECLARE_FLAG(std::string, backend);
-ABSL_DECLARE_FLAG(std::string, kv_dtype);
 
 namespace llm42::cli {
 namespace {
@@ -71,12 +68,7 @@ struct Result {
 
 Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_len, int out_len,
               int done_before, int total_requests) {
-  SessionOptions o;
-  o.model_path = model;
-  o.threads = absl::GetFlag(FLAGS_threads);
-  o.backend = absl::GetFlag(FLAGS_backend);
-  o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
-  o.prefix_caching = false;  // computation is measured, not the cache (bench-chat measures that)
+  SessionOptions o = BenchSessionOptions(model);
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running_requests = std::max(16, concurrency);
   o.context_length = prompt_len + out_len + 1;
@@ -185,17 +177,13 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len) {
 // the first token of D + N tokens minus that of D (there is no prefix cache to keep D), tg
 // from the spacing of N generated tokens after a D-token prompt. The best of two runs.
 int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, double matmul_flops, double peak,
-              double bandwidth, int64_t weight_bytes, int64_t kv_bytes_per_position, int threads) {
+              double bandwidth, int64_t weight_bytes, int threads) {
   const int pp = absl::GetFlag(FLAGS_pp), tg = absl::GetFlag(FLAGS_tg), depth = absl::GetFlag(FLAGS_depth);
   std::vector<std::string> rows;
   for (bool fixed : schedules) {
     const std::string sched = fixed ? "fixed" : "fast";
-    SessionOptions o;
-    o.model_path = model;
+    SessionOptions o = BenchSessionOptions(model);
     o.threads = threads;
-    o.backend = absl::GetFlag(FLAGS_backend);
-    o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
-    o.prefix_caching = false;
     o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
     o.context_length = depth + std::max(pp, tg) + 2;
     o.determinism.mode = fixed ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;
@@ -224,7 +212,8 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, doub
         if (t.size() > 1) best = std::max(best, static_cast<double>(t.size() - 1) / (t.back() - t.front()));
       }
       // Bytes read per generated token: the weights, and the K/V of the context (about depth + tg/2).
-      const double bytes = static_cast<double>(weight_bytes) + static_cast<double>(kv_bytes_per_position) * (depth + tg / 2.0);
+      const double bytes = static_cast<double>(weight_bytes) +
+                           static_cast<double>((*session)->kv_bytes_per_token()) * (depth + tg / 2.0);
       rows.push_back(absl::StrFormat("| %-5s | tg%d @ d%d | %9.2f | %.2f of the bandwidth floor (%.1f tok/s) |",
                                      sched, tg, depth, best,
                                      bandwidth > 0 ? best * bytes / bandwidth : 0.0,
@@ -285,7 +274,6 @@ int Bench() {
 
   int64_t weight_bytes = 0;
   double matmul_flops = 0;  // per token, GEMMs only (attention excluded)
-  int64_t kv_bytes_per_position = 0;
   {
     auto file = GgufFile::Open(model);
     if (!file.ok()) {
@@ -298,10 +286,6 @@ int Bench() {
       return 1;
     }
     weight_bytes = (*m)->weight_bytes();
-    const LlamaConfig& c = (*m)->config();
-    // The CPU's KV element: f32 unless --kv_dtype says f16 or bf16.
-    const std::string kv = absl::GetFlag(FLAGS_kv_dtype);
-    kv_bytes_per_position = c.n_layer * 2 * c.kv_dim() * (kv == "f16" || kv == "bf16" ? 2 : 4);
     const auto elements = [](const WeightMatrix& w) { return static_cast<double>(w.rows) * static_cast<double>(w.cols); };
     matmul_flops = elements((*m)->output());
     for (const LlamaModel::Layer& L : (*m)->layers()) {
@@ -320,7 +304,7 @@ int Bench() {
                                  "FMA peak %.0f GFLOP/s (256-bit) / %.0f (512-bit); read bandwidth %.2f GB/s\n",
                                  model, weight_bytes / 1e6, matmul_flops / 1e9, threads, peak256 / 1e9, peak512 / 1e9,
                                  bandwidth / 1e9);
-    return BenchPpTg(model, schedules, matmul_flops, peak, bandwidth, weight_bytes, kv_bytes_per_position, threads);
+    return BenchPpTg(model, schedules, matmul_flops, peak, bandwidth, weight_bytes, threads);
   }
 
   std::vector<std::string> rows;

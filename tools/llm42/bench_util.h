@@ -2,11 +2,31 @@
 #define LLM42_TOOLS_LLM42_BENCH_UTIL_H_
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
 #include "lib/engine/session.h"
 
+ABSL_DECLARE_FLAG(std::string, backend);
+ABSL_DECLARE_FLAG(std::string, kv_dtype);
+ABSL_DECLARE_FLAG(int32_t, threads);
+
 namespace llm42::cli {
+
+// A benchmark session's options from the shared flags (--backend, --kv_dtype, --threads),
+// for `model`: without the prefix cache, which measures computation — a repeated prompt would
+// not be computed at all (bench-chat turns it back on to measure the cache).
+inline SessionOptions BenchSessionOptions(const std::string& model) {
+  SessionOptions o;
+  o.model_path = model;
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.backend = absl::GetFlag(FLAGS_backend);
+  o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  o.prefix_caching = false;
+  return o;
+}
 
 // The p-quantile (0..1) of `v`, nearest rank.
 inline double Percentile(std::vector<double> v, double p) {

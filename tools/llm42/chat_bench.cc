@@ -21,9 +21,6 @@
 #include "tools/llm42/commands.h"
 
 ABSL_DECLARE_FLAG(std::string, model);
-ABSL_DECLARE_FLAG(int32_t, threads);
-ABSL_DECLARE_FLAG(std::string, backend);
-ABSL_DECLARE_FLAG(std::string, kv_dtype);
 ABSL_DECLARE_FLAG(bool, deterministic);
 ABSL_FLAG(int32_t, turns, 20, "bench-chat: turns of the conversation");
 ABSL_FLAG(int32_t, system_tokens, 1000, "bench-chat: tokens of the system prompt (and of the shared persona)");
@@ -41,11 +38,7 @@ std::vector<int32_t> RandomTokens(std::mt19937& rng, int n) {
 }
 
 std::unique_ptr<Session> Open(bool prefix_caching) {
-  SessionOptions o;
-  o.model_path = absl::GetFlag(FLAGS_model);
-  o.threads = absl::GetFlag(FLAGS_threads);
-  o.backend = absl::GetFlag(FLAGS_backend);
-  o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  SessionOptions o = BenchSessionOptions(absl::GetFlag(FLAGS_model));
   o.prefix_caching = prefix_caching;
   auto s = Session::Create(o);
   if (!s.ok()) {

@@ -39,8 +39,6 @@ ABSL_FLAG(bool, variants, true,
           "At 100 % deterministic, also run the paper's fixed window and each refinement alone");
 
 ABSL_DECLARE_FLAG(std::string, model);
-ABSL_DECLARE_FLAG(int32_t, threads);
-ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(int32_t, prompt_tokens);
 ABSL_DECLARE_FLAG(int32_t, output_tokens);
 ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);
@@ -139,11 +137,7 @@ void OnCommit(void* user, void*, const int32_t*, size_t, const char*, size_t, in
 
 Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& jobs, int32_t window,
         int32_t group, const std::string& label, double share, double temperature, Variant variant) {
-  SessionOptions o;
-  o.model_path = model;
-  o.threads = absl::GetFlag(FLAGS_threads);
-  o.prefix_caching = false;  // the paper's setting: every prompt is prefilled
-  o.backend = absl::GetFlag(FLAGS_backend);
+  SessionOptions o = BenchSessionOptions(model);  // every prompt prefilled, as in the paper
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running_requests = 64;
   o.context_length = 2048;
@@ -230,10 +224,9 @@ int BenchDvr() {
   }
   int32_t vocab = 0, bos = 1;
   {
-    SessionOptions o;
+    SessionOptions o;  // only reads the vocabulary
     o.model_path = model;
     o.threads = 1;
-    o.prefix_caching = false;
     o.kv_cache_tokens = 64;
     auto s = Session::Create(o);
     if (!s.ok()) {

@@ -241,11 +241,11 @@ absl::StatusOr<float*> CpuBackend::Workspace(int slot, size_t n_floats) {
 }
 
 absl::Status CpuBackend::AllocateKv(const KvShape& shape) {
-  const auto n = static_cast<size_t>(shape.n_blocks * shape.n_layers * 2 * shape.block_size * shape.kv_dim);
-  kv_ = std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[n * kv_element_bytes()]);
+  const auto n = static_cast<size_t>(shape.n_blocks * shape.block_elements()) * kv_element_bytes();
+  kv_ = std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[n]);
   if (kv_ == nullptr) {
     kv_shape_ = KvShape{};
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n * sizeof(float) >> 20,
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n >> 20,
                                                      " MiB of KV cache"));
   }
   kv_shape_ = shape;
@@ -459,25 +459,15 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint8_t*> CpuBackend::KvBlock(int32_t block, size_t bytes) const {
-  const KvShape& k = kv_shape_;
-  const auto block_bytes = static_cast<size_t>(k.n_layers * 2 * k.block_size * k.kv_dim) * kv_element_bytes();
-  if (block < 0 || block >= k.n_blocks || bytes != block_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("KV block ", block, " of ", k.n_blocks, ": ", bytes,
-                                                   " bytes where a block has ", block_bytes));
-  }
-  return kv_.get() + static_cast<size_t>(block) * block_bytes;
-}
-
 absl::Status CpuBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
-  LLM42_ASSIGN_OR_RETURN(uint8_t* p, KvBlock(block, host.size()));
-  std::memcpy(host.data(), p, host.size());
+  LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
+  std::memcpy(host.data(), kv_.get() + at, host.size());
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> host) {
-  LLM42_ASSIGN_OR_RETURN(uint8_t* p, KvBlock(block, host.size()));
-  std::memcpy(p, host.data(), host.size());
+  LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
+  std::memcpy(kv_.get() + at, host.data(), host.size());
   return absl::OkStatus();
 }
 

@@ -29,7 +29,6 @@ class CpuBackend final : public Backend {
   absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;
   absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
   absl::Status AllocateKv(const KvShape& shape) override;
-  size_t kv_element_bytes() const override { return kv_dtype_ == KvDtype::kF32 ? 4 : 2; }
   KvDtype kv_dtype() const override { return kv_dtype_; }
   absl::Status ReadKvBlock(int32_t block, std::span<uint8_t> host) override;
   absl::Status WriteKvBlock(int32_t block, std::span<const uint8_t> host) override;
@@ -71,8 +70,6 @@ class CpuBackend final : public Backend {
   // Keys of position p of a sequence with block table `table` in layer `layer`; its values
   // follow block_size * kv_dim floats later.
   uint8_t* Key(int64_t layer, const int32_t* table, int64_t p) const;
-  // Block `block`'s bytes, or InvalidArgument when `bytes` is not its size or it is out of range.
-  absl::StatusOr<uint8_t*> KvBlock(int32_t block, size_t bytes) const;
   // Weight rows [r0, r1) against the quantized activation rows `rows` (act_q8_) with int8 kernels,
   // into y[rows[j] * ldy + r].
   void Int8Rows(const internal::Int8Kernels& kernels, const WeightMatrix& w, int64_t r0, int64_t r1,

@@ -8,6 +8,7 @@
 #include "lib/backend/cuda/cuda_factory.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/util/logging.h"
+#include "lib/util/status.h"
 
 namespace llm42 {
 namespace cuda {
@@ -102,7 +103,7 @@ absl::Status CudaBackend::AllocateKv(const KvShape& shape) {
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   kv_ = DeviceBuffer();
   kv_shape_ = KvShape{};
-  const auto bytes = static_cast<size_t>(shape.n_blocks * shape.n_layers * 2 * shape.block_size * shape.kv_dim) * 2;
+  const auto bytes = static_cast<size_t>(shape.n_blocks * shape.block_elements()) * kv_element_bytes();
   auto buf = DeviceBuffer::Allocate(bytes);
   if (!buf.ok()) return buf.status();
   kv_ = std::move(buf).value();
@@ -128,19 +129,15 @@ absl::Status CudaBackend::CopyToHost(float* host, const float* src, size_t n) {
 
 // Block-major like the CPU's: block b's bytes are contiguous (kernels.cu's KvAddr).
 absl::Status CudaBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
-  const KvShape& k = kv_shape_;
-  const auto bytes = static_cast<size_t>(k.n_layers * 2 * k.block_size * k.kv_dim) * kv_element_bytes();
-  if (block < 0 || block >= k.n_blocks || host.size() != bytes) return absl::InvalidArgumentError("bad KV block read");
-  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), static_cast<const uint8_t*>(kv_.get()) + block * bytes, bytes,
+  LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), static_cast<const uint8_t*>(kv_.get()) + at, host.size(),
                                              cudaMemcpyDeviceToHost, stream_.get()));
   return Synchronize();
 }
 
 absl::Status CudaBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> host) {
-  const KvShape& k = kv_shape_;
-  const auto bytes = static_cast<size_t>(k.n_layers * 2 * k.block_size * k.kv_dim) * kv_element_bytes();
-  if (block < 0 || block >= k.n_blocks || host.size() != bytes) return absl::InvalidArgumentError("bad KV block write");
-  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<uint8_t*>(kv_.get()) + block * bytes, host.data(), bytes,
+  LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<uint8_t*>(kv_.get()) + at, host.data(), host.size(),
                                              cudaMemcpyHostToDevice, stream_.get()));
   return Synchronize();
 }

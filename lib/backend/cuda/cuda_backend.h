@@ -26,7 +26,6 @@ class CudaBackend final : public Backend {
   absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;
   absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
   absl::Status AllocateKv(const KvShape& shape) override;
-  size_t kv_element_bytes() const override { return 2; }
   KvDtype kv_dtype() const override { return KvDtype::kBf16; }
   absl::Status ReadKvBlock(int32_t block, std::span<uint8_t> host) override;
   absl::Status WriteKvBlock(int32_t block, std::span<const uint8_t> host) override;
