@@ -79,6 +79,7 @@ class AttentionFixture {
       keys_.push_back(std::move(k));
       values_.push_back(std::move(v));
     }
+    RoundToStoredType(be.kv_dtype());
   }
 
   // Attention for (sequence index, position) rows in one batch; q holds kHeads * kHeadDim per
@@ -112,17 +113,18 @@ class AttentionFixture {
 
   const std::vector<int64_t>& lengths() const { return lengths_; }
 
-  // Replaces the host copies of the stored keys and values by round(x), so that Reference is
-  // the reference of a backend that keeps its KV in a narrower type.
-  void RoundHostCopies(float (*round)(float)) {
+ private:
+  // The host copies as the backend stored them: rounded to its KV type (f16 or bf16, to
+  // nearest), so that Reference is exact about storage and its tolerance is about arithmetic.
+  void RoundToStoredType(KvDtype dtype) {
+    if (dtype == KvDtype::kF32) return;
     for (auto* set : {&keys_, &values_}) {
       for (std::vector<float>& rows : *set) {
-        for (float& x : rows) x = round(x);
+        for (float& x : rows) x = dtype == KvDtype::kF16 ? Fp16ToFp32(Fp32ToFp16(x)) : Bf16ToFp32(Fp32ToBf16(x));
       }
     }
   }
 
- private:
   BackendHarness h_;
   KvCache cache_{256, 16};
   std::vector<int64_t> lengths_;

@@ -13,7 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "lib/backend/cpu/cpu_backend.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/engine/session.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/llama_model.h"
@@ -68,6 +68,7 @@ class DeterminismTest : public ::testing::TestWithParam<ModelCase> {
   std::unique_ptr<Session> Open(const Knobs& k) {
     SessionOptions o;
     o.model_path = path_;
+    o.backend = testing::TestBackend();
     o.threads = k.threads;
     o.max_batch_tokens = k.max_batch_tokens;
     o.kv_cache_tokens = k.kv_tokens;
@@ -274,8 +275,9 @@ std::vector<float> PrefillLogprobs(const std::string& path, const std::vector<in
     if (i + 1 >= prompt.size()) rows.push_back(static_cast<int32_t>(i));
   }
   std::vector<float> logits(rows.size() * static_cast<size_t>(c.n_vocab));
-  CpuBackend be(1);
-  auto runner = testing::MakeRunner(**model, be, cache);
+  auto be = CreateBackend(testing::TestBackend(), BackendOptions{1});
+  EXPECT_TRUE(be.ok()) << be.status();
+  auto runner = testing::MakeRunner(**model, **be, cache);
   EXPECT_TRUE(runner->Forward(cache, ForwardBatch{seq, positions, seqs, rows, Schedule::kFixed}, logits.data()).ok());
   std::vector<float> lp;
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -369,6 +371,12 @@ TEST_P(DeterminismTest, KnobInvariance) {
 
 // 7. Sensitivity controls: without determinism, the same comparisons find differences.
 TEST_P(DeterminismTest, ControlsDetectDifferencesWithoutDeterminism) {
+  if (testing::TestBackend() == "cuda" && std::string(GetParam().name) == "tiny") {
+    // Measured on an H200 (docs/gpu-results.md): at the tiny model's widths cuBLASLt never
+    // splits K, so the GPU fast path does not vary with co-runners here; the GPU's control runs
+    // on an 8B-wide model in GpuEndToEndTest.DeterministicRequestIgnoresItsCoRunners.
+    GTEST_SKIP() << "the fast path is not batch-variant at this width on cuda; see the wide-model GPU control";
+  }
   // Item 1's comparison, with the target not deterministic and no noise: the fast path's own
   // batch variance (kernel choice by batch shape) makes some trial's logprob bits differ.
   Knobs quiet;

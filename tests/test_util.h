@@ -61,6 +61,13 @@ inline std::string TempPath(const std::string& name) {
   return dir + "/" + name;
 }
 
+// The backend engine-level tests run on: $LLM42_TEST_BACKEND ("cuda" in the device script,
+// tests/gpu/run_device_checks.sh), else the CPU, the reference.
+inline std::string TestBackend() {
+  const char* env = std::getenv("LLM42_TEST_BACKEND");
+  return env != nullptr && *env != '\0' ? env : "cpu";
+}
+
 }  // namespace llm42::testing
 
 // Skips the test (with a message saying what is missing) when a shared asset is absent.

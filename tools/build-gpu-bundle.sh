@@ -10,10 +10,11 @@ cd "$root"
 bash tools/install-deps.sh
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLM42_WITH_CUDA=ON \
   -DLLM42_BUILD_BINDINGS=OFF -DLLM42_BUILD_SAMPLES=OFF -DLLM42_SANITIZE= >/dev/null
-cmake --build build-gpu --target llm42_cli backend_ops_test gpu_end_to_end_test
+cmake --build build-gpu --target llm42_cli backend_ops_test gpu_end_to_end_test determinism_test
 rm -rf gpu-libs
 mkdir -p gpu-libs
-for bin in build-gpu/tools/llm42 build-gpu/tests/backend_ops_test build-gpu/tests/gpu_end_to_end_test; do
+for bin in build-gpu/tools/llm42 build-gpu/tests/backend_ops_test build-gpu/tests/gpu_end_to_end_test \
+  build-gpu/tests/determinism_test; do
   ldd "$bin" | awk '/libabsl|libutf8proc/ { print $3 }'
 done | sort -u | xargs -r cp -L -t gpu-libs/
 rm -rf gpu-shared

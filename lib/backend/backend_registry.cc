@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/util/logging.h"
+#include "lib/util/status.h"
 #if LLM42_HAVE_CUDA
 #include "lib/backend/cuda/cuda_factory.h"
 #endif
@@ -37,12 +38,11 @@ const std::vector<BackendEntry>& RegisteredBackends() {
   return entries;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name,
-                                                       const BackendOptions& options) {
+absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name) {
   if (name == "auto") {
     for (const BackendEntry& e : RegisteredBackends()) {
       const absl::Status usable = e.usable();
-      if (usable.ok()) return e.create(options);
+      if (usable.ok()) return &e;
       Log(LogLevel::kInfo, "backend ", e.name, " skipped: ", usable.message());
     }
     return absl::InternalError("no usable backend");  // the CPU always is
@@ -50,13 +50,19 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name,
   for (const BackendEntry& e : RegisteredBackends()) {
     if (name != e.name) continue;
     if (absl::Status usable = e.usable(); !usable.ok()) return usable;
-    return e.create(options);
+    return &e;
   }
   if (name == "cuda") {
     return absl::UnimplementedError(
         "backend 'cuda' is not built into this llm42 (configure with the CUDA toolkit present)");
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown backend '", std::string(name), "' (auto, cpu, cuda)"));
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name,
+                                                       const BackendOptions& options) {
+  LLM42_ASSIGN_OR_RETURN(const BackendEntry* entry, ResolveBackend(name));
+  return entry->create(options);
 }
 
 }  // namespace llm42

@@ -29,6 +29,11 @@ struct BackendEntry {
 // The backends compiled in, most preferred first ("cuda" when built with it, then "cpu").
 const std::vector<BackendEntry>& RegisteredBackends();
 
+// The backend `name` stands for: "auto" is the first usable backend (CUDA where a usable device
+// exists, else the CPU); else a registered name. INVALID_ARGUMENT for an unknown name;
+// UNSUPPORTED, with the reason, for a known backend that is not built in or cannot run here.
+absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name);
+
 // `name` is "auto" (the first usable backend: CUDA where a usable device exists, else the
 // CPU), or a registered name. INVALID_ARGUMENT for an unknown name; UNSUPPORTED, with the
 // reason, for a known backend that is not built in or cannot run here.

@@ -224,8 +224,9 @@ int BenchDvr() {
   }
   int32_t vocab = 0, bos = 1;
   {
-    SessionOptions o;  // only reads the vocabulary
+    SessionOptions o;  // only reads the vocabulary (on the CPU, which maps the file)
     o.model_path = model;
+    o.backend = "cpu";
     o.threads = 1;
     o.kv_cache_tokens = 64;
     auto s = Session::Create(o);
@@ -243,37 +244,7 @@ int BenchDvr() {
     out_tokens += j.output;
   }
   const int32_t w0 = 64, g0 = 8;  // the policy's defaults
-  std::vector<Row> rows;
-  for (double t : ParseList(absl::GetFlag(FLAGS_temperatures))) {
-    const std::string at = absl::StrFormat("T=%g ", t);
-    MarkDeterministic(jobs, 0);
-    rows.push_back(Run(model, DeterminismMode::kOff, jobs, w0, g0, at + "off", 0, t, kBoth));
-    MarkDeterministic(jobs, 1.0);
-    rows.push_back(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, at + "batch_invariant", 1, t, kBoth));
-    for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
-      MarkDeterministic(jobs, f);
-      for (const Variant& v : {kAuto, kBoth}) {
-        rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
-                           at + absl::StrFormat("selective %g%% %s", f * 100, v.name), f, t, v));
-      }
-    }
-    MarkDeterministic(jobs, 1.0);
-    if (absl::GetFlag(FLAGS_variants)) {
-      for (const Variant& v : {kPaper, kAdaptive, kEarly, kFixedPath}) {
-        rows.push_back(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
-                           at + absl::StrFormat("selective 100%% %s", v.name), 1, t, v));
-      }
-    }
-    // The paper's fixed (W, G) sweep, to compare the refinements with the best of it.
-    for (double w : ParseList(absl::GetFlag(FLAGS_windows))) {
-      for (double g : ParseList(absl::GetFlag(FLAGS_groups))) {
-        if (static_cast<int>(w) == w0 && static_cast<int>(g) == g0 && absl::GetFlag(FLAGS_variants)) continue;
-        rows.push_back(Run(model, DeterminismMode::kSelective, jobs, static_cast<int32_t>(w), static_cast<int32_t>(g),
-                           at + absl::StrFormat("sweep W=%g G=%g", w, g), 1, t, kPaper));
-      }
-    }
-  }
-  std::fprintf(stderr, "\n");
+  // Each row is printed as its run ends, so a run cut short still reports what it measured.
   std::cout << absl::StrFormat(
       "workload %s: %d requests, %d prompt + %d output tokens in all, Poisson %.2f req/s; "
       "model %s; %d threads\n\n",
@@ -281,7 +252,8 @@ int BenchDvr() {
       absl::GetFlag(FLAGS_threads));
   std::cout << "| T | mode | det % | path | W | G | output tok/s | vs off | recomputed % | verify passes | "
                "rollbacks | decoded under fixed | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+            << std::flush;
   std::ofstream csv;
   if (!absl::GetFlag(FLAGS_csv).empty()) {
     csv.open(absl::GetFlag(FLAGS_csv));
@@ -289,18 +261,49 @@ int BenchDvr() {
            "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant,decoded_fixed\n";
   }
   double off = 0;
-  for (const Row& r : rows) {
+  auto emit = [&](const Row& r) {
     if (r.mode == "off") off = r.output_tps;  // each temperature's rows start with its off run
+    std::fprintf(stderr, "\n");
     std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %d | %.0f | %.0f | %.0f | %.0f |\n",
                                  r.temperature, r.mode, r.det_share * 100, r.variant, r.window, r.group,
                                  r.output_tps, r.output_tps / off,
                                  r.recompute_pct, r.verify_passes, r.rollbacks, r.decoded_fixed, r.ttft_p50, r.ttft_p99,
-                                 r.e2e_p50, r.e2e_p99);
+                                 r.e2e_p50, r.e2e_p99)
+              << std::flush;
     if (csv) {
       csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s,%d\n", r.mode, r.det_share,
                              r.window, r.group, r.output_tps, r.output_tps / off, r.recompute_pct,
                              r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99, r.e2e_p50, r.e2e_p99,
-                             r.temperature, r.variant, r.decoded_fixed);
+                             r.temperature, r.variant, r.decoded_fixed)
+          << std::flush;
+    }
+  };
+  for (double t : ParseList(absl::GetFlag(FLAGS_temperatures))) {
+    const std::string at = absl::StrFormat("T=%g ", t);
+    MarkDeterministic(jobs, 0);
+    emit(Run(model, DeterminismMode::kOff, jobs, w0, g0, at + "off", 0, t, kBoth));
+    MarkDeterministic(jobs, 1.0);
+    emit(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, at + "batch_invariant", 1, t, kBoth));
+    for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
+      MarkDeterministic(jobs, f);
+      for (const Variant& v : {kAuto, kBoth}) {
+        emit(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
+                 at + absl::StrFormat("selective %g%% %s", f * 100, v.name), f, t, v));
+      }
+    }
+    MarkDeterministic(jobs, 1.0);
+    if (absl::GetFlag(FLAGS_variants)) {
+      for (const Variant& v : {kPaper, kAdaptive, kEarly, kFixedPath}) {
+        emit(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
+                 at + absl::StrFormat("selective 100%% %s", v.name), 1, t, v));
+      }
+    }
+    for (double w : ParseList(absl::GetFlag(FLAGS_windows))) {
+      for (double g : ParseList(absl::GetFlag(FLAGS_groups))) {
+        if (static_cast<int>(w) == w0 && static_cast<int>(g) == g0 && absl::GetFlag(FLAGS_variants)) continue;
+        emit(Run(model, DeterminismMode::kSelective, jobs, static_cast<int32_t>(w), static_cast<int32_t>(g),
+                 at + absl::StrFormat("sweep W=%g G=%g", w, g), 1, t, kPaper));
+      }
     }
   }
   return 0;

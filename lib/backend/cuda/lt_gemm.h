@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,13 +16,21 @@
 namespace llm42::cuda {
 
 // Row-major y[m][n] (f32) = x[m][k] * w[n][k]^T with x and w both bf16 or both f16, f32
-// accumulation, through cuBLASLt. Plans (descriptors and the heuristic's algorithm) are cached
-// per shape.
+// accumulation, through cuBLASLt.
 //
-// `fast` lets the heuristic use a 32 MiB workspace (split-K where it pays: results may depend on
-// m). `fixed` gives it no workspace: on cuBLAS 13.1 and an H200 (shared/docs/GPU.md) that kept
-// every row bitwise independent of m for the Llama-8B shapes, which cuBLAS does not document;
-// the device tests check it (issue 13 adds the check at load and a fallback).
+// `fast` takes the heuristic's first algorithm for each (m, n, k) with a 32 MiB workspace:
+// split-K where it pays, so a row's bits may depend on m (measured: shared/docs/GPU.md and
+// GpuEndToEndTest.FixedGemmRowsIgnoreTheBatchAtLlama8BShapes).
+//
+// `fixed` must give every row the same bits whatever m is. cuBLAS promises nothing about that,
+// and its heuristic picks different kernels for different m (on an H200, a 50x96 weight's row
+// differed between m = 1 and m = 256 even with no workspace). So fixed pins ONE algorithm per
+// (n, k, type): the first of the heuristic's candidates for m = 256 with no workspace that, with
+// split-K forced to 1, is supported at every m of a probe list (1 to 16384) and passes a bitwise
+// self-check on the real weight (rows of m = 1, 7 and 64 against m = 256). Where no candidate passes, fixed uses
+// llm42's own kernel (LaunchFixedGemm: exact per-row FMA chains, slow but invariant by
+// construction). docs/gpu-determinism.md says which of this cuBLAS documents (none of the
+// invariance) and what we rely on.
 class LtGemm {
  public:
   LtGemm() = default;
@@ -38,16 +47,29 @@ class LtGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    bool own_kernel = false;  // fixed only: LaunchFixedGemm instead of cuBLASLt
     ~Plan();
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;
-  absl::Status MakePlan(const Key& key, Plan& plan);
+  // The pinned choice for a fixed (n, k, type).
+  struct Fixed {
+    bool own_kernel = true;
+    cublasLtMatmulAlgo_t algo{};
+    std::string why;
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // m, n, k, type, fixed
+  using ShapeKey = std::tuple<int64_t, int64_t, int>;             // n, k, type
+  // Descriptors and layouts of a plan (no algorithm yet).
+  absl::Status Describe(const Key& key, Plan& plan);
+  absl::StatusOr<const Fixed*> ChooseFixed(const void* w, int64_t n, int64_t k, cudaDataType_t type);
+  absl::Status Launch(const Plan& p, const void* x, int64_t m, const void* w, int64_t n, int64_t k,
+                      cudaDataType_t type, float* y, bool fixed);
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
   DeviceBuffer workspace_;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> plans_;
+  absl::flat_hash_map<ShapeKey, Fixed> fixed_;
 };
 
 }  // namespace llm42::cuda
