@@ -594,6 +594,52 @@ static void TestErrorPaths(llm42_session* s) {
   }
 }
 
+/* Receipts and fingerprints: a deterministic request's receipt is reproduced by another session
+ * (also after its own session is gone); a flipped byte is FORMAT_ERROR; another KV type is
+ * another schedule, with a message; a plain request has none. */
+static void TestReceipts(void) {
+  llm42_session* s = OpenSessionKv(0, "auto");
+  llm42_session* other = OpenSessionKv(0, "auto");
+  llm42_session* f16 = OpenSessionKv(0, "f16");
+  llm42_request *r, *plain;
+  char hex[80], small[8];
+  char* receipt;
+  size_t n = 0, size = 0;
+  int32_t outcome = -1;
+  int64_t first = 0;
+  if (s == NULL || other == NULL || f16 == NULL) return;
+  EXPECT_STATUS(llm42_session_fingerprint(s, hex, sizeof hex, &n), LLM42_OK);
+  EXPECT(n == 64 && strspn(hex, "0123456789abcdef") >= 64);
+  EXPECT_STATUS(llm42_session_fingerprint(s, small, sizeof small, &n), LLM42_OUT_OF_RANGE);
+  EXPECT(n == 64);
+  r = SubmitTurn(s, NULL, NULL, "Once upon a time", NULL, 0);
+  if (r == NULL) return;
+  EXPECT_STATUS(llm42_request_receipt(r, NULL, 0, &size), LLM42_OUT_OF_RANGE);
+  EXPECT(size > 100);
+  receipt = (char*)malloc(size);
+  llm42_session_destroy(s); /* the request's receipt does not need its session */
+  EXPECT_STATUS(llm42_request_receipt(r, receipt, size, &n), LLM42_OK);
+  EXPECT(n == size);
+  EXPECT_STATUS(llm42_session_verify_receipt(other, receipt, size, &outcome, &first), LLM42_OK);
+  EXPECT(outcome == LLM42_RECEIPT_REPRODUCED && first == -1);
+  EXPECT_STATUS(llm42_session_verify_receipt(f16, receipt, size, &outcome, &first), LLM42_OK);
+  EXPECT(outcome == LLM42_RECEIPT_OTHER_SCHEDULE);
+  EXPECT(strstr(llm42_last_error(), "KV type") != NULL);
+  receipt[size / 2] ^= 4;
+  EXPECT_STATUS(llm42_session_verify_receipt(other, receipt, size, &outcome, &first), LLM42_FORMAT_ERROR);
+  EXPECT_STATUS(llm42_session_verify_receipt(other, NULL, 4, &outcome, &first), LLM42_INVALID_ARGUMENT);
+  free(receipt);
+  llm42_request_destroy(r);
+  plain = Submit(other, "Once upon a time", 8, NULL, NULL);
+  if (plain != NULL) {
+    EXPECT(llm42_request_wait(plain, -1) == LLM42_OK);
+    EXPECT_STATUS(llm42_request_receipt(plain, hex, sizeof hex, &n), LLM42_FAILED_PRECONDITION);
+    llm42_request_destroy(plain);
+  }
+  llm42_session_destroy(other);
+  llm42_session_destroy(f16);
+}
+
 int main(int argc, char** argv) {
   TestVersionAndStatusNames();
   g_model = argc > 1 ? argv[1] : NULL;
@@ -617,6 +663,7 @@ int main(int argc, char** argv) {
   TestConversation();
   TestSavedConversation();
   TestSavedConversationInAFreshProcess(argv[0]);
+  TestReceipts();
   {
     /* A 16-bit KV cache still gives llama.cpp's greedy text (whose own default KV cache is f16). */
     llm42_session* s = OpenSessionKv(0, "f16");

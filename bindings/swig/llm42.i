@@ -93,12 +93,15 @@ struct llm42_swig_request { llm42_request* h = nullptr; };
 %ignore LLM42_STATUS_FORCE_INT32_;
 %ignore LLM42_MODE_FORCE_INT32_;
 %ignore LLM42_STAT_FORCE_INT32_;
+%ignore LLM42_DECODE_PATH_FORCE_INT32_;
+%ignore LLM42_RECEIPT_OUTCOME_FORCE_INT32_;
 %ignore llm42_finish_reason;
 %ignore llm42_log_callback;
 %ignore llm42_token_callback;
 %rename(Status) llm42_status;
 %rename(Mode) llm42_mode;
 %rename(Stat) llm42_stat;
+%rename(ReceiptOutcome) llm42_receipt_outcome;
 %include "llm42/llm42.h"
 %rename(FinishReason) llm42_swig_finish_reason;
 enum class llm42_swig_finish_reason { NONE = 0, STOP = 1, LENGTH = 2, CANCELLED = 3, ERROR = 4 };

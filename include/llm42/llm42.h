@@ -235,8 +235,9 @@ LLM42_API llm42_status llm42_session_detokenize(llm42_session* session, const in
 /* -1 for a NULL session. */
 LLM42_API int32_t llm42_session_vocab_size(const llm42_session* session);
 LLM42_API int32_t llm42_session_eos_token(const llm42_session* session);
-/* Hex digest of the model's tensors and metadata plus the engine's schedule. This version
- * returns LLM42_UNSUPPORTED (fingerprints come with reproducibility receipts). */
+/* The model's fingerprint: SHA-256 (64 hex digits, no terminating NUL) over every metadata entry
+ * and every tensor's name, type, shape and bytes. Computed on the first call (one read of the
+ * weights) and kept. OUT_OF_RANGE with *n_bytes = 64 when the buffer is smaller. */
 LLM42_API llm42_status llm42_session_fingerprint(llm42_session* session, char* buf,
                                                  size_t capacity, size_t* n_bytes);
 /* Session-wide counter; INVALID_ARGUMENT for LLM42_STAT_TIME_TO_FIRST_TOKEN_US. */
@@ -398,17 +399,35 @@ LLM42_API llm42_status llm42_request_stat(llm42_request* request, llm42_stat whi
                                           int64_t* value);
 /* Seed the sampler uses (set, default or drawn). 0 for NULL. */
 LLM42_API uint64_t llm42_request_effective_seed(const llm42_request* request);
-/* Serialized llm42.Receipt protobuf of a finished deterministic request. This version returns
- * LLM42_UNSUPPORTED. */
+/* Serialized llm42.Receipt protobuf (proto/receipt.proto; docs/receipts.md) of a finished
+ * deterministic request, or of any request of a LLM42_MODE_BATCH_INVARIANT session: model and
+ * schedule fingerprints, prompt tokens, sampling with the effective seed, output tokens, their
+ * logprobs when requested, the finish reason and a SHA-256 digest over all of it.
+ * FAILED_PRECONDITION for a request that is running, not deterministic, cancelled or failed;
+ * OUT_OF_RANGE with *n_bytes = the size when the buffer is smaller. */
 LLM42_API llm42_status llm42_request_receipt(llm42_request* request, void* buf, size_t capacity,
                                              size_t* n_bytes);
 /* Cancels if still running, then frees the handle. Must not be called from its own callback. */
 LLM42_API void llm42_request_destroy(llm42_request* request);
 
-/* Replays a receipt; *reproduced = 1 when this build reproduces it bit for bit. This version
- * returns LLM42_UNSUPPORTED. */
+/* What llm42_session_verify_receipt found. */
+typedef enum llm42_receipt_outcome {
+  LLM42_RECEIPT_REPRODUCED = 0,     /* the same tokens, logprob bits and end */
+  LLM42_RECEIPT_OTHER_MODEL = 1,    /* made with another model file (the fingerprints differ) */
+  LLM42_RECEIPT_OTHER_SCHEDULE = 2, /* another fixed-schedule version, backend, device or KV type */
+  LLM42_RECEIPT_OTHER_OUTPUT = 3,   /* the same setup gave other output: see first_difference */
+  LLM42_RECEIPT_OUTCOME_FORCE_INT32_ = 0x7FFFFFFF
+} llm42_receipt_outcome;
+
+/* Checks a receipt (binary or text form) against this session's model and schedule and, when
+ * they match, replays its request here and compares the output bit for bit. LLM42_OK with
+ * *outcome set; *first_difference is the first differing output position for
+ * LLM42_RECEIPT_OTHER_OUTPUT, else -1; for any outcome but REPRODUCED, llm42_last_error() holds
+ * one line saying what differs. FORMAT_ERROR for bytes that are not an intact receipt (a digest
+ * that does not match is one). The replay runs beside whatever else the session serves. */
 LLM42_API llm42_status llm42_session_verify_receipt(llm42_session* session, const void* receipt,
-                                                    size_t n_bytes, int32_t* reproduced);
+                                                    size_t n_bytes, int32_t* outcome,
+                                                    int64_t* first_difference);
 
 #ifdef __cplusplus
 }

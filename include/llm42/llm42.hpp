@@ -23,6 +23,9 @@
 
 namespace llm42::api {
 
+class Request;
+class Session;
+
 class Error : public std::runtime_error {
  public:
   Error(llm42_status status, const std::string& message)
@@ -194,9 +197,9 @@ class RequestOptions {
     return *this;
   }
   // Continues a finished request of the same session (llm42_request_options_set_parent).
-  RequestOptions& SetParent(const class Request& parent);
+  RequestOptions& SetParent(const Request& parent);
   // Continues a conversation saved to `path` (llm42_request_options_load_parent).
-  RequestOptions& LoadParent(class Session& session, const std::string& path);
+  RequestOptions& LoadParent(Session& session, const std::string& path);
   RequestOptions& SetMaxTokens(int32_t n) {
     detail::Check(llm42_request_options_set_max_tokens(h_.get(), n));
     return *this;
@@ -296,6 +299,12 @@ class Request {
     return detail::ReadBuffer<float>(
         [&](float* b, size_t c, size_t* n) { return llm42_request_logprobs(h_.get(), b, c, n); });
   }
+  // The serialized receipt of a finished deterministic request (llm42_request_receipt).
+  std::string Receipt() {
+    const std::vector<char> v = detail::ReadBuffer<char>(
+        [&](char* b, size_t c, size_t* n) { return llm42_request_receipt(h_.get(), b, c, n); });
+    return std::string(v.begin(), v.end());
+  }
   int64_t Stat(llm42_stat which) {
     int64_t v = 0;
     detail::Check(llm42_request_stat(h_.get(), which, &v));
@@ -346,6 +355,27 @@ class Session {
     const std::vector<char> v = detail::ReadBuffer<char>(
         [&](char* b, size_t c, size_t* n) { return llm42_session_stats_json(h_.get(), b, c, n); });
     return std::string(v.begin(), v.end());
+  }
+  // The model's SHA-256 fingerprint in hex (llm42_session_fingerprint).
+  std::string Fingerprint() {
+    const std::vector<char> v = detail::ReadBuffer<char>(
+        [&](char* b, size_t c, size_t* n) { return llm42_session_fingerprint(h_.get(), b, c, n); });
+    return std::string(v.begin(), v.end());
+  }
+  // What checking a receipt found (llm42_session_verify_receipt).
+  struct ReceiptCheck {
+    llm42_receipt_outcome outcome = LLM42_RECEIPT_REPRODUCED;
+    int64_t first_difference = -1;
+    std::string detail;  // what differs; empty when reproduced
+    bool reproduced() const { return outcome == LLM42_RECEIPT_REPRODUCED; }
+  };
+  ReceiptCheck VerifyReceipt(const std::string& receipt) {
+    int32_t outcome = 0;
+    ReceiptCheck c;
+    detail::Check(llm42_session_verify_receipt(h_.get(), receipt.data(), receipt.size(), &outcome, &c.first_difference));
+    c.outcome = static_cast<llm42_receipt_outcome>(outcome);
+    if (!c.reproduced()) c.detail = llm42_last_error();
+    return c;
   }
   // Writes the conversation a finished request holds to `path` (llm42_session_save_conversation).
   void SaveConversation(const Request& finished, const std::string& path) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -138,6 +139,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // What it runs on, as receipts name it: the backend's name on the CPU, the device's on a GPU.
+  virtual std::string device_name() const { return name(); }
 
   // --- Memory ---------------------------------------------------------------------------
   // The backend's copy of a host weight (the CPU maps the file's bytes as they are).

@@ -331,8 +331,11 @@ int32_t llm42_session_eos_token(const llm42_session* s) {
 
 llm42_status llm42_session_fingerprint(llm42_session* s, char* buf, size_t capacity,
                                        size_t* n_bytes) {
-  LLM42_REQUIRE(s != nullptr, "session is NULL");
-  return Fail(LLM42_UNSUPPORTED, "model fingerprints arrive with reproducibility receipts");
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    const std::string& hex = s->impl->Fingerprint().sha256;
+    return CopyOut(hex.data(), hex.size(), buf, capacity, n_bytes);
+  });
 }
 
 llm42_status llm42_session_save_conversation(llm42_session* s, llm42_request* r, const char* path) {
@@ -629,8 +632,13 @@ uint64_t llm42_request_effective_seed(const llm42_request* r) {
 }
 
 llm42_status llm42_request_receipt(llm42_request* r, void* buf, size_t capacity, size_t* n_bytes) {
-  LLM42_REQUIRE(r != nullptr, "request is NULL");
-  return Fail(LLM42_UNSUPPORTED, "receipts need deterministic requests, which this version lacks");
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    LLM42_REQUIRE(r->impl->receipts() != nullptr, "the request has no session");
+    const absl::StatusOr<std::string> receipt = r->impl->receipts()->Make(*r->impl);
+    if (!receipt.ok()) return Check(receipt.status());
+    return CopyOut(receipt->data(), receipt->size(), static_cast<char*>(buf), capacity, n_bytes);
+  });
 }
 
 void llm42_request_destroy(llm42_request* r) {
@@ -641,9 +649,19 @@ void llm42_request_destroy(llm42_request* r) {
 }
 
 llm42_status llm42_session_verify_receipt(llm42_session* s, const void* receipt, size_t n_bytes,
-                                          int32_t* reproduced) {
-  LLM42_REQUIRE(s != nullptr, "session is NULL");
-  return Fail(LLM42_UNSUPPORTED, "receipts need deterministic requests, which this version lacks");
+                                          int32_t* outcome, int64_t* first_difference) {
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(receipt != nullptr || n_bytes == 0, "receipt is NULL");
+    LLM42_REQUIRE(outcome != nullptr, "outcome is NULL");
+    const absl::StatusOr<llm42::ReceiptCheck> check =
+        s->impl->VerifyReceipt(std::string_view(static_cast<const char*>(receipt), n_bytes));
+    if (!check.ok()) return Check(check.status());
+    *outcome = static_cast<int32_t>(check->outcome);
+    if (first_difference != nullptr) *first_difference = check->first_difference;
+    if (check->outcome != llm42::ReceiptCheck::Outcome::kReproduced) Fail(LLM42_OK, check->detail);
+    return LLM42_OK;
+  });
 }
 
 }  // extern "C"

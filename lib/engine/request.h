@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "lib/engine/options.h"
 
 namespace llm42 {
+
+class ReceiptContext;
 
 enum class FinishReason : int32_t { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
 
@@ -44,6 +47,9 @@ class Request {
   // The session that accepted it (set once, before it is shared).
   const void* owner() const { return owner_; }
   void set_owner(const void* session) { owner_ = session; }
+  // What makes its receipt (receipt.h); set with the owner.
+  const std::shared_ptr<ReceiptContext>& receipts() const { return receipts_; }
+  void set_receipts(std::shared_ptr<ReceiptContext> receipts) { receipts_ = std::move(receipts); }
   // What a continuation of this request starts from (RequestOptions::Parent); FailedPrecondition
   // until it has finished.
   absl::StatusOr<RequestOptions::Parent> AsParent() const;
@@ -107,6 +113,7 @@ class Request {
   int64_t prefill_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t cached_prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   const void* owner_ = nullptr;
+  std::shared_ptr<ReceiptContext> receipts_;
   int64_t decode_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ttft_us_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "llm42/llm42.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/engine/receipt.h"
 #include "lib/engine/saved_conversation.h"
+#include "lib/model/fingerprint.h"
 #include "lib/engine/text_stream.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/gguf_reader.h"
@@ -88,6 +91,16 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads, *ParseKvDtype(options.kv_dtype)}));
   LLM42_ASSIGN_OR_RETURN(s->runner_, LlamaRunner::Create(*s->model_, *s->backend_));
   s->model_id_ = ModelId(*s->file_);
+  {
+    ReceiptSetup setup;
+    setup.schedule_version = kFixedScheduleVersion;
+    setup.backend = s->backend_->name();
+    setup.device = s->backend_->device_name();
+    setup.kv_dtype = KvDtypeName(s->backend_->kv_dtype());
+    const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+    s->receipts_ = std::make_shared<ReceiptContext>(s->file_, threads, std::move(setup),
+                                                    options.determinism.mode == DeterminismMode::kBatchInvariant);
+  }
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.
   const int64_t bytes_per_token = s->runner_->kv_bytes_per_token();
@@ -218,6 +231,7 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   auto request = std::make_shared<Request>(std::move(effective), std::move(prompt), seed);
   request->set_handle(handle);
   request->set_owner(this);
+  request->set_receipts(receipts_);
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::FailedPreconditionError("the session is shutting down");
   if (incoming_.size() >= kMaxQueuedRequests) {
@@ -298,6 +312,16 @@ SavedConversation Session::Setup() const {
   c.kv_dim = model_->config().kv_dim();
   c.kv_element_bytes = static_cast<int64_t>(backend_->kv_element_bytes());
   return c;
+}
+
+absl::StatusOr<ReceiptCheck> Session::VerifyReceipt(std::string_view bytes) {
+  LLM42_ASSIGN_OR_RETURN(Receipt receipt, ParseReceipt(bytes));
+  ReceiptCheck setup = CompareSetup(receipt, receipts_->Setup());
+  if (setup.outcome != ReceiptCheck::Outcome::kReproduced) return setup;
+  LLM42_ASSIGN_OR_RETURN(std::shared_ptr<Request> replay, Submit(ReplayOptions(receipt), nullptr));
+  replay->Wait(-1);
+  LLM42_RETURN_IF_ERROR(replay->status());
+  return CompareOutput(receipt, replay->output_tokens(), replay->logprobs(), replay->finish_reason());
 }
 
 absl::Status Session::SaveConversation(const Request& r, const std::string& path) {

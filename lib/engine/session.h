@@ -21,6 +21,7 @@
 #include "lib/engine/options.h"
 #include "lib/engine/sequence.h"
 #include "lib/engine/request.h"
+#include "lib/engine/receipt.h"
 #include "lib/engine/saved_conversation.h"
 
 namespace llm42 {
@@ -73,6 +74,13 @@ class Session {
   // Identifies the model's weights: its tensors' names, types, shapes and a sample of their bytes.
   uint64_t model_id() const { return model_id_; }
 
+  // The model's fingerprint (fingerprint.h): computed on first use (one read of every weight
+  // byte, on options.threads threads) and kept. A request's receipt: Request::receipts().
+  const ModelFingerprintValue& Fingerprint() { return receipts_->Fingerprint(); }
+  // Replays a receipt in this session (beside whatever else runs: a deterministic request's
+  // bits do not depend on it) and compares. DataLoss for bytes that are not an intact receipt.
+  absl::StatusOr<ReceiptCheck> VerifyReceipt(std::string_view bytes);
+
   int64_t stat(SessionStat which) const;
   std::string StatsJson() const;
   // KV blocks in use; 0 once every request has finished (engine thread quiescent).
@@ -102,6 +110,7 @@ class Session {
   int64_t max_sequence_ = 0;  // min(context, KV capacity)
   Schedule schedule_ = Schedule::kFast;
   uint64_t model_id_ = 0;
+  std::shared_ptr<ReceiptContext> receipts_;
 
   EngineStats stats_;
   std::unique_ptr<Engine> engine_;  // driven by thread_ only

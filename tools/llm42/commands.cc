@@ -10,12 +10,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "lib/model/fingerprint.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/hf_loader.h"
 #include "lib/model/llama_config.h"
@@ -50,6 +52,10 @@ ABSL_FLAG(std::string, decode_path, "auto",
           "How deterministic requests decode: auto (cheaper by measured cost), verify "
           "(fast, then verified) or fixed (fixed schedule, nothing to verify)");
 ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
+ABSL_FLAG(std::string, receipt, "",
+          "generate: write the request's reproducibility receipt here (needs --deterministic; text "
+          "format for .txtpb/.textproto/.txt, else binary); check it with `llm42 verify`");
+ABSL_FLAG(bool, fingerprint, false, "info: also print the model's SHA-256 fingerprint (reads every weight byte)");
 ABSL_FLAG(std::string, system, "", "chat: system message");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
 ABSL_FLAG(bool, ids, false, "tokenize: print only the ids, separated by spaces");
@@ -100,19 +106,6 @@ llm42_decode_path DecodePathFromFlag() {
   throw api::Error(LLM42_INVALID_ARGUMENT, "--decode_path must be auto, verify or fixed, not '" + path + "'");
 }
 
-api::SessionOptions SessionOptionsFromFlags() {
-  api::SessionOptions so;
-  so.SetModelPath(absl::GetFlag(FLAGS_model))
-      .SetThreads(absl::GetFlag(FLAGS_threads))
-      .SetBackend(absl::GetFlag(FLAGS_backend))
-      .SetKvDtype(absl::GetFlag(FLAGS_kv_dtype))
-      .SetPrefixCaching(absl::GetFlag(FLAGS_prefix_caching));
-  if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
-  api::DeterminismPolicy policy;
-  policy.SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)).SetDecodePath(DecodePathFromFlag());
-  so.SetDeterminism(policy);
-  return so;
-}
 
 // Length, sampling, seed and determinism from the flags.
 void ApplyGenerationFlags(api::RequestOptions& ro) {
@@ -139,6 +132,22 @@ int WithModel(Body body) {
 }
 
 }  // namespace
+
+api::SessionOptions SessionOptionsFromFlags() {
+  api::SessionOptions so;
+  so.SetModelPath(absl::GetFlag(FLAGS_model))
+      .SetThreads(absl::GetFlag(FLAGS_threads))
+      .SetBackend(absl::GetFlag(FLAGS_backend))
+      .SetKvDtype(absl::GetFlag(FLAGS_kv_dtype))
+      .SetPrefixCaching(absl::GetFlag(FLAGS_prefix_caching));
+  if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
+  api::DeterminismPolicy policy;
+  policy.SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)).SetDecodePath(DecodePathFromFlag());
+  so.SetDeterminism(policy);
+  return so;
+}
+
+int RunWithModel(const std::function<int()>& body) { return WithModel(body); }
 
 int Generate() {
   return WithModel([] {
@@ -173,6 +182,7 @@ int Generate() {
       for (float lp : request.Logprobs()) std::cout << absl::StrFormat("%a ", lp);
       std::cout << "\n";
     }
+    if (!absl::GetFlag(FLAGS_receipt).empty() && !WriteReceiptFile(request, absl::GetFlag(FLAGS_receipt))) return 1;
     if (absl::GetFlag(FLAGS_stats)) {
       const int64_t n = static_cast<int64_t>(ids.size());
       const double ttft_ms = request.Stat(LLM42_STAT_TIME_TO_FIRST_TOKEN_US) / 1000.0;
@@ -278,6 +288,11 @@ int Info() {
         c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.rope_freq_base, c.rms_eps, c.n_ctx_train);
   } else {
     std::cout << "model:       not runnable here: " << config.status().message() << "\n";
+  }
+  if (absl::GetFlag(FLAGS_fingerprint)) {
+    const ModelFingerprintValue fp = FingerprintModel(f, static_cast<int>(std::thread::hardware_concurrency()));
+    std::cout << absl::StrFormat("fingerprint: %s (SHA-256 over %d tensors, %d bytes, and the metadata)\n", fp.sha256,
+                                 fp.tensors, fp.tensor_bytes);
   }
   std::cout << "metadata:\n";
   for (const auto& [key, value] : f.metadata()) {

@@ -15,10 +15,12 @@ constexpr char kUsage[] =
     "usage: llm42 COMMAND [flags]\n"
     "  generate --model PATH --prompt TEXT [--max_tokens N] [--temperature T] [--top_k K]\n"
     "           [--top_p P] [--min_p P] [--seed S] [--threads N] [--stop A,B] [--print_ids]\n"
-    "           [--deterministic]\n"
-    "           streams a completion to stdout\n"
-    "  info --model PATH\n"
-    "           prints the model's metadata summary\n"
+    "           [--deterministic [--receipt FILE]]\n"
+    "           streams a completion to stdout; --receipt writes its reproducibility receipt\n"
+    "  verify --model PATH RECEIPT\n"
+    "           replays a receipt: REPRODUCED (exit 0), or what differs and where (exit 1)\n"
+    "  info --model PATH [--fingerprint]\n"
+    "           prints the model's metadata summary (and its SHA-256 fingerprint)\n"
     "  chat --model PATH [--system TEXT] [--deterministic] [sampling flags as generate]\n"
     "           interactive chat in the model's chat format; keeps the conversation\n"
     "  tokenize --model PATH [--no-bos] [--ids]\n"
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args = NormalizeFlags(argc - 1, argv + 1);
   std::vector<char*> ptrs;
   for (std::string& a : args) ptrs.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(ptrs.size()), ptrs.data());
+  const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(ptrs.size()), ptrs.data());
+  if (command == "verify") return llm42::cli::Verify(std::vector<std::string>(rest.begin() + 1, rest.end()));
   if (command == "generate") return llm42::cli::Generate();
   if (command == "info") return llm42::cli::Info();
   if (command == "tokenize") return llm42::cli::Tokenize();

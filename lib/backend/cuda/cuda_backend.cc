@@ -25,6 +25,13 @@ absl::Status CudaBackend::Init() {
   return gemm_.Init(stream_.get());
 }
 
+std::string CudaBackend::device_name() const {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "cuda";
+  return prop.name;
+}
+
 absl::Status CudaBackend::Reserve(DeviceBuffer& b, size_t bytes) {
   if (b.bytes() >= bytes) return absl::OkStatus();
   b = DeviceBuffer();  // free first: the old contents are not kept

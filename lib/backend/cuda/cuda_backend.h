@@ -21,6 +21,7 @@ class CudaBackend final : public Backend {
   absl::Status Init();
 
   const char* name() const override { return "cuda"; }
+  std::string device_name() const override;
 
   absl::StatusOr<WeightMatrix> UploadWeight(const WeightMatrix& host) override;
   absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;

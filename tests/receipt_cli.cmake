@@ -1,0 +1,37 @@
+# `llm42 generate --deterministic --receipt` and `llm42 verify`, run for real:
+#   -DCLI=llm42 -DMODEL=m.gguf -DDIR=scratch
+# A binary and a text receipt are REPRODUCED (exit 0); an edited text receipt is refused by its
+# digest, a replay with another KV type is OTHER SCHEDULE, and a plain request gets no receipt
+# (exit 1 each, with the reason).
+file(MAKE_DIRECTORY ${DIR})
+set(gen ${CLI} generate --model ${MODEL} --prompt "Once upon a time" --max-tokens 24 --temperature 0.8
+    --seed 11 --threads 2 --stats=false)
+function(run expect_rc pattern)
+  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL expect_rc)
+    message(FATAL_ERROR "${ARGN}\nexited ${rc}, expected ${expect_rc}\n${out}\n${err}")
+  endif()
+  if(NOT "${out}${err}" MATCHES "${pattern}")
+    message(FATAL_ERROR "${ARGN}\nprinted no match for '${pattern}':\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}${err}")
+endfunction()
+
+run(0 "receipt written" ${gen} --deterministic --print-logprobs --receipt ${DIR}/r.bin)
+run(0 "^REPRODUCED: 24 tokens and their logprob bits" ${CLI} verify --model ${MODEL} ${DIR}/r.bin)
+run(0 "receipt written" ${gen} --deterministic --receipt ${DIR}/r.txtpb)
+run(0 "^REPRODUCED: 24 tokens of model" ${CLI} verify --model ${MODEL} ${DIR}/r.txtpb)
+run(1 "OTHER SCHEDULE: .*KV type" ${CLI} verify --model ${MODEL} --kv_dtype f16 ${DIR}/r.bin)
+
+file(READ ${DIR}/r.txtpb text)
+string(REGEX MATCH "output_tokens: ([0-9]+)" first "${text}")
+math(EXPR changed "${CMAKE_MATCH_1} + 1")
+string(FIND "${text}" "${first}" at)
+string(LENGTH "${first}" len)
+string(SUBSTRING "${text}" 0 ${at} head)
+math(EXPR tail_at "${at} + ${len}")
+string(SUBSTRING "${text}" ${tail_at} -1 tail)
+file(WRITE ${DIR}/edited.txtpb "${head}output_tokens: ${changed}${tail}")
+run(1 "digest does not match" ${CLI} verify --model ${MODEL} ${DIR}/edited.txtpb)
+
+run(1 "deterministic" ${gen} --receipt ${DIR}/plain.bin)

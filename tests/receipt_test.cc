@@ -1,0 +1,264 @@
+// Reproducibility receipts and model fingerprints (issue 15): a deterministic request's receipt
+// replays to the same bits in a fresh session and in a busy one; a damaged or altered receipt is
+// refused; another model, another schedule and other output are three different outcomes; the
+// fingerprint sees every byte and no thread count.
+//
+// Proven to fail on a broken build: with ReplayOptions dropping the receipt's seed (has_seed =
+// false), ReceiptsReplayBitwise fails (a default seed samples other tokens at T = 0.8); with
+// CompareOutput skipping the logprob comparison, AlteredOutputIsFoundWhereItDiffers fails at its
+// logprob case.
+#include "lib/engine/receipt.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "lib/engine/session.h"
+#include "lib/model/fingerprint.h"
+#include "tests/model_fixture.h"
+#include "tests/test_util.h"
+
+namespace llm42 {
+namespace {
+
+// FIPS 180-2, appendix B.1: SHA-256("abc").
+TEST(Sha256, MatchesTheStandardsTestVector) {
+  EXPECT_EQ(HexOf(Sha256("abc", 3)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(HexOf(Sha256("", 0)), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+class ReceiptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::SmallVocabTinyModelPath();
+    if (model_.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is missing";
+  }
+
+  std::unique_ptr<Session> Open(const std::string& model, const std::string& kv_dtype = "auto") {
+    SessionOptions o;
+    o.model_path = model;
+    o.threads = 2;
+    o.context_length = 256;
+    o.kv_dtype = kv_dtype;
+    auto s = Session::Create(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  static RequestOptions Spec(bool deterministic, bool logprobs = true) {
+    RequestOptions r;
+    r.prompt_tokens = {1, 17, 23, 301, 44, 5, 99};
+    r.has_prompt_tokens = true;
+    r.max_tokens = 24;
+    r.ignore_eos = true;
+    r.deterministic = deterministic;
+    r.logprobs = logprobs;
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = 1234;
+    r.has_seed = true;
+    return r;
+  }
+
+  // A finished request's receipt.
+  std::string ReceiptOf(Session& s, const RequestOptions& spec) {
+    auto r = s.Submit(spec, nullptr);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return {};
+    (*r)->Wait(-1);
+    auto receipt = (*r)->receipts()->Make(**r);
+    EXPECT_TRUE(receipt.ok()) << receipt.status();
+    return receipt.ok() ? *receipt : std::string();
+  }
+
+  std::string model_;
+};
+
+TEST_F(ReceiptTest, ReceiptsReplayBitwise) {
+  std::string receipt;
+  {
+    auto s = Open(model_);
+    receipt = ReceiptOf(*s, Spec(true));
+  }
+  auto parsed = ParseReceipt(receipt);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->output_tokens_size(), 24);
+  EXPECT_EQ(parsed->logprobs_size(), 24);
+  EXPECT_EQ(parsed->sampling().seed(), 1234u);
+  EXPECT_EQ(parsed->schedule().backend(), "cpu");
+  EXPECT_EQ(parsed->model().sha256().size(), 64u);
+  // The receipt outlives its session; a fresh one reproduces it.
+  auto fresh = Open(model_);
+  auto check = fresh->VerifyReceipt(receipt);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(check->outcome, ReceiptCheck::Outcome::kReproduced) << check->detail;
+  // So does a busy one: the replay runs beside other requests.
+  std::vector<std::shared_ptr<Request>> others;
+  for (int i = 0; i < 6; ++i) {
+    RequestOptions o = Spec(false);
+    o.prompt_tokens.push_back(50 + i * 7);
+    o.max_tokens = 20 + 3 * i;
+    o.sampling.seed = static_cast<uint64_t>(i);
+    auto r = fresh->Submit(o, nullptr);
+    ASSERT_TRUE(r.ok());
+    others.push_back(*r);
+  }
+  check = fresh->VerifyReceipt(receipt);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(check->outcome, ReceiptCheck::Outcome::kReproduced) << check->detail;
+  // The text form checks the same.
+  check = fresh->VerifyReceipt(ReceiptText(*parsed));
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(check->outcome, ReceiptCheck::Outcome::kReproduced) << check->detail;
+  for (auto& o : others) o->Wait(-1);
+}
+
+TEST_F(ReceiptTest, DamagedOrAlteredBytesAreRefused) {
+  auto s = Open(model_);
+  const std::string receipt = ReceiptOf(*s, Spec(true));
+  ASSERT_FALSE(receipt.empty());
+  // Every truncation and every flipped byte: DataLoss (or, rarely, a parse into another valid
+  // message whose digest then fails), never a crash or a replay.
+  for (size_t n = 0; n < receipt.size(); n += 7) {
+    EXPECT_EQ(ParseReceipt(receipt.substr(0, n)).status().code(), absl::StatusCode::kDataLoss) << "first " << n;
+  }
+  for (size_t i = 0; i < receipt.size(); ++i) {
+    std::string bad = receipt;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    EXPECT_EQ(ParseReceipt(bad).status().code(), absl::StatusCode::kDataLoss) << "byte " << i;
+  }
+  // An edited text receipt (one output token changed, digest left) is caught by the digest.
+  auto parsed = ParseReceipt(receipt);
+  ASSERT_TRUE(parsed.ok());
+  Receipt edited = *parsed;
+  edited.set_output_tokens(3, edited.output_tokens(3) + 1);
+  const auto refused = s->VerifyReceipt(ReceiptText(edited));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("digest"), std::string::npos) << refused.status();
+}
+
+// Receipts re-made with a valid digest over other contents: each difference is named.
+TEST_F(ReceiptTest, AlteredOutputIsFoundWhereItDiffers) {
+  auto s = Open(model_);
+  const RequestOptions spec = Spec(true);
+  auto r = s->Submit(spec, nullptr);
+  ASSERT_TRUE(r.ok());
+  (*r)->Wait(-1);
+  const ReceiptSetup setup = (*r)->receipts()->Setup();
+  const std::vector<int32_t> tokens = (*r)->output_tokens();
+  const std::vector<float> logprobs = (*r)->logprobs();
+  auto verify = [&](const std::vector<int32_t>& t, const std::vector<float>& lp, ReceiptSetup su = {}) {
+    const std::string bytes =
+        MakeReceipt(su.backend.empty() ? setup : su, (*r)->prompt(), spec, (*r)->seed(), t, lp, FinishReason::kLength);
+    auto check = s->VerifyReceipt(bytes);
+    EXPECT_TRUE(check.ok()) << check.status();
+    return check.ok() ? *check : ReceiptCheck{};
+  };
+  EXPECT_EQ(verify(tokens, logprobs).outcome, ReceiptCheck::Outcome::kReproduced);
+  std::vector<int32_t> t = tokens;
+  t[5] ^= 1;
+  ReceiptCheck c = verify(t, logprobs);
+  EXPECT_EQ(c.outcome, ReceiptCheck::Outcome::kOtherOutput);
+  EXPECT_EQ(c.first_difference, 5) << c.detail;
+  std::vector<float> lp = logprobs;
+  lp[9] = std::nextafter(lp[9], 0.0f);  // one ulp
+  c = verify(tokens, lp);
+  EXPECT_EQ(c.outcome, ReceiptCheck::Outcome::kOtherOutput);
+  EXPECT_EQ(c.first_difference, 9) << c.detail;
+  c = verify(std::vector<int32_t>(tokens.begin(), tokens.end() - 2),
+             std::vector<float>(logprobs.begin(), logprobs.end() - 2));
+  EXPECT_EQ(c.outcome, ReceiptCheck::Outcome::kOtherOutput);
+  EXPECT_EQ(c.first_difference, 22) << c.detail;
+  ReceiptSetup other = setup;
+  other.schedule_version += 1;
+  c = verify(tokens, logprobs, other);
+  EXPECT_EQ(c.outcome, ReceiptCheck::Outcome::kOtherSchedule);
+  EXPECT_NE(c.detail.find("fixed-schedule version"), std::string::npos) << c.detail;
+}
+
+TEST_F(ReceiptTest, AnotherModelAndAnotherScheduleAreTheirOwnOutcomes) {
+  const std::string other_model = testing::TinyModelPath(GgmlType::kF32);
+  if (other_model.empty()) GTEST_SKIP() << "../shared/vocab/ggml-vocab-llama-spm.gguf is missing";
+  auto s = Open(model_);
+  const std::string receipt = ReceiptOf(*s, Spec(true));
+  auto elsewhere = Open(other_model);
+  auto c = elsewhere->VerifyReceipt(receipt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherModel) << c->detail;
+  auto f16 = Open(model_, "f16");
+  c = f16->VerifyReceipt(receipt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherSchedule) << c->detail;
+  EXPECT_NE(c->detail.find("KV type"), std::string::npos) << c->detail;
+}
+
+TEST_F(ReceiptTest, OnlyFinishedDeterministicRequestsGetReceipts) {
+  auto s = Open(model_);
+  auto plain = s->Submit(Spec(false), nullptr);
+  ASSERT_TRUE(plain.ok());
+  (*plain)->Wait(-1);
+  EXPECT_EQ((*plain)->receipts()->Make(**plain).status().code(), absl::StatusCode::kFailedPrecondition);
+  RequestOptions long_one = Spec(true);
+  long_one.max_tokens = 200;
+  auto cancelled = s->Submit(long_one, nullptr);
+  ASSERT_TRUE(cancelled.ok());
+  (*cancelled)->Cancel();
+  (*cancelled)->Wait(-1);
+  EXPECT_EQ((*cancelled)->receipts()->Make(**cancelled).status().code(), absl::StatusCode::kFailedPrecondition);
+  // A batch_invariant session's requests are all deterministic.
+  SessionOptions o;
+  o.model_path = model_;
+  o.threads = 2;
+  o.context_length = 256;
+  o.determinism.mode = DeterminismMode::kBatchInvariant;
+  auto fixed = Session::Create(o);
+  ASSERT_TRUE(fixed.ok());
+  auto r = (*fixed)->Submit(Spec(false), nullptr);
+  ASSERT_TRUE(r.ok());
+  (*r)->Wait(-1);
+  auto receipt = (*r)->receipts()->Make(**r);
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  // Replayed in a selective session as a deterministic request: the same bits.
+  auto selective = Open(model_);
+  auto c = selective->VerifyReceipt(*receipt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kReproduced) << c->detail;
+}
+
+// The fingerprint reads every byte: one changed weight byte or metadata value changes it; the
+// thread count does not.
+TEST_F(ReceiptTest, FingerprintSeesEveryByteAndNoThreadCount) {
+  auto file = GgufFile::Open(model_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const ModelFingerprintValue one = FingerprintModel(**file, 1), four = FingerprintModel(**file, 4);
+  EXPECT_EQ(one.sha256, four.sha256);
+  EXPECT_EQ(one.tensors, static_cast<int32_t>((*file)->tensors().size()));
+  // A copy with one byte of the largest tensor changed (found in the file by its last 64 bytes).
+  const GgufTensorInfo* big = &(*file)->tensors().front();
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    if (t.n_bytes > big->n_bytes) big = &t;
+  }
+  std::string bytes;
+  {
+    std::ifstream in(model_, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string tail(reinterpret_cast<const char*>(big->data + big->n_bytes - 64), 64);
+  const size_t at = bytes.rfind(tail);
+  ASSERT_NE(at, std::string::npos);
+  const std::string path = testing::TempPath("fingerprint-one-byte.gguf");
+  {
+    std::string changed = bytes;
+    changed[at + 10] ^= 1;
+    std::ofstream(path, std::ios::binary) << changed;
+  }
+  auto changed = GgufFile::Open(path);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_NE(FingerprintModel(**changed, 2).sha256, one.sha256);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace llm42
