@@ -51,6 +51,28 @@ internal static class Llm42Native {
     }
   }
 
+  internal static byte[] TakeBytes(IntPtr s) {
+    if (s == IntPtr.Zero) return null;
+    try {
+      byte[] bytes = new byte[llm42_cs_string_size(s)];
+      Marshal.Copy(llm42_cs_string_data(s), bytes, 0, bytes.Length);
+      return bytes;
+    } finally {
+      llm42_cs_string_free(s);
+    }
+  }
+
+  internal static byte[] BytesWithLength(byte[] a) {
+    if (a == null) return null;
+    byte[] r = new byte[a.Length + 4];
+    r[0] = (byte)a.Length;
+    r[1] = (byte)(a.Length >> 8);
+    r[2] = (byte)(a.Length >> 16);
+    r[3] = (byte)(a.Length >> 24);
+    Array.Copy(a, 0, r, 4, a.Length);
+    return r;
+  }
+
   internal static int[] WithLength(int[] a) {
     if (a == null) return null;
     int[] r = new int[a.Length + 1];

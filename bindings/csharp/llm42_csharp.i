@@ -32,7 +32,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_ints_free(void* v) { delete static_cast<std
 #define LLM42_SWIG_ON_ERROR return $null;
 
 %rename("%(camelcase)s", %$isfunction) "";
-%rename("%(regex:/^LLM42_(MODE_|STAT_)?(.*)$/\\2/)s", %$isenumitem) "";
+%rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_)?(.*)$/\\2/)s", %$isenumitem) "";
 %ignore close;  // Dispose() is the close
 
 %pragma(csharp) imclasscode=%{
@@ -74,6 +74,30 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_ints_free(void* v) { delete static_cast<std
     global::System.IntPtr p = $imcall;$excode
     return Llm42Native.TakeString(p);
   }
+/* Binary data (receipts) out: a heap std::string that C# copies and frees. */
+%typemap(ctype) llm42_swig::Bytes "void*"
+%typemap(imtype) llm42_swig::Bytes "global::System.IntPtr"
+%typemap(cstype) llm42_swig::Bytes "byte[]"
+%typemap(out) llm42_swig::Bytes %{ $result = new std::string($1.data); %}
+%typemap(csout, excode=SWIGEXCODE) llm42_swig::Bytes {
+    global::System.IntPtr p = $imcall;$excode
+    return Llm42Native.TakeBytes(p);
+  }
+/* Binary data in: byte[] with its length prepended as 4 little-endian bytes. */
+%typemap(ctype) const llm42_swig::Bytes& "uint8_t*"
+%typemap(imtype) const llm42_swig::Bytes& "byte[]"
+%typemap(cstype) const llm42_swig::Bytes& "byte[]"
+%typemap(csin) const llm42_swig::Bytes& "Llm42Native.BytesWithLength($csinput)"
+%typemap(in, canthrow=1) const llm42_swig::Bytes& (llm42_swig::Bytes temp) {
+  if ($input == nullptr) {
+    SWIG_CSharpSetPendingExceptionArgument(SWIG_CSharpArgumentNullException, "null byte array", 0);
+    return $null;
+  }
+  const uint32_t n = static_cast<uint32_t>($input[0]) | static_cast<uint32_t>($input[1]) << 8 |
+                     static_cast<uint32_t>($input[2]) << 16 | static_cast<uint32_t>($input[3]) << 24;
+  temp.data.assign(reinterpret_cast<const char*>($input) + 4, n);
+  $1 = &temp;
+}
 /* Token lists in: int[] with its length prepended (the native side cannot know it otherwise). */
 %typemap(ctype) const std::vector<int32_t>& "int32_t*"
 %typemap(imtype) const std::vector<int32_t>& "int[]"

@@ -21,7 +21,7 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 %javaconst(1);
 
 %rename("%(lowercamelcase)s", %$isfunction) "";
-%rename("%(regex:/^LLM42_(MODE_|STAT_)?(.*)$/\\2/)s", %$isenumitem) "";
+%rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_)?(.*)$/\\2/)s", %$isenumitem) "";
 
 %pragma(java) jniclasscode=%{
   static {
@@ -52,6 +52,31 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
   const std::string& s = $1;
   $result = jenv->NewByteArray(static_cast<jsize>(s.size()));
   jenv->SetByteArrayRegion($result, 0, static_cast<jsize>(s.size()), reinterpret_cast<const jbyte*>(s.data()));
+}
+
+/* Binary data (receipts): byte[] both ways. */
+%typemap(jni) llm42_swig::Bytes "jbyteArray"
+%typemap(jtype) llm42_swig::Bytes "byte[]"
+%typemap(jstype) llm42_swig::Bytes "byte[]"
+%typemap(javaout) llm42_swig::Bytes { return $jnicall; }
+%typemap(out) llm42_swig::Bytes {
+  const std::string& s = $1.data;
+  $result = jenv->NewByteArray(static_cast<jsize>(s.size()));
+  jenv->SetByteArrayRegion($result, 0, static_cast<jsize>(s.size()), reinterpret_cast<const jbyte*>(s.data()));
+}
+%typemap(jni) const llm42_swig::Bytes& "jbyteArray"
+%typemap(jtype) const llm42_swig::Bytes& "byte[]"
+%typemap(jstype) const llm42_swig::Bytes& "byte[]"
+%typemap(javain) const llm42_swig::Bytes& "$javainput"
+%typemap(in) const llm42_swig::Bytes& (llm42_swig::Bytes temp) {
+  if ($input == nullptr) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "null byte array");
+    return $null;
+  }
+  const jsize n = jenv->GetArrayLength($input);
+  temp.data.resize(static_cast<size_t>(n));
+  jenv->GetByteArrayRegion($input, 0, n, reinterpret_cast<jbyte*>(temp.data.data()));
+  $1 = &temp;
 }
 
 /* Token lists: int[]. */

@@ -34,6 +34,21 @@ void _set_exception_class(PyObject* cls) {
   for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM($result, static_cast<Py_ssize_t>(i), PyLong_FromLong(v[i]));
 }
 
+/* Binary data (receipts): bytes both ways. */
+%typemap(out) llm42_swig::Bytes {
+  $result = PyBytes_FromStringAndSize($1.data.data(), static_cast<Py_ssize_t>($1.data.size()));
+}
+%typemap(in) const llm42_swig::Bytes& (llm42_swig::Bytes temp) {
+  char* p = nullptr;
+  Py_ssize_t n = 0;
+  if (!PyBytes_Check($input) || PyBytes_AsStringAndSize($input, &p, &n) != 0) {
+    SWIG_exception_fail(SWIG_TypeError, "expected bytes");
+  }
+  temp.data.assign(p, static_cast<size_t>(n));
+  $1 = &temp;
+}
+%typemap(typecheck, precedence=SWIG_TYPECHECK_STRING) const llm42_swig::Bytes& { $1 = PyBytes_Check($input) ? 1 : 0; }
+
 %include "../swig/llm42.i"
 
 %pythoncode %{
@@ -66,10 +81,13 @@ def _enum_from(prefix, name):
 Status = _enum.IntEnum("Status", {k[len("LLM42_"):]: v for k, v in globals().items()
                                   if k.startswith("LLM42_") and isinstance(v, int)
                                   and not k.startswith(("LLM42_MODE_", "LLM42_STAT_", "LLM42_LOG_",
-                                                        "LLM42_VERSION"))})
+                                                        "LLM42_VERSION", "LLM42_DECODE_PATH_",
+                                                        "LLM42_RECEIPT_"))})
 Mode = _enum_from("LLM42_MODE_", "Mode")
 Stat = _enum_from("LLM42_STAT_", "Stat")
 FinishReason = _enum_from("FinishReason_", "FinishReason")
+ReceiptOutcome = _enum_from("LLM42_RECEIPT_", "ReceiptOutcome")
+ReceiptCheck.outcome = (lambda method: lambda self: ReceiptOutcome(method(self)))(ReceiptCheck.outcome)
 
 
 def _context_manager(cls):

@@ -53,7 +53,19 @@ std::vector<T> ReadAll(Fill fill) {
 
 inline std::string ToString(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
+// Binary data (a receipt): bytes in Python, byte[] in Java and C# (each language's .i maps it).
+struct Bytes {
+  std::string data;
+};
+
 }  // namespace llm42_swig
+
+// What Session.verify_receipt found (llm42_session_verify_receipt).
+struct llm42_swig_receipt_check {
+  int32_t outcome = LLM42_RECEIPT_REPRODUCED;
+  int64_t first_difference = -1;
+  std::string detail;
+};
 
 // llm42_finish_reason as a scoped enum: its CANCELLED would clash with llm42_status's in the
 // languages' shared symbol table.
@@ -111,14 +123,28 @@ enum class llm42_swig_finish_reason { NONE = 0, STOP = 1, LENGTH = 2, CANCELLED 
 %rename(Session) llm42_swig_session;
 %rename(RequestOptions) llm42_swig_request_options;
 %rename(Request) llm42_swig_request;
+%rename(ReceiptCheck) llm42_swig_receipt_check;
+%nodefaultctor llm42_swig_receipt_check;  // checks come from Session.verify_receipt
 %nodefaultctor llm42_swig_request;  // requests come from Session.submit
 struct llm42_swig_determinism {};
 struct llm42_swig_session_options {};
 struct llm42_swig_session {};
 struct llm42_swig_request_options {};
 struct llm42_swig_request {};
+struct llm42_swig_receipt_check {};
 
 %newobject llm42_swig_session::submit;
+%newobject llm42_swig_session::verify_receipt;
+
+%extend llm42_swig_receipt_check {
+  ~llm42_swig_receipt_check() { delete $self; }
+  llm42_receipt_outcome outcome() { return static_cast<llm42_receipt_outcome>($self->outcome); }
+  bool reproduced() { return $self->outcome == LLM42_RECEIPT_REPRODUCED; }
+  /* The first differing output position for OTHER_OUTPUT, else -1. */
+  int64_t first_difference() { return $self->first_difference; }
+  /* What differs, in one line; empty when reproduced. */
+  std::string detail() { return $self->detail; }
+}
 
 %extend llm42_swig_determinism {
   llm42_swig_determinism(llm42_mode mode) {
@@ -316,6 +342,12 @@ struct llm42_swig_request {};
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([r](char* b, size_t c, size_t* n) { return llm42_request_output_text(r, b, c, n); }));
   }
   int64_t effective_seed() { return static_cast<int64_t>(llm42_request_effective_seed(llm42_swig::Handle($self, "Request"))); }
+  /* The reproducibility receipt of a finished deterministic request (docs/receipts.md). */
+  llm42_swig::Bytes receipt() {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const std::vector<char> v = llm42_swig::ReadAll<char>([r](char* b, size_t c, size_t* n) { return llm42_request_receipt(r, b, c, n); });
+    return llm42_swig::Bytes{std::string(v.begin(), v.end())};
+  }
   int64_t stat(llm42_stat which) {
     int64_t v = 0;
     llm42_swig::Check(llm42_request_stat(llm42_swig::Handle($self, "Request"), which, &v));
@@ -365,6 +397,23 @@ struct llm42_swig_request {};
   void save_conversation(llm42_swig_request* finished, const std::string& path) {
     llm42_swig::Check(llm42_session_save_conversation(llm42_swig::Handle($self, "Session"),
                                                       llm42_swig::Handle(finished, "Request"), path.c_str()));
+  }
+  /* The model's SHA-256 fingerprint, 64 hex digits (llm42_session_fingerprint). */
+  std::string fingerprint() {
+    llm42_session* s = llm42_swig::Handle($self, "Session");
+    return llm42_swig::ToString(llm42_swig::ReadAll<char>([s](char* b, size_t c, size_t* n) { return llm42_session_fingerprint(s, b, c, n); }));
+  }
+  /* Checks a receipt against this session's model and schedule and replays it. */
+  llm42_swig_receipt_check* verify_receipt(const llm42_swig::Bytes& receipt) {
+    int32_t outcome = 0;
+    int64_t first = -1;
+    llm42_swig::Check(llm42_session_verify_receipt(llm42_swig::Handle($self, "Session"), receipt.data.data(),
+                                                   receipt.data.size(), &outcome, &first));
+    auto* check = new llm42_swig_receipt_check;
+    check->outcome = outcome;
+    check->first_difference = first;
+    if (outcome != LLM42_RECEIPT_REPRODUCED) check->detail = llm42_last_error();
+    return check;
   }
   int32_t vocab_size() { return llm42_session_vocab_size(llm42_swig::Handle($self, "Session")); }
   int32_t eos_token() { return llm42_session_eos_token(llm42_swig::Handle($self, "Session")); }

@@ -9,6 +9,8 @@ import ai.llm42.Determinism;
 import ai.llm42.FinishReason;
 import ai.llm42.Llm42Exception;
 import ai.llm42.Mode;
+import ai.llm42.ReceiptCheck;
+import ai.llm42.ReceiptOutcome;
 import ai.llm42.Request;
 import ai.llm42.RequestOptions;
 import ai.llm42.Session;
@@ -153,6 +155,42 @@ public class Llm42Test {
             }
           }
         }
+      }
+    }
+  }
+
+  // A deterministic request's receipt (byte[]) is reproduced by another session; a damaged one
+  // throws FORMAT_ERROR; another KV type is another schedule, with a reason.
+  @Test
+  public void receiptsReplayAndRefuseDamage() {
+    assertEquals(64, session.fingerprint().length());
+    byte[] receipt;
+    try (RequestOptions ro = turn("Once upon a time"); Request r = session.submit(ro)) {
+      assertTrue(r.waitFor(-1));
+      receipt = r.receipt();
+    }
+    try (Session other = open(Mode.SELECTIVE, MODEL)) {
+      try (ReceiptCheck check = other.verifyReceipt(receipt)) {
+        assertTrue(check.reproduced());
+        assertEquals(ReceiptOutcome.REPRODUCED, check.outcome());
+        assertEquals(-1, check.firstDifference());
+      }
+      byte[] damaged = receipt.clone();
+      damaged[damaged.length / 2] ^= 4;
+      try {
+        other.verifyReceipt(damaged);
+        fail("a damaged receipt was accepted");
+      } catch (Llm42Exception e) {
+        assertEquals(Status.FORMAT_ERROR, e.getStatus());
+      }
+    }
+    try (SessionOptions so = new SessionOptions()) {
+      so.setModelPath(MODEL);
+      so.setThreads(1);
+      so.setKvDtype("f16");
+      try (Session f16 = new Session(so); ReceiptCheck check = f16.verifyReceipt(receipt)) {
+        assertEquals(ReceiptOutcome.OTHER_SCHEDULE, check.outcome());
+        assertTrue(check.detail().contains("KV type"));
       }
     }
   }

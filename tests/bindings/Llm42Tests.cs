@@ -128,6 +128,39 @@ public class Llm42Tests {
     }
   }
 
+  // A deterministic request's receipt (byte[]) is reproduced by another session; a damaged one
+  // throws FORMAT_ERROR; another KV type is another schedule, with a reason.
+  [Test]
+  public void ReceiptsReplayAndRefuseDamage() {
+    Assert.AreEqual(64, session.Fingerprint().Length);
+    byte[] receipt;
+    using (var ro = Turn("Once upon a time"))
+    using (var r = session.Submit(ro)) {
+      Assert.IsTrue(r.WaitFor(-1));
+      receipt = r.Receipt();
+    }
+    using (var other = Open(Mode.SELECTIVE, Model)) {
+      using (var check = other.VerifyReceipt(receipt)) {
+        Assert.IsTrue(check.Reproduced());
+        Assert.AreEqual(ReceiptOutcome.REPRODUCED, check.Outcome());
+        Assert.AreEqual(-1, check.FirstDifference());
+      }
+      var damaged = (byte[])receipt.Clone();
+      damaged[damaged.Length / 2] ^= 4;
+      AssertStatus(Status.FORMAT_ERROR, () => other.VerifyReceipt(damaged));
+    }
+    using (var so = new SessionOptions()) {
+      so.SetModelPath(Model);
+      so.SetThreads(1);
+      so.SetKvDtype("f16");
+      using (var f16 = new Session(so))
+      using (var check = f16.VerifyReceipt(receipt)) {
+        Assert.AreEqual(ReceiptOutcome.OTHER_SCHEDULE, check.Outcome());
+        StringAssert.Contains("KV type", check.Detail());
+      }
+    }
+  }
+
   [Test]
   public void DeterministicRequestsRepeatAndSeedMatters() {
     int[] first = Deterministic(7);

@@ -123,6 +123,41 @@ class BindingTest(unittest.TestCase):
             other.close()
             os.remove(path)
 
+    def test_receipts_replay_and_refuse_damage(self):
+        # A deterministic request's receipt (bytes) is reproduced by another session; a damaged
+        # one raises FORMAT_ERROR; another KV type is another schedule, with a reason.
+        fingerprint = self.session.fingerprint()
+        self.assertEqual(len(fingerprint), 64)
+        with request_options(max_tokens=16, temperature=0.8, seed=3, deterministic=True) as ro, \
+                self.session.submit(ro) as r:
+            self.assertTrue(r.wait_for(-1))
+            receipt = r.receipt()
+        self.assertIsInstance(receipt, bytes)
+        other = open_session()
+        try:
+            check = other.verify_receipt(receipt)
+            self.assertTrue(check.reproduced())
+            self.assertEqual(check.outcome(), llm42.ReceiptOutcome.REPRODUCED)
+            self.assertEqual(check.first_difference(), -1)
+            damaged = bytearray(receipt)
+            damaged[len(damaged) // 2] ^= 4
+            with self.assertRaises(llm42.Llm42Exception) as e:
+                other.verify_receipt(bytes(damaged))
+            self.assertEqual(e.exception.status, llm42.Status.FORMAT_ERROR)
+        finally:
+            other.close()
+        with llm42.SessionOptions() as so:
+            so.set_model_path(MODEL)
+            so.set_threads(1)
+            so.set_kv_dtype("f16")
+            f16 = llm42.Session(so)
+        try:
+            check = f16.verify_receipt(receipt)
+            self.assertEqual(check.outcome(), llm42.ReceiptOutcome.OTHER_SCHEDULE)
+            self.assertIn("KV type", check.detail())
+        finally:
+            f16.close()
+
     def test_unknown_status_codes_do_not_break_the_exception(self):
         # A newer libllm42 may add statuses: the exception keeps the code instead of failing.
         e = llm42.Llm42Exception(999, "from the future")
