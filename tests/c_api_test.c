@@ -630,6 +630,38 @@ static void TestReceipts(void) {
   EXPECT_STATUS(llm42_session_verify_receipt(other, NULL, 4, &outcome, &first), LLM42_INVALID_ARGUMENT);
   free(receipt);
   llm42_request_destroy(r);
+  {
+    /* Top logprobs: 3 per token, the chosen token's entry equal to its logprob; 21 refused. */
+    llm42_request_options* ro = NULL;
+    llm42_request* t = NULL;
+    int32_t ids[3 * 24], toks[24];
+    float values[3 * 24], lps[24];
+    size_t nt = 0, nl = 0, ntop = 0, i, j;
+    EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, 21), LLM42_INVALID_ARGUMENT);
+    EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, 3), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+    EXPECT_STATUS(llm42_request_submit(other, ro, &t), LLM42_OK);
+    llm42_request_options_destroy(ro);
+    if (t != NULL) {
+      EXPECT(llm42_request_wait(t, -1) == LLM42_OK);
+      EXPECT_STATUS(llm42_request_top_logprobs(t, ids, values, 2, &ntop), LLM42_OUT_OF_RANGE);
+      EXPECT_STATUS(llm42_request_top_logprobs(t, ids, values, 3 * 24, &ntop), LLM42_OK);
+      EXPECT_STATUS(llm42_request_output_tokens(t, toks, 24, &nt), LLM42_OK);
+      EXPECT_STATUS(llm42_request_logprobs(t, lps, 24, &nl), LLM42_OK);
+      EXPECT(ntop == 3 * nt && nl == nt && nt > 0);
+      for (i = 0; i < nt && ntop == 3 * nt; ++i) {
+        EXPECT(values[3 * i] >= values[3 * i + 1] && values[3 * i + 1] >= values[3 * i + 2]);
+        for (j = 0; j < 3; ++j) {
+          if (ids[3 * i + j] == toks[i]) EXPECT(memcmp(&values[3 * i + j], &lps[i], sizeof(float)) == 0);
+        }
+      }
+      llm42_request_destroy(t);
+    }
+  }
   plain = Submit(other, "Once upon a time", 8, NULL, NULL);
   if (plain != NULL) {
     EXPECT(llm42_request_wait(plain, -1) == LLM42_OK);

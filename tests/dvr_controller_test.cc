@@ -83,7 +83,7 @@ TEST_F(DvrControllerTest, AgreementCommitsEverything) {
   DvrController dvr(policy_, stats_);
   const std::vector<int32_t> c = {7, 8, 9, 10};
   AddCandidates(dvr, c);
-  const auto v = dvr.Verify(*seq_, 4, false, Rows(c));
+  const auto v = dvr.Verify(*seq_, 4, false, 0, Rows(c));
   EXPECT_EQ(v.tokens, c);
   EXPECT_FALSE(v.disagreed);
   EXPECT_EQ(v.discarded, 0);
@@ -99,7 +99,7 @@ TEST_F(DvrControllerTest, AgreementCommitsEverything) {
 TEST_F(DvrControllerTest, DisagreementRollsBackAndTruncatesTheCache) {
   DvrController dvr(policy_, stats_);
   AddCandidates(dvr, {7, 8, 9, 10, 11, 12});
-  const auto v = dvr.Verify(*seq_, 6, true, Rows({7, 8, 20, 21, 22, 23}));
+  const auto v = dvr.Verify(*seq_, 6, true, 0, Rows({7, 8, 20, 21, 22, 23}));
   EXPECT_EQ(v.tokens, (std::vector<int32_t>{7, 8, 20}));
   EXPECT_EQ(v.logprobs.size(), 3u);
   EXPECT_TRUE(v.disagreed);
@@ -121,14 +121,14 @@ TEST_F(DvrControllerTest, APartThatAgreesLeavesTheRestReady) {
   AddCandidates(dvr, {7, 8, 9, 10, 11, 12});
   ASSERT_TRUE(seq_->ready);
   const int64_t computed = seq_->n_computed;
-  const auto v = dvr.Verify(*seq_, 4, false, Rows({7, 8, 9, 10}));
+  const auto v = dvr.Verify(*seq_, 4, false, 0, Rows({7, 8, 9, 10}));
   Commit(dvr, v);
   EXPECT_EQ(seq_->n_committed, 8);
   EXPECT_EQ(seq_->candidates(), 2);
   EXPECT_TRUE(seq_->ready);
   EXPECT_EQ(seq_->n_computed, computed) << "the unverified candidates' K/V stay for the next part";
   // A disagreement in a part drops the unverified candidates too.
-  const auto w = dvr.Verify(*seq_, 1, false, Rows({30}));
+  const auto w = dvr.Verify(*seq_, 1, false, 0, Rows({30}));
   EXPECT_EQ(w.discarded, 2);
   Commit(dvr, w);
   EXPECT_EQ(seq_->candidates(), 0);
@@ -138,18 +138,18 @@ TEST_F(DvrControllerTest, APartThatAgreesLeavesTheRestReady) {
 TEST_F(DvrControllerTest, WindowShrinksAfterARollbackAndGrowsBackWhileWindowsPass) {
   DvrController dvr(policy_, stats_);
   AddCandidates(dvr, std::vector<int32_t>(16, 7));
-  Commit(dvr, dvr.Verify(*seq_, 16, false, Rows(std::vector<int32_t>(16, 8))));
+  Commit(dvr, dvr.Verify(*seq_, 16, false, 0, Rows(std::vector<int32_t>(16, 8))));
   EXPECT_EQ(seq_->window, 2);  // 16 / 8
   for (int32_t expected : {4, 8, 16, 16}) {
     AddCandidates(dvr, std::vector<int32_t>(static_cast<size_t>(seq_->window), 7));
     ASSERT_TRUE(seq_->ready);
-    Commit(dvr, dvr.Verify(*seq_, seq_->candidates(), false, Rows(std::vector<int32_t>(static_cast<size_t>(seq_->window), 7))));
+    Commit(dvr, dvr.Verify(*seq_, seq_->candidates(), false, 0, Rows(std::vector<int32_t>(static_cast<size_t>(seq_->window), 7))));
     EXPECT_EQ(seq_->window, expected);
   }
   policy_.adaptive_window = false;
   DvrController fixed(policy_, stats_);
   AddCandidates(fixed, std::vector<int32_t>(16, 7));
-  Commit(fixed, fixed.Verify(*seq_, 16, false, Rows(std::vector<int32_t>(16, 8))));
+  Commit(fixed, fixed.Verify(*seq_, 16, false, 0, Rows(std::vector<int32_t>(16, 8))));
   EXPECT_EQ(seq_->window, 16);
 }
 
@@ -158,7 +158,7 @@ TEST_F(DvrControllerTest, InjectedMismatchesKeepTheAgreedTokens) {
   DvrController dvr(policy_, stats_);
   const std::vector<int32_t> c = {7, 8, 9, 10, 11};
   AddCandidates(dvr, c);
-  const auto v = dvr.Verify(*seq_, 5, false, Rows(c));
+  const auto v = dvr.Verify(*seq_, 5, false, 0, Rows(c));
   EXPECT_TRUE(v.disagreed);
   ASSERT_FALSE(v.tokens.empty());
   EXPECT_TRUE(std::equal(v.tokens.begin(), v.tokens.end(), c.begin()));

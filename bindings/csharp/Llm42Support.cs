@@ -23,6 +23,9 @@ internal static class Llm42Native {
   [DllImport(Lib)] static extern int llm42_cs_ints_size(IntPtr v);
   [DllImport(Lib)] static extern IntPtr llm42_cs_ints_data(IntPtr v);
   [DllImport(Lib)] static extern void llm42_cs_ints_free(IntPtr v);
+  [DllImport(Lib)] static extern int llm42_cs_floats_size(IntPtr v);
+  [DllImport(Lib)] static extern IntPtr llm42_cs_floats_data(IntPtr v);
+  [DllImport(Lib)] static extern void llm42_cs_floats_free(IntPtr v);
 
   internal static byte[] ToUtf8Z(string s) {
     if (s == null) return null;
@@ -79,6 +82,17 @@ internal static class Llm42Native {
     r[0] = a.Length;
     Array.Copy(a, 0, r, 1, a.Length);
     return r;
+  }
+
+  internal static float[] TakeFloats(IntPtr v) {
+    if (v == IntPtr.Zero) return null;
+    try {
+      float[] a = new float[llm42_cs_floats_size(v)];
+      if (a.Length > 0) Marshal.Copy(llm42_cs_floats_data(v), a, 0, a.Length);
+      return a;
+    } finally {
+      llm42_cs_floats_free(v);
+    }
   }
 
   internal static int[] TakeInts(IntPtr v) {

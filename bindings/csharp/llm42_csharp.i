@@ -22,6 +22,9 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_string_free(void* s) { delete static_cast<s
 SWIGEXPORT int SWIGSTDCALL llm42_cs_ints_size(void* v) { return static_cast<int>(static_cast<std::vector<int32_t>*>(v)->size()); }
 SWIGEXPORT const int32_t* SWIGSTDCALL llm42_cs_ints_data(void* v) { return static_cast<std::vector<int32_t>*>(v)->data(); }
 SWIGEXPORT void SWIGSTDCALL llm42_cs_ints_free(void* v) { delete static_cast<std::vector<int32_t>*>(v); }
+SWIGEXPORT int SWIGSTDCALL llm42_cs_floats_size(void* v) { return static_cast<int>(static_cast<std::vector<float>*>(v)->size()); }
+SWIGEXPORT const float* SWIGSTDCALL llm42_cs_floats_data(void* v) { return static_cast<std::vector<float>*>(v)->data(); }
+SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<std::vector<float>*>(v); }
 }
 
 #define LLM42_SWIG_RAISE(status, message) \
@@ -73,6 +76,15 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_ints_free(void* v) { delete static_cast<std
 %typemap(csout, excode=SWIGEXCODE) std::string {
     global::System.IntPtr p = $imcall;$excode
     return Llm42Native.TakeString(p);
+  }
+/* Logprobs out: float[]. */
+%typemap(ctype) std::vector<float> "void*"
+%typemap(imtype) std::vector<float> "global::System.IntPtr"
+%typemap(cstype) std::vector<float> "float[]"
+%typemap(out) std::vector<float> %{ $result = new std::vector<float>(static_cast<const std::vector<float>&>($1)); %}
+%typemap(csout, excode=SWIGEXCODE) std::vector<float> {
+    global::System.IntPtr p = $imcall;$excode
+    return Llm42Native.TakeFloats(p);
   }
 /* Binary data (receipts) out: a heap std::string that C# copies and frees. */
 %typemap(ctype) llm42_swig::Bytes "void*"

@@ -54,6 +54,17 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
   jenv->SetByteArrayRegion($result, 0, static_cast<jsize>(s.size()), reinterpret_cast<const jbyte*>(s.data()));
 }
 
+/* Logprobs: float[]. */
+%typemap(jni) std::vector<float> "jfloatArray"
+%typemap(jtype) std::vector<float> "float[]"
+%typemap(jstype) std::vector<float> "float[]"
+%typemap(javaout) std::vector<float> { return $jnicall; }
+%typemap(out) std::vector<float> {
+  const std::vector<float>& v = $1;
+  $result = jenv->NewFloatArray(static_cast<jsize>(v.size()));
+  jenv->SetFloatArrayRegion($result, 0, static_cast<jsize>(v.size()), v.data());
+}
+
 /* Binary data (receipts): byte[] both ways. */
 %typemap(jni) llm42_swig::Bytes "jbyteArray"
 %typemap(jtype) llm42_swig::Bytes "byte[]"

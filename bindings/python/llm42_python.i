@@ -34,6 +34,13 @@ void _set_exception_class(PyObject* cls) {
   for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM($result, static_cast<Py_ssize_t>(i), PyLong_FromLong(v[i]));
 }
 
+/* Logprobs come back as list[float]. */
+%typemap(out) std::vector<float> {
+  const std::vector<float>& v = $1;
+  $result = PyList_New(static_cast<Py_ssize_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM($result, static_cast<Py_ssize_t>(i), PyFloat_FromDouble(v[i]));
+}
+
 /* Binary data (receipts): bytes both ways. */
 %typemap(out) llm42_swig::Bytes {
   $result = PyBytes_FromStringAndSize($1.data.data(), static_cast<Py_ssize_t>($1.data.size()));

@@ -284,6 +284,14 @@ struct llm42_swig_receipt_check {};
   void set_deterministic(bool on) {
     llm42_swig::Check(llm42_request_options_set_deterministic(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
   }
+  /* Record each committed token's logprob (Request.logprobs). */
+  void set_logprobs(bool on) {
+    llm42_swig::Check(llm42_request_options_set_logprobs(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
+  }
+  /* Record the n (0..20) most likely tokens per position (Request.top_logprob_tokens/_values). */
+  void set_top_logprobs(int32_t n) {
+    llm42_swig::Check(llm42_request_options_set_top_logprobs(llm42_swig::Handle($self, "RequestOptions"), n));
+  }
   void add_stop(const std::string& text) {
     llm42_swig::Check(llm42_request_options_add_stop(llm42_swig::Handle($self, "RequestOptions"), text.c_str()));
   }
@@ -342,6 +350,21 @@ struct llm42_swig_receipt_check {};
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([r](char* b, size_t c, size_t* n) { return llm42_request_output_text(r, b, c, n); }));
   }
   int64_t effective_seed() { return static_cast<int64_t>(llm42_request_effective_seed(llm42_swig::Handle($self, "Request"))); }
+  /* Each committed token's logprob (a deterministic request's from the fixed schedule). */
+  std::vector<float> logprobs() {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    return llm42_swig::ReadAll<float>([r](float* b, size_t c, size_t* n) { return llm42_request_logprobs(r, b, c, n); });
+  }
+  /* The top-N per committed token, N entries per token, most likely first: their ids ... */
+  std::vector<int32_t> top_logprob_tokens() {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    return llm42_swig::ReadAll<int32_t>([r](int32_t* b, size_t c, size_t* n) { return llm42_request_top_logprobs(r, b, nullptr, c, n); });
+  }
+  /* ... and their logprobs. */
+  std::vector<float> top_logprob_values() {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    return llm42_swig::ReadAll<float>([r](float* b, size_t c, size_t* n) { return llm42_request_top_logprobs(r, nullptr, b, c, n); });
+  }
   /* The reproducibility receipt of a finished deterministic request (docs/receipts.md). */
   llm42_swig::Bytes receipt() {
     llm42_request* r = llm42_swig::Handle($self, "Request");

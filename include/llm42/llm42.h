@@ -337,6 +337,11 @@ LLM42_API llm42_status llm42_request_options_set_ignore_eos(llm42_request_option
 /* Record the natural-log probability of each committed token. */
 LLM42_API llm42_status llm42_request_options_set_logprobs(llm42_request_options* options,
                                                           int32_t on);
+/* Also record the n most likely tokens and their logprobs at every output position (0 = none,
+ * the default; INVALID_ARGUMENT outside 0..20). A deterministic request's come from the fixed
+ * schedule, like its logprobs, so they are the same bits whatever runs beside it. */
+LLM42_API llm42_status llm42_request_options_set_top_logprobs(llm42_request_options* options,
+                                                              int32_t n);
 /* fn may be NULL to remove it. */
 LLM42_API llm42_status llm42_request_options_set_callback(llm42_request_options* options,
                                                           llm42_token_callback fn,
@@ -393,6 +398,13 @@ LLM42_API llm42_status llm42_request_output_text(llm42_request* request, char* b
  * requested. */
 LLM42_API llm42_status llm42_request_logprobs(llm42_request* request, float* values,
                                               size_t capacity, size_t* n);
+/* The top-N of every committed token, N per token in order, most likely first (logit descending,
+ * lower id first on ties): tokens[i] and logprobs[i] for i < *n = committed tokens * N; either
+ * array may be NULL. The entry for the token that was chosen has exactly its
+ * llm42_request_logprobs value. FAILED_PRECONDITION unless top logprobs were requested;
+ * OUT_OF_RANGE with *n = the count when capacity is smaller. */
+LLM42_API llm42_status llm42_request_top_logprobs(llm42_request* request, int32_t* tokens,
+                                                  float* logprobs, size_t capacity, size_t* n);
 /* Per-request counter (TOKENS_GENERATED, PREFILL_TOKENS, DECODE_STEPS,
  * TIME_TO_FIRST_TOKEN_US, ...). */
 LLM42_API llm42_status llm42_request_stat(llm42_request* request, llm42_stat which,

@@ -240,6 +240,10 @@ class RequestOptions {
     detail::Check(llm42_request_options_set_logprobs(h_.get(), on ? 1 : 0));
     return *this;
   }
+  RequestOptions& SetTopLogprobs(int32_t n) {
+    detail::Check(llm42_request_options_set_top_logprobs(h_.get(), n));
+    return *this;
+  }
   RequestOptions& SetCallback(llm42_token_callback fn, void* user_data) {
     detail::Check(llm42_request_options_set_callback(h_.get(), fn, user_data));
     return *this;
@@ -298,6 +302,19 @@ class Request {
   std::vector<float> Logprobs() {
     return detail::ReadBuffer<float>(
         [&](float* b, size_t c, size_t* n) { return llm42_request_logprobs(h_.get(), b, c, n); });
+  }
+  // The top-N of every committed token (llm42_request_top_logprobs): N (token, logprob) pairs
+  // per token, most likely first.
+  std::vector<std::pair<int32_t, float>> TopLogprobs() {
+    size_t n = 0;
+    llm42_status st = llm42_request_top_logprobs(h_.get(), nullptr, nullptr, 0, &n);
+    if (st != LLM42_OK && st != LLM42_OUT_OF_RANGE) detail::Check(st);
+    std::vector<int32_t> ids(n);
+    std::vector<float> lps(n);
+    detail::Check(llm42_request_top_logprobs(h_.get(), ids.data(), lps.data(), n, &n));
+    std::vector<std::pair<int32_t, float>> out;
+    for (size_t i = 0; i < n; ++i) out.emplace_back(ids[i], lps[i]);
+    return out;
   }
   // The serialized receipt of a finished deterministic request (llm42_request_receipt).
   std::string Receipt() {

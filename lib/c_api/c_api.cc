@@ -503,6 +503,14 @@ llm42_status llm42_request_options_set_logprobs(llm42_request_options* o, int32_
   o->options.logprobs = on != 0;
   return LLM42_OK;
 }
+llm42_status llm42_request_options_set_top_logprobs(llm42_request_options* o, int32_t n) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  if (n < 0 || n > llm42::RequestOptions::kMaxTopLogprobs) {
+    return Fail(LLM42_INVALID_ARGUMENT, "top logprobs must be 0..20, not " + std::to_string(n));
+  }
+  o->options.top_logprobs = n;
+  return LLM42_OK;
+}
 llm42_status llm42_request_options_set_callback(llm42_request_options* o, llm42_token_callback fn,
                                                 void* user_data) {
   LLM42_REQUIRE(o != nullptr, "options is NULL");
@@ -603,6 +611,28 @@ llm42_status llm42_request_logprobs(llm42_request* r, float* values, size_t capa
     }
     const std::vector<float> out = r->impl->logprobs();
     return CopyOut(out.data(), out.size(), values, capacity, n);
+  });
+}
+
+llm42_status llm42_request_top_logprobs(llm42_request* r, int32_t* tokens, float* logprobs, size_t capacity,
+                                        size_t* n) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    LLM42_REQUIRE(n != nullptr, "output length pointer is NULL");
+    if (r->impl->options().top_logprobs == 0) {
+      return Fail(LLM42_FAILED_PRECONDITION, "top logprobs were not requested");
+    }
+    const std::vector<llm42::TopLogprob> top = r->impl->top_logprobs();
+    *n = top.size();
+    if (top.size() > capacity) {
+      return Fail(LLM42_OUT_OF_RANGE, "buffer of " + std::to_string(capacity) + " holds less than the " +
+                                          std::to_string(top.size()) + " needed");
+    }
+    for (size_t i = 0; i < top.size(); ++i) {
+      if (tokens != nullptr) tokens[i] = top[i].token;
+      if (logprobs != nullptr) logprobs[i] = top[i].logprob;
+    }
+    return LLM42_OK;
   });
 }
 

@@ -20,7 +20,7 @@ void DvrController::AddCandidate(Sequence& s, int32_t token, double margin, bool
 }
 
 DvrController::Verdict DvrController::Verify(
-    const Sequence& s, int64_t n, bool logprobs,
+    const Sequence& s, int64_t n, bool logprobs, int top_n,
     const std::function<std::span<const float>(int64_t)>& row) {
   Verdict v;
   v.verified = n;
@@ -30,6 +30,7 @@ DvrController::Verdict DvrController::Verify(
     const int32_t predicted = SampleToken(logits, s.sampling, base + j);
     v.tokens.push_back(predicted);
     if (logprobs) v.logprobs.push_back(TokenLogprob(logits, predicted));
+    if (top_n > 0) AppendTopLogprobs(logits, top_n, &v.top);
     if (predicted != s.tokens[static_cast<size_t>(base + j)]) {
       v.disagreed = true;
       break;
@@ -44,6 +45,7 @@ DvrController::Verdict DvrController::Verify(
                                         static_cast<double>(n - 1));
     v.tokens.resize(at + 1);
     if (logprobs) v.logprobs.resize(at + 1);
+    v.top.resize(std::min(v.top.size(), (at + 1) * static_cast<size_t>(top_n)));
     v.disagreed = true;
   }
   if (v.disagreed) {

@@ -61,6 +61,7 @@ class DvrController {
   struct Verdict {
     std::vector<int32_t> tokens;  // to commit: the agreed candidates, then the replay's token
     std::vector<float> logprobs;  // theirs under fixed, when requested
+    std::vector<TopLogprob> top;  // top_n per token under fixed, when requested
     int64_t verified = 0;         // candidates checked
     bool disagreed = false;       // the replay disagreed (or the injection hook said so)
     int64_t discarded = 0;        // candidates dropped: from the first disagreement on
@@ -68,7 +69,7 @@ class DvrController {
   // Compares the first n candidates (all of them, or the part of a window that fitted in this
   // step) with the replay: row(j) holds the fixed-schedule logits that predict position
   // n_committed + j.
-  Verdict Verify(const Sequence& s, int64_t n, bool logprobs,
+  Verdict Verify(const Sequence& s, int64_t n, bool logprobs, int top_n,
                  const std::function<std::span<const float>(int64_t)>& row);
   // Counts the pass in the request's and the session's stats: before its tokens are committed,
   // so that whoever sees the request finished sees its stats complete.

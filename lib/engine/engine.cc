@@ -50,7 +50,7 @@ FinishReason Engine::EndsRequest(const Sequence& s, int32_t token, int64_t lengt
 }
 
 bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
-                          std::span<const float> logprobs) {
+                          std::span<const float> logprobs, std::span<const TopLogprob> top) {
   std::string released;
   FinishReason reason = FinishReason::kNone;
   size_t n = 0;
@@ -80,8 +80,10 @@ bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
     scheduler_.Release(s);
     stats_.Add(SessionStat::kRequestsFinished);
   }
-  s.request->Commit(tokens.first(n), logprobs.empty() ? logprobs : logprobs.first(n), released,
-                    done, reason, absl::OkStatus());
+  const auto top_n = static_cast<size_t>(s.request->options().top_logprobs);
+  s.request->Commit(tokens.first(n), logprobs.empty() ? logprobs : logprobs.first(n),
+                    top.empty() ? top : top.first(std::min(top.size(), n * top_n)), released, done, reason,
+                    absl::OkStatus());
   return done;
 }
 
@@ -89,7 +91,7 @@ void Engine::Finish(Sequence& s, FinishReason reason, absl::Status status) {
   std::string rest;
   s.text.Finish(&rest);
   stats_.Add(SessionStat::kRequestsFinished);
-  s.request->Commit({}, {}, rest, true, reason, std::move(status));
+  s.request->Commit({}, {}, {}, rest, true, reason, std::move(status));
 }
 
 void Engine::FinishAll(FinishReason reason, const absl::Status& status) {
@@ -104,9 +106,10 @@ Schedule Engine::EntrySchedule(const PlanEntry& p, bool direct) const {
 
 bool Engine::VerifyEntry(Sequence& s, int64_t n,
                          const std::function<std::span<const float>(int64_t)>& rows) {
-  const DvrController::Verdict v = dvr_.Verify(s, n, s.request->options().logprobs, rows);
+  const RequestOptions& o = s.request->options();
+  const DvrController::Verdict v = dvr_.Verify(s, n, o.logprobs, o.top_logprobs, rows);
   dvr_.Count(s, v);
-  if (CommitTokens(s, v.tokens, v.logprobs)) return true;
+  if (CommitTokens(s, v.tokens, v.logprobs, v.top)) return true;
   dvr_.Settle(s, v, cache_);
   return false;
 }
@@ -230,8 +233,10 @@ bool Engine::Step() {
     }
     const int32_t token = SampleToken(logits, s.sampling, position);
     const float logprob = o.logprobs ? TokenLogprob(logits, token) : 0.0f;
+    top_scratch_.clear();
+    if (o.top_logprobs > 0) AppendTopLogprobs(logits, o.top_logprobs, &top_scratch_);
     if (CommitTokens(s, std::span(&token, 1),
-                     o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>())) {
+                     o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>(), top_scratch_)) {
       finished.push_back(&s);
     }
   }

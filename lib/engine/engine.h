@@ -63,7 +63,9 @@ class Engine {
   // request; streams them. Candidates that the tokens repeat stay, the rest are dropped. True
   // when the request finished (its cache is then released and it is counted finished
   // before anyone can see it finished).
-  bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs);
+  // `top`: RequestOptions::top_logprobs entries per token, or none.
+  bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs,
+                    std::span<const TopLogprob> top = {});
   void Finish(Sequence& s, FinishReason reason, absl::Status status);
   // How an entry's rows compute: plain requests under the session's schedule; a deterministic
   // request's verify and prefill rows under fixed, its decode row under fixed when `direct`
@@ -80,6 +82,7 @@ class Engine {
   Scheduler scheduler_;
   DvrController dvr_;
   std::vector<float> logits_;
+  std::vector<TopLogprob> top_scratch_;
 };
 
 }  // namespace llm42

@@ -93,10 +93,14 @@ struct RequestOptions {
   std::vector<std::string> stops;
   bool ignore_eos = false;
   bool logprobs = false;
+  // The most likely tokens and their logprobs at every output position (0 = none, at most
+  // kMaxTopLogprobs); a deterministic request's come from the fixed schedule, like its logprobs.
+  int32_t top_logprobs = 0;
   TokenCallbackFn callback = nullptr;
   void* callback_user_data = nullptr;
 
   static constexpr size_t kMaxStops = 16;
+  static constexpr int32_t kMaxTopLogprobs = 20;
 };
 
 }  // namespace llm42

@@ -110,6 +110,11 @@ std::vector<float> Request::logprobs() const {
   return logprobs_;
 }
 
+std::vector<TopLogprob> Request::top_logprobs() const {
+  absl::MutexLock lock(&mu_);
+  return top_logprobs_;
+}
+
 int64_t Request::stat(RequestStat which) const {
   absl::MutexLock lock(&mu_);
   switch (which) {
@@ -174,7 +179,7 @@ void Request::AddDecodeStep(bool fixed_commit) {
 }
 
 void Request::Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,
-                     const std::string& text, bool finished, FinishReason reason,
+                     std::span<const TopLogprob> top, const std::string& text, bool finished, FinishReason reason,
                      absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
@@ -182,6 +187,7 @@ void Request::Commit(std::span<const int32_t> tokens, std::span<const float> log
     if (!tokens.empty() && ttft_us_ < 0) ttft_us_ = absl::ToInt64Microseconds(absl::Now() - created_);
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     logprobs_.insert(logprobs_.end(), logprobs.begin(), logprobs.end());
+    top_logprobs_.insert(top_logprobs_.end(), top.begin(), top.end());
     text_ += text;
   }
   // The callback runs before `finished` is published, so that when Wait returns every

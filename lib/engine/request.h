@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/engine/options.h"
+#include "lib/sampling/sampler.h"
 
 namespace llm42 {
 
@@ -74,13 +75,15 @@ class Request {
   std::vector<int32_t> output_tokens() const;
   std::string output_text() const;
   std::vector<float> logprobs() const;
+  // options().top_logprobs entries per committed token, in order.
+  std::vector<TopLogprob> top_logprobs() const;
   int64_t stat(RequestStat which) const;
 
   // --- Engine side ---------------------------------------------------------------------
   bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
   // Appends committed tokens (their logprobs when requested) and released text, then runs the
   // callback outside the lock. `handle` is what the callback receives as its request.
-  void Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,
+  void Commit(std::span<const int32_t> tokens, std::span<const float> logprobs, std::span<const TopLogprob> top,
               const std::string& text, bool finished, FinishReason reason, absl::Status status);
   void AddPrefill(int64_t tokens);
   // Prompt positions taken from the prefix cache at an admission.
@@ -104,6 +107,7 @@ class Request {
   mutable absl::Mutex mu_;
   std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
   std::vector<float> logprobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<TopLogprob> top_logprobs_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);
   size_t tokens_read_ ABSL_GUARDED_BY(mu_) = 0;
   size_t text_read_ ABSL_GUARDED_BY(mu_) = 0;

@@ -169,6 +169,9 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   if (!options.messages.empty() && (options.has_prompt_text || options.has_prompt_tokens)) {
     return InvalidArgument("the request has both a prompt and chat messages; send one");
   }
+  if (options.top_logprobs < 0 || options.top_logprobs > RequestOptions::kMaxTopLogprobs) {
+    return InvalidArgument("top_logprobs = ", options.top_logprobs, " (0..", RequestOptions::kMaxTopLogprobs, ")");
+  }
   const RequestOptions::Parent* parent = options.parent ? &*options.parent : nullptr;
   if (parent != nullptr && parent->session != this) {
     return InvalidArgument("the parent request belongs to another session");

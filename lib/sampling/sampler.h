@@ -47,6 +47,16 @@ SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParam
 // Natural-log probability of `token` under softmax(logits) at temperature 1.
 float TokenLogprob(std::span<const float> logits, int32_t token);
 
+// One of a position's most likely tokens, with its logprob as TokenLogprob computes it (the
+// same bits).
+struct TopLogprob {
+  int32_t token;
+  float logprob;
+  bool operator==(const TopLogprob&) const = default;
+};
+// Appends the n most likely tokens of `logits` (logit descending, lower id first on ties).
+void AppendTopLogprobs(std::span<const float> logits, int n, std::vector<TopLogprob>* out);
+
 }  // namespace llm42
 
 #endif  // LLM42_SAMPLING_SAMPLER_H_

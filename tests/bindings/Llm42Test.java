@@ -159,6 +159,34 @@ public class Llm42Test {
     }
   }
 
+  // Three most likely tokens per position, most likely first.
+  @Test
+  public void logprobsAndTopLogprobs() {
+    try (RequestOptions ro = turn("Once upon a time")) {
+      ro.setLogprobs(true);
+      ro.setTopLogprobs(3);
+      try (Request r = session.submit(ro)) {
+        assertTrue(r.waitFor(-1));
+        int[] tokens = r.outputTokens();
+        float[] logprobs = r.logprobs();
+        int[] ids = r.topLogprobTokens();
+        float[] values = r.topLogprobValues();
+        assertEquals(tokens.length, logprobs.length);
+        assertEquals(3 * tokens.length, ids.length);
+        assertEquals(3 * tokens.length, values.length);
+        for (int i = 0; i < tokens.length; ++i) {
+          assertTrue(values[3 * i] >= values[3 * i + 1] && values[3 * i + 1] >= values[3 * i + 2]);
+        }
+      }
+    }
+    try (RequestOptions ro = prompt(4)) {
+      ro.setTopLogprobs(21);
+      fail("21 top logprobs were accepted");
+    } catch (Llm42Exception e) {
+      assertEquals(Status.INVALID_ARGUMENT, e.getStatus());
+    }
+  }
+
   // A deterministic request's receipt (byte[]) is reproduced by another session; a damaged one
   // throws FORMAT_ERROR; another KV type is another schedule, with a reason.
   @Test

@@ -128,6 +128,31 @@ public class Llm42Tests {
     }
   }
 
+  // Three most likely tokens per position, most likely first.
+  [Test]
+  public void LogprobsAndTopLogprobs() {
+    using (var ro = Turn("Once upon a time")) {
+      ro.SetLogprobs(true);
+      ro.SetTopLogprobs(3);
+      using (var r = session.Submit(ro)) {
+        Assert.IsTrue(r.WaitFor(-1));
+        int[] tokens = r.OutputTokens();
+        float[] logprobs = r.Logprobs();
+        int[] ids = r.TopLogprobTokens();
+        float[] values = r.TopLogprobValues();
+        Assert.AreEqual(tokens.Length, logprobs.Length);
+        Assert.AreEqual(3 * tokens.Length, ids.Length);
+        Assert.AreEqual(3 * tokens.Length, values.Length);
+        for (int i = 0; i < tokens.Length; ++i) {
+          Assert.IsTrue(values[3 * i] >= values[3 * i + 1] && values[3 * i + 1] >= values[3 * i + 2]);
+        }
+      }
+    }
+    using (var ro = Prompt(4)) {
+      AssertStatus(Status.INVALID_ARGUMENT, () => ro.SetTopLogprobs(21));
+    }
+  }
+
   // A deterministic request's receipt (byte[]) is reproduced by another session; a damaged one
   // throws FORMAT_ERROR; another KV type is another schedule, with a reason.
   [Test]

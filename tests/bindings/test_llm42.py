@@ -123,6 +123,27 @@ class BindingTest(unittest.TestCase):
             other.close()
             os.remove(path)
 
+    def test_logprobs_and_top_logprobs(self):
+        # Three most likely tokens per position, most likely first; the chosen token's entry is
+        # its logprob exactly.
+        with request_options(max_tokens=8, temperature=0.8, seed=3, deterministic=True, logprobs=True,
+                             top_logprobs=3) as ro, self.session.submit(ro) as r:
+            self.assertTrue(r.wait_for(-1))
+            tokens, logprobs = r.output_tokens(), r.logprobs()
+            ids, values = r.top_logprob_tokens(), r.top_logprob_values()
+        self.assertEqual(len(logprobs), len(tokens))
+        self.assertEqual(len(ids), 3 * len(tokens))
+        self.assertEqual(len(values), 3 * len(tokens))
+        for i, token in enumerate(tokens):
+            group = values[3 * i:3 * i + 3]
+            self.assertEqual(group, sorted(group, reverse=True))
+            self.assertTrue(all(v <= 0 for v in group))
+            if token in ids[3 * i:3 * i + 3]:
+                self.assertEqual(values[3 * i + ids[3 * i:3 * i + 3].index(token)], logprobs[i])
+        with request_options() as ro, self.assertRaises(llm42.Llm42Exception) as e:
+            ro.set_top_logprobs(21)
+        self.assertEqual(e.exception.status, llm42.Status.INVALID_ARGUMENT)
+
     def test_receipts_replay_and_refuse_damage(self):
         # A deterministic request's receipt (bytes) is reproduced by another session; a damaged
         # one raises FORMAT_ERROR; another KV type is another schedule, with a reason.

@@ -55,6 +55,8 @@ ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
 ABSL_FLAG(std::string, receipt, "",
           "generate: write the request's reproducibility receipt here (needs --deterministic; text "
           "format for .txtpb/.textproto/.txt, else binary); check it with `llm42 verify`");
+ABSL_FLAG(int32_t, top_logprobs, 0,
+          "generate: also print the N most likely tokens and their logprobs at every position (0..20)");
 ABSL_FLAG(bool, fingerprint, false, "info: also print the model's SHA-256 fingerprint (reads every weight byte)");
 ABSL_FLAG(std::string, system, "", "chat: system message");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
@@ -115,7 +117,8 @@ void ApplyGenerationFlags(api::RequestOptions& ro) {
       .SetTopP(absl::GetFlag(FLAGS_top_p))
       .SetMinP(absl::GetFlag(FLAGS_min_p))
       .SetDeterministic(absl::GetFlag(FLAGS_deterministic))
-      .SetLogprobs(absl::GetFlag(FLAGS_print_logprobs));
+      .SetLogprobs(absl::GetFlag(FLAGS_print_logprobs))
+      .SetTopLogprobs(absl::GetFlag(FLAGS_top_logprobs));
   if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
 }
 
@@ -181,6 +184,17 @@ int Generate() {
     if (absl::GetFlag(FLAGS_print_logprobs)) {
       for (float lp : request.Logprobs()) std::cout << absl::StrFormat("%a ", lp);
       std::cout << "\n";
+    }
+    if (const int32_t top = absl::GetFlag(FLAGS_top_logprobs); top > 0) {
+      const std::vector<std::pair<int32_t, float>> entries = request.TopLogprobs();
+      for (size_t i = 0; i + static_cast<size_t>(top) <= entries.size(); i += static_cast<size_t>(top)) {
+        std::cout << "#" << i / static_cast<size_t>(top) << " " << ids[i / static_cast<size_t>(top)] << ":";
+        for (size_t j = i; j < i + static_cast<size_t>(top); ++j) {
+          std::cout << absl::StrFormat(" %d '%s' %.4f", entries[j].first, session.Detokenize({entries[j].first}),
+                                       entries[j].second);
+        }
+        std::cout << "\n";
+      }
     }
     if (!absl::GetFlag(FLAGS_receipt).empty() && !WriteReceiptFile(request, absl::GetFlag(FLAGS_receipt))) return 1;
     if (absl::GetFlag(FLAGS_stats)) {
