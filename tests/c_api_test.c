@@ -641,6 +641,7 @@ static void TestReceipts(void) {
     EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, 21), LLM42_INVALID_ARGUMENT);
     EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, 3), LLM42_OK);
     EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_prompt_logprobs(ro, 1), LLM42_OK);
     EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
     EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 24), LLM42_OK);
     EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
@@ -653,6 +654,15 @@ static void TestReceipts(void) {
       EXPECT_STATUS(llm42_request_output_tokens(t, toks, 24, &nt), LLM42_OK);
       EXPECT_STATUS(llm42_request_logprobs(t, lps, 24, &nl), LLM42_OK);
       EXPECT(ntop == 3 * nt && nl == nt && nt > 0);
+      {
+        /* The prompt's scores: one per prompt token after the first. */
+        int32_t prompt_ids[32];
+        float scores[32];
+        size_t np = 0, ns = 0;
+        EXPECT_STATUS(llm42_session_tokenize(other, "Once upon a time", 16, 1, prompt_ids, 32, &np), LLM42_OK);
+        EXPECT_STATUS(llm42_request_prompt_logprobs(t, scores, 32, &ns), LLM42_OK);
+        EXPECT(np > 1 && ns == np - 1);
+      }
       for (i = 0; i < nt && ntop == 3 * nt; ++i) {
         EXPECT(values[3 * i] >= values[3 * i + 1] && values[3 * i + 1] >= values[3 * i + 2]);
         for (j = 0; j < 3; ++j) {

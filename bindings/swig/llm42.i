@@ -288,6 +288,10 @@ struct llm42_swig_receipt_check {};
   void set_logprobs(bool on) {
     llm42_swig::Check(llm42_request_options_set_logprobs(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
   }
+  /* Score the prompt (Request.prompt_logprobs). */
+  void set_prompt_logprobs(bool on) {
+    llm42_swig::Check(llm42_request_options_set_prompt_logprobs(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
+  }
   /* Record the n (0..20) most likely tokens per position (Request.top_logprob_tokens/_values). */
   void set_top_logprobs(int32_t n) {
     llm42_swig::Check(llm42_request_options_set_top_logprobs(llm42_swig::Handle($self, "RequestOptions"), n));
@@ -354,6 +358,11 @@ struct llm42_swig_receipt_check {};
   std::vector<float> logprobs() {
     llm42_request* r = llm42_swig::Handle($self, "Request");
     return llm42_swig::ReadAll<float>([r](float* b, size_t c, size_t* n) { return llm42_request_logprobs(r, b, c, n); });
+  }
+  /* The logprob of each prompt token after the ones before it (prompt length - 1 values). */
+  std::vector<float> prompt_logprobs() {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    return llm42_swig::ReadAll<float>([r](float* b, size_t c, size_t* n) { return llm42_request_prompt_logprobs(r, b, c, n); });
   }
   /* The top-N per committed token, N entries per token, most likely first: their ids ... */
   std::vector<int32_t> top_logprob_tokens() {

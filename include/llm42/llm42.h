@@ -342,6 +342,12 @@ LLM42_API llm42_status llm42_request_options_set_logprobs(llm42_request_options*
  * schedule, like its logprobs, so they are the same bits whatever runs beside it. */
 LLM42_API llm42_status llm42_request_options_set_top_logprobs(llm42_request_options* options,
                                                               int32_t n);
+/* Also score the prompt (llm42_request_prompt_logprobs): the logprob of each prompt token after
+ * the ones before it, under the fixed schedule for a deterministic request, so that rescoring a
+ * generated text (its prompt and output as the new prompt) gives bitwise the logprobs the
+ * generation reported. Such a request takes no K/V from the prefix cache. */
+LLM42_API llm42_status llm42_request_options_set_prompt_logprobs(llm42_request_options* options,
+                                                                 int32_t on);
 /* fn may be NULL to remove it. */
 LLM42_API llm42_status llm42_request_options_set_callback(llm42_request_options* options,
                                                           llm42_token_callback fn,
@@ -405,6 +411,11 @@ LLM42_API llm42_status llm42_request_logprobs(llm42_request* request, float* val
  * OUT_OF_RANGE with *n = the count when capacity is smaller. */
 LLM42_API llm42_status llm42_request_top_logprobs(llm42_request* request, int32_t* tokens,
                                                   float* logprobs, size_t capacity, size_t* n);
+/* The prompt's scores: values[i] is the logprob of prompt token i + 1 after tokens 0..i (a
+ * parent's and a rendered chat's tokens included), prompt length - 1 values once the prompt has
+ * been computed (fewer while it is). FAILED_PRECONDITION unless prompt logprobs were requested. */
+LLM42_API llm42_status llm42_request_prompt_logprobs(llm42_request* request, float* values,
+                                                     size_t capacity, size_t* n);
 /* Per-request counter (TOKENS_GENERATED, PREFILL_TOKENS, DECODE_STEPS,
  * TIME_TO_FIRST_TOKEN_US, ...). */
 LLM42_API llm42_status llm42_request_stat(llm42_request* request, llm42_stat which,

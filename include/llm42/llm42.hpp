@@ -240,6 +240,10 @@ class RequestOptions {
     detail::Check(llm42_request_options_set_logprobs(h_.get(), on ? 1 : 0));
     return *this;
   }
+  RequestOptions& SetPromptLogprobs(bool on) {
+    detail::Check(llm42_request_options_set_prompt_logprobs(h_.get(), on ? 1 : 0));
+    return *this;
+  }
   RequestOptions& SetTopLogprobs(int32_t n) {
     detail::Check(llm42_request_options_set_top_logprobs(h_.get(), n));
     return *this;
@@ -302,6 +306,11 @@ class Request {
   std::vector<float> Logprobs() {
     return detail::ReadBuffer<float>(
         [&](float* b, size_t c, size_t* n) { return llm42_request_logprobs(h_.get(), b, c, n); });
+  }
+  // The prompt's scores (llm42_request_prompt_logprobs).
+  std::vector<float> PromptLogprobs() {
+    return detail::ReadBuffer<float>(
+        [&](float* b, size_t c, size_t* n) { return llm42_request_prompt_logprobs(h_.get(), b, c, n); });
   }
   // The top-N of every committed token (llm42_request_top_logprobs): N (token, logprob) pairs
   // per token, most likely first.

@@ -511,6 +511,11 @@ llm42_status llm42_request_options_set_top_logprobs(llm42_request_options* o, in
   o->options.top_logprobs = n;
   return LLM42_OK;
 }
+llm42_status llm42_request_options_set_prompt_logprobs(llm42_request_options* o, int32_t on) {
+  LLM42_REQUIRE(o != nullptr, "options is NULL");
+  o->options.prompt_logprobs = on != 0;
+  return LLM42_OK;
+}
 llm42_status llm42_request_options_set_callback(llm42_request_options* o, llm42_token_callback fn,
                                                 void* user_data) {
   LLM42_REQUIRE(o != nullptr, "options is NULL");
@@ -610,6 +615,17 @@ llm42_status llm42_request_logprobs(llm42_request* r, float* values, size_t capa
       return Fail(LLM42_FAILED_PRECONDITION, "logprobs were not requested");
     }
     const std::vector<float> out = r->impl->logprobs();
+    return CopyOut(out.data(), out.size(), values, capacity, n);
+  });
+}
+
+llm42_status llm42_request_prompt_logprobs(llm42_request* r, float* values, size_t capacity, size_t* n) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    if (!r->impl->options().prompt_logprobs) {
+      return Fail(LLM42_FAILED_PRECONDITION, "prompt logprobs were not requested");
+    }
+    const std::vector<float> out = r->impl->prompt_logprobs();
     return CopyOut(out.data(), out.size(), values, capacity, n);
   });
 }

@@ -146,7 +146,7 @@ bool Engine::Step() {
   // completes the sequence.
   std::vector<int32_t> tokens, positions, seqs, logit_rows;
   std::vector<Schedule> schedules;
-  std::vector<size_t> first_logit(plan.size());
+  std::vector<size_t> first_logit(plan.size()), score_first(plan.size()), score_n(plan.size());
   StepShape shape{0, 0, rest.attended};
   for (size_t e = 0; e < plan.size(); ++e) {
     const PlanEntry& p = plan[e];
@@ -155,6 +155,16 @@ bool Engine::Step() {
     (sched == Schedule::kFixed ? shape.fixed_rows : shape.fast_rows) += p.n;
     if (s.dvr && p.kind == RowKind::kPrefill) {
       stats_.Check(s.fixed_prefill(), "a deterministic prefill runs only over the committed prefix");
+    }
+    // Prompt rows that score the next prompt token (RequestOptions::prompt_logprobs) come first.
+    score_first[e] = logit_rows.size();
+    const bool scoring = p.kind != RowKind::kVerify && s.request->options().prompt_logprobs;
+    for (int64_t j = 0; j < p.n && scoring; ++j) {
+      const int64_t pos = p.begin + j;
+      if (pos == s.prompt_scored + static_cast<int64_t>(score_n[e]) && pos + 1 < s.n_prompt) {
+        logit_rows.push_back(static_cast<int32_t>(tokens.size() + static_cast<size_t>(j)));
+        ++score_n[e];
+      }
     }
     first_logit[e] = logit_rows.size();
     for (int64_t j = 0; j < p.n; ++j) {
@@ -198,6 +208,15 @@ bool Engine::Step() {
     const PlanEntry& p = plan[e];
     Sequence& s = *p.seq;
     const RequestOptions& o = s.request->options();
+    if (score_n[e] > 0) {
+      std::vector<float> scores;
+      for (size_t k = 0; k < score_n[e]; ++k) {
+        const auto next = static_cast<size_t>(s.prompt_scored + static_cast<int64_t>(k) + 1);
+        scores.push_back(TokenLogprob(row(score_first[e] + k), s.tokens[next]));
+      }
+      s.request->AddPromptLogprobs(scores);
+      s.prompt_scored += static_cast<int64_t>(score_n[e]);
+    }
     if (p.kind == RowKind::kVerify) {
       if (VerifyEntry(s, p.n, [&](int64_t j) -> std::span<const float> {
             return row(first_logit[e] + static_cast<size_t>(j));

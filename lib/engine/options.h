@@ -96,6 +96,11 @@ struct RequestOptions {
   // The most likely tokens and their logprobs at every output position (0 = none, at most
   // kMaxTopLogprobs); a deterministic request's come from the fixed schedule, like its logprobs.
   int32_t top_logprobs = 0;
+  // Also score the prompt: the logprob of each prompt token after the ones before it (prompt
+  // length - 1 values), under fixed for a deterministic request, so that rescoring a
+  // generated text gives bitwise the logprobs its generation reported. Such a request takes no
+  // K/V from the prefix cache (its prompt rows must be computed).
+  bool prompt_logprobs = false;
   TokenCallbackFn callback = nullptr;
   void* callback_user_data = nullptr;
 

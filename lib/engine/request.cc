@@ -115,6 +115,16 @@ std::vector<TopLogprob> Request::top_logprobs() const {
   return top_logprobs_;
 }
 
+std::vector<float> Request::prompt_logprobs() const {
+  absl::MutexLock lock(&mu_);
+  return prompt_logprobs_;
+}
+
+void Request::AddPromptLogprobs(std::span<const float> values) {
+  absl::MutexLock lock(&mu_);
+  prompt_logprobs_.insert(prompt_logprobs_.end(), values.begin(), values.end());
+}
+
 int64_t Request::stat(RequestStat which) const {
   absl::MutexLock lock(&mu_);
   switch (which) {

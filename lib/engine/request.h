@@ -77,6 +77,9 @@ class Request {
   std::vector<float> logprobs() const;
   // options().top_logprobs entries per committed token, in order.
   std::vector<TopLogprob> top_logprobs() const;
+  // options().prompt_logprobs: the logprob of prompt token i + 1 after tokens 0..i, for the
+  // prompt rows computed so far (all prompt length - 1 once prefill is done).
+  std::vector<float> prompt_logprobs() const;
   int64_t stat(RequestStat which) const;
 
   // --- Engine side ---------------------------------------------------------------------
@@ -86,6 +89,7 @@ class Request {
   void Commit(std::span<const int32_t> tokens, std::span<const float> logprobs, std::span<const TopLogprob> top,
               const std::string& text, bool finished, FinishReason reason, absl::Status status);
   void AddPrefill(int64_t tokens);
+  void AddPromptLogprobs(std::span<const float> values);
   // Prompt positions taken from the prefix cache at an admission.
   void AddCachedPrompt(int64_t tokens);
   // One decode row; `fixed_commit`: a deterministic request's, decoded under fixed and
@@ -108,6 +112,7 @@ class Request {
   std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
   std::vector<float> logprobs_ ABSL_GUARDED_BY(mu_);
   std::vector<TopLogprob> top_logprobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> prompt_logprobs_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);
   size_t tokens_read_ ABSL_GUARDED_BY(mu_) = 0;
   size_t text_read_ ABSL_GUARDED_BY(mu_) = 0;

@@ -35,6 +35,7 @@ struct Sequence {
   int64_t n_prompt;
   int64_t n_committed;     // prompt + committed tokens
   int64_t n_computed = 0;  // positions whose K/V are in the cache
+  int64_t prompt_scored = 0;  // prompt_logprobs: prompt rows scored so far (row i scores token i + 1)
   int32_t kv_seq = -1;     // KV-cache sequence while admitted
   SamplingParams sampling;
   bool dvr;            // decode-verify-rollback: candidates are committed only once verified

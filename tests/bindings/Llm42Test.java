@@ -165,8 +165,10 @@ public class Llm42Test {
     try (RequestOptions ro = turn("Once upon a time")) {
       ro.setLogprobs(true);
       ro.setTopLogprobs(3);
+      ro.setPromptLogprobs(true);
       try (Request r = session.submit(ro)) {
         assertTrue(r.waitFor(-1));
+        assertEquals(session.tokenize("Once upon a time", true).length - 1, r.promptLogprobs().length);
         int[] tokens = r.outputTokens();
         float[] logprobs = r.logprobs();
         int[] ids = r.topLogprobTokens();

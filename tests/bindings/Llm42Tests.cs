@@ -134,8 +134,10 @@ public class Llm42Tests {
     using (var ro = Turn("Once upon a time")) {
       ro.SetLogprobs(true);
       ro.SetTopLogprobs(3);
+      ro.SetPromptLogprobs(true);
       using (var r = session.Submit(ro)) {
         Assert.IsTrue(r.WaitFor(-1));
+        Assert.AreEqual(session.Tokenize("Once upon a time", true).Length - 1, r.PromptLogprobs().Length);
         int[] tokens = r.OutputTokens();
         float[] logprobs = r.Logprobs();
         int[] ids = r.TopLogprobTokens();

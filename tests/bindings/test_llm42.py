@@ -127,9 +127,10 @@ class BindingTest(unittest.TestCase):
         # Three most likely tokens per position, most likely first; the chosen token's entry is
         # its logprob exactly.
         with request_options(max_tokens=8, temperature=0.8, seed=3, deterministic=True, logprobs=True,
-                             top_logprobs=3) as ro, self.session.submit(ro) as r:
+                             top_logprobs=3, prompt_logprobs=True) as ro, self.session.submit(ro) as r:
             self.assertTrue(r.wait_for(-1))
             tokens, logprobs = r.output_tokens(), r.logprobs()
+            self.assertEqual(len(r.prompt_logprobs()), len(self.session.tokenize("Once upon a time", True)) - 1)
             ids, values = r.top_logprob_tokens(), r.top_logprob_values()
         self.assertEqual(len(logprobs), len(tokens))
         self.assertEqual(len(ids), 3 * len(tokens))

@@ -55,6 +55,8 @@ ABSL_FLAG(bool, stats, true, "Print timing to stderr at the end");
 ABSL_FLAG(std::string, receipt, "",
           "generate: write the request's reproducibility receipt here (needs --deterministic; text "
           "format for .txtpb/.textproto/.txt, else binary); check it with `llm42 verify`");
+ABSL_FLAG(bool, print_prompt_logprobs, false,
+          "generate: also print the logprob of each prompt token after the ones before it (hex floats)");
 ABSL_FLAG(int32_t, top_logprobs, 0,
           "generate: also print the N most likely tokens and their logprobs at every position (0..20)");
 ABSL_FLAG(bool, fingerprint, false, "info: also print the model's SHA-256 fingerprint (reads every weight byte)");
@@ -118,7 +120,8 @@ void ApplyGenerationFlags(api::RequestOptions& ro) {
       .SetMinP(absl::GetFlag(FLAGS_min_p))
       .SetDeterministic(absl::GetFlag(FLAGS_deterministic))
       .SetLogprobs(absl::GetFlag(FLAGS_print_logprobs))
-      .SetTopLogprobs(absl::GetFlag(FLAGS_top_logprobs));
+      .SetTopLogprobs(absl::GetFlag(FLAGS_top_logprobs))
+      .SetPromptLogprobs(absl::GetFlag(FLAGS_print_prompt_logprobs));
   if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
 }
 
@@ -183,6 +186,11 @@ int Generate() {
     if (absl::GetFlag(FLAGS_print_ids)) std::cout << absl::StrJoin(ids, " ") << "\n";
     if (absl::GetFlag(FLAGS_print_logprobs)) {
       for (float lp : request.Logprobs()) std::cout << absl::StrFormat("%a ", lp);
+      std::cout << "\n";
+    }
+    if (absl::GetFlag(FLAGS_print_prompt_logprobs)) {
+      std::cout << "prompt:";
+      for (float lp : request.PromptLogprobs()) std::cout << absl::StrFormat(" %a", lp);
       std::cout << "\n";
     }
     if (const int32_t top = absl::GetFlag(FLAGS_top_logprobs); top > 0) {
