@@ -9,6 +9,7 @@
 // logprob case.
 #include "lib/engine/receipt.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -36,10 +37,12 @@ class ReceiptTest : public ::testing::Test {
     if (model_.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is missing";
   }
 
-  std::unique_ptr<Session> Open(const std::string& model, const std::string& kv_dtype = "auto") {
+  std::unique_ptr<Session> Open(const std::string& model, const std::string& kv_dtype = "auto", int threads = 2,
+                                DeterminismMode mode = DeterminismMode::kSelective) {
     SessionOptions o;
     o.model_path = model;
-    o.threads = 2;
+    o.threads = threads;
+    o.determinism.mode = mode;
     o.context_length = 256;
     o.kv_dtype = kv_dtype;
     auto s = Session::Create(o);
@@ -113,6 +116,59 @@ TEST_F(ReceiptTest, ReceiptsReplayBitwise) {
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_EQ(check->outcome, ReceiptCheck::Outcome::kReproduced) << check->detail;
   for (auto& o : others) o->Wait(-1);
+}
+
+// Made on 1 thread under co-runner load in a selective session; verified alone on 2 threads in a
+// batch_invariant one.
+TEST_F(ReceiptTest, ReceiptsCrossModesThreadCountsAndLoad) {
+  std::string receipt;
+  {
+    auto busy = Open(model_, "auto", 1);
+    std::vector<std::shared_ptr<Request>> others;
+    for (int i = 0; i < 5; ++i) {
+      RequestOptions o = Spec(false);
+      o.prompt_tokens.push_back(70 + i);
+      o.max_tokens = 30;
+      auto r = busy->Submit(o, nullptr);
+      ASSERT_TRUE(r.ok());
+      others.push_back(*r);
+    }
+    receipt = ReceiptOf(*busy, Spec(true));
+    for (auto& o : others) o->Wait(-1);
+  }
+  auto invariant = Open(model_, "auto", 2, DeterminismMode::kBatchInvariant);
+  auto c = invariant->VerifyReceipt(receipt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kReproduced) << c->detail;
+}
+
+// A receipt re-made (valid digest) with another seed or temperature but the original output:
+// the replay's tokens part where the other setting's own output parts from the original.
+TEST_F(ReceiptTest, ChangedSeedOrSamplingIsFoundWhereTheTokensDiffer) {
+  auto s = Open(model_);
+  const RequestOptions spec = Spec(true);
+  auto r = s->Submit(spec, nullptr);
+  ASSERT_TRUE(r.ok());
+  (*r)->Wait(-1);
+  const std::vector<int32_t> output = (*r)->output_tokens();
+  const ReceiptSetup setup = (*r)->receipts()->Setup();
+  for (int variant = 0; variant < 2; ++variant) {
+    RequestOptions changed = spec;
+    if (variant == 0) changed.sampling.seed += 1;
+    if (variant == 1) changed.sampling.temperature = 1.1f;
+    auto other = s->Submit(changed, nullptr);
+    ASSERT_TRUE(other.ok());
+    (*other)->Wait(-1);
+    const std::vector<int32_t> theirs = (*other)->output_tokens();
+    const auto expected = std::mismatch(output.begin(), output.end(), theirs.begin()).first - output.begin();
+    ASSERT_LT(expected, static_cast<std::ptrdiff_t>(output.size())) << "variant " << variant << " changed nothing";
+    const std::string bytes = MakeReceipt(setup, (*r)->prompt(), changed, changed.sampling.seed, output,
+                                          (*r)->logprobs(), FinishReason::kLength);
+    auto c = s->VerifyReceipt(bytes);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherOutput) << "variant " << variant;
+    EXPECT_EQ(c->first_difference, expected) << "variant " << variant << ": " << c->detail;
+  }
 }
 
 TEST_F(ReceiptTest, DamagedOrAlteredBytesAreRefused) {
@@ -257,6 +313,15 @@ TEST_F(ReceiptTest, FingerprintSeesEveryByteAndNoThreadCount) {
   auto changed = GgufFile::Open(path);
   ASSERT_TRUE(changed.ok()) << changed.status();
   EXPECT_NE(FingerprintModel(**changed, 2).sha256, one.sha256);
+  // A receipt checked against the file with one changed weight: another model, said as such.
+  {
+    auto s = Open(model_);
+    const std::string receipt = ReceiptOf(*s, Spec(true));
+    auto other = Open(path);
+    auto c = other->VerifyReceipt(receipt);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherModel) << c->detail;
+  }
   std::filesystem::remove(path);
 }
 
