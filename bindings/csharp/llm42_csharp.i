@@ -77,6 +77,15 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     global::System.IntPtr p = $imcall;$excode
     return Llm42Native.TakeString(p);
   }
+/* Streamed text: a string, or null at the end of the stream. */
+%typemap(ctype) llm42_swig::Text "void*"
+%typemap(imtype) llm42_swig::Text "global::System.IntPtr"
+%typemap(cstype) llm42_swig::Text "string"
+%typemap(out) llm42_swig::Text %{ $result = $1.done ? nullptr : new std::string($1.text); %}
+%typemap(csout, excode=SWIGEXCODE) llm42_swig::Text {
+    global::System.IntPtr p = $imcall;$excode
+    return Llm42Native.TakeString(p);
+  }
 /* Logprobs out: float[]. */
 %typemap(ctype) std::vector<float> "void*"
 %typemap(imtype) std::vector<float> "global::System.IntPtr"

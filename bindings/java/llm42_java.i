@@ -54,6 +54,24 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
   jenv->SetByteArrayRegion($result, 0, static_cast<jsize>(s.size()), reinterpret_cast<const jbyte*>(s.data()));
 }
 
+/* Streamed text: a String, or null at the end of the stream. */
+%typemap(jni) llm42_swig::Text "jbyteArray"
+%typemap(jtype) llm42_swig::Text "byte[]"
+%typemap(jstype) llm42_swig::Text "String"
+%typemap(javaout) llm42_swig::Text {
+    byte[] utf8 = $jnicall;
+    return utf8 == null ? null : new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+  }
+%typemap(out) llm42_swig::Text {
+  if ($1.done) {
+    $result = nullptr;
+  } else {
+    const std::string& s = $1.text;
+    $result = jenv->NewByteArray(static_cast<jsize>(s.size()));
+    jenv->SetByteArrayRegion($result, 0, static_cast<jsize>(s.size()), reinterpret_cast<const jbyte*>(s.data()));
+  }
+}
+
 /* Logprobs: float[]. */
 %typemap(jni) std::vector<float> "jfloatArray"
 %typemap(jtype) std::vector<float> "float[]"

@@ -34,6 +34,16 @@ void _set_exception_class(PyObject* cls) {
   for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM($result, static_cast<Py_ssize_t>(i), PyLong_FromLong(v[i]));
 }
 
+/* Streamed text: str, or None at the end of the stream. */
+%typemap(out) llm42_swig::Text {
+  if ($1.done) {
+    Py_INCREF(Py_None);
+    $result = Py_None;
+  } else {
+    $result = PyUnicode_DecodeUTF8($1.text.data(), static_cast<Py_ssize_t>($1.text.size()), "replace");
+  }
+}
+
 /* Logprobs come back as list[float]. */
 %typemap(out) std::vector<float> {
   const std::vector<float>& v = $1;
@@ -111,7 +121,7 @@ def _iter_text(self):
     """Yields text chunks as they are committed, until the request finishes."""
     while True:
         chunk = self.read_text(-1)
-        if not chunk:
+        if chunk is None:
             return
         yield chunk
 

@@ -53,6 +53,13 @@ std::vector<T> ReadAll(Fill fill) {
 
 inline std::string ToString(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
+// A chunk of streamed text, or the end of the stream (done: the request finished and everything
+// was read): str / String / string, or None / null (each language's .i maps it).
+struct Text {
+  bool done = false;
+  std::string text;
+};
+
 // Binary data (a receipt): bytes in Python, byte[] in Java and C# (each language's .i maps it).
 struct Bytes {
   std::string data;
@@ -315,20 +322,22 @@ struct llm42_swig_receipt_check {};
     $self->h = nullptr;
   }
   /* Text committed since the last call; "" when nothing new arrived within timeout_ms (0 = don't
-   * wait, -1 = forever) or, with -1, when the request finished and everything was read. */
-  std::string read_text(int32_t timeout_ms) {
+   * wait, -1 = forever); None / null once the request has finished and everything was read, so a
+   * zero-timeout frame loop can never mistake the end for a quiet frame and lose the last chunk. */
+  llm42_swig::Text read_text(int32_t timeout_ms) {
     llm42_request* r = llm42_swig::Handle($self, "Request");
     std::vector<char> buf(4096);
     for (;;) {
       size_t n = 0;
       const llm42_status s = llm42_request_read_text(r, buf.data(), buf.size(), &n, timeout_ms);
-      if (s == LLM42_TIMEOUT) return std::string();
+      if (s == LLM42_TIMEOUT) return llm42_swig::Text{};
       if (s == LLM42_OUT_OF_RANGE) {
         buf.resize(std::max(buf.size() * 2, n));
         continue;
       }
       llm42_swig::Check(s);
-      return std::string(buf.data(), n);
+      // OK with nothing: finished and drained (llm42_request_read_text).
+      return llm42_swig::Text{n == 0, std::string(buf.data(), n)};
     }
   }
   bool is_finished() { return llm42_request_is_finished(llm42_swig::Handle($self, "Request")) != 0; }

@@ -15,7 +15,7 @@ class Stream {
           request.SetDeterministic(true);
           Console.Write(prompt);
           using (var r = session.Submit(request)) {
-            for (string text; (text = r.ReadText(-1)) != "";) Console.Write(text);
+            for (string text; (text = r.ReadText(-1)) != null;) Console.Write(text);
           }
           Console.WriteLine();
         }
