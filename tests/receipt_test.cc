@@ -250,6 +250,19 @@ TEST_F(ReceiptTest, AnotherModelAndAnotherScheduleAreTheirOwnOutcomes) {
   EXPECT_NE(c->detail.find("KV type"), std::string::npos) << c->detail;
 }
 
+// A tokenizer-only session fingerprints its file (the same hash) and refuses to replay.
+TEST_F(ReceiptTest, TokenizerOnlySessionsFingerprintButDoNotReplay) {
+  auto full = Open(model_);
+  const std::string receipt = ReceiptOf(*full, Spec(true));
+  SessionOptions o;
+  o.model_path = model_;
+  o.vocab_only = true;
+  auto vocab = Session::Create(o);
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  EXPECT_EQ((*vocab)->Fingerprint().sha256, full->Fingerprint().sha256);
+  EXPECT_EQ((*vocab)->VerifyReceipt(receipt).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(ReceiptTest, OnlyFinishedDeterministicRequestsGetReceipts) {
   auto s = Open(model_);
   auto plain = s->Submit(Spec(false), nullptr);

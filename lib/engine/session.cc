@@ -65,7 +65,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     s->chat_template_ = ChatTemplate::Detect(v.chat_template(), v.Find("<|im_start|>").has_value(),
                                              v.Find("<|start_header_id|>").has_value());
   }
+  const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   if (options.vocab_only) {
+    // Fingerprints work on a tokenizer-only session too; it has no schedule to replay under.
+    s->receipts_ = std::make_shared<ReceiptContext>(s->file_, threads, ReceiptSetup{}, false);
     Log(LogLevel::kInfo, "opened the vocabulary of ", options.model_path, " (",
         s->tokenizer_->vocab().size(), " tokens, tokenizer only)");
     return s;
@@ -97,7 +100,6 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     setup.backend = s->backend_->name();
     setup.device = s->backend_->device_name();
     setup.kv_dtype = KvDtypeName(s->backend_->kv_dtype());
-    const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
     s->receipts_ = std::make_shared<ReceiptContext>(s->file_, threads, std::move(setup),
                                                     options.determinism.mode == DeterminismMode::kBatchInvariant);
   }
@@ -319,6 +321,9 @@ SavedConversation Session::Setup() const {
 
 absl::StatusOr<ReceiptCheck> Session::VerifyReceipt(std::string_view bytes) {
   LLM42_ASSIGN_OR_RETURN(Receipt receipt, ParseReceipt(bytes));
+  if (model_ == nullptr) {
+    return absl::FailedPreconditionError("this session is tokenizer-only (vocab_only): it cannot replay a receipt");
+  }
   ReceiptCheck setup = CompareSetup(receipt, receipts_->Setup());
   if (setup.outcome != ReceiptCheck::Outcome::kReproduced) return setup;
   LLM42_ASSIGN_OR_RETURN(std::shared_ptr<Request> replay, Submit(ReplayOptions(receipt), nullptr));
