@@ -35,7 +35,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
 #define LLM42_SWIG_ON_ERROR return $null;
 
 %rename("%(camelcase)s", %$isfunction) "";
-%rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_)?(.*)$/\\2/)s", %$isenumitem) "";
+%rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_|DECODE_PATH_)?(.*)$/\\2/)s", %$isenumitem) "";
 %ignore close;  // Dispose() is the close
 
 %pragma(csharp) imclasscode=%{
@@ -85,6 +85,15 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
 %typemap(csout, excode=SWIGEXCODE) llm42_swig::Text {
     global::System.IntPtr p = $imcall;$excode
     return Llm42Native.TakeString(p);
+  }
+/* Streamed token ids: int[], or null at the end of the stream. */
+%typemap(ctype) llm42_swig::Tokens "void*"
+%typemap(imtype) llm42_swig::Tokens "global::System.IntPtr"
+%typemap(cstype) llm42_swig::Tokens "int[]"
+%typemap(out) llm42_swig::Tokens %{ $result = $1.done ? nullptr : new std::vector<int32_t>($1.ids); %}
+%typemap(csout, excode=SWIGEXCODE) llm42_swig::Tokens {
+    global::System.IntPtr p = $imcall;$excode
+    return Llm42Native.TakeInts(p);
   }
 /* Logprobs out: float[]. */
 %typemap(ctype) std::vector<float> "void*"

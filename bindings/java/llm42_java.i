@@ -21,7 +21,7 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 %javaconst(1);
 
 %rename("%(lowercamelcase)s", %$isfunction) "";
-%rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_)?(.*)$/\\2/)s", %$isenumitem) "";
+%rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_|DECODE_PATH_)?(.*)$/\\2/)s", %$isenumitem) "";
 
 %pragma(java) jniclasscode=%{
   static {
@@ -69,6 +69,21 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
     const std::string& s = $1.text;
     $result = jenv->NewByteArray(static_cast<jsize>(s.size()));
     jenv->SetByteArrayRegion($result, 0, static_cast<jsize>(s.size()), reinterpret_cast<const jbyte*>(s.data()));
+  }
+}
+
+/* Streamed token ids: int[], or null at the end of the stream. */
+%typemap(jni) llm42_swig::Tokens "jintArray"
+%typemap(jtype) llm42_swig::Tokens "int[]"
+%typemap(jstype) llm42_swig::Tokens "int[]"
+%typemap(javaout) llm42_swig::Tokens { return $jnicall; }
+%typemap(out) llm42_swig::Tokens {
+  if ($1.done) {
+    $result = nullptr;
+  } else {
+    const std::vector<int32_t>& v = $1.ids;
+    $result = jenv->NewIntArray(static_cast<jsize>(v.size()));
+    jenv->SetIntArrayRegion($result, 0, static_cast<jsize>(v.size()), reinterpret_cast<const jint*>(v.data()));
   }
 }
 

@@ -44,6 +44,17 @@ void _set_exception_class(PyObject* cls) {
   }
 }
 
+/* Streamed token ids: list[int], or None at the end of the stream. */
+%typemap(out) llm42_swig::Tokens {
+  if ($1.done) {
+    Py_INCREF(Py_None);
+    $result = Py_None;
+  } else {
+    $result = PyList_New(static_cast<Py_ssize_t>($1.ids.size()));
+    for (size_t i = 0; i < $1.ids.size(); ++i) PyList_SET_ITEM($result, static_cast<Py_ssize_t>(i), PyLong_FromLong($1.ids[i]));
+  }
+}
+
 /* Logprobs come back as list[float]. */
 %typemap(out) std::vector<float> {
   const std::vector<float>& v = $1;
@@ -104,6 +115,7 @@ Mode = _enum_from("LLM42_MODE_", "Mode")
 Stat = _enum_from("LLM42_STAT_", "Stat")
 FinishReason = _enum_from("FinishReason_", "FinishReason")
 ReceiptOutcome = _enum_from("LLM42_RECEIPT_", "ReceiptOutcome")
+DecodePath = _enum_from("LLM42_DECODE_PATH_", "DecodePath")
 ReceiptCheck.outcome = (lambda method: lambda self: ReceiptOutcome(method(self)))(ReceiptCheck.outcome)
 
 

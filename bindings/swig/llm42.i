@@ -60,6 +60,12 @@ struct Text {
   std::string text;
 };
 
+// Streamed token ids, or the end of the stream: list[int] / int[], or None / null.
+struct Tokens {
+  bool done = false;
+  std::vector<int32_t> ids;
+};
+
 // Binary data (a receipt): bytes in Python, byte[] in Java and C# (each language's .i maps it).
 struct Bytes {
   std::string data;
@@ -120,6 +126,7 @@ struct llm42_swig_request { llm42_request* h = nullptr; };
 %rename(Status) llm42_status;
 %rename(Mode) llm42_mode;
 %rename(Stat) llm42_stat;
+%rename(DecodePath) llm42_decode_path;
 %rename(ReceiptOutcome) llm42_receipt_outcome;
 %include "llm42/llm42.h"
 %rename(FinishReason) llm42_swig_finish_reason;
@@ -178,7 +185,27 @@ struct llm42_swig_receipt_check {};
   void set_default_seed(uint64_t seed) {
     llm42_swig::Check(llm42_determinism_set_default_seed(llm42_swig::Handle($self, "Determinism"), seed));
   }
+  /* How selective mode decodes deterministic requests (AUTO, VERIFY, FIXED). */
+  void set_decode_path(llm42_decode_path path) {
+    llm42_swig::Check(llm42_determinism_set_decode_path(llm42_swig::Handle($self, "Determinism"), path));
+  }
+  /* Testing hooks (docs/deterministic-requests.md). */
+  void set_mismatch_injection(double fraction_of_windows) {
+    llm42_swig::Check(llm42_determinism_set_mismatch_injection(llm42_swig::Handle($self, "Determinism"), fraction_of_windows));
+  }
+  void set_fast_path_noise(double stddev) {
+    llm42_swig::Check(llm42_determinism_set_fast_path_noise(llm42_swig::Handle($self, "Determinism"), stddev));
+  }
 }
+
+/* Library-wide: versions, status names and the log level (messages below it are dropped; the
+ * default is warnings). */
+%inline %{
+int32_t version_number() { return llm42_version_number(); }
+std::string version_string() { return llm42_version_string(); }
+std::string status_name(llm42_status status) { return llm42_status_name(status); }
+void set_log_level(int32_t level) { llm42_set_log_level(level); }
+%}
 
 %extend llm42_swig_session_options {
   llm42_swig_session_options() {
@@ -339,6 +366,18 @@ struct llm42_swig_receipt_check {};
       // OK with nothing: finished and drained (llm42_request_read_text).
       return llm42_swig::Text{n == 0, std::string(buf.data(), n)};
     }
+  }
+  /* Token ids committed since the last call; empty when nothing new arrived within timeout_ms;
+   * None / null once the request has finished and every token was read. */
+  llm42_swig::Tokens read_tokens(int32_t timeout_ms) {
+    llm42_request* r = llm42_swig::Handle($self, "Request");
+    std::vector<int32_t> buf(256);
+    size_t n = 0;
+    const llm42_status s = llm42_request_read_tokens(r, buf.data(), buf.size(), &n, timeout_ms);
+    if (s == LLM42_TIMEOUT) return llm42_swig::Tokens{};
+    llm42_swig::Check(s);
+    buf.resize(n);
+    return llm42_swig::Tokens{n == 0, std::move(buf)};
   }
   bool is_finished() { return llm42_request_is_finished(llm42_swig::Handle($self, "Request")) != 0; }
   /* True once finished, false when timeout_ms passed first. */

@@ -159,6 +159,22 @@ public class Llm42Test {
     }
   }
 
+  @Test
+  public void libraryFunctionsAndReadTokens() {
+    assertEquals(2, ai.llm42.llm42.versionString().chars().filter(c -> c == '.').count());
+    assertEquals("LLM42_NOT_FOUND", ai.llm42.llm42.statusName(Status.NOT_FOUND));
+    ai.llm42.llm42.setLogLevel(2);
+    try (Determinism policy = new Determinism(Mode.SELECTIVE)) {
+      policy.setDecodePath(ai.llm42.DecodePath.FIXED);
+    }
+    try (RequestOptions ro = prompt(12); Request r = session.submit(ro)) {
+      java.util.List<Integer> ids = new java.util.ArrayList<>();
+      for (int[] chunk; (chunk = r.readTokens(0)) != null;) for (int id : chunk) ids.add(id);
+      assertArrayEquals(r.outputTokens(), ids.stream().mapToInt(Integer::intValue).toArray());
+      assertEquals(null, r.readTokens(-1));
+    }
+  }
+
   // Three most likely tokens per position, most likely first.
   @Test
   public void logprobsAndTopLogprobs() {

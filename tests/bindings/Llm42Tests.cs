@@ -128,6 +128,23 @@ public class Llm42Tests {
     }
   }
 
+  [Test]
+  public void LibraryFunctionsAndReadTokens() {
+    Assert.AreEqual(2, llm42.VersionString().Count(c => c == '.'));
+    Assert.AreEqual("LLM42_NOT_FOUND", llm42.StatusName(Status.NOT_FOUND));
+    llm42.SetLogLevel(2);
+    using (var policy = new Determinism(Mode.SELECTIVE)) {
+      policy.SetDecodePath(DecodePath.FIXED);
+    }
+    using (var ro = Prompt(12))
+    using (var r = session.Submit(ro)) {
+      var ids = new System.Collections.Generic.List<int>();
+      for (int[] chunk; (chunk = r.ReadTokens(0)) != null;) ids.AddRange(chunk);
+      CollectionAssert.AreEqual(r.OutputTokens(), ids.ToArray());
+      Assert.IsNull(r.ReadTokens(-1));
+    }
+  }
+
   // Three most likely tokens per position, most likely first.
   [Test]
   public void LogprobsAndTopLogprobs() {

@@ -123,6 +123,25 @@ class BindingTest(unittest.TestCase):
             other.close()
             os.remove(path)
 
+    def test_library_functions_and_read_tokens(self):
+        self.assertEqual(llm42.version_string().count("."), 2)
+        self.assertGreater(llm42.version_number(), 0)
+        self.assertEqual(llm42.status_name(llm42.Status.NOT_FOUND), "LLM42_NOT_FOUND")
+        llm42.set_log_level(3)  # errors only
+        llm42.set_log_level(2)
+        # read_tokens: [] is a quiet poll, None the end; every token arrives once.
+        with llm42.Determinism(llm42.Mode.SELECTIVE) as policy:
+            policy.set_decode_path(llm42.DecodePath.FIXED)
+        with request_options(max_tokens=12) as ro, self.session.submit(ro) as r:
+            ids = []
+            while True:
+                chunk = r.read_tokens(0)
+                if chunk is None:
+                    break
+                ids += chunk
+            self.assertEqual(ids, r.output_tokens())
+            self.assertIsNone(r.read_tokens(-1))
+
     def test_logprobs_and_top_logprobs(self):
         # Three most likely tokens per position, most likely first; the chosen token's entry is
         # its logprob exactly.
