@@ -53,6 +53,15 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     Llm42SetExceptionCallback(llm42ExceptionDelegate);
     return true;
   }
+  // The loaded libllm42 must suit these bindings (llm42.i's VersionProblem), checked once.
+#pragma warning disable 414
+  static readonly bool llm42VersionChecked = CheckLlm42Version();
+#pragma warning restore 414
+  static bool CheckLlm42Version() {
+    string problem = llm42.VersionProblem();
+    if (problem != "") throw new global::System.InvalidOperationException(problem);
+    return true;
+  }
 %}
 
 /* Strings in: NUL-terminated UTF-8 bytes. */

@@ -26,6 +26,8 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 %pragma(java) jniclasscode=%{
   static {
     System.loadLibrary("llm42_jni");
+    String problem = llm42.versionProblem();
+    if (!problem.isEmpty()) throw new UnsatisfiedLinkError(problem);
   }
 %}
 

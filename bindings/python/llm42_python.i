@@ -6,10 +6,17 @@
 #include <Python.h>
 static PyObject* llm42_py_exception = nullptr;  // llm42.Llm42Exception, set at import
 
+// llm42_py_exception(status, message) makes the exception (llm42.Llm42Exception or the subclass
+// for the status, which also subclasses the matching built-in); this raises it.
 static void llm42_py_raise(int status, const char* message) {
-  PyObject* args = Py_BuildValue("(is)", status, message);
-  PyErr_SetObject(llm42_py_exception != nullptr ? llm42_py_exception : PyExc_RuntimeError, args);
-  Py_XDECREF(args);
+  if (llm42_py_exception == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, message);
+    return;
+  }
+  PyObject* e = PyObject_CallFunction(llm42_py_exception, "is", status, message);
+  if (e == nullptr) return;  // the factory's own error is set
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(e)), e);
+  Py_DECREF(e);
 }
 #define LLM42_SWIG_RAISE(status, message) llm42_py_raise(status, message)
 %}
@@ -98,7 +105,34 @@ class Llm42Exception(Exception):
         return "%s: %s" % (name, self.args[0])
 
 
-_set_exception_class(Llm42Exception)
+class InvalidArgumentError(Llm42Exception, ValueError):
+    """INVALID_ARGUMENT: also a ValueError."""
+
+
+class NotFoundError(Llm42Exception, FileNotFoundError):
+    """NOT_FOUND: also a FileNotFoundError."""
+
+
+class TimeoutError_(Llm42Exception, TimeoutError):
+    """TIMEOUT: also the built-in TimeoutError."""
+
+
+class ResourceExhaustedError(Llm42Exception, MemoryError):
+    """RESOURCE_EXHAUSTED: also a MemoryError."""
+
+
+_EXCEPTION_CLASSES = {LLM42_INVALID_ARGUMENT: InvalidArgumentError, LLM42_NOT_FOUND: NotFoundError,
+                      LLM42_TIMEOUT: TimeoutError_, LLM42_RESOURCE_EXHAUSTED: ResourceExhaustedError}
+
+
+def _exception_for(status, message):
+    return _EXCEPTION_CLASSES.get(status, Llm42Exception)(status, message)
+
+
+_set_exception_class(_exception_for)
+
+if version_problem():
+    raise ImportError(version_problem())
 
 
 def _enum_from(prefix, name):

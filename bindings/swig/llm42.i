@@ -53,6 +53,21 @@ std::vector<T> ReadAll(Fill fill) {
 
 inline std::string ToString(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
+// Whether a binding built against header version `built` can use library version `library`
+// (LLM42_VERSION_NUMBER encoding): the same major version and no older a library; before 1.0 the
+// same minor version too (0.x makes no ABI promise). "" when it can, else the reason. Each
+// language checks it when the module loads.
+inline std::string VersionProblem(int32_t built, int32_t library) {
+  const int32_t major = built / 1000000, minor = built / 1000 % 1000;
+  const int32_t lib_major = library / 1000000, lib_minor = library / 1000 % 1000;
+  if (lib_major == major && library >= built && (major > 0 || lib_minor == minor)) return std::string();
+  auto text = [](int32_t v) {
+    return std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." + std::to_string(v % 1000);
+  };
+  return "these llm42 bindings were built for libllm42 " + text(built) + " but the library loaded is " +
+         text(library) + "; install the matching libllm42 or rebuild the bindings";
+}
+
 // A chunk of streamed text, or the end of the stream (done: the request finished and everything
 // was read): str / String / string, or None / null (each language's .i maps it).
 struct Text {
@@ -205,6 +220,9 @@ int32_t version_number() { return llm42_version_number(); }
 std::string version_string() { return llm42_version_string(); }
 std::string status_name(llm42_status status) { return llm42_status_name(status); }
 void set_log_level(int32_t level) { llm42_set_log_level(level); }
+/* "" when this binding can use the loaded libllm42, else why not (checked at load). */
+std::string version_problem() { return llm42_swig::VersionProblem(LLM42_VERSION_NUMBER, llm42_version_number()); }
+std::string version_problem_between(int32_t built, int32_t library) { return llm42_swig::VersionProblem(built, library); }
 %}
 
 %extend llm42_swig_session_options {

@@ -123,6 +123,22 @@ class BindingTest(unittest.TestCase):
             other.close()
             os.remove(path)
 
+    def test_exceptions_are_also_builtin_ones(self):
+        with self.assertRaises(FileNotFoundError) as e:
+            open_session(llm42.Mode.SELECTIVE, MODEL + ".missing")
+        self.assertIsInstance(e.exception, llm42.Llm42Exception)
+        self.assertEqual(e.exception.status, llm42.Status.NOT_FOUND)
+        with request_options() as ro, self.assertRaises(ValueError):
+            ro.set_top_logprobs(21)
+
+    def test_version_rule(self):
+        self.assertEqual(llm42.version_problem(), "")  # this build and its library
+        self.assertEqual(llm42.version_problem_between(1002003, 1004000), "")  # a newer 1.x library
+        self.assertIn("built for libllm42 1.2.3", llm42.version_problem_between(1002003, 1001000))  # older
+        self.assertNotEqual(llm42.version_problem_between(1002003, 2000000), "")  # another major
+        self.assertNotEqual(llm42.version_problem_between(1000, 2000), "")  # 0.1 against 0.2: no promise
+        self.assertEqual(llm42.version_problem_between(1000, 1005), "")  # a 0.1 patch release
+
     def test_library_functions_and_read_tokens(self):
         self.assertEqual(llm42.version_string().count("."), 2)
         self.assertGreater(llm42.version_number(), 0)
