@@ -189,4 +189,47 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 %}
 %ignore close;
 
+/* Request streams as an Iterable<String> (readText(-1) until null) and completes as a
+ * CompletableFuture. */
+%typemap(javainterfaces) llm42_swig_request "AutoCloseable, Iterable<String>"
+%typemap(javacode) llm42_swig_request %{
+  @Override
+  public void close() {
+    delete();
+  }
+
+  /** The committed text chunk by chunk, each as soon as it is verified, until the request ends. */
+  @Override
+  public java.util.Iterator<String> iterator() {
+    return new java.util.Iterator<String>() {
+      private String next;
+      private boolean fetched;
+
+      @Override
+      public boolean hasNext() {
+        if (!fetched) {
+          next = readText(-1);
+          fetched = true;
+        }
+        return next != null;
+      }
+
+      @Override
+      public String next() {
+        if (!hasNext()) throw new java.util.NoSuchElementException();
+        fetched = false;
+        return next;
+      }
+    };
+  }
+
+  /** Completes with this request once it has finished (on the common pool). */
+  public java.util.concurrent.CompletableFuture<Request> completion() {
+    return java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+      waitFor(-1);
+      return this;
+    });
+  }
+%}
+
 %include "../swig/llm42.i"

@@ -173,6 +173,21 @@ def _iter_text(self):
 
 
 Request.__iter__ = _iter_text
+
+
+async def _aiter_text(self):
+    """`async for`: each chunk is awaited on the event loop's executor (read_text releases the
+    GIL while it waits), so the loop keeps running."""
+    import asyncio
+    loop = asyncio.get_running_loop()
+    while True:
+        chunk = await loop.run_in_executor(None, self.read_text, -1)
+        if chunk is None:
+            return
+        yield chunk
+
+
+Request.__aiter__ = _aiter_text
 _Request_status = Request.status
 Request.status = lambda self: Status(_Request_status(self))
 _Request_finish_reason = Request.finish_reason

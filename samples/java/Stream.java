@@ -12,7 +12,7 @@ public class Stream {
         request.setDeterministic(true);
         System.out.print(prompt);
         try (Request r = session.submit(request)) {
-          for (String text; (text = r.readText(-1)) != null;) System.out.print(text);
+          for (String text : r) System.out.print(text);
         }
         System.out.println();
       }

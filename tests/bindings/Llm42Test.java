@@ -159,6 +159,17 @@ public class Llm42Test {
     }
   }
 
+  // Request is an Iterable<String> over the streamed text, and completes as a future.
+  @Test
+  public void iteratesAndCompletes() throws Exception {
+    try (RequestOptions ro = prompt(16); Request r = session.submit(ro)) {
+      StringBuilder streamed = new StringBuilder();
+      for (String piece : r) streamed.append(piece);
+      assertEquals(r.outputText(), streamed.toString());
+      assertTrue(r.completion().get().isFinished());
+    }
+  }
+
   @Test
   public void libraryFunctionsAndReadTokens() {
     assertEquals(2, ai.llm42.llm42.versionString().chars().filter(c -> c == '.').count());

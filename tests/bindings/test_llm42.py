@@ -123,6 +123,15 @@ class BindingTest(unittest.TestCase):
             other.close()
             os.remove(path)
 
+    def test_async_for_streams_the_output(self):
+        import asyncio
+
+        async def collect(r):
+            return "".join([chunk async for chunk in r])
+
+        with request_options(max_tokens=16) as ro, self.session.submit(ro) as r:
+            self.assertEqual(asyncio.run(collect(r)), r.output_text())
+
     def test_exceptions_are_also_builtin_ones(self):
         with self.assertRaises(FileNotFoundError) as e:
             open_session(llm42.Mode.SELECTIVE, MODEL + ".missing")
