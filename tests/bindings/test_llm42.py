@@ -123,6 +123,37 @@ class BindingTest(unittest.TestCase):
             other.close()
             os.remove(path)
 
+    def test_type_stubs_match_the_module(self):
+        # llm42.pyi (installed beside the module) lists every public class, method and function
+        # of the module, and nothing it lacks.
+        import ast
+        import inspect
+        stub_path = os.path.join(os.path.dirname(llm42.__file__), "llm42.pyi")
+        with open(stub_path) as f:
+            tree = ast.parse(f.read())
+        stub = {}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                stub[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)
+                                   and not n.name.startswith("_")}
+                stub[node.name] |= {t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets}
+            elif isinstance(node, ast.FunctionDef):
+                stub[node.name] = None
+        module = {}
+        for name, obj in vars(llm42).items():
+            if name.startswith(("_", "LLM42_", "FinishReason_", "SwigPy")) or inspect.ismodule(obj):
+                continue
+            if inspect.isclass(obj):
+                if issubclass(obj, int):
+                    module[name] = {m.name for m in obj}
+                else:
+                    module[name] = {m for m in vars(obj) if not m.startswith("_") and callable(getattr(obj, m))}
+            elif callable(obj):
+                module[name] = None
+        self.assertEqual(sorted(stub), sorted(module))
+        for name in module:
+            self.assertEqual(stub[name], module[name], name)
+
     def test_async_for_streams_the_output(self):
         import asyncio
 
