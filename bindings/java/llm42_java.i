@@ -25,7 +25,7 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 
 %pragma(java) jniclasscode=%{
   static {
-    System.loadLibrary("llm42_jni");
+    Llm42NativeLoader.load();
     String problem = llm42.versionProblem();
     if (!problem.isEmpty()) throw new UnsatisfiedLinkError(problem);
   }
