@@ -23,6 +23,7 @@ PINNED=(
   swig=4.1.0-0.2
   python3-dev=3.11.2-1+b1
   python3-pytest=7.2.1-2
+  python3-venv=3.11.2-1+b1
   openjdk-17-jdk-headless=17.0.15+6-1~deb12u1
   junit4=4.13.2-3
   mono-devel=6.8.0.105+dfsg-3.3+deb12u1

@@ -2,6 +2,17 @@
  * llm42 (waits included). Strings are str (UTF-8), token lists list[int]. */
 %module llm42
 
+/* Installed from a wheel, libllm42 sits in llm42.libs/ beside this module: load it before the
+ * extension, which then finds it by its soname. */
+%pythonbegin %{
+import ctypes as _ctypes
+import os as _os
+_llm42_libs = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "llm42.libs")
+if _os.path.isdir(_llm42_libs):
+    for _name in sorted(_os.listdir(_llm42_libs)):
+        _ctypes.CDLL(_os.path.join(_llm42_libs, _name), mode=_ctypes.RTLD_GLOBAL)
+%}
+
 %{
 #include <Python.h>
 static PyObject* llm42_py_exception = nullptr;  // llm42.Llm42Exception, set at import
