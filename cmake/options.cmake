@@ -3,6 +3,7 @@ option(LLM42_BUILD_TESTS "Build the test suite" ON)
 option(LLM42_BUILD_SAMPLES "Build the samples" ON)
 option(LLM42_BUILD_BINDINGS "Build the SWIG bindings whose toolchains are found" ON)
 option(LLM42_WERROR "Treat warnings as errors" OFF)
+option(LLM42_BUILD_FUZZERS "Build the libFuzzer targets in fuzz/ (needs clang; tools/fuzz.sh)" OFF)
 set(LLM42_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined")
 
 # CUDA is optional: ON by default only where a toolkit is found.
