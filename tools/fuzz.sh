@@ -18,6 +18,7 @@ targets=(gguf_fuzzer receipt_fuzzer tokenizer_fuzzer saved_conversation_fuzzer)
 [[ $target == all ]] || targets=("$target")
 shared=${LLM42_SHARED_DIR:-$root/../shared}
 build=build-fuzz
+bash tools/install-deps.sh
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DLLM42_BUILD_FUZZERS=ON -DLLM42_SANITIZE=address,undefined -DLLM42_WITH_CUDA=OFF \

@@ -19,6 +19,7 @@ PINNED=(
   nlohmann-json3-dev=3.11.2-2
   libutf8proc-dev=2.8.0-1
   libssl-dev=3.0.19-1~deb12u2
+  clang=1:14.0-55.7~deb12u1
   python3-jinja2=3.1.2-1+deb12u3
   swig=4.1.0-0.2
   python3-dev=3.11.2-1+b1
