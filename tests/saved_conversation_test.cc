@@ -55,6 +55,22 @@ TEST(SavedConversationFile, RoundTripKeepsEveryField) {
   std::filesystem::remove(path);
 }
 
+// Found by saved_conversation_fuzzer: an empty token list made the reader memcpy into a null
+// vector (undefined behaviour, reported by UBSan).
+TEST(SavedConversationFile, AnEmptyConversationRoundTrips) {
+  const std::string path = testing::TempPath("empty.llm42");
+  SavedConversation c = Sample();
+  c.tokens.clear();
+  c.messages.clear();
+  c.block_fixed.clear();
+  c.kv.clear();
+  ASSERT_TRUE(WriteSavedConversation(path, c).ok());
+  auto r = ReadSavedConversation(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(*r == c);
+  std::filesystem::remove(path);
+}
+
 TEST(SavedConversationFile, EveryTruncationAndEveryFlippedByteIsDataLoss) {
   const std::string path = testing::TempPath("damaged.llm42"), bad = testing::TempPath("damaged_bad.llm42");
   ASSERT_TRUE(WriteSavedConversation(path, Sample()).ok());

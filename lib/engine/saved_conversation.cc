@@ -139,7 +139,7 @@ absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path)
             r.Get(&c.kv_element_bytes) && r.Span(sizeof(int32_t), &d, &n);
   if (!ok) return bad("header");
   c.tokens.resize(n);
-  std::memcpy(c.tokens.data(), d, n * sizeof(int32_t));
+  if (n > 0) std::memcpy(c.tokens.data(), d, n * sizeof(int32_t));  // data() may be null when empty
   if (!r.Get(&n_messages) || n_messages > body) return bad("messages");
   for (uint64_t i = 0; i < n_messages; ++i) {
     std::string role, content;
