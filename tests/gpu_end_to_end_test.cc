@@ -260,8 +260,7 @@ TEST_F(GpuEndToEndTest, FixedGemmRowsIgnoreTheBatchAtLlama8BShapes) {
 // the comparison proves nothing. Fails on a broken build: with LtGemm's fixed plans taking the
 // heuristic's per-m algorithm (the first version), the deterministic request's bits moved.
 TEST_F(GpuEndToEndTest, DeterministicRequestIgnoresItsCoRunners) {
-  const std::string vocab = testing::SharedPath("vocab/ggml-vocab-llama-spm.gguf");
-  if (!std::filesystem::exists(vocab)) GTEST_SKIP() << vocab << " is missing";
+  LLM42_SHARED_OR_SKIP(vocab, "vocab/ggml-vocab-llama-spm.gguf");
   const std::string model = testing::TempPath("wide-2-layer-f16.gguf");
   if (!std::filesystem::exists(model)) {
     const std::string partial = model + "." + std::to_string(::getpid());

@@ -26,7 +26,7 @@ TEST(TopLogprobs, MatchALongDoubleReferenceInOrder) {
   for (float& l : logits) l = dist(rng);
   logits[17] = logits[400] = 20.0f;  // a tie at the top: the lower id first
   std::vector<TopLogprob> top;
-  AppendTopLogprobs(logits, 20, &top);
+  AppendTopLogprobs(logits, 20, LogSoftmax(logits), &top);
   ASSERT_EQ(top.size(), 20u);
   long double total = 0;
   for (float l : logits) total += std::exp(static_cast<long double>(l));
@@ -52,7 +52,7 @@ TEST(TopLogprobs, MatchALongDoubleReferenceInOrder) {
   }
   // More than the vocabulary: all of it.
   std::vector<TopLogprob> all;
-  AppendTopLogprobs(std::span<const float>(logits.data(), 5), 20, &all);
+  AppendTopLogprobs(std::span<const float>(logits.data(), 5), 20, LogSoftmax(std::span<const float>(logits.data(), 5)), &all);
   EXPECT_EQ(all.size(), 5u);
 }
 

@@ -96,6 +96,19 @@ llm42_status Guard(F&& body) {
   }
 }
 
+// A request's recorded values (logprobs, prompt logprobs), FAILED_PRECONDITION unless the option
+// that records them was set.
+llm42_status CopyRequested(llm42_request* r, bool llm42::RequestOptions::*option,
+                           std::vector<float> (llm42::Request::*values)() const, const char* what, float* out,
+                           size_t capacity, size_t* n) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    if (!(r->impl->options().*option)) return Fail(LLM42_FAILED_PRECONDITION, std::string(what) + " were not requested");
+    const std::vector<float> v = ((*r->impl).*values)();
+    return CopyOut(v.data(), v.size(), out, capacity, n);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -609,25 +622,12 @@ llm42_status llm42_request_output_text(llm42_request* r, char* buf, size_t capac
 }
 
 llm42_status llm42_request_logprobs(llm42_request* r, float* values, size_t capacity, size_t* n) {
-  return Guard([&] {
-    LLM42_REQUIRE(r != nullptr, "request is NULL");
-    if (!r->impl->options().logprobs) {
-      return Fail(LLM42_FAILED_PRECONDITION, "logprobs were not requested");
-    }
-    const std::vector<float> out = r->impl->logprobs();
-    return CopyOut(out.data(), out.size(), values, capacity, n);
-  });
+  return CopyRequested(r, &llm42::RequestOptions::logprobs, &llm42::Request::logprobs, "logprobs", values, capacity, n);
 }
 
 llm42_status llm42_request_prompt_logprobs(llm42_request* r, float* values, size_t capacity, size_t* n) {
-  return Guard([&] {
-    LLM42_REQUIRE(r != nullptr, "request is NULL");
-    if (!r->impl->options().prompt_logprobs) {
-      return Fail(LLM42_FAILED_PRECONDITION, "prompt logprobs were not requested");
-    }
-    const std::vector<float> out = r->impl->prompt_logprobs();
-    return CopyOut(out.data(), out.size(), values, capacity, n);
-  });
+  return CopyRequested(r, &llm42::RequestOptions::prompt_logprobs, &llm42::Request::prompt_logprobs,
+                       "prompt logprobs", values, capacity, n);
 }
 
 llm42_status llm42_request_top_logprobs(llm42_request* r, int32_t* tokens, float* logprobs, size_t capacity,

@@ -29,8 +29,11 @@ DvrController::Verdict DvrController::Verify(
     const std::span<const float> logits = row(j);
     const int32_t predicted = SampleToken(logits, s.sampling, base + j);
     v.tokens.push_back(predicted);
-    if (logprobs) v.logprobs.push_back(TokenLogprob(logits, predicted));
-    if (top_n > 0) AppendTopLogprobs(logits, top_n, &v.top);
+    if (logprobs || top_n > 0) {
+      const LogSoftmax lp(logits);  // once for both
+      if (logprobs) v.logprobs.push_back(lp(logits[static_cast<size_t>(predicted)]));
+      if (top_n > 0) AppendTopLogprobs(logits, top_n, lp, &v.top);
+    }
     if (predicted != s.tokens[static_cast<size_t>(base + j)]) {
       v.disagreed = true;
       break;

@@ -251,9 +251,13 @@ bool Engine::Step() {
       continue;
     }
     const int32_t token = SampleToken(logits, s.sampling, position);
-    const float logprob = o.logprobs ? TokenLogprob(logits, token) : 0.0f;
+    float logprob = 0.0f;
     top_scratch_.clear();
-    if (o.top_logprobs > 0) AppendTopLogprobs(logits, o.top_logprobs, &top_scratch_);
+    if (o.logprobs || o.top_logprobs > 0) {
+      const LogSoftmax lp(logits);  // once for both
+      logprob = lp(logits[static_cast<size_t>(token)]);
+      if (o.top_logprobs > 0) AppendTopLogprobs(logits, o.top_logprobs, lp, &top_scratch_);
+    }
     if (CommitTokens(s, std::span(&token, 1),
                      o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>(), top_scratch_)) {
       finished.push_back(&s);

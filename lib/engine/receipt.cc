@@ -50,10 +50,9 @@ ReceiptContext::ReceiptContext(std::shared_ptr<const GgufFile> file, int threads
 
 const ModelFingerprintValue& ReceiptContext::Fingerprint() {
   absl::MutexLock lock(&mu_);
-  if (!fingerprinted_) {
+  if (setup_.model.sha256.empty()) {
     const absl::Time start = absl::Now();
     setup_.model = FingerprintModel(*file_, threads_);
-    fingerprinted_ = true;
     Log(LogLevel::kInfo, "model fingerprint ", setup_.model.sha256, ": ", setup_.model.tensor_bytes, " bytes in ",
         absl::ToDoubleMilliseconds(absl::Now() - start), " ms");
   }

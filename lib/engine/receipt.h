@@ -58,8 +58,7 @@ class ReceiptContext {
   const int threads_;
   const bool all_fixed_;
   absl::Mutex mu_;
-  ReceiptSetup setup_ ABSL_GUARDED_BY(mu_);
-  bool fingerprinted_ ABSL_GUARDED_BY(mu_) = false;
+  ReceiptSetup setup_ ABSL_GUARDED_BY(mu_);  // setup_.model is filled on first use
 };
 
 // The serialized receipt (binary Protobuf, digest filled) of a request that finished with

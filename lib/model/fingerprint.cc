@@ -3,9 +3,9 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 #include <vector>
+
+#include "lib/util/thread_pool.h"
 
 namespace llm42 {
 namespace {
@@ -64,17 +64,12 @@ std::string HexOf(const std::string& bytes) {
 ModelFingerprintValue FingerprintModel(const GgufFile& file, int threads) {
   const std::vector<GgufTensorInfo>& tensors = file.tensors();
   std::vector<std::string> digests(tensors.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < tensors.size();) {
+  ThreadPool pool(std::max(1, std::min<int>(threads, static_cast<int>(tensors.size()))));
+  pool.ParallelFor(static_cast<int64_t>(tensors.size()), 1, [&](int64_t begin, int64_t end) {
+    for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
       digests[i] = Sha256(tensors[i].data, static_cast<size_t>(tensors[i].n_bytes));
     }
-  };
-  const int n = std::max(1, std::min<int>(threads, static_cast<int>(tensors.size())));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  });
 
   std::string all = "llm42-model-fingerprint-1";
   for (const auto& [key, value] : file.metadata()) {

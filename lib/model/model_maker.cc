@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -12,26 +13,21 @@
 #include "lib/sampling/philox.h"
 #include "lib/util/portable_math.h"
 #include "lib/util/status.h"
+#include "lib/util/thread_pool.h"
 
 namespace llm42 {
 namespace {
 
-// fn(begin, end) over [0, n) in one contiguous piece per hardware thread, each piece a multiple
-// of 32 elements (whole quantization blocks and Philox groups), so the bytes never depend on the
-// thread count. Large presets (llama-8b: 16 GB) take minutes on one core.
-template <typename Fn>
-void ParallelPieces(size_t n, Fn fn) {
-  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
-  const size_t piece = (n / threads + 32) / 32 * 32;
-  if (n < (size_t{1} << 20) || threads == 1) {
-    fn(size_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> workers;
-  for (size_t begin = 0; begin < n; begin += piece) {
-    workers.emplace_back(fn, begin, std::min(n, begin + piece));
-  }
-  for (std::thread& t : workers) t.join();
+// fn(begin, end) over [0, n) on every hardware thread (ThreadPool), in ranges of whole 32-element
+// groups (quantization blocks, Philox groups), so the bytes never depend on the thread count.
+// Large presets (llama-8b: 16 GB) take minutes on one core.
+void ParallelPieces(size_t n, const std::function<void(size_t, size_t)>& fn) {
+  static ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  constexpr size_t kGroup = 32;
+  const auto groups = static_cast<int64_t>((n + kGroup - 1) / kGroup);
+  pool.ParallelFor(groups, std::max<int64_t>(1, (int64_t{1} << 20) / kGroup), [&](int64_t begin, int64_t end) {
+    fn(static_cast<size_t>(begin) * kGroup, std::min(n, static_cast<size_t>(end) * kGroup));
+  });
 }
 
 // Uniform values in [-a, a] for element i of a tensor identified by `stream`.

@@ -170,29 +170,19 @@ SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParam
   return {f.id(f.kept() - 1), 0.0};
 }
 
-namespace {
-
-// log(sum(exp(logits))) as (max, log of the shifted sum): one rule for every logprob.
-struct LogSoftmax {
-  double max_logit = 0, log_total = 0;
-  explicit LogSoftmax(std::span<const float> logits) {
-    max_logit = logits[0];
-    for (float l : logits) max_logit = std::max<double>(max_logit, l);
-    double total = 0;
-    for (float l : logits) total += PortableExp(l - max_logit);
-    log_total = PortableLog(total);
-  }
-  float operator()(float logit) const { return static_cast<float>(logit - max_logit - log_total); }
-};
-
-}  // namespace
+LogSoftmax::LogSoftmax(std::span<const float> logits) {
+  max_logit_ = logits[0];
+  for (float l : logits) max_logit_ = std::max<double>(max_logit_, l);
+  double total = 0;
+  for (float l : logits) total += PortableExp(l - max_logit_);
+  log_total_ = PortableLog(total);
+}
 
 float TokenLogprob(std::span<const float> logits, int32_t token) {
   return LogSoftmax(logits)(logits[static_cast<size_t>(token)]);
 }
 
-void AppendTopLogprobs(std::span<const float> logits, int n, std::vector<TopLogprob>* out) {
-  const LogSoftmax lp(logits);
+void AppendTopLogprobs(std::span<const float> logits, int n, const LogSoftmax& lp, std::vector<TopLogprob>* out) {
   LazyOrder order(logits);
   for (int i = 0; i < n && static_cast<size_t>(i) < logits.size(); ++i) {
     const int32_t id = order[static_cast<size_t>(i)];

@@ -44,6 +44,17 @@ struct SampledToken {
 SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParams& p,
                               int64_t position);
 
+// log softmax(logits) at temperature 1, as (max, log of the shifted sum): one pass over the
+// vocabulary, then any logit's logprob. The one rule for every logprob llm42 reports.
+class LogSoftmax {
+ public:
+  explicit LogSoftmax(std::span<const float> logits);
+  float operator()(float logit) const { return static_cast<float>(logit - max_logit_ - log_total_); }
+
+ private:
+  double max_logit_ = 0, log_total_ = 0;
+};
+
 // Natural-log probability of `token` under softmax(logits) at temperature 1.
 float TokenLogprob(std::span<const float> logits, int32_t token);
 
@@ -54,8 +65,9 @@ struct TopLogprob {
   float logprob;
   bool operator==(const TopLogprob&) const = default;
 };
-// Appends the n most likely tokens of `logits` (logit descending, lower id first on ties).
-void AppendTopLogprobs(std::span<const float> logits, int n, std::vector<TopLogprob>* out);
+// Appends the n most likely tokens of `logits` (logit descending, lower id first on ties), their
+// logprobs from `lp` (LogSoftmax of the same logits).
+void AppendTopLogprobs(std::span<const float> logits, int n, const LogSoftmax& lp, std::vector<TopLogprob>* out);
 
 }  // namespace llm42
 
