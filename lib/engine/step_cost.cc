@@ -1,14 +1,30 @@
 #include "lib/engine/step_cost.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
 namespace llm42 {
 
+void StepCostModel::AddRowFeatures(int64_t rows, double* out) {
+  int64_t below = 0;
+  for (size_t i = 0; i <= kRowKnots.size(); ++i) {
+    const int64_t upto = i < kRowKnots.size() ? std::min(rows, kRowKnots[i]) : rows;
+    out[i] += static_cast<double>(std::max<int64_t>(upto - below, 0)) / 100;
+    if (i < kRowKnots.size()) below = kRowKnots[i];
+  }
+}
+
 StepCostModel::Vec StepCostModel::Features(const StepShape& s) {
   // Rows in hundreds and positions in hundred-thousands keep the normal equations well scaled.
-  return {1.0, s.fixed_rows > 0 ? 1.0 : 0.0, static_cast<double>(s.fast_rows) / 100,
-          static_cast<double>(s.fixed_rows) / 100, static_cast<double>(s.attended) / 1e5};
+  Vec x{};
+  x[0] = 1.0;
+  x[1] = s.fixed_rows > 0 ? 1.0 : 0.0;
+  x[2] = static_cast<double>(s.fixed_rows) / 100;
+  x[3] = static_cast<double>(s.attended) / 1e5;
+  AddRowFeatures(s.fast_rows, &x[4]);
+  AddRowFeatures(s.fixed_rows, &x[4]);
+  return x;
 }
 
 void StepCostModel::Observe(const StepShape& shape, double seconds) {

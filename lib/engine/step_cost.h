@@ -13,20 +13,30 @@ struct StepShape {
   int64_t attended = 0;  // KV positions read by attention, over all rows
 };
 
-// The measured cost of a forward pass as a function of its shape: a linear model
-//   seconds = a + a_fixed * [fixed_rows > 0] + b_fast * fast_rows + b_fixed * fixed_rows
-//             + c * attended
-// fitted by exponentially weighted least squares over the steps the engine ran (the last few
-// hundred count; costs drift with the machine's load and the contexts' lengths). a_fixed is what
-// a backend pays once per step for having any fixed-schedule rows (a separate GEMM pass, padded
-// shapes on a GPU); b_fast and b_fixed are the per-row costs of the two schedules.
+// The measured cost of a forward pass as a function of its shape:
+//   seconds = a + a_fixed * [fixed_rows > 0] + r(fast_rows) + r(fixed_rows)
+//             + d_fixed * fixed_rows + c * attended
+// r is piecewise linear in a schedule's rows with knots at kRowKnots, the same function for both
+// schedules: a step's first rows are matrix-vector products that each stream the weights (on the
+// CPU ~3.6 ms a row for a 110M model at 2 threads) while rows in larger batches share tiles
+// (~0.5 ms a row). A cost linear in rows, fitted to decode steps and prefill chunks together,
+// mistook that gap for a per-step cost of whichever schedule ran the large batches (the fixed
+// one: deterministic prefill and verification) and sent decode steps through verification that
+// decoding under fixed would have served at no extra cost. What fixed rows cost beyond fast ones
+// is a_fixed, paid once per step with any fixed rows (a separate GEMM pass, padded shapes on a
+// GPU), and d_fixed per row (a slower kernel); one shared r keeps the parameters few, so that
+// a noisy machine's timings still fit them. The fit is exponentially weighted least squares over
+// the steps the engine ran (the last few hundred count; costs drift with the machine's load and
+// the contexts' lengths).
 //
 // Directions the steps have not explored keep their previous estimate (a ridge term pulls the
 // solution towards it), so a session that only ever runs one kind of step keeps what it
 // learned about the other.
 class StepCostModel {
  public:
-  static constexpr int kFeatures = 5;
+  static constexpr std::array<int64_t, 4> kRowKnots = {2, 4, 8, 16};
+  static constexpr int kRowFeatures = static_cast<int>(kRowKnots.size()) + 1;
+  static constexpr int kFeatures = 4 + kRowFeatures;
 
   // Records one step.
   void Observe(const StepShape& shape, double seconds);
@@ -39,6 +49,8 @@ class StepCostModel {
  private:
   using Vec = std::array<double, kFeatures>;
   static Vec Features(const StepShape& shape);
+  // Adds r's features of `rows` (split at the knots, in hundreds) to out[0..kRowFeatures).
+  static void AddRowFeatures(int64_t rows, double* out);
   void Solve();
 
   // Decay per observation: about the last 200 steps carry the fit.
