@@ -53,8 +53,8 @@ TEST(Batching, RequestsShareForwardPasses) {
   for (int i = 0; i < 8; ++i) reqs.push_back(*s->Submit(Greedy(Prompt(20 + i, i), 16), nullptr));
   for (auto& r : reqs) ASSERT_TRUE(r->Wait(60000));
   // 8 requests x 16 tokens: far fewer engine steps than tokens when they decode together.
-  EXPECT_EQ(s->stat(SessionStat::kTokensGenerated), 8 * 16);
-  EXPECT_LT(s->stat(SessionStat::kDecodeSteps), 8 * 16 / 2);
+  EXPECT_EQ(s->stat(Stat::kTokensGenerated), 8 * 16);
+  EXPECT_LT(s->stat(Stat::kDecodeSteps), 8 * 16 / 2);
   EXPECT_EQ(s->kv_blocks_in_use(), 0);
 }
 
@@ -146,12 +146,12 @@ void ConcurrentLoad(const std::string& model, bool selective) {
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_EQ(completed.load() + cancelled.load(), static_cast<int>(specs.size()));
   EXPECT_GT(completed.load(), 0);
-  EXPECT_GT(s->stat(SessionStat::kPreemptions), 0) << "the cache was meant to force preemption";
+  EXPECT_GT(s->stat(Stat::kPreemptions), 0) << "the cache was meant to force preemption";
   // The engine frees a request's blocks before publishing that it finished.
   EXPECT_EQ(s->kv_blocks_in_use(), 0);
   EXPECT_EQ(s->invariant_violations(), 0);
   if (selective) {
-    EXPECT_GT(s->stat(SessionStat::kRollbacks), 0);
+    EXPECT_GT(s->stat(Stat::kRollbacks), 0);
   }
 }
 

@@ -547,7 +547,7 @@ static void TestErrorPaths(llm42_session* s) {
   EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
   EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_INVALID_ARGUMENT); /* no prompt */
   EXPECT_STATUS(llm42_request_options_set_prompt(ro, "bad \xFF utf8", 10), LLM42_INVALID_ARGUMENT);
-  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 0), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 0), LLM42_OUT_OF_RANGE);
   EXPECT_STATUS(llm42_request_options_set_temperature(ro, -1.0f), LLM42_OUT_OF_RANGE);
   EXPECT_STATUS(llm42_request_options_set_top_p(ro, 0.0f), LLM42_OUT_OF_RANGE);
   EXPECT_STATUS(llm42_request_options_set_min_p(ro, 1.0f), LLM42_OUT_OF_RANGE);
@@ -638,7 +638,7 @@ static void TestReceipts(void) {
     float values[3 * 24], lps[24];
     size_t nt = 0, nl = 0, ntop = 0, i, j;
     EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
-    EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, 21), LLM42_INVALID_ARGUMENT);
+    EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, 21), LLM42_OUT_OF_RANGE);
     EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, 3), LLM42_OK);
     EXPECT_STATUS(llm42_request_options_set_logprobs(ro, 1), LLM42_OK);
     EXPECT_STATUS(llm42_request_options_set_prompt_logprobs(ro, 1), LLM42_OK);

@@ -173,7 +173,7 @@ void DeterminismTest::CoRunnerTrials(float temperature) {
   for (uint32_t trial = 0; trial < 20; ++trial) {
     EXPECT_TRUE(WithCoRunners(*s, target, trial) == ref) << "temperature " << temperature << " trial " << trial;
   }
-  EXPECT_GT(s->stat(SessionStat::kRollbacks), 0) << "the noise was meant to cause rollbacks";
+  EXPECT_GT(s->stat(Stat::kRollbacks), 0) << "the noise was meant to cause rollbacks";
   EXPECT_EQ(s->invariant_violations(), 0);
 }
 
@@ -211,9 +211,9 @@ TEST_P(DeterminismTest, PrefixCacheHitsAreBitwiseExact) {
     EXPECT_TRUE(run(det_convo) == Alone(cold, det_convo)) << "after a plain request, kv " << kv_tokens;
     run(Spec(prompt, 4, false));  // caches the prompt's blocks computed under fast
     EXPECT_TRUE(run(det) == ref) << "after a plain request, kv " << kv_tokens;
-    const int64_t before = s->stat(SessionStat::kCachedPromptTokens);
+    const int64_t before = s->stat(Stat::kCachedPromptTokens);
     EXPECT_TRUE(run(det) == ref) << "second run, kv " << kv_tokens;
-    EXPECT_GE(s->stat(SessionStat::kCachedPromptTokens) - before, kLongPrompt - 16)
+    EXPECT_GE(s->stat(Stat::kCachedPromptTokens) - before, kLongPrompt - 16)
         << "the second run was meant to take its prompt from the cache";
     EXPECT_TRUE(run(det_longer) == ref_longer) << "longer prompt, kv " << kv_tokens;
     for (uint32_t trial = 0; trial < 6; ++trial) {
@@ -221,7 +221,7 @@ TEST_P(DeterminismTest, PrefixCacheHitsAreBitwiseExact) {
           << "co-runners, trial " << trial << ", kv " << kv_tokens;
     }
     if (kv_tokens > 0) {
-      EXPECT_GT(s->stat(SessionStat::kKvEvictions) + s->stat(SessionStat::kPreemptions), 0)
+      EXPECT_GT(s->stat(Stat::kKvEvictions) + s->stat(Stat::kPreemptions), 0)
           << "the small pool was meant to evict or preempt";
     }
     EXPECT_EQ(s->invariant_violations(), 0);
@@ -241,7 +241,7 @@ TEST_P(DeterminismTest, PrefixCacheKeepsPlainGreedyTokens) {
   auto again = s->Submit(plain, nullptr);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(Result(**again).tokens, cold.tokens);
-  EXPECT_GE((*again)->stat(RequestStat::kCachedPromptTokens), kLongPrompt - 16);
+  EXPECT_GE((*again)->stat(Stat::kCachedPromptTokens), kLongPrompt - 16);
 }
 TEST_P(DeterminismTest, CoRunnerInvarianceSampled) { CoRunnerTrials(0.8f); }
 
@@ -325,7 +325,7 @@ TEST_P(DeterminismTest, KnobInvariance) {
     for (auto& o : others) Result(*o);
     EXPECT_EQ(s->invariant_violations(), 0);
     EXPECT_EQ(s->kv_blocks_in_use(), 0);
-    return std::make_pair(out, s->stat(SessionStat::kPreemptions));
+    return std::make_pair(out, s->stat(Stat::kPreemptions));
   };
   for (int32_t w : {1, 8, 64}) {
     Knobs k;
@@ -408,8 +408,8 @@ TEST_P(DeterminismTest, RollbackBookkeeping) {
   int64_t passes = 0, rollbacks = 0, rolled = 0, verified = 0;
   for (auto& r : reqs) {
     EXPECT_TRUE(Result(*r) == ref);
-    const int64_t p = r->stat(RequestStat::kVerifyPasses), rb = r->stat(RequestStat::kRollbacks),
-                  tr = r->stat(RequestStat::kTokensRolledBack), tv = r->stat(RequestStat::kTokensVerified);
+    const int64_t p = r->stat(Stat::kVerifyPasses), rb = r->stat(Stat::kRollbacks),
+                  tr = r->stat(Stat::kTokensRolledBack), tv = r->stat(Stat::kTokensVerified);
     // The first token comes from the prefill; each pass commits at least one token and checks
     // at most W candidates; every rolled-back token was verified and not committed.
     EXPECT_GE(p, (48 - 1 + 5) / 6);
@@ -424,10 +424,10 @@ TEST_P(DeterminismTest, RollbackBookkeeping) {
     rolled += tr;
     verified += tv;
   }
-  EXPECT_EQ(s->stat(SessionStat::kVerifyPasses), passes);
-  EXPECT_EQ(s->stat(SessionStat::kRollbacks), rollbacks);
-  EXPECT_EQ(s->stat(SessionStat::kTokensRolledBack), rolled);
-  EXPECT_EQ(s->stat(SessionStat::kTokensVerified), verified);
+  EXPECT_EQ(s->stat(Stat::kVerifyPasses), passes);
+  EXPECT_EQ(s->stat(Stat::kRollbacks), rollbacks);
+  EXPECT_EQ(s->stat(Stat::kTokensRolledBack), rolled);
+  EXPECT_EQ(s->stat(Stat::kTokensVerified), verified);
   EXPECT_EQ(s->invariant_violations(), 0);  // includes: cache length == committed after each pass
   EXPECT_EQ(s->kv_blocks_in_use(), 0);
 }
@@ -447,7 +447,7 @@ struct StepLog {
 void RecordStep(void* user, void*, const int32_t*, size_t n, const char*, size_t, int32_t) {
   auto* log = static_cast<StepLog*>(user);
   for (size_t i = 0; i < n; ++i) {
-    log->steps.push_back(log->session->stat(SessionStat::kDecodeSteps));
+    log->steps.push_back(log->session->stat(Stat::kDecodeSteps));
     log->times.push_back(absl::Now());
   }
 }
@@ -462,7 +462,7 @@ TEST_P(DeterminismTest, NonDeterministicTrafficUnharmed) {
   std::vector<std::shared_ptr<Request>> det;
   for (int i = 0; i < 16; ++i) det.push_back(*s->Submit(Spec(Prompt(8, 70 + i), 100, true), nullptr));
   // Let every deterministic request fill a window first.
-  while (s->stat(SessionStat::kTokensVerified) == 0 && !det[0]->finished()) absl::SleepFor(absl::Milliseconds(1));
+  while (s->stat(Stat::kTokensVerified) == 0 && !det[0]->finished()) absl::SleepFor(absl::Milliseconds(1));
   StepLog log;
   log.session = s.get();
   RequestOptions plain = Spec(Prompt(8, 80), 40, false);
@@ -470,9 +470,9 @@ TEST_P(DeterminismTest, NonDeterministicTrafficUnharmed) {
   plain.callback_user_data = &log;
   auto r = s->Submit(plain, nullptr);
   ASSERT_TRUE(r.ok());
-  const int64_t passes_before = s->stat(SessionStat::kVerifyPasses);
+  const int64_t passes_before = s->stat(Stat::kVerifyPasses);
   EXPECT_EQ(Result(**r).tokens.size(), 40u);
-  const int64_t passes_during = s->stat(SessionStat::kVerifyPasses) - passes_before;
+  const int64_t passes_during = s->stat(Stat::kVerifyPasses) - passes_before;
   for (auto& d : det) Result(*d);
   ASSERT_EQ(log.steps.size(), 40u);
   absl::Duration longest;

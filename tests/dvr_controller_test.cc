@@ -109,9 +109,9 @@ TEST_F(DvrControllerTest, DisagreementRollsBackAndTruncatesTheCache) {
   EXPECT_EQ(seq_->candidates(), 0);
   EXPECT_EQ(seq_->n_computed, 6);
   EXPECT_EQ(cache_.reserved_positions(seq_->kv_seq), cache_.BlocksFor(6) * cache_.block_size());
-  EXPECT_EQ(stats_.Get(SessionStat::kRollbacks), 1);
-  EXPECT_EQ(stats_.Get(SessionStat::kTokensRolledBack), 4);
-  EXPECT_EQ(stats_.Get(SessionStat::kTokensVerified), 6);
+  EXPECT_EQ(stats_.Get(Stat::kRollbacks), 1);
+  EXPECT_EQ(stats_.Get(Stat::kTokensRolledBack), 4);
+  EXPECT_EQ(stats_.Get(Stat::kTokensVerified), 6);
   EXPECT_EQ(stats_.invariant_violations(), 0);
 }
 

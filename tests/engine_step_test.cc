@@ -79,10 +79,10 @@ TEST(EngineStep, DeterministicOutputIsFixedAloneWhateverTheMix) {
                            " G " + std::to_string(mix.group);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(det[static_cast<size_t>(i)]->output_tokens(), reference[i]) << at;
     for (auto& p : plain) EXPECT_EQ(p->output_tokens().size(), 30u) << at;
-    EXPECT_GT(stats.Get(SessionStat::kRollbacks), 0) << at << ": the fake fast path was meant to diverge";
+    EXPECT_GT(stats.Get(Stat::kRollbacks), 0) << at << ": the fake fast path was meant to diverge";
     EXPECT_EQ(m.fixed_rows_reading_fast_kv(), 0) << at;
     EXPECT_EQ(stats.invariant_violations(), 0) << at;
-    EXPECT_EQ(stats.Get(SessionStat::kRequestsFinished), 8) << at;
+    EXPECT_EQ(stats.Get(Stat::kRequestsFinished), 8) << at;
     EXPECT_EQ(m.cache().free_blocks(), m.cache().n_blocks()) << at;
   }
 }
@@ -112,13 +112,13 @@ TEST(EngineStep, EveryDecodePathCommitsTheFixedAloneOutput) {
     const std::string at = "path " + std::to_string(static_cast<int>(path));
     for (int i = 0; i < 3; ++i) EXPECT_EQ(det[static_cast<size_t>(i)]->output_tokens(), reference[i]) << at;
     if (path == DecodePath::kVerify) {
-      EXPECT_EQ(stats.Get(SessionStat::kTokensDecodedFixed), 0) << at;
-      EXPECT_GT(stats.Get(SessionStat::kVerifyPasses), 0) << at;
+      EXPECT_EQ(stats.Get(Stat::kTokensDecodedFixed), 0) << at;
+      EXPECT_GT(stats.Get(Stat::kVerifyPasses), 0) << at;
     }
     if (path == DecodePath::kFixed) {
-      EXPECT_EQ(stats.Get(SessionStat::kVerifyPasses), 0) << at;
+      EXPECT_EQ(stats.Get(Stat::kVerifyPasses), 0) << at;
       // Every token but the one the prefill commits.
-      EXPECT_EQ(stats.Get(SessionStat::kTokensDecodedFixed), (40 - 1) + (45 - 1) + (50 - 1)) << at;
+      EXPECT_EQ(stats.Get(Stat::kTokensDecodedFixed), (40 - 1) + (45 - 1) + (50 - 1)) << at;
     }
     EXPECT_EQ(m.fixed_rows_reading_fast_kv(), 0) << at;
     EXPECT_EQ(stats.invariant_violations(), 0) << at;
@@ -146,8 +146,8 @@ struct StepLog {
 void RecordStep(void* user, void*, const int32_t*, size_t n, const char*, size_t, int32_t) {
   auto* log = static_cast<StepLog*>(user);
   for (size_t i = 0; i < n; ++i) {
-    log->steps.push_back(log->stats->Get(SessionStat::kDecodeSteps));
-    log->verify_passes.push_back(log->stats->Get(SessionStat::kVerifyPasses));
+    log->steps.push_back(log->stats->Get(Stat::kDecodeSteps));
+    log->verify_passes.push_back(log->stats->Get(Stat::kVerifyPasses));
   }
 }
 

@@ -1,5 +1,6 @@
 // The session and request lifecycle on stories260K: stops, streaming, cancel, threads.
 #include <atomic>
+#include <cmath>
 #include <random>
 #include <thread>
 #include <vector>
@@ -108,9 +109,9 @@ TEST_F(EngineTest, MaxTokensEndsWithLength) {
   (*req)->Wait(-1);
   EXPECT_EQ((*req)->finish_reason(), FinishReason::kLength);
   EXPECT_EQ((*req)->output_tokens().size(), 7u);
-  EXPECT_EQ((*req)->stat(RequestStat::kPrefillTokens), 5);
-  EXPECT_EQ((*req)->stat(RequestStat::kDecodeSteps), 6);
-  EXPECT_GE((*req)->stat(RequestStat::kTimeToFirstTokenUs), 0);
+  EXPECT_EQ((*req)->stat(Stat::kPrefillTokens), 5);
+  EXPECT_EQ((*req)->stat(Stat::kDecodeSteps), 6);
+  EXPECT_GE((*req)->stat(Stat::kTimeToFirstTokenUs), 0);
 }
 
 TEST_F(EngineTest, ContextFullEndsWithLength) {
@@ -208,6 +209,23 @@ TEST_F(EngineTest, RejectsBadRequests) {
   EXPECT_EQ(s->Submit(bad_id, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   RequestOptions too_long = Prompt(std::string(200, 'a'), 4);
   EXPECT_EQ(s->Submit(too_long, nullptr).status().code(), absl::StatusCode::kOutOfRange);
+  // The options' own rules (RequestOptions::Validate) hold for C++ callers too, with the codes
+  // the C ABI's setters return: before, only the C shim checked sampling ranges and stops.
+  const auto refused = [&](void (*spoil)(RequestOptions&)) {
+    RequestOptions o = Prompt("ab", 4);
+    spoil(o);
+    return s->Submit(o, nullptr).status().code();
+  };
+  EXPECT_EQ(refused([](RequestOptions& o) { o.sampling.temperature = -1; }), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.sampling.temperature = std::nanf(""); }), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.sampling.top_p = 0; }), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.sampling.min_p = 1; }), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.sampling.top_k = -1; }), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.max_tokens = 0; }), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.stops.assign(17, "x"); }), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.stops = {""}; }), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.prompt_text = "bad \xFF"; }), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused([](RequestOptions& o) { o.top_logprobs = 21; }), absl::StatusCode::kOutOfRange);
 }
 
 // Many threads submit, read, cancel and drop requests at once. Every request ends with a

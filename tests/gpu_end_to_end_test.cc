@@ -158,7 +158,7 @@ TEST_F(GpuEndToEndTest, BatchingPreemptionAndCancellation) {
     EXPECT_EQ(requests[i]->finish_reason(), FinishReason::kLength) << "request " << i;
     EXPECT_EQ(requests[i]->output_tokens().size(), 40u) << "request " << i;
   }
-  EXPECT_GT(busy->stat(SessionStat::kPreemptions), 0) << "the small cache was meant to force preemption";
+  EXPECT_GT(busy->stat(Stat::kPreemptions), 0) << "the small cache was meant to force preemption";
   EXPECT_EQ(busy->kv_blocks_in_use(), 0);
 }
 
@@ -312,7 +312,7 @@ TEST_F(GpuEndToEndTest, DeterministicRequestIgnoresItsCoRunners) {
     EXPECT_TRUE((*r)->status().ok()) << (*r)->status();
     for (auto& o : others) o->Wait(120000);
     if (verify_passes != nullptr) {
-      *verify_passes += (*r)->stat(RequestStat::kVerifyPasses) + (*r)->stat(RequestStat::kTokensDecodedFixed);
+      *verify_passes += (*r)->stat(Stat::kVerifyPasses) + (*r)->stat(Stat::kTokensDecodedFixed);
     }
     EXPECT_EQ(s->invariant_violations(), 0);
     return Out{(*r)->output_tokens(), (*r)->logprobs()};

@@ -109,12 +109,12 @@ TEST_F(PromptScoringTest, ScoresEveryPromptTokenEvenWhenCached) {
   auto first = Done(*s, scoring);
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->prompt_logprobs().size(), prompt.size() - 1);
-  EXPECT_EQ(first->stat(RequestStat::kCachedPromptTokens), 0);
+  EXPECT_EQ(first->stat(Stat::kCachedPromptTokens), 0);
   for (float v : first->prompt_logprobs()) EXPECT_LE(v, 0.0f);
   // Without scoring, the same prompt does come from the cache (the bypass is the scoring's).
   auto cached = Done(*s, Spec(prompt, true, 4));
   ASSERT_NE(cached, nullptr);
-  EXPECT_GT(cached->stat(RequestStat::kCachedPromptTokens), 0);
+  EXPECT_GT(cached->stat(Stat::kCachedPromptTokens), 0);
   EXPECT_TRUE(cached->prompt_logprobs().empty());
 }
 

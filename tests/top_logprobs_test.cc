@@ -126,9 +126,9 @@ TEST_F(TopLogprobsEngineTest, CountsOutsideZeroToTwentyAreRefused) {
   auto s = Open(0.0);
   RequestOptions bad = Spec(false);
   bad.top_logprobs = 21;
-  EXPECT_EQ(s->Submit(bad, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Submit(bad, nullptr).status().code(), absl::StatusCode::kOutOfRange);
   bad.top_logprobs = -1;
-  EXPECT_EQ(s->Submit(bad, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Submit(bad, nullptr).status().code(), absl::StatusCode::kOutOfRange);
   RequestOptions none = Spec(false);
   none.top_logprobs = 0;
   EXPECT_TRUE(Run(*s, none).empty());

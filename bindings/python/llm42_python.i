@@ -120,6 +120,10 @@ class InvalidArgumentError(Llm42Exception, ValueError):
     """INVALID_ARGUMENT: also a ValueError."""
 
 
+class OutOfRangeError(Llm42Exception, ValueError):
+    """OUT_OF_RANGE (a value outside its documented range): also a ValueError."""
+
+
 class NotFoundError(Llm42Exception, FileNotFoundError):
     """NOT_FOUND: also a FileNotFoundError."""
 
@@ -132,7 +136,8 @@ class ResourceExhaustedError(Llm42Exception, MemoryError):
     """RESOURCE_EXHAUSTED: also a MemoryError."""
 
 
-_EXCEPTION_CLASSES = {LLM42_INVALID_ARGUMENT: InvalidArgumentError, LLM42_NOT_FOUND: NotFoundError,
+_EXCEPTION_CLASSES = {LLM42_INVALID_ARGUMENT: InvalidArgumentError, LLM42_OUT_OF_RANGE: OutOfRangeError,
+                      LLM42_NOT_FOUND: NotFoundError,
                       LLM42_TIMEOUT: TimeoutError_, LLM42_RESOURCE_EXHAUSTED: ResourceExhaustedError}
 
 

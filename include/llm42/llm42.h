@@ -12,6 +12,10 @@
  * - Every handle has exactly one *_destroy function; *_destroy(NULL) is a no-op.
  * - Enums are int32_t-sized (each has a *_FORCE_INT32_ member that is never a valid value);
  *   an unknown value passed in is INVALID_ARGUMENT.
+ * - Option setters check the value they set by the rules session creation and submit apply
+ *   (one set, in the engine): a number outside the range its setter documents is OUT_OF_RANGE;
+ *   an unknown name or enum value, text that is not UTF-8, or a NULL handle or pointer is
+ *   INVALID_ARGUMENT. A refused value leaves the handle as it was.
  * - Caller buffers are (buf, capacity, size_t* out_len): when capacity is too small the
  *   function returns LLM42_OUT_OF_RANGE and sets *out_len to the size needed. The streaming
  *   reads (llm42_request_read_tokens/_text) are the one exception: they return what fits and
@@ -125,7 +129,8 @@ LLM42_API llm42_status llm42_determinism_set_decode_path(llm42_determinism* poli
 /* Testing hook: force a rollback in this fraction (0..1) of verify windows. Off (0) by default. */
 LLM42_API llm42_status llm42_determinism_set_mismatch_injection(llm42_determinism* policy,
                                                                 double fraction_of_windows);
-/* Testing hook: add Gaussian noise of this stddev (>= 0) to fast-path logits. Off by default. */
+/* Testing hook: add Gaussian noise of this stddev (0 <= stddev < 1e6) to fast-path logits. Off by
+ * default. */
 LLM42_API llm42_status llm42_determinism_set_fast_path_noise(llm42_determinism* policy,
                                                              double stddev);
 
@@ -309,7 +314,7 @@ LLM42_API llm42_status llm42_request_options_load_parent(llm42_request_options* 
 /* Tokens to generate, >= 1; default 256. Generation also stops when the context is full. */
 LLM42_API llm42_status llm42_request_options_set_max_tokens(llm42_request_options* options,
                                                             int32_t n);
-/* >= 0; 0 = greedy (argmax, ties to the lowest id); default 0. */
+/* 0..100; 0 = greedy (argmax, ties to the lowest id); default 0. */
 LLM42_API llm42_status llm42_request_options_set_temperature(llm42_request_options* options,
                                                              float t);
 /* >= 0; 0 = off (default). */
@@ -338,7 +343,7 @@ LLM42_API llm42_status llm42_request_options_set_ignore_eos(llm42_request_option
 LLM42_API llm42_status llm42_request_options_set_logprobs(llm42_request_options* options,
                                                           int32_t on);
 /* Also record the n most likely tokens and their logprobs at every output position (0 = none,
- * the default; INVALID_ARGUMENT outside 0..20). A deterministic request's come from the fixed
+ * the default; OUT_OF_RANGE outside 0..20). A deterministic request's come from the fixed
  * schedule, like its logprobs, so they are the same bits whatever runs beside it. */
 LLM42_API llm42_status llm42_request_options_set_top_logprobs(llm42_request_options* options,
                                                               int32_t n);

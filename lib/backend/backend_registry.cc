@@ -38,6 +38,8 @@ const std::vector<BackendEntry>& RegisteredBackends() {
   return entries;
 }
 
+bool IsKnownBackendName(std::string_view name) { return name == "auto" || name == "cpu" || name == "cuda"; }
+
 absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name) {
   if (name == "auto") {
     for (const BackendEntry& e : RegisteredBackends()) {
@@ -56,7 +58,7 @@ absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name) {
     return absl::UnimplementedError(
         "backend 'cuda' is not built into this llm42 (configure with the CUDA toolkit present)");
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown backend '", std::string(name), "' (auto, cpu, cuda)"));
+  return InvalidArgument("unknown backend '", std::string(name), "' (auto, cpu, cuda)");
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name,

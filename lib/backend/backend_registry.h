@@ -29,6 +29,9 @@ struct BackendEntry {
 // The backends compiled in, most preferred first ("cuda" when built with it, then "cpu").
 const std::vector<BackendEntry>& RegisteredBackends();
 
+// Whether `name` names a backend llm42 knows ("auto", "cpu", "cuda"), built in or not.
+bool IsKnownBackendName(std::string_view name);
+
 // The backend `name` stands for: "auto" is the first usable backend (CUDA where a usable device
 // exists, else the CPU); else a registered name. INVALID_ARGUMENT for an unknown name;
 // UNSUPPORTED, with the reason, for a known backend that is not built in or cannot run here.

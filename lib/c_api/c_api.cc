@@ -25,12 +25,32 @@ struct llm42_session {
 };
 struct llm42_request_options {
   llm42::RequestOptions options;
+  llm42_token_callback callback = nullptr;  // the engine calls TokenTrampoline instead
 };
 struct llm42_request {
   std::shared_ptr<llm42::Request> impl;
+  llm42_token_callback callback = nullptr;
 };
 
 namespace {
+
+// The engine's counters are numbered as the ABI's (lib/engine/stat.h).
+#define LLM42_SAME_STAT(c, cpp) static_assert(static_cast<int32_t>(c) == static_cast<int32_t>(llm42::Stat::cpp))
+LLM42_SAME_STAT(LLM42_STAT_REQUESTS_FINISHED, kRequestsFinished);
+LLM42_SAME_STAT(LLM42_STAT_TOKENS_GENERATED, kTokensGenerated);
+LLM42_SAME_STAT(LLM42_STAT_TOKENS_VERIFIED, kTokensVerified);
+LLM42_SAME_STAT(LLM42_STAT_VERIFY_PASSES, kVerifyPasses);
+LLM42_SAME_STAT(LLM42_STAT_ROLLBACKS, kRollbacks);
+LLM42_SAME_STAT(LLM42_STAT_TOKENS_ROLLED_BACK, kTokensRolledBack);
+LLM42_SAME_STAT(LLM42_STAT_PREFILL_TOKENS, kPrefillTokens);
+LLM42_SAME_STAT(LLM42_STAT_DECODE_STEPS, kDecodeSteps);
+LLM42_SAME_STAT(LLM42_STAT_TIME_TO_FIRST_TOKEN_US, kTimeToFirstTokenUs);
+LLM42_SAME_STAT(LLM42_STAT_PREEMPTIONS, kPreemptions);
+LLM42_SAME_STAT(LLM42_STAT_TOKENS_DECODED_FIXED, kTokensDecodedFixed);
+LLM42_SAME_STAT(LLM42_STAT_CACHED_PROMPT_TOKENS, kCachedPromptTokens);
+LLM42_SAME_STAT(LLM42_STAT_KV_EVICTIONS, kKvEvictions);
+static_assert(LLM42_STAT_KV_EVICTIONS + 1 == llm42::kStatCount, "a counter without its ABI number");
+#undef LLM42_SAME_STAT
 
 thread_local std::string t_last_error;
 
@@ -96,6 +116,39 @@ llm42_status Guard(F&& body) {
   }
 }
 
+// The option handles' fields, and what a NULL handle is called.
+llm42::DeterminismPolicy& Fields(llm42_determinism* h) { return h->policy; }
+llm42::SessionOptions& Fields(llm42_session_options* h) { return h->options; }
+llm42::RequestOptions& Fields(llm42_request_options* h) { return h->options; }
+const char* NullHandle(llm42_determinism*) { return "policy is NULL"; }
+const char* NullHandle(llm42_session_options*) { return "options is NULL"; }
+const char* NullHandle(llm42_request_options*) { return "options is NULL"; }
+
+// A setter: applies `set` to a copy of the handle's fields and keeps it only when the engine's
+// rules accept it (Validate in lib/engine/options.h, the one place they live; this file maps
+// their status). A refused value leaves the handle as it was.
+template <typename Handle, typename Set>
+llm42_status SetField(Handle* h, Set&& set) {
+  return Guard([&] {
+    LLM42_REQUIRE(h != nullptr, NullHandle(h));
+    auto fields = Fields(h);
+    set(fields);
+    if (absl::Status valid = fields.Validate(); !valid.ok()) return Check(valid);
+    Fields(h) = std::move(fields);
+    return LLM42_OK;
+  });
+}
+
+// The engine's token callback (llm42::TokenCallbackFn) for a C one, which takes the request
+// handle typed: the engine passes the handle the request was submitted with, and the handle
+// holds the C function (llm42_request_submit copies it there). Calling the C function through
+// the engine's pointer type instead would be undefined behaviour.
+void TokenTrampoline(void* user_data, void* request, const int32_t* tokens, size_t n_tokens, const char* text,
+                     size_t text_len, int32_t finished) {
+  auto* handle = static_cast<llm42_request*>(request);
+  handle->callback(user_data, handle, tokens, n_tokens, text, text_len, finished);
+}
+
 // A request's recorded values (logprobs, prompt logprobs), FAILED_PRECONDITION unless the option
 // that records them was set.
 llm42_status CopyRequested(llm42_request* r, bool llm42::RequestOptions::*option,
@@ -148,52 +201,44 @@ llm42_status llm42_determinism_create(llm42_mode mode, llm42_determinism** out) 
   return Guard([&] {
     LLM42_REQUIRE(out != nullptr, "out is NULL");
     *out = nullptr;
-    LLM42_REQUIRE(mode == LLM42_MODE_SELECTIVE || mode == LLM42_MODE_BATCH_INVARIANT || mode == LLM42_MODE_OFF,
-                  "unknown determinism mode");
-    auto* p = new llm42_determinism();
+    auto p = std::make_unique<llm42_determinism>();
     p->policy.mode = static_cast<llm42::DeterminismMode>(mode);
-    *out = p;
+    if (absl::Status valid = p->policy.Validate(); !valid.ok()) return Check(valid);
+    *out = p.release();
     return LLM42_OK;
   });
 }
 void llm42_determinism_destroy(llm42_determinism* policy) { delete policy; }
 
 llm42_status llm42_determinism_set_window(llm42_determinism* p, int32_t tokens) {
-  LLM42_REQUIRE(p != nullptr, "policy is NULL");
-  if (tokens < 1 || tokens > 4096) return Fail(LLM42_OUT_OF_RANGE, "window must be 1..4096");
-  p->policy.window = tokens;
-  return LLM42_OK;
+  return SetField(p, [&](llm42::DeterminismPolicy& f) {
+    f.window = tokens;
+  });
 }
 llm42_status llm42_determinism_set_verify_group(llm42_determinism* p, int32_t requests) {
-  LLM42_REQUIRE(p != nullptr, "policy is NULL");
-  if (requests < 1 || requests > 1024) return Fail(LLM42_OUT_OF_RANGE, "verify group must be 1..1024");
-  p->policy.verify_group = requests;
-  return LLM42_OK;
+  return SetField(p, [&](llm42::DeterminismPolicy& f) {
+    f.verify_group = requests;
+  });
 }
 llm42_status llm42_determinism_set_default_seed(llm42_determinism* p, uint64_t seed) {
-  LLM42_REQUIRE(p != nullptr, "policy is NULL");
-  p->policy.default_seed = seed;
-  return LLM42_OK;
+  return SetField(p, [&](llm42::DeterminismPolicy& f) {
+    f.default_seed = seed;
+  });
 }
 llm42_status llm42_determinism_set_decode_path(llm42_determinism* p, llm42_decode_path path) {
-  LLM42_REQUIRE(p != nullptr, "policy is NULL");
-  if (path < LLM42_DECODE_PATH_AUTO || path > LLM42_DECODE_PATH_FIXED) {
-    return Fail(LLM42_INVALID_ARGUMENT, "unknown decode path");
-  }
-  p->policy.decode_path = static_cast<llm42::DecodePath>(path);
-  return LLM42_OK;
+  return SetField(p, [&](llm42::DeterminismPolicy& f) {
+    f.decode_path = static_cast<llm42::DecodePath>(path);
+  });
 }
 llm42_status llm42_determinism_set_mismatch_injection(llm42_determinism* p, double fraction) {
-  LLM42_REQUIRE(p != nullptr, "policy is NULL");
-  if (!(fraction >= 0 && fraction <= 1)) return Fail(LLM42_OUT_OF_RANGE, "fraction must be in [0, 1]");
-  p->policy.mismatch_injection = fraction;
-  return LLM42_OK;
+  return SetField(p, [&](llm42::DeterminismPolicy& f) {
+    f.mismatch_injection = fraction;
+  });
 }
 llm42_status llm42_determinism_set_fast_path_noise(llm42_determinism* p, double stddev) {
-  LLM42_REQUIRE(p != nullptr, "policy is NULL");
-  if (!(stddev >= 0 && stddev < 1e6)) return Fail(LLM42_OUT_OF_RANGE, "stddev must be >= 0");
-  p->policy.fast_path_noise = stddev;
-  return LLM42_OK;
+  return SetField(p, [&](llm42::DeterminismPolicy& f) {
+    f.fast_path_noise = stddev;
+  });
 }
 
 // ---- Session options ----
@@ -216,70 +261,56 @@ llm42_status llm42_session_options_set_model_path(llm42_session_options* o, cons
   });
 }
 llm42_status llm42_session_options_set_backend(llm42_session_options* o, const char* name) {
-  return Guard([&] {
-    LLM42_REQUIRE(o != nullptr, "options is NULL");
-    LLM42_REQUIRE(name != nullptr, "backend name is NULL");
-    const std::string n = name;
-    LLM42_REQUIRE(n == "auto" || n == "cpu" || n == "cuda", "backend must be auto, cpu or cuda");
-    o->options.backend = n;
-    return LLM42_OK;
-  });
+  if (name == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "backend name is NULL");
+  return SetField(o, [&](llm42::SessionOptions& f) { f.backend = name; });
 }
 llm42_status llm42_session_options_set_threads(llm42_session_options* o, int32_t n) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (n < 0 || n > 1024) return Fail(LLM42_OUT_OF_RANGE, "threads must be 0..1024");
-  o->options.threads = n;
-  return LLM42_OK;
-}
-llm42_status llm42_session_options_set_max_batch_tokens(llm42_session_options* o, int32_t n) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (n < 1) return Fail(LLM42_OUT_OF_RANGE, "max batch tokens must be >= 1");
-  o->options.max_batch_tokens = n;
-  return LLM42_OK;
-}
-llm42_status llm42_session_options_set_max_running_requests(llm42_session_options* o, int32_t n) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (n < 1) return Fail(LLM42_OUT_OF_RANGE, "max running requests must be >= 1");
-  o->options.max_running_requests = n;
-  return LLM42_OK;
-}
-llm42_status llm42_session_options_set_kv_cache_tokens(llm42_session_options* o, int64_t n) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (n < 0) return Fail(LLM42_OUT_OF_RANGE, "kv cache tokens must be >= 0");
-  o->options.kv_cache_tokens = n;
-  return LLM42_OK;
-}
-llm42_status llm42_session_options_set_prefix_caching(llm42_session_options* o, int32_t enable) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.prefix_caching = enable != 0;
-  return LLM42_OK;
-}
-llm42_status llm42_session_options_set_kv_dtype(llm42_session_options* o, const char* dtype) {
-  return Guard([&] {
-    LLM42_REQUIRE(o != nullptr, "options is NULL");
-    LLM42_REQUIRE(dtype != nullptr, "kv dtype is NULL");
-    LLM42_REQUIRE(llm42::ParseKvDtype(dtype).has_value(), "kv dtype must be auto, f32, f16 or bf16");
-    o->options.kv_dtype = dtype;
-    return LLM42_OK;
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.threads = n;
   });
 }
+llm42_status llm42_session_options_set_max_batch_tokens(llm42_session_options* o, int32_t n) {
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.max_batch_tokens = n;
+  });
+}
+llm42_status llm42_session_options_set_max_running_requests(llm42_session_options* o, int32_t n) {
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.max_running_requests = n;
+  });
+}
+llm42_status llm42_session_options_set_kv_cache_tokens(llm42_session_options* o, int64_t n) {
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.kv_cache_tokens = n;
+  });
+}
+llm42_status llm42_session_options_set_prefix_caching(llm42_session_options* o, int32_t enable) {
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.prefix_caching = enable != 0;
+  });
+}
+llm42_status llm42_session_options_set_kv_dtype(llm42_session_options* o, const char* dtype) {
+  if (dtype == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "kv dtype is NULL");
+  return SetField(o, [&](llm42::SessionOptions& f) { f.kv_dtype = dtype; });
+}
 llm42_status llm42_session_options_set_context_length(llm42_session_options* o, int32_t n) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (n < 0) return Fail(LLM42_OUT_OF_RANGE, "context length must be >= 0");
-  o->options.context_length = n;
-  return LLM42_OK;
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.context_length = n;
+  });
 }
 llm42_status llm42_session_options_set_vocab_only(llm42_session_options* o, int32_t on) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.vocab_only = on != 0;
-  return LLM42_OK;
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.vocab_only = on != 0;
+  });
 }
 llm42_status llm42_session_options_set_determinism(llm42_session_options* o,
                                                    const llm42_determinism* p) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  LLM42_REQUIRE(p != nullptr, "policy is NULL");
-  o->options.determinism = p->policy;
-  return LLM42_OK;
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    LLM42_REQUIRE(p != nullptr, "policy is NULL");
+    o->options.determinism = p->policy;
+    return LLM42_OK;
+  });
 }
 llm42_status llm42_session_options_load_config(llm42_session_options* o, const char* path) {
   return Guard([&] {
@@ -324,13 +355,9 @@ llm42_status llm42_session_detokenize(llm42_session* s, const int32_t* tokens, s
     LLM42_REQUIRE(s != nullptr, "session is NULL");
     LLM42_REQUIRE(tokens != nullptr || n_tokens == 0, "tokens is NULL");
     const llm42::Tokenizer& tok = s->impl->tokenizer();
-    for (size_t i = 0; i < n_tokens; ++i) {
-      if (!tok.vocab().IsValid(tokens[i])) {
-        return Fail(LLM42_INVALID_ARGUMENT, "token #" + std::to_string(i) + " = " +
-                                                std::to_string(tokens[i]) + " is outside the vocabulary");
-      }
-    }
-    const std::string text = tok.Decode(std::span<const int32_t>(tokens, n_tokens));
+    const std::span<const int32_t> ids(tokens, n_tokens);
+    if (absl::Status valid = tok.vocab().CheckIds(ids); !valid.ok()) return Check(valid);
+    const std::string text = tok.Decode(ids);
     return CopyOut(text.data(), text.size(), buf, capacity, n_bytes);
   });
 }
@@ -360,16 +387,17 @@ llm42_status llm42_session_save_conversation(llm42_session* s, llm42_request* r,
   });
 }
 llm42_status llm42_session_stat(llm42_session* s, llm42_stat which, int64_t* value) {
-  LLM42_REQUIRE(s != nullptr, "session is NULL");
-  LLM42_REQUIRE(value != nullptr, "value is NULL");
-  if (which < LLM42_STAT_REQUESTS_FINISHED || which > LLM42_STAT_KV_EVICTIONS) {
-    return Fail(LLM42_INVALID_ARGUMENT, "unknown statistic");
-  }
-  if (which == LLM42_STAT_TIME_TO_FIRST_TOKEN_US) {
-    return Fail(LLM42_INVALID_ARGUMENT, "time to first token is a per-request statistic");
-  }
-  *value = s->impl->stat(static_cast<llm42::SessionStat>(which));
-  return LLM42_OK;
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(value != nullptr, "value is NULL");
+    if (!llm42::IsSessionStat(static_cast<llm42::Stat>(which))) {
+      return Fail(LLM42_INVALID_ARGUMENT, which == LLM42_STAT_TIME_TO_FIRST_TOKEN_US
+                                              ? "time to first token is a per-request statistic"
+                                              : "unknown statistic");
+    }
+    *value = s->impl->stat(static_cast<llm42::Stat>(which));
+    return LLM42_OK;
+  });
 }
 
 llm42_status llm42_session_stats_json(llm42_session* s, char* buf, size_t capacity,
@@ -394,40 +422,28 @@ void llm42_request_options_destroy(llm42_request_options* o) { delete o; }
 
 llm42_status llm42_request_options_set_prompt(llm42_request_options* o, const char* text,
                                               size_t len) {
-  return Guard([&] {
-    LLM42_REQUIRE(o != nullptr, "options is NULL");
-    LLM42_REQUIRE(text != nullptr || len == 0, "text is NULL");
-    const std::string_view t(text == nullptr ? "" : text, len);
-    LLM42_REQUIRE(llm42::IsValidUtf8(t), "prompt is not valid UTF-8");
-    o->options.prompt_text.assign(t);
-    o->options.has_prompt_text = true;
-    o->options.has_prompt_tokens = false;
-    o->options.prompt_tokens.clear();
-    return LLM42_OK;
+  if (text == nullptr && len > 0) return Fail(LLM42_INVALID_ARGUMENT, "text is NULL");
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.prompt_text.assign(text == nullptr ? "" : text, len);
+    f.has_prompt_text = true;
+    f.has_prompt_tokens = false;
+    f.prompt_tokens.clear();
   });
 }
 llm42_status llm42_request_options_set_prompt_tokens(llm42_request_options* o,
                                                      const int32_t* tokens, size_t n) {
-  return Guard([&] {
-    LLM42_REQUIRE(o != nullptr, "options is NULL");
-    LLM42_REQUIRE(tokens != nullptr || n == 0, "tokens is NULL");
-    o->options.prompt_tokens.assign(tokens, tokens + n);
-    o->options.has_prompt_tokens = true;
-    o->options.has_prompt_text = false;
-    o->options.prompt_text.clear();
-    return LLM42_OK;
+  if (tokens == nullptr && n > 0) return Fail(LLM42_INVALID_ARGUMENT, "tokens is NULL");
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.prompt_tokens.assign(tokens, tokens + n);
+    f.has_prompt_tokens = true;
+    f.has_prompt_text = false;
+    f.prompt_text.clear();
   });
 }
 llm42_status llm42_request_options_add_message(llm42_request_options* o, const char* role,
                                                const char* content) {
-  return Guard([&] {
-    LLM42_REQUIRE(o != nullptr, "options is NULL");
-    LLM42_REQUIRE(role != nullptr && content != nullptr, "role or content is NULL");
-    LLM42_REQUIRE(llm42::IsValidUtf8(role) && llm42::IsValidUtf8(content),
-                  "role or content is not valid UTF-8");
-    o->options.messages.emplace_back(role, content);
-    return LLM42_OK;
-  });
+  if (role == nullptr || content == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "role or content is NULL");
+  return SetField(o, [&](llm42::RequestOptions& f) { f.messages.emplace_back(role, content); });
 }
 llm42_status llm42_request_options_set_parent(llm42_request_options* o, llm42_request* parent) {
   return Guard([&] {
@@ -454,85 +470,70 @@ llm42_status llm42_request_options_load_parent(llm42_request_options* o, llm42_s
   });
 }
 llm42_status llm42_request_options_set_max_tokens(llm42_request_options* o, int32_t n) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (n < 1) return Fail(LLM42_INVALID_ARGUMENT, "max tokens must be >= 1");
-  o->options.max_tokens = n;
-  return LLM42_OK;
-}
-llm42_status llm42_request_options_set_temperature(llm42_request_options* o, float t) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (!(t >= 0.0f && t <= 100.0f)) return Fail(LLM42_OUT_OF_RANGE, "temperature must be in [0, 100]");
-  o->options.sampling.temperature = t;
-  return LLM42_OK;
-}
-llm42_status llm42_request_options_set_top_k(llm42_request_options* o, int32_t k) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (k < 0) return Fail(LLM42_OUT_OF_RANGE, "top_k must be >= 0");
-  o->options.sampling.top_k = k;
-  return LLM42_OK;
-}
-llm42_status llm42_request_options_set_top_p(llm42_request_options* o, float p) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (!(p > 0.0f && p <= 1.0f)) return Fail(LLM42_OUT_OF_RANGE, "top_p must be in (0, 1]");
-  o->options.sampling.top_p = p;
-  return LLM42_OK;
-}
-llm42_status llm42_request_options_set_min_p(llm42_request_options* o, float p) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (!(p >= 0.0f && p < 1.0f)) return Fail(LLM42_OUT_OF_RANGE, "min_p must be in [0, 1)");
-  o->options.sampling.min_p = p;
-  return LLM42_OK;
-}
-llm42_status llm42_request_options_set_seed(llm42_request_options* o, uint64_t seed) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.sampling.seed = seed;
-  o->options.has_seed = true;
-  return LLM42_OK;
-}
-llm42_status llm42_request_options_set_deterministic(llm42_request_options* o, int32_t on) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.deterministic = on != 0;
-  return LLM42_OK;
-}
-llm42_status llm42_request_options_add_stop(llm42_request_options* o, const char* text) {
-  return Guard([&] {
-    LLM42_REQUIRE(o != nullptr, "options is NULL");
-    LLM42_REQUIRE(text != nullptr && text[0] != '\0', "stop string is NULL or empty");
-    LLM42_REQUIRE(llm42::IsValidUtf8(text), "stop string is not valid UTF-8");
-    if (o->options.stops.size() >= llm42::RequestOptions::kMaxStops) {
-      return Fail(LLM42_OUT_OF_RANGE, "at most 16 stop strings");
-    }
-    o->options.stops.emplace_back(text);
-    return LLM42_OK;
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.max_tokens = n;
   });
 }
+llm42_status llm42_request_options_set_temperature(llm42_request_options* o, float t) {
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.sampling.temperature = t;
+  });
+}
+llm42_status llm42_request_options_set_top_k(llm42_request_options* o, int32_t k) {
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.sampling.top_k = k;
+  });
+}
+llm42_status llm42_request_options_set_top_p(llm42_request_options* o, float p) {
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.sampling.top_p = p;
+  });
+}
+llm42_status llm42_request_options_set_min_p(llm42_request_options* o, float p) {
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.sampling.min_p = p;
+  });
+}
+llm42_status llm42_request_options_set_seed(llm42_request_options* o, uint64_t seed) {
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.sampling.seed = seed;
+    f.has_seed = true;
+  });
+}
+llm42_status llm42_request_options_set_deterministic(llm42_request_options* o, int32_t on) {
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.deterministic = on != 0;
+  });
+}
+llm42_status llm42_request_options_add_stop(llm42_request_options* o, const char* text) {
+  if (text == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "stop string is NULL");
+  return SetField(o, [&](llm42::RequestOptions& f) { f.stops.emplace_back(text); });
+}
 llm42_status llm42_request_options_set_ignore_eos(llm42_request_options* o, int32_t on) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.ignore_eos = on != 0;
-  return LLM42_OK;
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.ignore_eos = on != 0;
+  });
 }
 llm42_status llm42_request_options_set_logprobs(llm42_request_options* o, int32_t on) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.logprobs = on != 0;
-  return LLM42_OK;
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.logprobs = on != 0;
+  });
 }
 llm42_status llm42_request_options_set_top_logprobs(llm42_request_options* o, int32_t n) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  if (n < 0 || n > llm42::RequestOptions::kMaxTopLogprobs) {
-    return Fail(LLM42_INVALID_ARGUMENT, "top logprobs must be 0..20, not " + std::to_string(n));
-  }
-  o->options.top_logprobs = n;
-  return LLM42_OK;
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.top_logprobs = n;
+  });
 }
 llm42_status llm42_request_options_set_prompt_logprobs(llm42_request_options* o, int32_t on) {
-  LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.prompt_logprobs = on != 0;
-  return LLM42_OK;
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.prompt_logprobs = on != 0;
+  });
 }
 llm42_status llm42_request_options_set_callback(llm42_request_options* o, llm42_token_callback fn,
                                                 void* user_data) {
   LLM42_REQUIRE(o != nullptr, "options is NULL");
-  o->options.callback = reinterpret_cast<llm42::TokenCallbackFn>(fn);
+  o->callback = fn;
+  o->options.callback = fn != nullptr ? TokenTrampoline : nullptr;
   o->options.callback_user_data = user_data;
   return LLM42_OK;
 }
@@ -547,6 +548,7 @@ llm42_status llm42_request_submit(llm42_session* s, const llm42_request_options*
     LLM42_REQUIRE(s != nullptr, "session is NULL");
     LLM42_REQUIRE(o != nullptr, "options is NULL");
     auto handle = std::make_unique<llm42_request>();
+    handle->callback = o->callback;
     auto request = s->impl->Submit(o->options, handle.get());
     if (!request.ok()) return Check(request.status());
     handle->impl = std::move(request).value();
@@ -584,9 +586,11 @@ llm42_status llm42_request_wait(llm42_request* r, int32_t timeout_ms) {
 }
 
 llm42_status llm42_request_cancel(llm42_request* r) {
-  LLM42_REQUIRE(r != nullptr, "request is NULL");
-  r->impl->Cancel();
-  return LLM42_OK;
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    r->impl->Cancel();
+    return LLM42_OK;
+  });
 }
 
 int32_t llm42_request_is_finished(const llm42_request* r) {
@@ -594,8 +598,10 @@ int32_t llm42_request_is_finished(const llm42_request* r) {
 }
 
 llm42_status llm42_request_status(const llm42_request* r) {
-  if (r == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "request is NULL");
-  return ToC(r->impl->status().code());
+  return Guard([&] {
+    if (r == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "request is NULL");
+    return ToC(r->impl->status().code());
+  });
 }
 
 llm42_finish_reason llm42_request_finish_reason(const llm42_request* r) {
@@ -653,24 +659,13 @@ llm42_status llm42_request_top_logprobs(llm42_request* r, int32_t* tokens, float
 }
 
 llm42_status llm42_request_stat(llm42_request* r, llm42_stat which, int64_t* value) {
-  LLM42_REQUIRE(r != nullptr, "request is NULL");
-  LLM42_REQUIRE(value != nullptr, "value is NULL");
-  switch (which) {
-    case LLM42_STAT_TOKENS_GENERATED:
-    case LLM42_STAT_TOKENS_VERIFIED:
-    case LLM42_STAT_VERIFY_PASSES:
-    case LLM42_STAT_ROLLBACKS:
-    case LLM42_STAT_TOKENS_ROLLED_BACK:
-    case LLM42_STAT_PREFILL_TOKENS:
-    case LLM42_STAT_DECODE_STEPS:
-    case LLM42_STAT_TIME_TO_FIRST_TOKEN_US:
-    case LLM42_STAT_PREEMPTIONS:
-    case LLM42_STAT_TOKENS_DECODED_FIXED:
-    case LLM42_STAT_CACHED_PROMPT_TOKENS:
-      *value = r->impl->stat(static_cast<llm42::RequestStat>(which));
-      return LLM42_OK;
-    default: return Fail(LLM42_INVALID_ARGUMENT, "not a per-request statistic");
-  }
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    LLM42_REQUIRE(value != nullptr, "value is NULL");
+    LLM42_REQUIRE(llm42::IsRequestStat(static_cast<llm42::Stat>(which)), "not a per-request statistic");
+    *value = r->impl->stat(static_cast<llm42::Stat>(which));
+    return LLM42_OK;
+  });
 }
 
 uint64_t llm42_request_effective_seed(const llm42_request* r) {

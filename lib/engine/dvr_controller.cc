@@ -93,11 +93,11 @@ void DvrController::Count(Sequence& s, const Verdict& v) {
   recent_verified_ = kDecay * recent_verified_ + static_cast<double>(v.verified);
   recent_discarded_ = kDecay * recent_discarded_ + static_cast<double>(v.discarded);
   s.request->AddVerify(v.verified, v.discarded);
-  stats_.Add(SessionStat::kTokensVerified, v.verified);
-  stats_.Add(SessionStat::kVerifyPasses);
+  stats_.Add(Stat::kTokensVerified, v.verified);
+  stats_.Add(Stat::kVerifyPasses);
   if (v.discarded > 0) {
-    stats_.Add(SessionStat::kRollbacks);
-    stats_.Add(SessionStat::kTokensRolledBack, v.discarded);
+    stats_.Add(Stat::kRollbacks);
+    stats_.Add(Stat::kTokensRolledBack, v.discarded);
   }
 }
 

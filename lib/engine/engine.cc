@@ -73,12 +73,12 @@ bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
     }
   }
   if (s.dvr && !kept_candidates) s.probe = s.text;
-  stats_.Add(SessionStat::kTokensGenerated, static_cast<int64_t>(n));
+  stats_.Add(Stat::kTokensGenerated, static_cast<int64_t>(n));
   const bool done = reason != FinishReason::kNone;
   if (done) {
     // Before the request is seen finished: its blocks are back in the pool and it is counted.
     scheduler_.Release(s);
-    stats_.Add(SessionStat::kRequestsFinished);
+    stats_.Add(Stat::kRequestsFinished);
   }
   const auto top_n = static_cast<size_t>(s.request->options().top_logprobs);
   s.request->Commit(tokens.first(n), logprobs.empty() ? logprobs : logprobs.first(n),
@@ -90,7 +90,7 @@ bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
 void Engine::Finish(Sequence& s, FinishReason reason, absl::Status status) {
   std::string rest;
   s.text.Finish(&rest);
-  stats_.Add(SessionStat::kRequestsFinished);
+  stats_.Add(Stat::kRequestsFinished);
   s.request->Commit({}, {}, {}, rest, true, reason, std::move(status));
 }
 
@@ -199,7 +199,7 @@ bool Engine::Step() {
       cache_.NoteWritten(p.seq->kv_seq, pos, p.seq->tokens[static_cast<size_t>(pos)], fixed, p.seq->dvr && !fixed);
     }
   }
-  stats_.Add(SessionStat::kDecodeSteps);
+  stats_.Add(Stat::kDecodeSteps);
 
   std::vector<Sequence*> finished;
   const double noise = config_.determinism.fast_path_noise;
@@ -230,11 +230,11 @@ bool Engine::Step() {
     s.n_computed += p.n;
     if (prefill) {
       s.request->AddPrefill(p.n);
-      stats_.Add(SessionStat::kPrefillTokens, p.n);
+      stats_.Add(Stat::kPrefillTokens, p.n);
     } else {
       const bool fixed_commit = s.dvr && !fast_row;
       s.request->AddDecodeStep(fixed_commit);
-      if (fixed_commit) stats_.Add(SessionStat::kTokensDecodedFixed);
+      if (fixed_commit) stats_.Add(Stat::kTokensDecodedFixed);
     }
     if (s.n_computed != static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
     const std::span<float> logits = row(first_logit[e]);

@@ -17,12 +17,12 @@ std::string EngineStats::Json(int64_t kv_cache_tokens) const {
       "\"verify_passes\":%d,\"rollbacks\":%d,\"tokens_rolled_back\":%d,\"prefill_tokens\":%d,"
       "\"decode_steps\":%d,\"preemptions\":%d,\"tokens_decoded_fixed\":%d,\"cached_prompt_tokens\":%d,"
       "\"kv_evictions\":%d,\"kv_blocks_in_use\":%d,\"kv_cache_tokens\":%d}",
-      Get(SessionStat::kRequestsFinished), Get(SessionStat::kTokensGenerated),
-      Get(SessionStat::kTokensVerified), Get(SessionStat::kVerifyPasses),
-      Get(SessionStat::kRollbacks), Get(SessionStat::kTokensRolledBack),
-      Get(SessionStat::kPrefillTokens), Get(SessionStat::kDecodeSteps),
-      Get(SessionStat::kPreemptions), Get(SessionStat::kTokensDecodedFixed), Get(SessionStat::kCachedPromptTokens),
-      Get(SessionStat::kKvEvictions), blocks_in_use(), kv_cache_tokens);
+      Get(Stat::kRequestsFinished), Get(Stat::kTokensGenerated),
+      Get(Stat::kTokensVerified), Get(Stat::kVerifyPasses),
+      Get(Stat::kRollbacks), Get(Stat::kTokensRolledBack),
+      Get(Stat::kPrefillTokens), Get(Stat::kDecodeSteps),
+      Get(Stat::kPreemptions), Get(Stat::kTokensDecodedFixed), Get(Stat::kCachedPromptTokens),
+      Get(Stat::kKvEvictions), blocks_in_use(), kv_cache_tokens);
 }
 
 }  // namespace llm42

@@ -9,7 +9,9 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "lib/backend/backend.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/util/status.h"
+#include "lib/util/utf8.h"
 #include "proto/session_config.pb.h"
 
 namespace llm42 {
@@ -30,30 +32,60 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
+absl::Status DeterminismPolicy::Validate() const {
+  if (mode < DeterminismMode::kSelective || mode > DeterminismMode::kOff) {
+    return InvalidArgument("unknown determinism mode ", static_cast<int32_t>(mode));
+  }
+  if (window < 1 || window > 4096) return OutOfRange("window = ", window, " (1..4096)");
+  if (verify_group < 1 || verify_group > 1024) return OutOfRange("verify_group = ", verify_group, " (1..1024)");
+  if (!(mismatch_injection >= 0 && mismatch_injection <= 1)) {
+    return OutOfRange("mismatch_injection = ", mismatch_injection, " (0..1)");
+  }
+  if (decode_path < DecodePath::kAuto || decode_path > DecodePath::kFixed) {
+    return InvalidArgument("unknown decode path ", static_cast<int32_t>(decode_path));
+  }
+  if (!(fast_path_noise >= 0 && fast_path_noise < 1e6)) {
+    return OutOfRange("fast_path_noise = ", fast_path_noise, " (0..1e6)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SessionOptions::Validate() const {
-  if (threads < 0 || threads > 1024) return InvalidArgument("threads = ", threads, " (0..1024)");
-  if (max_batch_tokens < 1) return InvalidArgument("max_batch_tokens = ", max_batch_tokens, " (>= 1)");
+  if (!IsKnownBackendName(backend)) return InvalidArgument("backend = '", backend, "' (auto, cpu or cuda)");
+  if (threads < 0 || threads > 1024) return OutOfRange("threads = ", threads, " (0..1024)");
+  if (max_batch_tokens < 1) return OutOfRange("max_batch_tokens = ", max_batch_tokens, " (>= 1)");
   if (max_running_requests < 1) {
-    return InvalidArgument("max_running_requests = ", max_running_requests, " (>= 1)");
+    return OutOfRange("max_running_requests = ", max_running_requests, " (>= 1)");
   }
-  if (kv_cache_tokens < 0) return InvalidArgument("kv_cache_tokens = ", kv_cache_tokens, " (>= 0)");
+  if (kv_cache_tokens < 0) return OutOfRange("kv_cache_tokens = ", kv_cache_tokens, " (>= 0)");
   if (!ParseKvDtype(kv_dtype)) return InvalidArgument("kv_dtype = '", kv_dtype, "' (auto, f32, f16 or bf16)");
-  if (context_length < 0) return InvalidArgument("context_length = ", context_length, " (>= 0)");
-  const DeterminismPolicy& d = determinism;
-  if (d.mode < DeterminismMode::kSelective || d.mode > DeterminismMode::kOff) {
-    return InvalidArgument("unknown determinism mode");
+  if (context_length < 0) return OutOfRange("context_length = ", context_length, " (>= 0)");
+  return determinism.Validate();
+}
+
+absl::Status RequestOptions::Validate() const {
+  if (max_tokens < 1) return OutOfRange("max_tokens = ", max_tokens, " (>= 1)");
+  const SamplingParams& p = sampling;
+  if (!(p.temperature >= 0 && p.temperature <= kMaxTemperature)) {
+    return OutOfRange("temperature = ", p.temperature, " (0..", kMaxTemperature, ")");
   }
-  if (d.window < 1 || d.window > 4096) return InvalidArgument("window = ", d.window, " (1..4096)");
-  if (d.verify_group < 1 || d.verify_group > 1024) {
-    return InvalidArgument("verify_group = ", d.verify_group, " (1..1024)");
+  if (p.top_k < 0) return OutOfRange("top_k = ", p.top_k, " (>= 0)");
+  if (!(p.top_p > 0 && p.top_p <= 1)) return OutOfRange("top_p = ", p.top_p, " (in (0, 1])");
+  if (!(p.min_p >= 0 && p.min_p < 1)) return OutOfRange("min_p = ", p.min_p, " (in [0, 1))");
+  if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs) {
+    return OutOfRange("top_logprobs = ", top_logprobs, " (0..", kMaxTopLogprobs, ")");
   }
-  if (!(d.mismatch_injection >= 0 && d.mismatch_injection <= 1)) {
-    return InvalidArgument("mismatch_injection = ", d.mismatch_injection, " (0..1)");
+  if (stops.size() > kMaxStops) return OutOfRange(stops.size(), " stop strings (at most ", kMaxStops, ")");
+  for (const std::string& stop : stops) {
+    if (stop.empty()) return InvalidArgument("a stop string is empty");
+    if (!IsValidUtf8(stop)) return InvalidArgument("a stop string is not valid UTF-8");
   }
-  if (d.decode_path < DecodePath::kAuto || d.decode_path > DecodePath::kFixed) {
-    return InvalidArgument("unknown decode path");
+  if (!IsValidUtf8(prompt_text)) return InvalidArgument("the prompt is not valid UTF-8");
+  for (const auto& [role, content] : messages) {
+    if (!IsValidUtf8(role) || !IsValidUtf8(content)) {
+      return InvalidArgument("a chat message's role or content is not valid UTF-8");
+    }
   }
-  if (!(d.fast_path_noise >= 0)) return InvalidArgument("fast_path_noise = ", d.fast_path_noise, " (>= 0)");
   return absl::OkStatus();
 }
 

@@ -34,6 +34,9 @@ struct DeterminismPolicy {
   bool adaptive_window = true;
   bool early_verify = true;
   DecodePath decode_path = DecodePath::kAuto;
+
+  // See SessionOptions::Validate.
+  absl::Status Validate() const;
 };
 
 struct SessionOptions {
@@ -59,7 +62,9 @@ struct SessionOptions {
 
   static constexpr int32_t kDefaultContextLength = 4096;
 
-  // InvalidArgument naming the first field out of range.
+  // The one place the options' rules live (the C ABI's setters apply them to the value they
+  // set, Session::Create to the whole): OUT_OF_RANGE naming the first number outside its range,
+  // INVALID_ARGUMENT for an unknown name or enum value.
   absl::Status Validate() const;
   // Reads a text-format llm42.SessionConfig and applies the fields it sets (FORMAT_ERROR when
   // malformed or out of range, leaving *this unchanged).
@@ -106,6 +111,13 @@ struct RequestOptions {
 
   static constexpr size_t kMaxStops = 16;
   static constexpr int32_t kMaxTopLogprobs = 20;
+  static constexpr float kMaxTemperature = 100.0f;
+
+  // The rules of each field alone, as SessionOptions::Validate (the C ABI's setters and
+  // Session::Submit apply them): OUT_OF_RANGE for a number outside its range or too many stop
+  // strings, INVALID_ARGUMENT for text that is not UTF-8 or an empty stop string. What depends
+  // on the session (token ids, the parent, prompt and messages together) Submit checks.
+  absl::Status Validate() const;
 };
 
 }  // namespace llm42

@@ -125,20 +125,22 @@ void Request::AddPromptLogprobs(std::span<const float> values) {
   prompt_logprobs_.insert(prompt_logprobs_.end(), values.begin(), values.end());
 }
 
-int64_t Request::stat(RequestStat which) const {
+int64_t Request::stat(Stat which) const {
   absl::MutexLock lock(&mu_);
   switch (which) {
-    case RequestStat::kTokensGenerated: return static_cast<int64_t>(tokens_.size());
-    case RequestStat::kPrefillTokens: return prefill_tokens_;
-    case RequestStat::kDecodeSteps: return decode_steps_;
-    case RequestStat::kTimeToFirstTokenUs: return ttft_us_;
-    case RequestStat::kPreemptions: return preemptions_;
-    case RequestStat::kTokensVerified: return tokens_verified_;
-    case RequestStat::kVerifyPasses: return verify_passes_;
-    case RequestStat::kRollbacks: return rollbacks_;
-    case RequestStat::kTokensRolledBack: return tokens_rolled_back_;
-    case RequestStat::kTokensDecodedFixed: return tokens_decoded_fixed_;
-    case RequestStat::kCachedPromptTokens: return cached_prompt_tokens_;
+    case Stat::kTokensGenerated: return static_cast<int64_t>(tokens_.size());
+    case Stat::kPrefillTokens: return prefill_tokens_;
+    case Stat::kDecodeSteps: return decode_steps_;
+    case Stat::kTimeToFirstTokenUs: return ttft_us_;
+    case Stat::kPreemptions: return preemptions_;
+    case Stat::kTokensVerified: return tokens_verified_;
+    case Stat::kVerifyPasses: return verify_passes_;
+    case Stat::kRollbacks: return rollbacks_;
+    case Stat::kTokensRolledBack: return tokens_rolled_back_;
+    case Stat::kTokensDecodedFixed: return tokens_decoded_fixed_;
+    case Stat::kCachedPromptTokens: return cached_prompt_tokens_;
+    case Stat::kRequestsFinished:
+    case Stat::kKvEvictions: break;  // session only (IsRequestStat)
   }
   return 0;
 }

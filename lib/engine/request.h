@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/engine/options.h"
+#include "lib/engine/stat.h"
 #include "lib/sampling/sampler.h"
 
 namespace llm42 {
@@ -22,19 +23,6 @@ class ReceiptContext;
 
 enum class FinishReason : int32_t { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
 
-enum class RequestStat : int32_t {
-  kTokensGenerated = 1,
-  kTokensVerified = 2,
-  kVerifyPasses = 3,
-  kRollbacks = 4,
-  kTokensRolledBack = 5,
-  kPrefillTokens = 6,
-  kDecodeSteps = 7,
-  kTimeToFirstTokenUs = 8,
-  kPreemptions = 9,
-  kTokensDecodedFixed = 10,
-  kCachedPromptTokens = 11,
-};
 
 // What the user sees of one request: its committed tokens and released text, and how it
 // ended. Shared by the caller's handle and the engine; every method is thread-safe. Reads
@@ -80,7 +68,7 @@ class Request {
   // options().prompt_logprobs: the logprob of prompt token i + 1 after tokens 0..i, for the
   // prompt rows computed so far (all prompt length - 1 once prefill is done).
   std::vector<float> prompt_logprobs() const;
-  int64_t stat(RequestStat which) const;
+  int64_t stat(Stat which) const;
 
   // --- Engine side ---------------------------------------------------------------------
   bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }

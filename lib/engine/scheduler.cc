@@ -13,7 +13,7 @@ void Scheduler::Enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std:
 
 void Scheduler::UpdateBlocksInUse() {
   stats_.set_blocks_in_use(cache_.n_blocks() - cache_.free_blocks());
-  stats_.Add(SessionStat::kKvEvictions, cache_.evictions() - evictions_reported_);
+  stats_.Add(Stat::kKvEvictions, cache_.evictions() - evictions_reported_);
   evictions_reported_ = cache_.evictions();
 }
 
@@ -66,7 +66,7 @@ void Scheduler::Admit() {
     }
     if (next.n_computed > 0) {
       next.request->AddCachedPrompt(next.n_computed);
-      stats_.Add(SessionStat::kCachedPromptTokens, next.n_computed);
+      stats_.Add(Stat::kCachedPromptTokens, next.n_computed);
     }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -78,7 +78,7 @@ void Scheduler::Preempt(Sequence& victim) {
   // Unverified candidates are dropped; the committed prefix is recomputed on readmission.
   victim.DropCandidates();
   victim.request->AddPreemption();
-  stats_.Add(SessionStat::kPreemptions);
+  stats_.Add(Stat::kPreemptions);
   auto it = std::find_if(running_.begin(), running_.end(),
                          [&](const std::unique_ptr<Sequence>& s) { return s.get() == &victim; });
   std::unique_ptr<Sequence> owned = std::move(*it);

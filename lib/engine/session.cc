@@ -168,11 +168,9 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
     return absl::FailedPreconditionError("this session is tokenizer-only (vocab_only): it "
                                          "cannot generate");
   }
+  LLM42_RETURN_IF_ERROR(options.Validate());
   if (!options.messages.empty() && (options.has_prompt_text || options.has_prompt_tokens)) {
     return InvalidArgument("the request has both a prompt and chat messages; send one");
-  }
-  if (options.top_logprobs < 0 || options.top_logprobs > RequestOptions::kMaxTopLogprobs) {
-    return InvalidArgument("top_logprobs = ", options.top_logprobs, " (0..", RequestOptions::kMaxTopLogprobs, ")");
   }
   const RequestOptions::Parent* parent = options.parent ? &*options.parent : nullptr;
   if (parent != nullptr && parent->session != this) {
@@ -200,13 +198,7 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   std::vector<int32_t> prompt;
   if (options.has_prompt_tokens) {
     prompt = options.prompt_tokens;
-    const Vocab& vocab = tokenizer_->vocab();
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      if (!vocab.IsValid(prompt[i])) {
-        return InvalidArgument("prompt token #", i, " = ", prompt[i],
-                               " is outside the vocabulary (", vocab.size(), " tokens)");
-      }
-    }
+    LLM42_RETURN_IF_ERROR(tokenizer_->vocab().CheckIds(prompt));
   } else if (options.has_prompt_text) {
     // A continuation's text follows its history: no BOS.
     prompt = tokenizer_->Encode(options.prompt_text, /*add_special=*/parent == nullptr, /*parse_special=*/true);
@@ -387,7 +379,7 @@ absl::StatusOr<RequestOptions::Parent> Session::LoadConversation(const std::stri
   return RequestOptions::Parent{this, std::move(c.tokens), std::move(c.messages)};
 }
 
-int64_t Session::stat(SessionStat which) const { return stats_.Get(which); }
+int64_t Session::stat(Stat which) const { return stats_.Get(which); }
 
 std::string Session::StatsJson() const { return stats_.Json(kv_cache_tokens()); }
 

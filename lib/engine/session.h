@@ -81,7 +81,7 @@ class Session {
   // bits do not depend on it) and compares. DataLoss for bytes that are not an intact receipt.
   absl::StatusOr<ReceiptCheck> VerifyReceipt(std::string_view bytes);
 
-  int64_t stat(SessionStat which) const;
+  int64_t stat(Stat which) const;
   std::string StatsJson() const;
   // KV blocks in use; 0 once every request has finished (engine thread quiescent).
   int64_t kv_blocks_in_use() const { return stats_.blocks_in_use(); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/util/status.h"
@@ -162,6 +163,16 @@ int32_t Vocab::ByteToken(uint8_t byte) const {
   if (auto id = Find(absl::StrFormat("<0x%02X>", byte))) return *id;
   if (auto id = Find(std::string(1, static_cast<char>(byte)))) return *id;
   return unk_;
+}
+
+absl::Status Vocab::CheckIds(std::span<const int32_t> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!IsValid(ids[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("token #", i, " = ", ids[i], " is outside the vocabulary (",
+                                                     size(), " tokens)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llm42

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,9 @@ class Vocab {
   float score(int32_t id) const { return scores_[static_cast<size_t>(id)]; }
   TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
   bool IsValid(int32_t id) const { return id >= 0 && id < size(); }
+  // INVALID_ARGUMENT naming the first id outside the vocabulary (the one rule for token ids
+  // a caller passes: prompts, detokenization).
+  absl::Status CheckIds(std::span<const int32_t> ids) const;
   std::optional<int32_t> Find(std::string_view text) const;
 
   int32_t bos() const { return bos_; }  // -1 when the model has none

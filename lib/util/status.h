@@ -26,6 +26,10 @@ template <typename... Args>
 absl::Status InvalidArgument(const Args&... args) {
   return absl::InvalidArgumentError(absl::StrCat(args...));
 }
+template <typename... Args>
+absl::Status OutOfRange(const Args&... args) {
+  return absl::OutOfRangeError(absl::StrCat(args...));
+}
 
 }  // namespace llm42
 

@@ -212,7 +212,7 @@ public class Llm42Test {
       ro.setTopLogprobs(21);
       fail("21 top logprobs were accepted");
     } catch (Llm42Exception e) {
-      assertEquals(Status.INVALID_ARGUMENT, e.getStatus());
+      assertEquals(Status.OUT_OF_RANGE, e.getStatus());
     }
   }
 
@@ -307,7 +307,7 @@ public class Llm42Test {
       assertStatus(Status.OUT_OF_RANGE, () -> d.setWindow(0));
     }
     try (RequestOptions ro = new RequestOptions()) {
-      assertStatus(Status.INVALID_ARGUMENT, () -> ro.setMaxTokens(0));
+      assertStatus(Status.OUT_OF_RANGE, () -> ro.setMaxTokens(0));
       ro.setPromptTokens(new int[] {1, 999999});
       assertStatus(Status.INVALID_ARGUMENT, () -> session.submit(ro));
     }

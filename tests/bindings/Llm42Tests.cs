@@ -168,7 +168,7 @@ public class Llm42Tests {
       }
     }
     using (var ro = Prompt(4)) {
-      AssertStatus(Status.INVALID_ARGUMENT, () => ro.SetTopLogprobs(21));
+      AssertStatus(Status.OUT_OF_RANGE, () => ro.SetTopLogprobs(21));
     }
   }
 
@@ -247,7 +247,7 @@ public class Llm42Tests {
     using (var so = new SessionOptions()) AssertStatus(Status.OUT_OF_RANGE, () => so.SetThreads(-1));
     using (var d = new Determinism(Mode.SELECTIVE)) AssertStatus(Status.OUT_OF_RANGE, () => d.SetWindow(0));
     using (var ro = new RequestOptions()) {
-      AssertStatus(Status.INVALID_ARGUMENT, () => ro.SetMaxTokens(0));
+      AssertStatus(Status.OUT_OF_RANGE, () => ro.SetMaxTokens(0));
       ro.SetPromptTokens(new[] {1, 999999});
       AssertStatus(Status.INVALID_ARGUMENT, () => session.Submit(ro));
     }

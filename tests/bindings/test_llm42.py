@@ -169,7 +169,9 @@ class BindingTest(unittest.TestCase):
         self.assertIsInstance(e.exception, llm42.Llm42Exception)
         self.assertEqual(e.exception.status, llm42.Status.NOT_FOUND)
         with request_options() as ro, self.assertRaises(ValueError):
-            ro.set_top_logprobs(21)
+            ro.set_top_logprobs(21)  # OUT_OF_RANGE
+        with request_options() as ro, self.assertRaises(ValueError):
+            ro.add_stop("")  # INVALID_ARGUMENT
 
     def test_version_rule(self):
         self.assertEqual(llm42.version_problem(), "")  # this build and its library
@@ -218,7 +220,7 @@ class BindingTest(unittest.TestCase):
                 self.assertEqual(values[3 * i + ids[3 * i:3 * i + 3].index(token)], logprobs[i])
         with request_options() as ro, self.assertRaises(llm42.Llm42Exception) as e:
             ro.set_top_logprobs(21)
-        self.assertEqual(e.exception.status, llm42.Status.INVALID_ARGUMENT)
+        self.assertEqual(e.exception.status, llm42.Status.OUT_OF_RANGE)
 
     def test_receipts_replay_and_refuse_damage(self):
         # A deterministic request's receipt (bytes) is reproduced by another session; a damaged
@@ -309,7 +311,7 @@ class BindingTest(unittest.TestCase):
         with llm42.Determinism(llm42.Mode.SELECTIVE) as d:
             self.assertStatus(llm42.Status.OUT_OF_RANGE, d.set_window, 0)
         with llm42.RequestOptions() as ro:
-            self.assertStatus(llm42.Status.INVALID_ARGUMENT, ro.set_max_tokens, 0)
+            self.assertStatus(llm42.Status.OUT_OF_RANGE, ro.set_max_tokens, 0)
             ro.set_prompt_tokens([1, 999999])
             self.assertStatus(llm42.Status.INVALID_ARGUMENT, self.session.submit, ro)
         with llm42.RequestOptions() as ro:

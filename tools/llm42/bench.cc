@@ -110,7 +110,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
     bool all = true;
     for (auto& r : requests) all = all && r->Wait(100);
     int64_t tokens = int64_t{done_before} * out_len;
-    for (auto& r : requests) tokens += r->stat(RequestStat::kTokensGenerated);
+    for (auto& r : requests) tokens += r->stat(Stat::kTokensGenerated);
     const int width = 40, filled = static_cast<int>(width * tokens / std::max<int64_t>(1, goal));
     std::fprintf(stderr, "\r[%s%s] %3d%% %s c=%d", std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(width - filled), ' ').c_str(),
@@ -142,7 +142,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   res.itl_p50 = Percentile(itl, 0.5);
   res.itl_p99 = Percentile(itl, 0.99);
   res.decode_tps = decode_tps / static_cast<double>(traces.size());
-  res.preemptions = (*session)->stat(SessionStat::kPreemptions);
+  res.preemptions = (*session)->stat(Stat::kPreemptions);
   return res;
 }
 

@@ -84,8 +84,8 @@ std::vector<TurnResult> RunChat(Session& s) {
       break;
     }
     (*r)->Wait(-1);
-    out.push_back({static_cast<double>((*r)->stat(RequestStat::kTimeToFirstTokenUs)) / 1e3, history,
-                   (*r)->stat(RequestStat::kPrefillTokens)});
+    out.push_back({static_cast<double>((*r)->stat(Stat::kTimeToFirstTokenUs)) / 1e3, history,
+                   (*r)->stat(Stat::kPrefillTokens)});
     history = static_cast<int64_t>((*r)->prompt().size() + (*r)->output_tokens().size());
     last = *r;
     std::fprintf(stderr, "\r  turn %d/%d", t + 1, absl::GetFlag(FLAGS_turns));
@@ -104,8 +104,8 @@ struct CastResult {
 CastResult RunCast(Session& s) {
   std::mt19937 rng(7);
   const std::vector<int32_t> persona = RandomTokens(rng, absl::GetFlag(FLAGS_system_tokens));
-  const int64_t prefill_before = s.stat(SessionStat::kPrefillTokens);
-  const int64_t generated_before = s.stat(SessionStat::kTokensGenerated);
+  const int64_t prefill_before = s.stat(Stat::kPrefillTokens);
+  const int64_t generated_before = s.stat(Stat::kTokensGenerated);
   const auto start = std::chrono::steady_clock::now();
   for (int c = 0; c < absl::GetFlag(FLAGS_characters); ++c) {
     std::vector<int32_t> prompt = persona;
@@ -115,7 +115,7 @@ CastResult RunCast(Session& s) {
     if (r.ok()) (*r)->Wait(-1);
   }
   return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-          s.stat(SessionStat::kPrefillTokens) - prefill_before, s.stat(SessionStat::kTokensGenerated) - generated_before};
+          s.stat(Stat::kPrefillTokens) - prefill_before, s.stat(Stat::kTokensGenerated) - generated_before};
 }
 
 }  // namespace

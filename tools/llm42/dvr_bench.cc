@@ -154,7 +154,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   }
   Session& s = **session;
   WarmUp(s, 32);
-  const int64_t base_tokens = s.stat(SessionStat::kTokensGenerated);
+  const int64_t base_tokens = s.stat(Stat::kTokensGenerated);
   std::vector<std::shared_ptr<Request>> reqs(jobs.size());
   std::vector<Clock::time_point> submitted(jobs.size());
   std::vector<Finish> finish(jobs.size());
@@ -181,11 +181,11 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
     const Clock::time_point done{std::chrono::duration_cast<Clock::duration>(
         std::chrono::nanoseconds(finish[i].at_ns.load()))};
     e2e.push_back(std::chrono::duration<double>(done - submitted[i]).count() * 1000);
-    ttft.push_back(reqs[i]->stat(RequestStat::kTimeToFirstTokenUs) / 1000.0);
+    ttft.push_back(reqs[i]->stat(Stat::kTimeToFirstTokenUs) / 1000.0);
     std::fprintf(stderr, "\r%-40s finished %zu/%zu    ", label.c_str(), i + 1, reqs.size());
   }
   const double makespan = std::chrono::duration<double>(Clock::now() - start).count();
-  const int64_t out = s.stat(SessionStat::kTokensGenerated) - base_tokens;
+  const int64_t out = s.stat(Stat::kTokensGenerated) - base_tokens;
   Row row;
   row.temperature = temperature;
   row.variant = mode == DeterminismMode::kSelective ? variant.name : "-";
@@ -194,10 +194,10 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   row.window = window;
   row.group = group;
   row.output_tps = static_cast<double>(out) / makespan;
-  row.recompute_pct = 100.0 * static_cast<double>(s.stat(SessionStat::kTokensRolledBack)) / static_cast<double>(std::max<int64_t>(1, out));
-  row.verify_passes = s.stat(SessionStat::kVerifyPasses);
-  row.decoded_fixed = s.stat(SessionStat::kTokensDecodedFixed);
-  row.rollbacks = s.stat(SessionStat::kRollbacks);
+  row.recompute_pct = 100.0 * static_cast<double>(s.stat(Stat::kTokensRolledBack)) / static_cast<double>(std::max<int64_t>(1, out));
+  row.verify_passes = s.stat(Stat::kVerifyPasses);
+  row.decoded_fixed = s.stat(Stat::kTokensDecodedFixed);
+  row.rollbacks = s.stat(Stat::kRollbacks);
   row.ttft_p50 = Percentile(ttft, 0.5);
   row.ttft_p99 = Percentile(ttft, 0.99);
   row.e2e_p50 = Percentile(e2e, 0.5);
