@@ -42,6 +42,13 @@ extern "C" {
 
 /* ---- Version ------------------------------------------------------------------------------ */
 
+/* ABI compatibility: within one major version (SONAME libllm42.so.MAJOR, symbol version node
+ * LLM42_MAJOR) a library runs every program built against an older or equal minor version:
+ * functions, enum values and statuses are only added, never removed or changed in meaning, and
+ * no struct crosses the ABI. A program must not assume an enum value it does not know is
+ * absent (statuses above all: map unknown ones to a generic error). A break bumps MAJOR, the
+ * SONAME and the node. The bindings check this rule at load (llm42_version_number). */
+
 #define LLM42_VERSION_MAJOR 0
 #define LLM42_VERSION_MINOR 1
 #define LLM42_VERSION_PATCH 0
