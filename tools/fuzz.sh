@@ -2,8 +2,9 @@
 # tools/fuzz.sh TARGET SECONDS [libFuzzer flags...]
 # Builds build-fuzz/ (clang, AddressSanitizer + UBSan, libFuzzer coverage; fuzz/CMakeLists.txt)
 # and fuzzes TARGET (gguf_fuzzer, receipt_fuzzer, tokenizer_fuzzer, saved_conversation_fuzzer,
-# or "all") for SECONDS each, starting from a seed corpus made at run time from ../shared and the
-# CLI (nothing binary is committed). Prints libFuzzer's progress and a summary line per target;
+# hf_fuzzer, chat_template_fuzzer, session_config_fuzzer, c_api_fuzzer, or "all") for SECONDS
+# each, starting from a seed corpus made at run time from ../shared, the CLI and
+# fuzz/make_seeds.py (nothing binary is committed). Prints libFuzzer's progress and a summary line per target;
 # exits non-zero on a crash, whose reproducer stays in build-fuzz/crashes/TARGET/.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,7 +15,8 @@ if [[ $# -lt 2 ]]; then
 fi
 target=$1 seconds=$2
 shift 2
-targets=(gguf_fuzzer receipt_fuzzer tokenizer_fuzzer saved_conversation_fuzzer)
+targets=(gguf_fuzzer receipt_fuzzer tokenizer_fuzzer saved_conversation_fuzzer hf_fuzzer chat_template_fuzzer
+         session_config_fuzzer c_api_fuzzer)
 [[ $target == all ]] || targets=("$target")
 shared=${LLM42_SHARED_DIR:-$root/../shared}
 build=build-fuzz
@@ -29,6 +31,7 @@ cmake --build "$build" --target llm42_cli "${targets[@]}"
 seeds=$build/seeds
 rm -rf "$seeds"
 mkdir -p "$seeds"/{gguf_fuzzer,receipt_fuzzer,tokenizer_fuzzer,saved_conversation_fuzzer}
+python3 fuzz/make_seeds.py "$seeds"
 if [[ -d $shared ]]; then
   cp "$shared/models/stories260K.gguf" "$shared/vocab/ggml-vocab-llama-spm.gguf" "$seeds/gguf_fuzzer/"
   i=0
@@ -42,8 +45,9 @@ if [[ -d $shared ]]; then
       --receipt "$seeds/receipt_fuzzer/seed.$form" >/dev/null 2>&1
   done
 else
-  echo "fuzz.sh: $shared is missing: empty corpora, and tokenizer_fuzzer (which needs its vocabularies) is skipped" >&2
+  echo "fuzz.sh: $shared is missing: tokenizer_fuzzer and c_api_fuzzer (which need its vocabularies and model) are skipped" >&2
   targets=("${targets[@]/tokenizer_fuzzer/}")
+  targets=("${targets[@]/c_api_fuzzer/}")
 fi
 printf 'LLM42CV1' > "$seeds/saved_conversation_fuzzer/magic"
 

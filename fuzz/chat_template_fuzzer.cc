@@ -1,0 +1,24 @@
+// Arbitrary bytes as a chat template and a conversation: the first part is the Jinja text
+// Detect recognises (its first byte also picks the special-token hints), the rest alternate
+// role and content. Every accepted template renders every conversation without a crash; what
+// it refuses it refuses with a status.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_parts.h"
+#include "lib/chat/chat_template.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::vector<std::string> parts = llm42::fuzz::SplitParts(data, size, 9);
+  const unsigned hints = parts[0].empty() ? 0 : static_cast<unsigned char>(parts[0][0]);
+  auto tmpl = llm42::ChatTemplate::Detect(parts[0], (hints & 1) != 0, (hints & 2) != 0);
+  if (!tmpl.ok()) return 0;
+  std::vector<llm42::ChatMessage> messages;
+  for (size_t i = 1; i + 1 < parts.size(); i += 2) {
+    if (parts[i].empty() && parts[i + 1].empty()) break;
+    messages.push_back({parts[i], parts[i + 1]});
+  }
+  (void)tmpl->Render(messages, "<s>", "</s>");
+  return 0;
+}

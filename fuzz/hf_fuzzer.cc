@@ -1,0 +1,42 @@
+// Arbitrary bytes as a Hugging Face directory: config.json, tokenizer.json, vocab.json,
+// merges.txt, tokenizer_config.json and model.safetensors, separated by kPartSeparator (an empty
+// part leaves its file out). The directory loader, then the model config, tokenizer and weights
+// built from whatever it accepted. Any crash, leak or sanitizer report is a bug.
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "fuzz/fuzz_file.h"
+#include "fuzz/fuzz_parts.h"
+#include "lib/model/hf_loader.h"
+#include "lib/model/llama_config.h"
+#include "lib/model/llama_model.h"
+#include "lib/tokenizer/tokenizer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const char* kFiles[] = {"config.json", "tokenizer.json", "vocab.json",
+                                 "merges.txt", "tokenizer_config.json", "model.safetensors"};
+  constexpr size_t kCount = sizeof kFiles / sizeof kFiles[0];
+  const std::string& dir = llm42::fuzz::ScratchPath(".hf");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> parts = llm42::fuzz::SplitParts(data, size, kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    if (parts[i].empty()) continue;
+    std::ofstream(dir + "/" + kFiles[i], std::ios::binary) << parts[i];
+  }
+  auto file = llm42::OpenHfDirectory(dir);
+  if (!file.ok()) return 0;
+  (void)llm42::LlamaConfig::FromGguf(**file);
+  auto tokenizer = llm42::Tokenizer::FromGguf(**file);
+  if (tokenizer.ok()) {
+    const auto ids = (*tokenizer)->Encode("Hello, world! \xe2\x82\xac <|endoftext|>", true, true);
+    (void)(*tokenizer)->Decode(ids);
+  }
+  std::shared_ptr<const llm42::GgufFile> shared(std::move(file).value());
+  (void)llm42::LlamaModel::Load(shared);
+  return 0;
+}
