@@ -112,6 +112,14 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                   s->backend_->available_memory_bytes() * 2 / 5 / bytes_per_token);
     kv_tokens = std::max<int64_t>(kv_tokens, s->context_length_);
   }
+  // A KV cache larger than the backend's memory is refused before anything is allocated for it
+  // (its block table alone would otherwise throw bad_alloc for absurd sizes).
+  const int64_t available = s->backend_->available_memory_bytes();
+  if (kv_tokens > available / bytes_per_token) {
+    return absl::ResourceExhaustedError(absl::StrCat("a KV cache of ", kv_tokens, " tokens needs ",
+                                                     kv_tokens / (int64_t{1} << 20) * bytes_per_token,
+                                                     " MiB; ", s->backend_->name(), " has ", available >> 20, " MiB"));
+  }
   const int64_t blocks = (kv_tokens + KvCache::kDefaultBlockSize - 1) / KvCache::kDefaultBlockSize;
   s->cache_ = std::make_unique<KvCache>(blocks, KvCache::kDefaultBlockSize, options.prefix_caching);
   if (absl::Status kv = s->runner_->AllocateKv(*s->cache_); !kv.ok()) {
