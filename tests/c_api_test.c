@@ -1,6 +1,7 @@
 /* The C ABI from C: llm42.h must stay valid C99, and every entry point behaves as documented.
  * Prints "N passed, N failed"; exits 0 only when nothing failed (77 = skipped: no model). */
 #include <pthread.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,6 +567,51 @@ static void TestErrorPaths(llm42_session* s) {
     EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OUT_OF_RANGE);
     EXPECT(r == NULL);
   }
+  /* NaN and infinities are out of range, not silently stored. */
+  EXPECT_STATUS(llm42_request_options_set_temperature(ro, NAN), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_temperature(ro, INFINITY), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_top_p(ro, NAN), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_min_p(ro, -INFINITY), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_top_logprobs(ro, -1), LLM42_OUT_OF_RANGE);
+  {
+    /* A refused value leaves the options as they were: greedy stays greedy (a stored NaN
+     * temperature would sample garbage), so the output is llama.cpp's. */
+    char text[256];
+    size_t n = 0;
+    EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_temperature(ro, 0.0f), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_temperature(ro, NAN), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 8), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, -3), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_request_options_set_ignore_eos(ro, 1), LLM42_OK);
+    EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+    EXPECT_STATUS(llm42_request_wait(r, -1), LLM42_OK);
+    EXPECT_STATUS(llm42_request_output_text(r, text, sizeof text, &n), LLM42_OK);
+    EXPECT(n > 0 && strncmp(text, kExpected, n) == 0);
+    size_t count = 0;
+    llm42_request_output_tokens(r, NULL, 0, &count);
+    EXPECT(count == 8);
+    llm42_request_destroy(r);
+    r = NULL;
+  }
+  {
+    /* A prompt with a NUL byte inside is text like any other (its length says where it ends). */
+    EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once\0upon", 9), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, INT32_MAX), LLM42_OK); /* the context ends it */
+    EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+    EXPECT_STATUS(llm42_request_wait(r, -1), LLM42_OK);
+    EXPECT(llm42_request_finish_reason(r) == LLM42_FINISH_LENGTH);
+    llm42_request_destroy(r);
+    r = NULL;
+    /* A prompt and chat messages together: refused, not one silently dropped. */
+    EXPECT_STATUS(llm42_request_options_add_message(ro, "user", "Hi"), LLM42_OK);
+    EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_INVALID_ARGUMENT);
+    EXPECT(r == NULL && strstr(llm42_last_error(), "both a prompt and chat messages") != NULL);
+    /* An empty token list is no prompt. */
+    EXPECT_STATUS(llm42_request_options_set_prompt_tokens(ro, NULL, 0), LLM42_OK);
+    EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_INVALID_ARGUMENT);
+    EXPECT(r == NULL);
+  }
   llm42_request_options_destroy(ro);
 
   {
@@ -577,6 +623,9 @@ static void TestErrorPaths(llm42_session* s) {
     EXPECT_STATUS(llm42_determinism_set_window(p, 0), LLM42_OUT_OF_RANGE);
     EXPECT_STATUS(llm42_determinism_set_window(p, 16), LLM42_OK);
     EXPECT_STATUS(llm42_determinism_set_mismatch_injection(p, 1.5), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_determinism_set_verify_group(p, 0), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_determinism_set_fast_path_noise(p, INFINITY), LLM42_OUT_OF_RANGE);
+    EXPECT_STATUS(llm42_determinism_set_fast_path_noise(p, NAN), LLM42_OUT_OF_RANGE);
     EXPECT_STATUS(llm42_determinism_set_decode_path(p, (llm42_decode_path)3), LLM42_INVALID_ARGUMENT);
     EXPECT_STATUS(llm42_determinism_set_decode_path(NULL, LLM42_DECODE_PATH_AUTO), LLM42_INVALID_ARGUMENT);
     EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);

@@ -476,6 +476,21 @@ TEST(HfDirectory, RefusesWhatItCannotLoad) {
   WriteFile(dir / "model.safetensors", Safetensors({{"model.norm.weight", "I64", {8}, std::string(64, '\0')}}));
   EXPECT_EQ(code().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("I64"));
+  WriteFile(dir / "model.safetensors", Safetensors({{"model.norm.weight", "F32", {2, 2, 2}, std::string(32, '\0')}}));
+  EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);  // three dimensions
+  EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("3 dimensions"));
+  WriteFile(dir / "model.safetensors", Safetensors({{"model.layers.0.self_attn.q_proj.weight", "F32", {6, 1}, std::string(24, '\0')}}));
+  EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);  // 6 query rows are not whole heads of 4 heads
+  EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("heads"));
+  fs::remove(dir / "model.safetensors");
+  // Sharded: a shard the index names is missing; a shard outside the directory.
+  WriteFile(dir / "model.safetensors.index.json", json{{"weight_map", {{"model.norm.weight", "model-00002-of-00002.safetensors"}}}}.dump());
+  EXPECT_EQ(code().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(code().message()), ::testing::HasSubstr("model-00002-of-00002.safetensors"));
+  WriteFile(dir / "model.safetensors.index.json", json{{"weight_map", {{"model.norm.weight", "../elsewhere.safetensors"}}}}.dump());
+  EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);
+  WriteFile(dir / "model.safetensors.index.json", json{{"weight_map", 3}}.dump());
+  EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);
 }
 
 // The Llama 3.1 frequency divisors as transformers' _compute_llama3_parameters derives them:
