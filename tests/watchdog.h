@@ -21,7 +21,13 @@ namespace llm42::testing {
 
 class Watchdog {
  public:
-  explicit Watchdog(int seconds) : thread_([this, seconds] { Run(seconds); }) {}
+  explicit Watchdog(int seconds) {
+    // backtrace() loads libgcc (and allocates) on its first call: do that here, not in the
+    // signal handler.
+    void* frame[1];
+    backtrace(frame, 1);
+    thread_ = std::thread([this, seconds] { Run(seconds); });
+  }
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -49,7 +49,7 @@ ReceiptContext::ReceiptContext(std::shared_ptr<const GgufFile> file, int threads
 }
 
 const ModelFingerprintValue& ReceiptContext::Fingerprint() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (setup_.model.sha256.empty()) {
     const absl::Time start = absl::Now();
     setup_.model = FingerprintModel(*file_, threads_);
@@ -61,7 +61,7 @@ const ModelFingerprintValue& ReceiptContext::Fingerprint() {
 
 ReceiptSetup ReceiptContext::Setup() {
   Fingerprint();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return setup_;
 }
 

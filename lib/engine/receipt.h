@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/util/mutex.h"
 #include "lib/engine/options.h"
 #include "lib/engine/request.h"
 #include "lib/model/fingerprint.h"
@@ -57,7 +57,7 @@ class ReceiptContext {
   const std::shared_ptr<const GgufFile> file_;
   const int threads_;
   const bool all_fixed_;
-  absl::Mutex mu_;
+  Mutex mu_;
   ReceiptSetup setup_ ABSL_GUARDED_BY(mu_);  // setup_.model is filled on first use
 };
 

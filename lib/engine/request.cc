@@ -6,7 +6,7 @@ namespace llm42 {
 namespace {
 
 // Waits on `cond` under `mu` for up to timeout_ms (negative = forever).
-bool AwaitWithTimeout(absl::Mutex& mu, const absl::Condition& cond, int32_t timeout_ms)
+bool AwaitWithTimeout(Mutex& mu, const absl::Condition& cond, int32_t timeout_ms)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
   if (timeout_ms < 0) {
     mu.Await(cond);
@@ -21,7 +21,7 @@ Request::Request(RequestOptions options, std::vector<int32_t> prompt, uint64_t s
     : options_(std::move(options)), prompt_(std::move(prompt)), seed_(seed) {}
 
 absl::Status Request::ReadTokens(int32_t* out, size_t capacity, size_t* n, int32_t timeout_ms) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return finished_ || tokens_read_ < tokens_.size();
   };
@@ -43,7 +43,7 @@ absl::Status Request::ReadTokens(int32_t* out, size_t capacity, size_t* n, int32
 }
 
 absl::Status Request::ReadText(char* out, size_t capacity, size_t* n, int32_t timeout_ms) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return finished_ || text_read_ < text_.size();
   };
@@ -71,62 +71,62 @@ absl::Status Request::ReadText(char* out, size_t capacity, size_t* n, int32_t ti
 }
 
 bool Request::Wait(int32_t timeout_ms) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return AwaitWithTimeout(mu_, absl::Condition(&finished_), timeout_ms);
 }
 
 void Request::DetachCallback() {
-  absl::MutexLock lock(&callback_mu_);
+  MutexLock lock(&callback_mu_);
   callback_enabled_ = false;
 }
 
 bool Request::finished() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return finished_;
 }
 
 absl::Status Request::status() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
 FinishReason Request::finish_reason() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return reason_;
 }
 
 std::vector<int32_t> Request::output_tokens() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return tokens_;
 }
 
 std::string Request::output_text() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return text_;
 }
 
 std::vector<float> Request::logprobs() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return logprobs_;
 }
 
 std::vector<TopLogprob> Request::top_logprobs() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return top_logprobs_;
 }
 
 std::vector<float> Request::prompt_logprobs() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return prompt_logprobs_;
 }
 
 void Request::AddPromptLogprobs(std::span<const float> values) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   prompt_logprobs_.insert(prompt_logprobs_.end(), values.begin(), values.end());
 }
 
 int64_t Request::stat(Stat which) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   switch (which) {
     case Stat::kTokensGenerated: return static_cast<int64_t>(tokens_.size());
     case Stat::kPrefillTokens: return prefill_tokens_;
@@ -146,12 +146,12 @@ int64_t Request::stat(Stat which) const {
 }
 
 void Request::AddPrefill(int64_t tokens) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   prefill_tokens_ += tokens;
 }
 
 absl::StatusOr<RequestOptions::Parent> Request::AsParent() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!finished_) return absl::FailedPreconditionError("only a finished request can be continued");
   RequestOptions::Parent p;
   p.session = owner_;
@@ -165,12 +165,12 @@ absl::StatusOr<RequestOptions::Parent> Request::AsParent() const {
 }
 
 void Request::AddCachedPrompt(int64_t tokens) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   cached_prompt_tokens_ += tokens;
 }
 
 void Request::AddVerify(int64_t verified, int64_t discarded) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   tokens_verified_ += verified;
   ++verify_passes_;
   if (discarded > 0) {
@@ -180,12 +180,12 @@ void Request::AddVerify(int64_t verified, int64_t discarded) {
 }
 
 void Request::AddPreemption() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++preemptions_;
 }
 
 void Request::AddDecodeStep(bool fixed_commit) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++decode_steps_;
   if (fixed_commit) ++tokens_decoded_fixed_;
 }
@@ -194,7 +194,7 @@ void Request::Commit(std::span<const int32_t> tokens, std::span<const float> log
                      std::span<const TopLogprob> top, const std::string& text, bool finished, FinishReason reason,
                      absl::Status status) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (finished_) return;
     if (!tokens.empty() && ttft_us_ < 0) ttft_us_ = absl::ToInt64Microseconds(absl::Now() - created_);
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
@@ -205,14 +205,14 @@ void Request::Commit(std::span<const int32_t> tokens, std::span<const float> log
   // The callback runs before `finished` is published, so that when Wait returns every
   // callback has been delivered.
   if (options_.callback != nullptr && (!tokens.empty() || !text.empty() || finished)) {
-    absl::MutexLock lock(&callback_mu_);
+    MutexLock lock(&callback_mu_);
     if (callback_enabled_) {
       options_.callback(options_.callback_user_data, handle_, tokens.data(), tokens.size(),
                         text.data(), text.size(), finished ? 1 : 0);
     }
   }
   if (finished) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     finished_ = true;
     reason_ = reason;
     status_ = std::move(status);

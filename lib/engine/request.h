@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/util/mutex.h"
 #include "absl/time/time.h"
 #include "lib/engine/options.h"
 #include "lib/engine/stat.h"
@@ -96,7 +96,7 @@ class Request {
   void* handle_ = nullptr;
   std::atomic<bool> cancel_{false};
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
   std::vector<float> logprobs_ ABSL_GUARDED_BY(mu_);
   std::vector<TopLogprob> top_logprobs_ ABSL_GUARDED_BY(mu_);
@@ -121,7 +121,7 @@ class Request {
   int64_t tokens_decoded_fixed_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Held while a callback runs, so DetachCallback can wait it out.
-  absl::Mutex callback_mu_;
+  Mutex callback_mu_;
   bool callback_enabled_ ABSL_GUARDED_BY(callback_mu_) = true;
 };
 

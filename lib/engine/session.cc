@@ -150,7 +150,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
 
 Session::~Session() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
@@ -237,7 +237,7 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   request->set_handle(handle);
   request->set_owner(this);
   request->set_receipts(receipts_);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return absl::FailedPreconditionError("the session is shutting down");
   if (incoming_.size() >= kMaxQueuedRequests) {
     return absl::ResourceExhaustedError(
@@ -253,7 +253,7 @@ void Session::EngineLoop() {
   std::deque<std::function<void()>> tasks;
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (engine_->idle()) {
         mu_.Await(absl::Condition(
             +[](Session* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
@@ -271,36 +271,36 @@ void Session::EngineLoop() {
     engine_->Step();
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& seq : incoming_) engine_->Enqueue(std::move(seq));
     incoming_.clear();
   }
   engine_->FinishAll(FinishReason::kCancelled, absl::CancelledError("the session was destroyed"));
   // Tasks queued before the stop still run (the cache and backend live until the thread ends),
   // so that no caller of RunOnEngine waits forever.
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& task : tasks_) task();
   tasks_.clear();
 }
 
 absl::Status Session::RunOnEngine(std::function<absl::Status()> task) {
   struct Done {
-    absl::Mutex mu;
+    Mutex mu;
     bool done ABSL_GUARDED_BY(mu) = false;
     absl::Status status ABSL_GUARDED_BY(mu);
   };
   auto d = std::make_shared<Done>();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return absl::FailedPreconditionError("the session is shutting down");
     tasks_.push_back([d, task = std::move(task)] {
       absl::Status st = task();
-      absl::MutexLock lock(&d->mu);
+      MutexLock lock(&d->mu);
       d->status = std::move(st);
       d->done = true;
     });
   }
-  absl::MutexLock lock(&d->mu);
+  MutexLock lock(&d->mu);
   d->mu.Await(absl::Condition(&d->done));
   return d->status;
 }

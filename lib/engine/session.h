@@ -13,7 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/util/mutex.h"
 #include "lib/backend/backend.h"
 #include "lib/chat/chat_template.h"
 #include "lib/engine/engine.h"
@@ -115,7 +115,7 @@ class Session {
   EngineStats stats_;
   std::unique_ptr<Engine> engine_;  // driven by thread_ only
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,12 +4,12 @@
 #include <cstdio>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "lib/util/mutex.h"
 
 namespace llm42 {
 namespace {
 
-absl::Mutex g_sink_mu;
+Mutex g_sink_mu;
 LogSink g_sink ABSL_GUARDED_BY(g_sink_mu) = nullptr;
 void* g_sink_user ABSL_GUARDED_BY(g_sink_mu) = nullptr;
 std::atomic<int32_t> g_level{static_cast<int32_t>(LogLevel::kWarning)};
@@ -27,7 +27,7 @@ const char* LevelName(LogLevel level) {
 }  // namespace
 
 void SetLogSink(LogSink sink, void* user_data) {
-  absl::MutexLock lock(&g_sink_mu);
+  MutexLock lock(&g_sink_mu);
   g_sink = sink;
   g_sink_user = user_data;
 }
@@ -41,7 +41,7 @@ bool LogEnabled(LogLevel level) {
 void LogMessage(LogLevel level, std::string_view message) {
   const std::string text(message);
   // Held across the call so a sink is never called concurrently and never after it was replaced.
-  absl::MutexLock lock(&g_sink_mu);
+  MutexLock lock(&g_sink_mu);
   if (g_sink != nullptr) {
     g_sink(g_sink_user, static_cast<int32_t>(level), text.c_str());
   } else {

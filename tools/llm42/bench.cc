@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
+#include "lib/util/mutex.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/engine/session.h"
 #include "lib/model/llama_model.h"
@@ -50,14 +50,14 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // Token arrival times of one request, recorded from the engine's callback.
 struct Trace {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<Clock::time_point> times;
 };
 
 void OnTokens(void* user, void*, const int32_t*, size_t n, const char*, size_t, int32_t) {
   auto* t = static_cast<Trace*>(user);
   const auto now = Clock::now();
-  absl::MutexLock lock(&t->mu);
+  MutexLock lock(&t->mu);
   for (size_t i = 0; i < n; ++i) t->times.push_back(now);
 }
 
@@ -123,7 +123,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   Clock::time_point last_first = start;
   double decode_tps = 0;
   for (auto& t : traces) {
-    absl::MutexLock lock(&t->mu);
+    MutexLock lock(&t->mu);
     if (t->times.empty()) continue;
     ttft.push_back(Seconds(start, t->times.front()) * 1000);
     last_first = std::max(last_first, t->times.front());
@@ -168,7 +168,7 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len) {
     std::exit(1);
   }
   (*req)->Wait(-1);
-  absl::MutexLock lock(&trace.mu);
+  MutexLock lock(&trace.mu);
   std::vector<double> out;
   for (auto t : trace.times) out.push_back(Seconds(start, t));
   return out;
