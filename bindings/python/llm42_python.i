@@ -204,6 +204,16 @@ async def _aiter_text(self):
 
 
 Request.__aiter__ = _aiter_text
+
+
+def log_messages():
+    """Removes and yields the captured log messages (capture_log(True)) as (level, text), oldest
+    first; LLM42_LOG_DEBUG..LLM42_LOG_ERROR map to logging.DEBUG..ERROR by (level + 1) * 10."""
+    while True:
+        level = log_message_level()
+        if level < 0:
+            return
+        yield level, take_log_message()
 _Request_status = Request.status
 Request.status = lambda self: Status(_Request_status(self))
 _Request_finish_reason = Request.finish_reason

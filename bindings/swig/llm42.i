@@ -11,12 +11,49 @@
  * std::vector<int32_t> (int[] in Java and C#, list[int] in Python). */
 
 %{
+#include <deque>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llm42/llm42.h"
 
 namespace llm42_swig {
+
+// The host-language log sink: llm42_set_log_callback's messages (from any thread) queue here
+// and the host takes them when it likes (a game each frame, a server from its logging
+// thread), so no call crosses from an llm42 thread into a managed runtime (which Unity's
+// IL2CPP, the JVM and Python each make delicate). Bounded: past kMax the oldest are dropped.
+class LogQueue {
+ public:
+  static constexpr size_t kMax = 4096;
+  static LogQueue& Get() {
+    static LogQueue* q = new LogQueue;  // never destroyed: llm42 may log during exit
+    return *q;
+  }
+  static void OnLog(void* user, int32_t level, const char* message) {
+    auto* q = static_cast<LogQueue*>(user);
+    std::lock_guard<std::mutex> lock(q->mu_);
+    if (q->messages_.size() == kMax) q->messages_.pop_front();
+    q->messages_.emplace_back(level, message);
+  }
+  int32_t FrontLevel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_.empty() ? -1 : messages_.front().first;
+  }
+  std::string Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (messages_.empty()) return std::string();
+    std::string text = std::move(messages_.front().second);
+    messages_.pop_front();
+    return text;
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<std::pair<int32_t, std::string>> messages_;
+};
 
 struct Error {
   llm42_status status;
@@ -214,12 +251,24 @@ struct llm42_swig_receipt_check {};
 }
 
 /* Library-wide: versions, status names and the log level (messages below it are dropped; the
- * default is warnings). */
+ * default is warnings). capture_log(true) sends the library's log (stderr by default) into a
+ * queue the host drains with log_message_level() (the oldest message's LLM42_LOG_* level, -1
+ * when none) and take_log_message() (removes and returns it); capture_log(false) returns it to
+ * stderr. */
 %inline %{
 int32_t version_number() { return llm42_version_number(); }
 std::string version_string() { return llm42_version_string(); }
 std::string status_name(llm42_status status) { return llm42_status_name(status); }
 void set_log_level(int32_t level) { llm42_set_log_level(level); }
+void capture_log(bool on) {
+  if (on) {
+    llm42_set_log_callback(llm42_swig::LogQueue::OnLog, &llm42_swig::LogQueue::Get());
+  } else {
+    llm42_set_log_callback(nullptr, nullptr);
+  }
+}
+int32_t log_message_level() { return llm42_swig::LogQueue::Get().FrontLevel(); }
+std::string take_log_message() { return llm42_swig::LogQueue::Get().Take(); }
 /* "" when this binding can use the loaded libllm42, else why not (checked at load). */
 std::string version_problem() { return llm42_swig::VersionProblem(LLM42_VERSION_NUMBER, llm42_version_number()); }
 std::string version_problem_between(int32_t built, int32_t library) { return llm42_swig::VersionProblem(built, library); }

@@ -171,6 +171,25 @@ public class Llm42Test {
   }
 
   @Test
+  public void logGoesToTheHost() {
+    ai.llm42.llm42.setLogLevel(1);  // info
+    ai.llm42.llm42.captureLog(true);
+    try {
+      while (ai.llm42.llm42.logMessageLevel() >= 0) ai.llm42.llm42.takeLogMessage();
+      open(Mode.SELECTIVE, MODEL).close();
+      boolean loaded = false;
+      for (int level; (level = ai.llm42.llm42.logMessageLevel()) >= 0;) {
+        String text = ai.llm42.llm42.takeLogMessage();
+        loaded |= level == 1 && text.contains("loaded");
+      }
+      assertTrue(loaded);
+    } finally {
+      ai.llm42.llm42.captureLog(false);
+      ai.llm42.llm42.setLogLevel(2);
+    }
+  }
+
+  @Test
   public void libraryFunctionsAndReadTokens() {
     assertEquals(2, ai.llm42.llm42.versionString().chars().filter(c -> c == '.').count());
     assertEquals("LLM42_NOT_FOUND", ai.llm42.llm42.statusName(Status.NOT_FOUND));

@@ -129,6 +129,25 @@ public class Llm42Tests {
   }
 
   [Test]
+  public void LogGoesToTheHost() {
+    llm42.SetLogLevel(1);  // info
+    llm42.CaptureLog(true);
+    try {
+      while (llm42.LogMessageLevel() >= 0) llm42.TakeLogMessage();
+      Open(Mode.SELECTIVE, Model).Dispose();
+      bool loaded = false;
+      for (int level; (level = llm42.LogMessageLevel()) >= 0;) {
+        string text = llm42.TakeLogMessage();
+        loaded |= level == 1 && text.Contains("loaded");
+      }
+      Assert.IsTrue(loaded);
+    } finally {
+      llm42.CaptureLog(false);
+      llm42.SetLogLevel(2);
+    }
+  }
+
+  [Test]
   public void LibraryFunctionsAndReadTokens() {
     Assert.AreEqual(2, llm42.VersionString().Count(c => c == '.'));
     Assert.AreEqual("LLM42_NOT_FOUND", llm42.StatusName(Status.NOT_FOUND));

@@ -181,6 +181,25 @@ class BindingTest(unittest.TestCase):
         self.assertNotEqual(llm42.version_problem_between(1000, 2000), "")  # 0.1 against 0.2: no promise
         self.assertEqual(llm42.version_problem_between(1000, 1005), "")  # a 0.1 patch release
 
+    def test_log_goes_to_the_host(self):
+        # Captured: a session's "loaded ..." info line arrives through log_messages(), with its
+        # level; nothing is left after draining; released, the queue stays empty.
+        llm42.set_log_level(llm42.LLM42_LOG_INFO)
+        llm42.capture_log(True)
+        try:
+            list(llm42.log_messages())
+            open_session().close()
+            messages = list(llm42.log_messages())
+            self.assertTrue(any(level == llm42.LLM42_LOG_INFO and "loaded" in text for level, text in messages),
+                            messages)
+            self.assertEqual(llm42.log_message_level(), -1)
+            self.assertEqual(llm42.take_log_message(), "")
+        finally:
+            llm42.capture_log(False)
+            llm42.set_log_level(llm42.LLM42_LOG_WARNING)
+        open_session().close()
+        self.assertEqual(list(llm42.log_messages()), [])
+
     def test_library_functions_and_read_tokens(self):
         self.assertEqual(llm42.version_string().count("."), 2)
         self.assertGreater(llm42.version_number(), 0)
