@@ -8,12 +8,31 @@
 #include <string>
 #include <vector>
 
-typedef void (SWIGSTDCALL* llm42_cs_exception_callback_t)(int status, const char* message);
-static llm42_cs_exception_callback_t llm42_cs_exception_callback = nullptr;
+// A failed call's status and message wait in thread-local storage until the C# side takes them
+// (SWIGPendingException below, after each call): no call ever goes from native code into C#,
+// so there is no reverse P/Invoke for Unity's IL2CPP to refuse (built with SWIG's own exception
+// and string helpers, which register C# delegates, turned off: bindings/CMakeLists.txt).
+namespace {
+struct Llm42CsPending {
+  bool set = false;
+  int status = 0;  // an llm42_status, or -1 for a null argument (ArgumentNullException)
+  std::string message;
+};
+thread_local Llm42CsPending llm42_cs_pending;
+void llm42_cs_raise(int status, const char* message) {
+  llm42_cs_pending.set = true;
+  llm42_cs_pending.status = status;
+  llm42_cs_pending.message = message;
+}
+}  // namespace
 
 extern "C" {
-SWIGEXPORT void SWIGSTDCALL llm42_cs_set_exception_callback(llm42_cs_exception_callback_t cb) {
-  llm42_cs_exception_callback = cb;
+SWIGEXPORT int SWIGSTDCALL llm42_cs_has_pending() { return llm42_cs_pending.set ? 1 : 0; }
+// Takes the pending failure: its status, and its message as a heap string (Llm42Native.TakeString).
+SWIGEXPORT int SWIGSTDCALL llm42_cs_take_pending(void** message) {
+  llm42_cs_pending.set = false;
+  *message = new std::string(std::move(llm42_cs_pending.message));
+  return llm42_cs_pending.status;
 }
 // Results handed to C# as heap objects it reads and frees (Llm42Native.TakeString/TakeInts).
 SWIGEXPORT int SWIGSTDCALL llm42_cs_string_size(void* s) { return static_cast<int>(static_cast<std::string*>(s)->size()); }
@@ -27,31 +46,34 @@ SWIGEXPORT const float* SWIGSTDCALL llm42_cs_floats_data(void* v) { return stati
 SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<std::vector<float>*>(v); }
 }
 
-#define LLM42_SWIG_RAISE(status, message) \
-  do {                                     \
-    if (llm42_cs_exception_callback) llm42_cs_exception_callback(status, message); \
-  } while (0)
+#define LLM42_SWIG_RAISE(status, message) llm42_cs_raise(status, message)
 %}
 #define LLM42_SWIG_ON_ERROR return $null;
 
 %rename("%(camelcase)s", %$isfunction) "";
 %rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_|DECODE_PATH_)?(.*)$/\\2/)s", %$isenumitem) "";
 %ignore close;  // Dispose() is the close
+// Constants are C# consts: no getter call (a string one would need SWIG's string callback).
+%csconst(1);
 
 %pragma(csharp) imclasscode=%{
-  internal delegate void Llm42ExceptionDelegate(int status, global::System.IntPtr message);
-  static readonly Llm42ExceptionDelegate llm42ExceptionDelegate = SetLlm42Exception;
-  [global::System.Runtime.InteropServices.DllImport("llm42_csharp", EntryPoint = "llm42_cs_set_exception_callback")]
-  static extern void Llm42SetExceptionCallback(Llm42ExceptionDelegate callback);
-  static void SetLlm42Exception(int status, global::System.IntPtr message) {
-    SWIGPendingException.Set(new Llm42Exception((Status)status, Llm42Native.Utf8ToString(message)));
-  }
-#pragma warning disable 414  // read by nobody: initializing it registers the callback
-  static readonly bool llm42ExceptionRegistered = RegisterLlm42Exception();
-#pragma warning restore 414
-  static bool RegisterLlm42Exception() {
-    Llm42SetExceptionCallback(llm42ExceptionDelegate);
-    return true;
+  // The generated wrappers ask after each call whether it failed and take the failure.
+  public class SWIGPendingException {
+    [global::System.Runtime.InteropServices.DllImport("llm42_csharp", EntryPoint = "llm42_cs_has_pending")]
+    static extern int HasPending();
+    [global::System.Runtime.InteropServices.DllImport("llm42_csharp", EntryPoint = "llm42_cs_take_pending")]
+    static extern int TakePending(out global::System.IntPtr message);
+    public static bool Pending {
+      get { return HasPending() != 0; }
+    }
+    public static global::System.Exception Retrieve() {
+      if (HasPending() == 0) return null;
+      global::System.IntPtr message;
+      int status = TakePending(out message);
+      string text = Llm42Native.TakeString(message);
+      if (status < 0) return new global::System.ArgumentNullException(null, text);
+      return new Llm42Exception((Status)status, text);
+    }
   }
   // The loaded libllm42 must suit these bindings (llm42.i's VersionProblem), checked once.
 #pragma warning disable 414
@@ -71,7 +93,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
 %typemap(csin) const std::string& "Llm42Native.ToUtf8Z($csinput)"
 %typemap(in, canthrow=1) const std::string& (std::string temp) {
   if ($input == nullptr) {
-    SWIG_CSharpSetPendingExceptionArgument(SWIG_CSharpArgumentNullException, "null string", 0);
+    llm42_cs_raise(-1, "null string");
     return $null;
   }
   temp = $input;
@@ -129,7 +151,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
 %typemap(csin) const llm42_swig::Bytes& "Llm42Native.BytesWithLength($csinput)"
 %typemap(in, canthrow=1) const llm42_swig::Bytes& (llm42_swig::Bytes temp) {
   if ($input == nullptr) {
-    SWIG_CSharpSetPendingExceptionArgument(SWIG_CSharpArgumentNullException, "null byte array", 0);
+    llm42_cs_raise(-1, "null byte array");
     return $null;
   }
   const uint32_t n = static_cast<uint32_t>($input[0]) | static_cast<uint32_t>($input[1]) << 8 |
@@ -144,7 +166,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
 %typemap(csin) const std::vector<int32_t>& "Llm42Native.WithLength($csinput)"
 %typemap(in, canthrow=1) const std::vector<int32_t>& (std::vector<int32_t> temp) {
   if ($input == nullptr) {
-    SWIG_CSharpSetPendingExceptionArgument(SWIG_CSharpArgumentNullException, "null array", 0);
+    llm42_cs_raise(-1, "null array");
     return $null;
   }
   temp.assign($input + 1, $input + 1 + $input[0]);

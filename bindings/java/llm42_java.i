@@ -189,8 +189,8 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 %}
 %ignore close;
 
-/* Request streams as an Iterable<String> (readText(-1) until null) and completes as a
- * CompletableFuture. */
+/* Request streams as an Iterable<String> (readText(-1) until null) or a Flow.Publisher<String>,
+ * and completes as a CompletableFuture. */
 %typemap(javainterfaces) llm42_swig_request "AutoCloseable, Iterable<String>"
 %typemap(javacode) llm42_swig_request %{
   @Override
@@ -220,6 +220,33 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
         fetched = false;
         return next;
       }
+    };
+  }
+
+  /**
+   * The committed text as a reactive stream: each subscriber's chunks are read on the common
+   * pool and delivered with back-pressure (a java.util.concurrent.SubmissionPublisher), then
+   * onComplete, or onError with the Llm42Exception that ended the read. Reading consumes the
+   * stream, so subscribe once. A subscriber that cancels cancels the request.
+   */
+  public java.util.concurrent.Flow.Publisher<String> publisher() {
+    return subscriber -> {
+      java.util.concurrent.SubmissionPublisher<String> out = new java.util.concurrent.SubmissionPublisher<>();
+      out.subscribe(subscriber);
+      java.util.concurrent.CompletableFuture.runAsync(() -> {
+        try {
+          for (String chunk; (chunk = readText(-1)) != null;) {
+            if (out.getNumberOfSubscribers() == 0) {
+              cancel();
+              continue;  // drain to the end of the (now cancelled) stream
+            }
+            out.submit(chunk);
+          }
+          out.close();
+        } catch (RuntimeException e) {
+          out.closeExceptionally(e);
+        }
+      });
     };
   }
 

@@ -159,6 +159,38 @@ public class Llm42Test {
     }
   }
 
+  // Request is a Flow.Publisher<String>: the chunks arrive in order, then onComplete; a
+  // subscriber that cancels cancels the request.
+  @Test
+  public void publishesItsTextAndCancelsWithItsSubscriber() throws Exception {
+    try (RequestOptions ro = prompt(16); Request r = session.submit(ro)) {
+      StringBuilder streamed = new StringBuilder();
+      java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+      r.publisher().subscribe(new java.util.concurrent.Flow.Subscriber<String>() {
+        public void onSubscribe(java.util.concurrent.Flow.Subscription s) { s.request(Long.MAX_VALUE); }
+        public void onNext(String chunk) { streamed.append(chunk); }
+        public void onError(Throwable e) { fail(e.toString()); }
+        public void onComplete() { done.countDown(); }
+      });
+      assertTrue(done.await(60, java.util.concurrent.TimeUnit.SECONDS));
+      assertEquals(r.outputText(), streamed.toString());
+    }
+    try (RequestOptions ro = prompt(2000)) {
+      ro.setIgnoreEos(true);
+      try (Request r = session.submit(ro)) {
+        r.publisher().subscribe(new java.util.concurrent.Flow.Subscriber<String>() {
+          java.util.concurrent.Flow.Subscription subscription;
+          public void onSubscribe(java.util.concurrent.Flow.Subscription s) { (subscription = s).request(1); }
+          public void onNext(String chunk) { subscription.cancel(); }
+          public void onError(Throwable e) {}
+          public void onComplete() {}
+        });
+        assertTrue(r.waitFor(60000));
+        assertEquals(FinishReason.CANCELLED, r.finishReason());
+      }
+    }
+  }
+
   // Request is an Iterable<String> over the streamed text, and completes as a future.
   @Test
   public void iteratesAndCompletes() throws Exception {

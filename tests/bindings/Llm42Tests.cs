@@ -128,6 +128,23 @@ public class Llm42Tests {
     }
   }
 
+  // Nothing in the binding is called from native code (no delegate crosses to C: Unity's IL2CPP
+  // refuses reverse P/Invoke into methods without [MonoPInvokeCallback]); failures still arrive
+  // as exceptions, a null string as ArgumentNullException. Before, SWIG's exception and string
+  // helpers and llm42's own exception callback registered five delegate types.
+  [Test]
+  public void NoCallbacksFromNativeCodeAndFailuresStillThrow() {
+    var delegates = typeof(llm42).Assembly.GetTypes()
+        .Where(t => typeof(Delegate).IsAssignableFrom(t)).Select(t => t.FullName).ToArray();
+    Assert.AreEqual(0, delegates.Length, string.Join(", ", delegates));
+    using (var ro = new RequestOptions()) {
+      Assert.Throws<ArgumentNullException>(() => ro.SetPrompt(null));
+      var e = Assert.Throws<Llm42Exception>(() => ro.SetMaxTokens(0));
+      Assert.AreEqual(Status.OUT_OF_RANGE, e.Status);
+      ro.SetMaxTokens(4);  // nothing left pending after a failure
+    }
+  }
+
   [Test]
   public void LogGoesToTheHost() {
     llm42.SetLogLevel(1);  // info
