@@ -182,4 +182,46 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     return Llm42Native.TakeInts(p);
   }
 
+/* Request: `foreach` over the streamed text, and the async forms with a CancellationToken that
+ * cancels the request (C# 7, so Unity and Mono take them; IAsyncEnumerable needs C# 8 and
+ * netstandard2.1, which this toolchain lacks: `while ((chunk = await r.ReadTextAsync(ct)) != null)`
+ * is the pattern). */
+%typemap(csinterfaces) llm42_swig_request "global::System.IDisposable, global::System.Collections.Generic.IEnumerable<string>"
+%typemap(cscode) llm42_swig_request %{
+  /// <summary>The committed text chunk by chunk, each as soon as it is verified, until the request ends.</summary>
+  public global::System.Collections.Generic.IEnumerator<string> GetEnumerator() {
+    for (string chunk; (chunk = ReadText(-1)) != null;) yield return chunk;
+  }
+  global::System.Collections.IEnumerator global::System.Collections.IEnumerable.GetEnumerator() {
+    return GetEnumerator();
+  }
+
+  /// <summary>The next chunk, or null at the end of the stream, read on the thread pool. Cancelling
+  /// the token cancels the request; the task then ends in OperationCanceledException.</summary>
+  public global::System.Threading.Tasks.Task<string> ReadTextAsync(
+      global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
+    var registration = cancel.Register(Cancel);  // now: a token cancelled already cancels at once
+    return global::System.Threading.Tasks.Task.Run(() => {
+      using (registration) {
+        string chunk = ReadText(-1);
+        cancel.ThrowIfCancellationRequested();
+        return chunk;
+      }
+    });
+  }
+
+  /// <summary>Completes with this request once it has finished; cancelling the token cancels it.</summary>
+  public global::System.Threading.Tasks.Task<Request> CompletionAsync(
+      global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
+    var registration = cancel.Register(Cancel);
+    return global::System.Threading.Tasks.Task.Run(() => {
+      using (registration) {
+        WaitFor(-1);
+        cancel.ThrowIfCancellationRequested();
+        return this;
+      }
+    });
+  }
+%}
+
 %include "../swig/llm42.i"

@@ -145,6 +145,36 @@ public class Llm42Tests {
     }
   }
 
+  // foreach over the text; the async reads; a CancellationToken cancels the request.
+  [Test]
+  public void EnumeratesAwaitsAndCancels() {
+    using (var ro = Prompt(16))
+    using (var r = session.Submit(ro)) {
+      var streamed = new System.Text.StringBuilder();
+      foreach (string chunk in r) streamed.Append(chunk);
+      Assert.AreEqual(r.OutputText(), streamed.ToString());
+    }
+    using (var ro = Prompt(16))
+    using (var r = session.Submit(ro)) {
+      var streamed = new System.Text.StringBuilder();
+      for (string chunk; (chunk = r.ReadTextAsync().Result) != null;) streamed.Append(chunk);
+      Assert.AreEqual(r.OutputText(), streamed.ToString());
+      Assert.IsTrue(r.CompletionAsync().Result.IsFinished());
+    }
+    using (var ro = Prompt(2000)) {
+      ro.SetIgnoreEos(true);
+      using (var r = session.Submit(ro))
+      using (var cts = new CancellationTokenSource()) {
+        var done = r.CompletionAsync(cts.Token);
+        cts.Cancel();
+        var e = Assert.Throws<AggregateException>(() => done.Wait(60000));
+        Assert.IsInstanceOf<OperationCanceledException>(e.InnerException);
+        Assert.IsTrue(r.WaitFor(60000));
+        Assert.AreEqual(FinishReason.CANCELLED, r.FinishReason());
+      }
+    }
+  }
+
   [Test]
   public void LogGoesToTheHost() {
     llm42.SetLogLevel(1);  // info
