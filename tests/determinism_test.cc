@@ -30,14 +30,7 @@ struct ModelCase {
 
 void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  bool operator==(const Output& o) const {
-    return tokens == o.tokens && logprobs.size() == o.logprobs.size() &&
-           std::memcmp(logprobs.data(), o.logprobs.data(), logprobs.size() * sizeof(float)) == 0;
-  }
-};
+using Output = ::llm42::testing::TokensAndLogprobs;
 
 struct Knobs {
   DeterminismMode mode = DeterminismMode::kSelective;

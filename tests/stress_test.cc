@@ -30,14 +30,7 @@ extern "C" const char* __asan_default_options() { return "allocator_may_return_n
 
 namespace {
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  bool operator==(const Output& o) const {
-    return tokens == o.tokens && logprobs.size() == o.logprobs.size() &&
-           std::memcmp(logprobs.data(), o.logprobs.data(), logprobs.size() * sizeof(float)) == 0;
-  }
-};
+using Output = ::llm42::testing::TokensAndLogprobs;
 
 // A deterministic request the storm repeats: (prompt, temperature, seed, max tokens).
 struct Spec {

@@ -1,7 +1,9 @@
 #ifndef LLM42_TESTS_TEST_UTIL_H_
 #define LLM42_TESTS_TEST_UTIL_H_
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,6 +13,17 @@
 #include "gtest/gtest.h"
 
 namespace llm42::testing {
+
+// A request's committed tokens and their logprobs, equal only when every bit is (the
+// determinism suites' notion of "the same output").
+struct TokensAndLogprobs {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  bool operator==(const TokensAndLogprobs& o) const {
+    return tokens == o.tokens && logprobs.size() == o.logprobs.size() &&
+           std::memcmp(logprobs.data(), o.logprobs.data(), logprobs.size() * sizeof(float)) == 0;
+  }
+};
 
 // The shared reference material (models, llama.cpp outputs, tokenizer vectors): $LLM42_SHARED_DIR,
 // else ../shared beside the source tree (the build passes its location in).
