@@ -155,6 +155,34 @@ TEST_F(EngineTest, EosStopsUnlessIgnored) {
   EXPECT_EQ((*ignoring)->output_tokens().size(), 32u);
 }
 
+// Tokenizer metadata that disagrees with the weights: a copy of stories260K whose vocabulary
+// lost its last 8 tokens (token_embd.weight keeps 512 rows) is refused at session creation,
+// naming both sizes, instead of sampling ids the tokenizer cannot decode.
+TEST_F(EngineTest, AVocabularySmallerThanTheEmbeddingIsRefused) {
+  auto src = GgufFile::Open(model_);
+  ASSERT_TRUE(src.ok());
+  GgufWriter w;
+  for (const auto& [key, value] : (*src)->metadata()) {
+    GgufValue v = value;
+    if (key == "tokenizer.ggml.tokens") v.string_array.resize(v.string_array.size() - 8);
+    if (key == "tokenizer.ggml.scores") v.float_array.resize(v.float_array.size() - 8);
+    if (key == "tokenizer.ggml.token_type") v.int_array.resize(v.int_array.size() - 8);
+    w.AddValue(key, v);
+  }
+  for (const GgufTensorInfo& t : (*src)->tensors()) {
+    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const std::string path = testing::TempPath("stories_short_vocab.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  SessionOptions o;
+  o.model_path = path;
+  o.threads = 1;
+  auto s = Session::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("512 rows but the vocabulary has 504 tokens"));
+}
+
 TEST_F(EngineTest, StreamedReadsConcatenateToTheOutput) {
   auto s = Open(model_);
   auto req = s->Submit(Prompt("The cat", 120), nullptr);
