@@ -491,6 +491,15 @@ TEST(HfDirectory, RefusesWhatItCannotLoad) {
   EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);
   WriteFile(dir / "model.safetensors.index.json", json{{"weight_map", 3}}.dump());
   EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss);
+  fs::remove(dir / "model.safetensors.index.json");
+  // A config field of another JSON type than the one read (found by hf_fuzzer: it threw
+  // nlohmann's type_error through OpenModel and terminated the process).
+  for (const char* field : {"tie_word_embeddings", "hidden_size", "rms_norm_eps"}) {
+    json bad = config;
+    bad[field] = std::string(field) == "tie_word_embeddings" ? json(1) : json("not a number");
+    WriteFile(dir / "config.json", bad.dump());
+    EXPECT_EQ(code().code(), absl::StatusCode::kDataLoss) << field << ": " << code();
+  }
 }
 
 // The Llama 3.1 frequency divisors as transformers' _compute_llama3_parameters derives them:

@@ -510,9 +510,7 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& path) {
+absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectoryOrThrow(const std::string& path) {
   const fs::path dir(path);
   LLM42_ASSIGN_OR_RETURN(json config, ReadJson(dir / "config.json"));
   Metadata md;
@@ -537,6 +535,20 @@ absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& pat
     std::erase_if(tensors, [](const GgufTensorInfo& t) { return t.name == "output.weight"; });
   }
   return GgufFile::FromParts(path, std::move(md), std::move(tensors), std::move(storage));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& path) {
+  // The JSON files are read through nlohmann::json's typed accessors, which throw when a field
+  // has another JSON type than the one read ("tie_word_embeddings": 1): one catch here turns
+  // every such mismatch into the FORMAT_ERROR a malformed file gets (hf_fuzzer found it; it
+  // terminated C++ callers).
+  try {
+    return OpenHfDirectoryOrThrow(path);
+  } catch (const json::exception& e) {
+    return FormatError(path, ": a field of its JSON files has the wrong type (", e.what(), ")");
+  }
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> OpenModel(const std::string& path) {
