@@ -155,6 +155,28 @@ TEST_F(EngineTest, EosStopsUnlessIgnored) {
   EXPECT_EQ((*ignoring)->output_tokens().size(), 32u);
 }
 
+// A prompt that fits the context but not the whole KV cache (48 tokens of cache, 512 of
+// context) is refused at Submit with RESOURCE_EXHAUSTED, nothing queued, and the session
+// still serves a prompt that fits.
+TEST_F(EngineTest, APromptLargerThanTheWholeKvCacheIsRefused) {
+  SessionOptions o;
+  o.model_path = model_;
+  o.threads = 1;
+  o.kv_cache_tokens = 48;
+  auto s = Session::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  RequestOptions big;
+  big.prompt_tokens.assign(100, 1);
+  big.has_prompt_tokens = true;
+  const auto refused = (*s)->Submit(big, nullptr);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("the whole KV cache holds"));
+  auto fits = (*s)->Submit(Prompt("Once upon a time", 4), nullptr);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_TRUE((*fits)->Wait(60000));
+  EXPECT_EQ((*fits)->output_tokens().size(), 4u);
+}
+
 // Tokenizer metadata that disagrees with the weights: a copy of stories260K whose vocabulary
 // lost its last 8 tokens (token_embd.weight keeps 512 rows) is refused at session creation,
 // naming both sizes, instead of sampling ids the tokenizer cannot decode.
