@@ -197,7 +197,8 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
   }
 
   /// <summary>The next chunk, or null at the end of the stream, read on the thread pool. Cancelling
-  /// the token cancels the request; the task then ends in OperationCanceledException.</summary>
+  /// the token cancels the request; the task then ends in OperationCanceledException. Dispose the
+  /// request only once the task has ended.</summary>
   public global::System.Threading.Tasks.Task<string> ReadTextAsync(
       global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
     var registration = cancel.Register(Cancel);  // now: a token cancelled already cancels at once

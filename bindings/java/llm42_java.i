@@ -193,8 +193,30 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
  * and completes as a CompletableFuture. */
 %typemap(javainterfaces) llm42_swig_request "AutoCloseable, Iterable<String>"
 %typemap(javacode) llm42_swig_request %{
+  // The binding's own background readers (publisher(), completion()): close() cancels the
+  // request and waits for them to leave the native handle before it is freed.
+  private final java.util.Set<java.util.concurrent.CompletableFuture<?>> background =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  private <T> java.util.concurrent.CompletableFuture<T> inBackground(java.util.function.Supplier<T> work) {
+    java.util.concurrent.CompletableFuture<T> f = java.util.concurrent.CompletableFuture.supplyAsync(work);
+    background.add(f);
+    f.whenComplete((v, e) -> background.remove(f));
+    return f;
+  }
+
   @Override
   public void close() {
+    if (!background.isEmpty()) {
+      cancel();
+      for (java.util.concurrent.CompletableFuture<?> f : background.toArray(new java.util.concurrent.CompletableFuture<?>[0])) {
+        try {
+          f.join();
+        } catch (RuntimeException e) {
+          // its failure was delivered to its own consumer
+        }
+      }
+    }
     delete();
   }
 
@@ -227,13 +249,14 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
    * The committed text as a reactive stream: each subscriber's chunks are read on the common
    * pool and delivered with back-pressure (a java.util.concurrent.SubmissionPublisher), then
    * onComplete, or onError with the Llm42Exception that ended the read. Reading consumes the
-   * stream, so subscribe once. A subscriber that cancels cancels the request.
+   * stream, so subscribe once. A subscriber that cancels cancels the request; closing the
+   * request cancels it and waits for the reader to stop.
    */
   public java.util.concurrent.Flow.Publisher<String> publisher() {
     return subscriber -> {
       java.util.concurrent.SubmissionPublisher<String> out = new java.util.concurrent.SubmissionPublisher<>();
       out.subscribe(subscriber);
-      java.util.concurrent.CompletableFuture.runAsync(() -> {
+      inBackground(() -> {
         try {
           for (String chunk; (chunk = readText(-1)) != null;) {
             if (out.getNumberOfSubscribers() == 0) {
@@ -246,13 +269,14 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
         } catch (RuntimeException e) {
           out.closeExceptionally(e);
         }
+        return null;
       });
     };
   }
 
   /** Completes with this request once it has finished (on the common pool). */
   public java.util.concurrent.CompletableFuture<Request> completion() {
-    return java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+    return inBackground(() -> {
       waitFor(-1);
       return this;
     });
