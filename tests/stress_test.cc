@@ -1,5 +1,5 @@
-// Load and faults through the C ABI on stories260K: 16 threads submit 2,000 requests of random
-// lengths, determinism flags and sampling parameters, with random cancels, destroys of unread
+// Load and faults through the C ABI on stories260K: 16 threads submit 2,000 requests (640 under
+// ThreadSanitizer, testing::kThreadSanitizer) of random lengths, determinism flags and sampling parameters, with random cancels, destroys of unread
 // requests, zero and 1 ms read timeouts, refused option values, and a KV pool small enough to
 // preempt constantly; then the session is destroyed with requests in flight. Every request ends
 // with a status and finish reason that agree; every deterministic one that finished equals its
@@ -105,7 +105,7 @@ bool Consistent(llm42_request* r) {
   }
 }
 
-TEST(Stress, SixteenThreadsTwoThousandRequestsThenDestroyInFlight) {
+TEST(Stress, SixteenThreadsOfRandomRequestsThenDestroyInFlight) {
   LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
   llm42::testing::Watchdog dog(170);
   llm42_set_log_level(LLM42_LOG_ERROR);
@@ -123,7 +123,7 @@ TEST(Stress, SixteenThreadsTwoThousandRequestsThenDestroyInFlight) {
     llm42_request_options_destroy(ro);
   }
 
-  constexpr int kThreads = 16, kPerThread = 125;
+  constexpr int kThreads = 16, kPerThread = llm42::testing::kThreadSanitizer ? 40 : 125;
   std::atomic<int> finished{0}, cancelled{0}, deterministic_checked{0}, dropped{0}, refused{0}, failures{0};
   std::mutex failure_mu;
   std::string first_failure;
@@ -202,7 +202,7 @@ TEST(Stress, SixteenThreadsTwoThousandRequestsThenDestroyInFlight) {
   EXPECT_EQ(failures.load(), 0) << first_failure;
   EXPECT_EQ(finished.load() + dropped.load(), kThreads * kPerThread);
   EXPECT_GT(cancelled.load(), 0);
-  EXPECT_GT(deterministic_checked.load(), 100);
+  EXPECT_GT(deterministic_checked.load(), kThreads * kPerThread / 20);
   EXPECT_GT(refused.load(), 0);
   int64_t preemptions = 0, rollbacks = 0;
   EXPECT_EQ(llm42_session_stat(s, LLM42_STAT_PREEMPTIONS, &preemptions), LLM42_OK);

@@ -14,6 +14,21 @@
 
 namespace llm42::testing {
 
+// ThreadSanitizer slows the engine's arithmetic about tenfold; the load tests run a smaller load
+// under it (tools/tsan.sh) so that each stays well under a minute on a busy 2-core machine. The
+// thread interleavings they exercise are the same; the ASan suite runs the full load.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // A request's committed tokens and their logprobs, equal only when every bit is (the
 // determinism suites' notion of "the same output").
 struct TokensAndLogprobs {
