@@ -1,6 +1,7 @@
 // The session and request lifecycle on stories260K: stops, streaming, cancel, threads.
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -10,8 +11,8 @@
 #include "gtest/gtest.h"
 #include "lib/engine/session.h"
 #include "lib/engine/text_stream.h"
-#include "lib/tokenizer/tokenizer.h"
 #include "lib/model/gguf_writer.h"
+#include "lib/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace llm42 {
@@ -57,6 +58,27 @@ TEST(TextStream, NeverSplitsACharacter) {
   EXPECT_EQ(out, "");
   s.Push("\x96\x81", &out);
   EXPECT_EQ(out, "\xE2\x96\x81");
+}
+
+// A copy of the GGUF at `src`, written to the test's temporary directory as `name`: each
+// metadata value passes through `edit` (which may change it, or return false to drop it), then
+// `add` may append keys; the tensors are copied unchanged. Empty when it cannot be written.
+std::string CopyModel(const std::string& src, const std::string& name,
+                      const std::function<bool(const std::string& key, GgufValue& value)>& edit,
+                      const std::function<void(GgufWriter&)>& add = nullptr) {
+  auto file = GgufFile::Open(src);
+  if (!file.ok()) return std::string();
+  GgufWriter w;
+  for (const auto& [key, value] : (*file)->metadata()) {
+    GgufValue v = value;
+    if (edit(key, v)) w.AddValue(key, v);
+  }
+  if (add) add(w);
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const std::string path = testing::TempPath(name);
+  return w.WriteFile(path).ok() ? path : std::string();
 }
 
 class EngineTest : public ::testing::Test {
@@ -126,19 +148,11 @@ TEST_F(EngineTest, ContextFullEndsWithLength) {
 // stories260K never emits its EOS, so this copy declares "," (id 432, the first greedy token
 // after "Once upon a time") to be EOS.
 TEST_F(EngineTest, EosStopsUnlessIgnored) {
-  auto src = GgufFile::Open(model_);
-  ASSERT_TRUE(src.ok());
-  GgufWriter w;
-  for (const auto& [key, value] : (*src)->metadata()) {
-    if (key == "tokenizer.ggml.eos_token_id") continue;
-    w.AddValue(key, value);
-  }
-  w.AddUint32("tokenizer.ggml.eos_token_id", 432);
-  for (const GgufTensorInfo& t : (*src)->tensors()) {
-    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  const std::string path = testing::TempPath("stories_eos_comma.gguf");
-  ASSERT_TRUE(w.WriteFile(path).ok());
+  const std::string path = CopyModel(
+      model_, "stories_eos_comma.gguf",
+      [](const std::string& key, GgufValue&) { return key != "tokenizer.ggml.eos_token_id"; },
+      [](GgufWriter& w) { w.AddUint32("tokenizer.ggml.eos_token_id", 432); });
+  ASSERT_FALSE(path.empty());
   auto s = Open(path);
   auto req = s->Submit(Prompt("Once upon a time", 32), nullptr);
   ASSERT_TRUE(req.ok());
@@ -181,21 +195,13 @@ TEST_F(EngineTest, APromptLargerThanTheWholeKvCacheIsRefused) {
 // lost its last 8 tokens (token_embd.weight keeps 512 rows) is refused at session creation,
 // naming both sizes, instead of sampling ids the tokenizer cannot decode.
 TEST_F(EngineTest, AVocabularySmallerThanTheEmbeddingIsRefused) {
-  auto src = GgufFile::Open(model_);
-  ASSERT_TRUE(src.ok());
-  GgufWriter w;
-  for (const auto& [key, value] : (*src)->metadata()) {
-    GgufValue v = value;
+  const std::string path = CopyModel(model_, "stories_short_vocab.gguf", [](const std::string& key, GgufValue& v) {
     if (key == "tokenizer.ggml.tokens") v.string_array.resize(v.string_array.size() - 8);
     if (key == "tokenizer.ggml.scores") v.float_array.resize(v.float_array.size() - 8);
     if (key == "tokenizer.ggml.token_type") v.int_array.resize(v.int_array.size() - 8);
-    w.AddValue(key, v);
-  }
-  for (const GgufTensorInfo& t : (*src)->tensors()) {
-    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  const std::string path = testing::TempPath("stories_short_vocab.gguf");
-  ASSERT_TRUE(w.WriteFile(path).ok());
+    return true;
+  });
+  ASSERT_FALSE(path.empty());
   SessionOptions o;
   o.model_path = path;
   o.threads = 1;

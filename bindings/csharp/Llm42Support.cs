@@ -34,15 +34,6 @@ internal static class Llm42Native {
     return bytes;
   }
 
-  internal static string Utf8ToString(IntPtr p) {
-    if (p == IntPtr.Zero) return "";
-    int n = 0;
-    while (Marshal.ReadByte(p, n) != 0) ++n;
-    byte[] bytes = new byte[n];
-    Marshal.Copy(p, bytes, 0, n);
-    return Encoding.UTF8.GetString(bytes);
-  }
-
   internal static string TakeString(IntPtr s) {
     if (s == IntPtr.Zero) return null;
     try {

@@ -9,10 +9,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "lib/util/mutex.h"
 #include "lib/engine/options.h"
 #include "lib/engine/request.h"
 #include "lib/model/fingerprint.h"
+#include "lib/util/mutex.h"
 #include "proto/receipt.pb.h"
 
 namespace llm42 {

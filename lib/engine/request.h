@@ -11,11 +11,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "lib/util/mutex.h"
 #include "absl/time/time.h"
 #include "lib/engine/options.h"
 #include "lib/engine/stat.h"
 #include "lib/sampling/sampler.h"
+#include "lib/util/mutex.h"
 
 namespace llm42 {
 

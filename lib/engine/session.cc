@@ -116,9 +116,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   // (its block table alone would otherwise throw bad_alloc for absurd sizes).
   const int64_t available = s->backend_->available_memory_bytes();
   if (kv_tokens > available / bytes_per_token) {
-    return absl::ResourceExhaustedError(absl::StrCat("a KV cache of ", kv_tokens, " tokens needs ",
-                                                     kv_tokens / (int64_t{1} << 20) * bytes_per_token,
-                                                     " MiB; ", s->backend_->name(), " has ", available >> 20, " MiB"));
+    const double mib = static_cast<double>(kv_tokens) * static_cast<double>(bytes_per_token) / (1 << 20);
+    return absl::ResourceExhaustedError(absl::StrCat("a KV cache of ", kv_tokens, " tokens needs ", mib, " MiB; ",
+                                                     s->backend_->name(), " has ", available >> 20, " MiB"));
   }
   const int64_t blocks = (kv_tokens + KvCache::kDefaultBlockSize - 1) / KvCache::kDefaultBlockSize;
   s->cache_ = std::make_unique<KvCache>(blocks, KvCache::kDefaultBlockSize, options.prefix_caching);

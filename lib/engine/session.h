@@ -13,16 +13,16 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "lib/util/mutex.h"
 #include "lib/backend/backend.h"
 #include "lib/chat/chat_template.h"
 #include "lib/engine/engine.h"
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/options.h"
-#include "lib/engine/sequence.h"
-#include "lib/engine/request.h"
 #include "lib/engine/receipt.h"
+#include "lib/engine/request.h"
 #include "lib/engine/saved_conversation.h"
+#include "lib/engine/sequence.h"
+#include "lib/util/mutex.h"
 
 namespace llm42 {
 

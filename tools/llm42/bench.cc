@@ -13,16 +13,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "lib/util/mutex.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/engine/session.h"
 #include "lib/model/llama_model.h"
 #include "lib/sampling/philox.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "lib/util/mutex.h"
 #include "lib/util/thread_pool.h"
 #include "tools/llm42/bench_util.h"
-#include "tools/llm42/machine_limits.h"
 #include "tools/llm42/commands.h"
+#include "tools/llm42/machine_limits.h"
 
 ABSL_FLAG(std::string, concurrency, "1,4,8,16", "Comma-separated numbers of concurrent requests");
 ABSL_FLAG(std::string, schedules, "fast,fixed", "Comma-separated schedules to compare");
