@@ -1,9 +1,12 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "lib/backend/cpu/attention.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/ggml_types.h"
@@ -167,6 +170,101 @@ TEST(Attention, FixedIsThreadInvariant) {
     for (size_t i = 0; i < all.size(); ++i) {
       const std::vector<float> alone = f.Run({all[i]}, q, Schedule::kFixed);
       EXPECT_TRUE(SameBits(alone.data(), batch.data() + i * row, row)) << "length " << lens[i];
+    }
+  }
+}
+
+// The blocked attention kernel (attention.h) gives every query the one-query kernel's bits and
+// the portable code's: 1 to 8 queries with different ends (shared prefixes of 0 to 40 keys and
+// remainders of 0 to 7), head sizes 16 to 128, every KV type, keys spread over shuffled blocks.
+// Checked to fail when the reduction's second step pairs lanes differently
+// ((l0+l4)+(l1+l5) in Scores4) and when a value sum starts from zero for the remainder.
+TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
+    if (internal::SelectAttendBlock(dtype, true, 64) == nullptr) {
+      GTEST_SKIP() << "this CPU lacks AVX-512 F/DQ: no blocked attention kernel to compare";
+    }
+    const internal::AttendRangeFn one = internal::SelectAttendRange(dtype, true);
+    const internal::AttendRangeFn portable = internal::SelectAttendRange(dtype, false);
+    for (int64_t hd : {16, 48, 64, 128}) {
+      const internal::AttendBlockFn block = internal::SelectAttendBlock(dtype, true, hd);
+      ASSERT_NE(block, nullptr);
+      const int64_t elem = dtype == KvDtype::kF32 ? 4 : 2, kv_dim = 2 * hd, block_size = 16, n_blocks = 8;
+      // Blocks of [keys | values] rows, random elements stored in the type.
+      std::vector<uint8_t> storage(static_cast<size_t>(n_blocks * 2 * block_size * kv_dim * elem));
+      const std::vector<float> raw = RandomVector(storage.size() / static_cast<size_t>(elem), 21);
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (dtype == KvDtype::kF32) {
+          std::memcpy(storage.data() + 4 * i, &raw[i], 4);
+        } else {
+          const uint16_t h = dtype == KvDtype::kF16 ? Fp32ToFp16(raw[i]) : Fp32ToBf16(raw[i]);
+          std::memcpy(storage.data() + 2 * i, &h, 2);
+        }
+      }
+      internal::KvLayerView kv;
+      kv.base = storage.data();
+      kv.block_stride = 2 * block_size * kv_dim;
+      kv.v_offset = block_size * kv_dim;
+      kv.block_size = static_cast<int32_t>(block_size);
+      kv.kv_dim = kv_dim;
+      kv.elem = elem;
+      const int32_t table[n_blocks] = {5, 2, 7, 0, 3, 6, 1, 4};
+      const int64_t off = hd * elem;  // the second KV head
+      const float scale = 0.125f;
+      const std::vector<float> q = RandomVector(static_cast<size_t>(8 * hd), 22);
+      for (int n = 1; n <= internal::kMaxBlockQueries; ++n) {
+        for (int64_t begin : {int64_t{0}, int64_t{13}}) {
+          for (int64_t shared : {1, 3, 4, 17, 40}) {
+            const float* qs[8];
+            int64_t end[8];
+            std::vector<float> scores(static_cast<size_t>(8 * 64)), outs(static_cast<size_t>(8 * hd));
+            float* sc[8];
+            float* os[8];
+            for (int j = 0; j < n; ++j) {
+              qs[j] = q.data() + j * hd;
+              end[j] = begin + shared + (j * 5) % 8;  // queries' own remainders: 0..7 keys
+              sc[j] = scores.data() + j * 64;
+              os[j] = outs.data() + j * hd;
+            }
+            internal::Partial parts[8];
+            block(qs, n, kv, table, off, hd, scale, begin, end, sc, os, parts);
+            for (int j = 0; j < n; ++j) {
+              std::vector<float> s1(64), o1(static_cast<size_t>(hd)), sp(64), op(static_cast<size_t>(hd));
+              const internal::Partial p1 = one(qs[j], kv, table, off, hd, scale, begin, end[j], s1.data(), o1.data());
+              const internal::Partial pp = portable(qs[j], kv, table, off, hd, scale, begin, end[j], sp.data(), op.data());
+              const std::string where = absl::StrCat("kv type ", static_cast<int>(dtype), " hd ", hd, " n ", n,
+                                                     " begin ", begin, " shared ", shared, " query ", j);
+              ASSERT_TRUE(SameBits(os[j], o1.data(), o1.size())) << where;
+              ASSERT_TRUE(SameBits(os[j], op.data(), op.size())) << where;
+              ASSERT_TRUE(SameBits(&parts[j].max, &p1.max, 1) && SameBits(&parts[j].sum, &p1.sum, 1)) << where;
+              ASSERT_TRUE(SameBits(&parts[j].sum, &pp.sum, 1)) << where;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// At the backend: a prompt's rows (runs of consecutive positions of one sequence, which run as
+// blocks, across the fixed chunk at 256 and into a sequence's first keys) give, under both
+// schedules, the bits of each row alone (one query per block) and of the portable kernels.
+TEST(Attention, PromptRowsGiveTheirAloneBits) {
+  const std::vector<int64_t> lens = {600, 40};
+  const std::vector<float> q = RandomVector(lens.size() * 4 * 64, 23);
+  std::vector<std::pair<int, int32_t>> rows;
+  for (int32_t p = 240; p < 275; ++p) rows.push_back({0, p});
+  for (int32_t p = 0; p < 13; ++p) rows.push_back({1, p});
+  CpuBackend be(2), portable(1, false);
+  testing::AttentionFixture f(be, lens), fp(portable, lens);
+  const size_t row = 4 * 64;
+  for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
+    const std::vector<float> batch = f.Run(rows, q, s);
+    EXPECT_TRUE(SameBits(batch.data(), fp.Run(rows, q, s).data(), batch.size())) << "fixed " << (s == Schedule::kFixed);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::vector<float> alone = f.Run({rows[i]}, q, s);
+      ASSERT_TRUE(SameBits(alone.data(), batch.data() + i * row, row))
+          << "position " << rows[i].second << " fixed " << (s == Schedule::kFixed);
     }
   }
 }

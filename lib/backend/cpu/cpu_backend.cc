@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "lib/backend/cpu/fixed_tree.h"
+#include "lib/backend/cpu/attention.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
@@ -30,183 +30,6 @@ constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a wei
 constexpr int64_t kPackedMinRows = 8;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 16;
-
-// One layer of the paged KV storage: position p of a sequence with block table T lives in
-// block T[p / block_size], row p % block_size; its keys start at element
-// T[p / block_size] * block_stride + (p % block_size) * kv_dim of base, its values v_offset
-// elements further; elements are `elem` bytes (f32, f16 or bf16).
-struct KvLayerView {
-  const uint8_t* base = nullptr;
-  int64_t block_stride = 0;
-  int64_t v_offset = 0;
-  int32_t block_size = 0;
-  int64_t kv_dim = 0;
-  int64_t elem = 4;
-
-  const uint8_t* key(const int32_t* table, int64_t p) const {
-    return base + (table[p / block_size] * block_stride + (p % block_size) * kv_dim) * elem;
-  }
-  const uint8_t* value(const int32_t* table, int64_t p) const { return key(table, p) + v_offset * elem; }
-};
-
-// Token i of a batch attends over positions [0, positions[i]] of the sequence whose block table
-// is block_tables[i]; its own K/V are already in the cache.
-struct AttentionInput {
-  int64_t n_tokens = 0;
-  const int32_t* positions = nullptr;
-  const int32_t* const* block_tables = nullptr;
-  KvLayerView kv;
-  int64_t n_head = 0;
-  int64_t n_head_kv = 0;
-  int64_t head_dim = 0;
-};
-
-// Softmax state of attention over part of a prefix: max score, sum of exp(score - max), and
-// the exp-weighted sum of values.
-struct Partial {
-  float max = -INFINITY;
-  float sum = 0;
-};
-
-// Attention of q over positions [begin, end) of one KV head (its keys and values `off` bytes into
-// each stored row): returns the softmax state and writes the partial's unnormalized output to
-// o[hd]. L reads a stored element as f32 (exactly). The arithmetic, which every kernel below
-// gives bit for bit: score t = (q . k_t with 8 lane accumulators, lane l summing elements
-// l, l+8, ... as a product then a sum, the fixed reduction tree, then the tail elements in order)
-// * scale; e_t = PortableExpf(score t - max), summed in position order; o[d] = sum over t in
-// position order of e_t * v_t[d], each a product then a sum (the build compiles with
-// -ffp-contract=off, so the portable loops stay unfused whether or not the compiler vectorizes
-// them).
-template <typename L>
-Partial AttendRangePortable(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off, int64_t hd,
-                            float scale, int64_t begin, int64_t end, float* scores, float* o) {
-  Partial p;
-  for (int64_t t = begin; t < end; ++t) {
-    const uint8_t* k = kv.key(table, t) + off;
-    float acc[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= hd; i += 8) {
-      for (int l = 0; l < 8; ++l) acc[l] += q[i + l] * L::At(k, i + l);
-    }
-    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    for (; i < hd; ++i) s += q[i] * L::At(k, i);
-    scores[t - begin] = s * scale;
-    p.max = std::max(p.max, scores[t - begin]);
-  }
-  std::fill(o, o + hd, 0.0f);
-  for (int64_t t = begin; t < end; ++t) {
-    const float e = PortableExpf(scores[t - begin] - p.max);
-    p.sum += e;
-    const uint8_t* v = kv.value(table, t) + off;
-    for (int64_t d = 0; d < hd; ++d) o[d] += e * L::At(v, d);
-  }
-  return p;
-}
-
-#if defined(__x86_64__)
-// The same on 256-bit vectors: four keys' dot products at a time (independent chains), and the
-// output kept in registers four 8-column chunks at a time while the positions stream past, so
-// each element still sees the same operations in the same order.
-template <typename V, typename L>
-LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off,
-                                   int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
-  Partial p;
-  const int64_t n = end - begin, full = hd / 8 * 8;
-  auto tail = [&](const uint8_t* k, float s) {
-    for (int64_t i = full; i < hd; ++i) s += q[i] * L::At(k, i);
-    return s;
-  };
-  int64_t t = 0;
-  for (; t + 4 <= n; t += 4) {
-    const uint8_t* k[4];
-    __m256 acc[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      k[j] = kv.key(table, begin + t + j) + off;
-      acc[j] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < full; i += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + i);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(qv, V::Load8(k[j], i)));
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) scores[t + j] = tail(k[j], internal::FixedTreeSum(acc[j])) * scale;
-  }
-  for (; t < n; ++t) {
-    const uint8_t* k = kv.key(table, begin + t) + off;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < full; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q + i), V::Load8(k, i)));
-    scores[t] = tail(k, internal::FixedTreeSum(acc)) * scale;
-  }
-  for (t = 0; t < n; ++t) p.max = std::max(p.max, scores[t]);
-  PortableExpfShifted(scores, p.max, scores, n);  // PortableExpf's bits, four at a time
-  for (t = 0; t < n; ++t) p.sum += scores[t];
-  int64_t c = 0;
-  for (; c + 32 <= full; c += 32) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (t = 0; t < n; ++t) {
-      const uint8_t* v = kv.value(table, begin + t) + off;
-      const __m256 e = _mm256_set1_ps(scores[t]);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(e, V::Load8(v, c + 8 * j)));
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(o + c + 8 * j, acc[j]);
-  }
-  for (; c + 8 <= full; c += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (t = 0; t < n; ++t) {
-      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(scores[t]), V::Load8(kv.value(table, begin + t) + off, c)));
-    }
-    _mm256_storeu_ps(o + c, acc);
-  }
-  for (int64_t d = full; d < hd; ++d) {
-    float s = 0;
-    for (t = 0; t < n; ++t) s += scores[t] * L::At(kv.value(table, begin + t) + off, d);
-    o[d] = s;
-  }
-  return p;
-}
-#endif
-
-using AttendRangeFn = Partial (*)(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off,
-                                  int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o);
-
-template <typename L, typename V>
-AttendRangeFn AttendRangeFor(bool simd) {
-#if defined(__x86_64__)
-  if (simd) return AttendRangeAvx2<V, L>;
-#endif
-  (void)simd;
-  return AttendRangePortable<L>;
-}
-
-// The attention kernel for this CPU and KV element type: vectorized where it has AVX2 (and
-// SIMD is allowed).
-AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd) {
-#if defined(__x86_64__)
-  using internal::Bf16Vec, internal::F16Vec, internal::F32Vec;
-#else
-  struct F32Vec {};
-  struct F16Vec {};
-  struct Bf16Vec {};
-#endif
-  switch (dtype) {
-    case KvDtype::kF16: return AttendRangeFor<internal::F16Loader, F16Vec>(simd);
-    case KvDtype::kBf16: return AttendRangeFor<internal::Bf16Loader, Bf16Vec>(simd);
-    default: return AttendRangeFor<internal::F32Loader, F32Vec>(simd);
-  }
-}
-
-// Folds partial b (output ob) into a (output oa).
-void Combine(Partial& a, float* oa, const Partial& b, const float* ob, int64_t hd) {
-  const float m = std::max(a.max, b.max);
-  const float ca = PortableExpf(a.max - m), cb = PortableExpf(b.max - m);
-  a.sum = a.sum * ca + b.sum * cb;
-  for (int64_t d = 0; d < hd; ++d) oa[d] = oa[d] * ca + ob[d] * cb;
-  a.max = m;
-}
 
 }  // namespace
 
@@ -503,76 +326,51 @@ absl::Status CpuBackend::StoreKv(int64_t layer, const float* k, const float* v) 
 
 absl::Status CpuBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape,
                                    float* out, Schedules s) {
-  const AttendRangeFn attend = SelectAttendRange(kv_dtype_, simd_);
-  AttentionInput in;
-  in.n_tokens = static_cast<int64_t>(batch_.positions.size());
-  in.positions = batch_.positions.data();
-  in.block_tables = batch_.block_tables.data();
+  using internal::Partial;
+  const internal::AttendRangeFn attend = internal::SelectAttendRange(kv_dtype_, simd_);
+  const auto n_tokens = static_cast<int64_t>(batch_.positions.size());
+  const int32_t* positions = batch_.positions.data();
+  const int32_t* const* tables = batch_.block_tables.data();
   const int64_t matrix = int64_t{kv_shape_.block_size} * kv_shape_.kv_dim;
-  in.kv.elem = static_cast<int64_t>(kv_element_bytes());
-  in.kv.base = kv_.get() + layer * 2 * matrix * in.kv.elem;
-  in.kv.block_stride = kv_shape_.n_layers * 2 * matrix;
-  in.kv.v_offset = matrix;
-  in.kv.block_size = kv_shape_.block_size;
-  in.kv.kv_dim = kv_shape_.kv_dim;
-  in.n_head = shape.n_head;
-  in.n_head_kv = shape.n_head_kv;
-  in.head_dim = shape.head_dim;
+  internal::KvLayerView kv;
+  kv.elem = static_cast<int64_t>(kv_element_bytes());
+  kv.base = kv_.get() + layer * 2 * matrix * kv.elem;
+  kv.block_stride = kv_shape_.n_layers * 2 * matrix;
+  kv.v_offset = matrix;
+  kv.block_size = kv_shape_.block_size;
+  kv.kv_dim = kv_shape_.kv_dim;
 
-  const int64_t hd = in.head_dim, n_head = in.n_head;
-  const int64_t group = n_head / in.n_head_kv;
+  const int64_t hd = shape.head_dim, n_head = shape.n_head;
+  const int64_t group = n_head / shape.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Bytes from a stored row's start to the keys (values) of query head h's KV head.
-  auto off = [&](int64_t h) { return (h / group) * hd * in.kv.elem; };
-  const int64_t items = in.n_tokens * n_head;
+  auto off = [&](int64_t h) { return (h / group) * hd * kv.elem; };
+  const int64_t items = n_tokens * n_head;
   int64_t work = 0, longest = 0;
   bool all_fast = true;
-  for (int64_t i = 0; i < in.n_tokens; ++i) {
-    work += (in.positions[i] + 1) * n_head * hd;
-    longest = std::max<int64_t>(longest, in.positions[i] + 1);
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    work += (positions[i] + 1) * n_head * hd;
+    longest = std::max<int64_t>(longest, positions[i] + 1);
     all_fast = all_fast && s[i] == Schedule::kFast;
   }
   const int threads = pool_.size();
   // fast: split each prefix across the threads when there are too few items to occupy them.
-  const int64_t splits =
-      all_fast && work >= kMinParallelWork && items < 2 * threads && longest >= 2 * threads * 16
-          ? threads
-          : 1;
-  // Each work unit is one (item, part) pair; parts of one item are combined afterwards.
-  const int64_t units = items * splits;
-  std::vector<float> part_out(splits > 1 ? static_cast<size_t>(units * hd) : 0);
-  std::vector<Partial> parts(splits > 1 ? static_cast<size_t>(units) : 0);
-  pool_.ParallelFor(units, work < kMinParallelWork ? units : 1, [&](int64_t u0, int64_t u1) {
-    thread_local std::vector<float> scores, chunk_out;
-    for (int64_t u = u0; u < u1; ++u) {
-      const int64_t w = u / splits, part = u % splits;
-      const int64_t i = w / n_head, h = w % n_head;
-      const int64_t len = in.positions[i] + 1;
-      const float* qh = q + (i * n_head + h) * hd;
-      const int32_t* table = in.block_tables[i];
-      float* o = out + (i * n_head + h) * hd;
-      if (splits > 1) {
+  if (all_fast && work >= kMinParallelWork && items < 2 * threads && longest >= 2 * threads * 16) {
+    const int64_t splits = threads, units = items * splits;
+    std::vector<float> part_out(static_cast<size_t>(units * hd));
+    std::vector<Partial> parts(static_cast<size_t>(units));
+    pool_.ParallelFor(units, 1, [&](int64_t u0, int64_t u1) {
+      thread_local std::vector<float> scores;
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t w = u / splits, part = u % splits;
+        const int64_t i = w / n_head, h = w % n_head;
+        const int64_t len = positions[i] + 1;
         const int64_t begin = len * part / splits, end = len * (part + 1) / splits;
         scores.resize(static_cast<size_t>(std::max<int64_t>(1, end - begin)));
-        parts[static_cast<size_t>(u)] = attend(qh, in.kv, table, off(h), hd, scale, begin,
-                                                    end, scores.data(), part_out.data() + u * hd);
-        continue;
+        parts[static_cast<size_t>(u)] = attend(q + (i * n_head + h) * hd, kv, tables[i], off(h), hd, scale, begin,
+                                               end, scores.data(), part_out.data() + u * hd);
       }
-      const int64_t chunk = s[i] == Schedule::kFixed ? kAttentionChunk : len;
-      scores.resize(static_cast<size_t>(std::min(chunk, len)));
-      chunk_out.resize(static_cast<size_t>(hd));
-      Partial total = attend(qh, in.kv, table, off(h), hd, scale, 0, std::min(chunk, len),
-                                  scores.data(), o);
-      for (int64_t begin = chunk; begin < len; begin += chunk) {
-        const Partial p = attend(qh, in.kv, table, off(h), hd, scale, begin,
-                                      std::min(len, begin + chunk), scores.data(), chunk_out.data());
-        Combine(total, o, p, chunk_out.data(), hd);
-      }
-      const float inv = 1.0f / total.sum;
-      for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
-    }
-  });
-  if (splits > 1) {
+    });
     for (int64_t w = 0; w < items; ++w) {
       float* o = out + w * hd;
       std::copy_n(part_out.data() + w * splits * hd, hd, o);
@@ -580,12 +378,93 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
       for (int64_t part = 1; part < splits; ++part) {
         const int64_t u = w * splits + part;
         if (parts[static_cast<size_t>(u)].sum == 0) continue;  // empty range
-        Combine(total, o, parts[static_cast<size_t>(u)], part_out.data() + u * hd, hd);
+        internal::Combine(total, o, parts[static_cast<size_t>(u)], part_out.data() + u * hd, hd);
       }
       const float inv = 1.0f / total.sum;
       for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
     }
+    return absl::OkStatus();
   }
+
+  // Blocks of queries that share a KV head, a sequence and a schedule (a prompt's tokens, the
+  // heads of a GQA group), run together where the CPU has the blocked kernel; each query's bits
+  // are those of the one-query kernel (attention.h), so blocking changes no result.
+  const internal::AttendBlockFn block = internal::SelectAttendBlock(kv_dtype_, simd_, hd);
+  const int64_t per_block = block != nullptr ? internal::kMaxBlockQueries : 1;
+  attention_queries_.clear();
+  attention_blocks_.clear();
+  for (int64_t i0 = 0; i0 < n_tokens;) {
+    int64_t i1 = i0 + 1;
+    while (i1 < n_tokens && tables[i1] == tables[i0] && s[i1] == s[i0]) ++i1;
+    for (int64_t kvh = 0; kvh < shape.n_head_kv; ++kvh) {
+      int64_t filled = per_block;
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          if (filled == per_block) {
+            attention_blocks_.push_back(static_cast<int64_t>(attention_queries_.size()));
+            filled = 0;
+          }
+          attention_queries_.push_back(i * n_head + h);
+          ++filled;
+        }
+      }
+    }
+    i0 = i1;
+  }
+  const auto n_blocks = static_cast<int64_t>(attention_blocks_.size());
+  attention_blocks_.push_back(static_cast<int64_t>(attention_queries_.size()));
+  pool_.ParallelFor(n_blocks, work < kMinParallelWork ? n_blocks : 1, [&](int64_t b0, int64_t b1) {
+    constexpr int kMax = internal::kMaxBlockQueries;
+    thread_local std::vector<float> scores, chunk_out;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t* items_b = attention_queries_.data() + attention_blocks_[static_cast<size_t>(b)];
+      const int n = static_cast<int>(attention_blocks_[static_cast<size_t>(b) + 1] - attention_blocks_[static_cast<size_t>(b)]);
+      const int64_t token = items_b[0] / n_head, head = items_b[0] % n_head;
+      int64_t len[kMax], longest_b = 0;
+      for (int j = 0; j < n; ++j) {
+        len[j] = positions[items_b[j] / n_head] + 1;
+        longest_b = std::max(longest_b, len[j]);
+      }
+      const int64_t chunk = s[token] == Schedule::kFixed ? kAttentionChunk : longest_b;
+      scores.resize(static_cast<size_t>(kMax * std::min(chunk, longest_b)));
+      chunk_out.resize(static_cast<size_t>(kMax * hd));
+      Partial total[kMax], part[kMax];
+      for (int64_t begin = 0; begin < longest_b; begin += chunk) {
+        // The queries whose prefix reaches this chunk.
+        const float* qa[kMax];
+        float* sa[kMax];
+        float* oa[kMax];
+        int64_t end[kMax];
+        int idx[kMax], a = 0;
+        for (int j = 0; j < n; ++j) {
+          if (len[j] <= begin) continue;
+          idx[a] = j;
+          qa[a] = q + items_b[j] * hd;
+          end[a] = std::min(len[j], begin + chunk);
+          sa[a] = scores.data() + a * std::min(chunk, longest_b);
+          oa[a] = begin == 0 ? out + items_b[j] * hd : chunk_out.data() + a * hd;
+          ++a;
+        }
+        if (block != nullptr && a > 2) {
+          block(qa, a, kv, tables[token], off(head), hd, scale, begin, end, sa, oa, part);
+        } else {
+          for (int x = 0; x < a; ++x) part[x] = attend(qa[x], kv, tables[token], off(head), hd, scale, begin, end[x], sa[x], oa[x]);
+        }
+        for (int x = 0; x < a; ++x) {
+          if (begin == 0) {
+            total[idx[x]] = part[x];
+          } else {
+            internal::Combine(total[idx[x]], out + items_b[idx[x]] * hd, part[x], oa[x], hd);
+          }
+        }
+      }
+      for (int j = 0; j < n; ++j) {
+        const float inv = 1.0f / total[j].sum;
+        float* o = out + items_b[j] * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+      }
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -1,0 +1,360 @@
+#include "lib/backend/cpu/attention.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "lib/backend/cpu/fixed_tree.h"
+#include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/weight_loaders.h"
+#include "lib/util/portable_math.h"
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers build some intrinsics from _mm*_undefined_*() and then warn that
+// the undefined value "may be used uninitialized" (a false positive of its own headers).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace llm42::internal {
+namespace {
+
+template <typename L>
+Partial AttendRangePortable(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off, int64_t hd,
+                            float scale, int64_t begin, int64_t end, float* scores, float* o) {
+  Partial p;
+  for (int64_t t = begin; t < end; ++t) {
+    const uint8_t* k = kv.key(table, t) + off;
+    float acc[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+      for (int l = 0; l < 8; ++l) acc[l] += q[i + l] * L::At(k, i + l);
+    }
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (; i < hd; ++i) s += q[i] * L::At(k, i);
+    scores[t - begin] = s * scale;
+    p.max = std::max(p.max, scores[t - begin]);
+  }
+  std::fill(o, o + hd, 0.0f);
+  for (int64_t t = begin; t < end; ++t) {
+    const float e = PortableExpf(scores[t - begin] - p.max);
+    p.sum += e;
+    const uint8_t* v = kv.value(table, t) + off;
+    for (int64_t d = 0; d < hd; ++d) o[d] += e * L::At(v, d);
+  }
+  return p;
+}
+
+// Softmax over scores[0, n): the state, with scores replaced by their exponentials.
+Partial Exponentiate(float* scores, int64_t n) {
+  Partial p;
+  for (int64_t t = 0; t < n; ++t) p.max = std::max(p.max, scores[t]);
+  PortableExpfShifted(scores, p.max, scores, n);  // PortableExpf's bits, four at a time
+  for (int64_t t = 0; t < n; ++t) p.sum += scores[t];
+  return p;
+}
+
+#if defined(__x86_64__)
+// q . k on 256-bit vectors with the arithmetic above (no scale).
+template <typename V, typename L>
+LLM42_AVX2 float ScoreOne(const float* q, const uint8_t* k, int64_t hd) {
+  const int64_t full = hd / 8 * 8;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < full; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q + i), V::Load8(k, i)));
+  float s = FixedTreeSum(acc);
+  for (int64_t i = full; i < hd; ++i) s += q[i] * L::At(k, i);
+  return s;
+}
+
+// The same on 256-bit vectors: four keys' dot products at a time (independent chains), and the
+// output kept in registers four 8-column chunks at a time while the positions stream past, so
+// each element still sees the same operations in the same order.
+template <typename V, typename L>
+LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off,
+                                   int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
+  const int64_t n = end - begin, full = hd / 8 * 8;
+  auto tail = [&](const uint8_t* k, float s) {
+    for (int64_t i = full; i < hd; ++i) s += q[i] * L::At(k, i);
+    return s;
+  };
+  int64_t t = 0;
+  for (; t + 4 <= n; t += 4) {
+    const uint8_t* k[4];
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      k[j] = kv.key(table, begin + t + j) + off;
+      acc[j] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < full; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(qv, V::Load8(k[j], i)));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) scores[t + j] = tail(k[j], FixedTreeSum(acc[j])) * scale;
+  }
+  for (; t < n; ++t) scores[t] = ScoreOne<V, L>(q, kv.key(table, begin + t) + off, hd) * scale;
+  const Partial p = Exponentiate(scores, n);
+  int64_t c = 0;
+  for (; c + 32 <= full; c += 32) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (t = 0; t < n; ++t) {
+      const uint8_t* v = kv.value(table, begin + t) + off;
+      const __m256 e = _mm256_set1_ps(scores[t]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(e, V::Load8(v, c + 8 * j)));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(o + c + 8 * j, acc[j]);
+  }
+  for (; c + 8 <= full; c += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (t = 0; t < n; ++t) {
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(scores[t]), V::Load8(kv.value(table, begin + t) + off, c)));
+    }
+    _mm256_storeu_ps(o + c, acc);
+  }
+  for (int64_t d = full; d < hd; ++d) {
+    float s = 0;
+    for (t = 0; t < n; ++t) s += scores[t] * L::At(kv.value(table, begin + t) + off, d);
+    o[d] = s;
+  }
+  return p;
+}
+
+#define LLM42_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
+
+// Sixteen stored elements from i as f32, and eight from i in both halves of a register.
+template <typename L>
+LLM42_AVX512 inline __m512 Load16(const uint8_t* p, int64_t i) {
+  if constexpr (std::is_same_v<L, F16Loader>) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+  } else if constexpr (std::is_same_v<L, Bf16Loader>) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  } else {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  }
+}
+template <typename L>
+LLM42_AVX512 inline __m512 Load8Twice(const uint8_t* p, int64_t i) {
+  if constexpr (std::is_same_v<L, F16Loader>) {
+    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i))));
+  } else if constexpr (std::is_same_v<L, Bf16Loader>) {
+    const __m512i h = _mm512_cvtepu16_epi32(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i))));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  } else {
+    return _mm512_broadcast_f32x8(_mm256_loadu_ps(reinterpret_cast<const float*>(p) + i));
+  }
+}
+
+// Scores of 4 * G queries against keys k[0..3] (hd % 8 == 0). Register p of pair-packed queries
+// qp holds query 2p in lanes 0-7 and query 2p + 1 in lanes 8-15, eight elements per step:
+// qp[(p * steps + s) * 16 + h * 8 + l] = q[2p + h][8s + l]. The 8-lane accumulators are reduced
+// with the fixed tree on transposed registers: quarters (128 bits) first add lanes l and l + 4,
+// then pairs add (l0+l4)+(l2+l6) and (l1+l5)+(l3+l7), then those two add. out[g] holds, in quarter
+// c, the scores of query 4g + c against keys 0..3.
+template <int G, typename L>
+LLM42_AVX512 inline void Scores4(const float* qp, int64_t steps, const uint8_t* const* k, __m512* out) {
+  constexpr int P = 2 * G;
+  __m512 acc[P][4];
+  for (int p = 0; p < P; ++p) {
+    for (int j = 0; j < 4; ++j) acc[p][j] = _mm512_setzero_ps();
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    __m512 kb[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) kb[j] = Load8Twice<L>(k[j], 8 * s);
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const __m512 qv = _mm512_loadu_ps(qp + (p * steps + s) * 16);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[p][j] = _mm512_add_ps(acc[p][j], _mm512_mul_ps(qv, kb[j]));
+    }
+  }
+#pragma GCC unroll 2
+  for (int g = 0; g < G; ++g) {
+    __m512 s1[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 x = acc[2 * g][j], y = acc[2 * g + 1][j];
+      // Quarters c = queries 4g + c at key j: (l0+l4, l1+l5, l2+l6, l3+l7).
+      s1[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    // Per quarter: keys 0, 1 (then 2, 3) as ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) pairs.
+    const __m512 s2a = _mm512_add_ps(_mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 s2b = _mm512_add_ps(_mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    out[g] = _mm512_add_ps(_mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+}
+
+// o[j][d0, d0 + 16 * C) += sum over t in [t0, t1) of e[j][t - t0] * v_t, in position order, for
+// the Q queries j (C registers per query; o loaded first when `accumulate`).
+template <int Q, int C, typename L>
+LLM42_AVX512 inline void ValueSums(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t d0, int64_t t0,
+                                   int64_t t1, const float* const* e, float* const* o, bool accumulate) {
+  __m512 acc[Q][C];
+  for (int j = 0; j < Q; ++j) {
+    for (int c = 0; c < C; ++c) {
+      acc[j][c] = accumulate ? _mm512_loadu_ps(o[j] + d0 + 16 * c) : _mm512_setzero_ps();
+    }
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    const uint8_t* v = kv.value(table, t) + off;
+    __m512 vv[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) vv[c] = Load16<L>(v, d0 + 16 * c);
+#pragma GCC unroll 8
+    for (int j = 0; j < Q; ++j) {
+      const __m512 ej = _mm512_set1_ps(e[j][t - t0]);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[j][c] = _mm512_add_ps(acc[j][c], _mm512_mul_ps(ej, vv[c]));
+    }
+  }
+  for (int j = 0; j < Q; ++j) {
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(o[j] + d0 + 16 * c, acc[j][c]);
+  }
+}
+
+// Value sums of Q queries over [t0, t1) into o[j][0, hd) (hd % 16 == 0): 32 columns at a time
+// for 8 queries (16 accumulators), 64 for 4 or fewer.
+template <int Q, typename L>
+LLM42_AVX512 void ValueSumsAll(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t hd, int64_t t0,
+                               int64_t t1, const float* const* e, float* const* o, bool accumulate) {
+  constexpr int kWide = Q > 4 ? 2 : 4;
+  int64_t d = 0;
+  for (; d + 16 * kWide <= hd; d += 16 * kWide) ValueSums<Q, kWide, L>(kv, table, off, d, t0, t1, e, o, accumulate);
+  for (; d < hd; d += 16) ValueSums<Q, 1, L>(kv, table, off, d, t0, t1, e, o, accumulate);
+}
+
+template <int G, typename V, typename L>
+LLM42_AVX512 void AttendBlockQ(const float* const* q, int n, const KvLayerView& kv, const int32_t* table,
+                               int64_t off, int64_t hd, float scale, int64_t begin, const int64_t* end,
+                               float* const* scores, float* const* o, Partial* parts) {
+  constexpr int Q = 4 * G;
+  const int64_t steps = hd / 8;
+  // Queries past n are zeros writing into scratch (their results are dropped).
+  thread_local std::vector<float> zeros, qp, scratch_scores, scratch_o;
+  const float* qs[Q];
+  float* sc[Q];
+  float* os[Q];
+  int64_t common = end[0];
+  for (int j = 0; j < n; ++j) common = std::min(common, end[j]);
+  const int64_t shared = common - begin;
+  if (n < Q) {
+    zeros.assign(static_cast<size_t>(hd), 0.0f);
+    scratch_scores.resize(static_cast<size_t>(std::max<int64_t>(shared, 1)));
+    scratch_o.resize(static_cast<size_t>(hd));
+  }
+  for (int j = 0; j < Q; ++j) {
+    qs[j] = j < n ? q[j] : zeros.data();
+    sc[j] = j < n ? scores[j] : scratch_scores.data();
+    os[j] = j < n ? o[j] : scratch_o.data();
+  }
+  qp.resize(static_cast<size_t>(Q / 2 * steps * 16));
+  for (int p = 0; p < Q / 2; ++p) {
+    for (int64_t s = 0; s < steps; ++s) {
+      for (int h = 0; h < 2; ++h) std::copy_n(qs[2 * p + h] + 8 * s, 8, qp.data() + (p * steps + s) * 16 + h * 8);
+    }
+  }
+  // Scores over the shared prefix, four keys at a time, then one at a time; each query's own
+  // remainder alone.
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int64_t t = begin;
+  for (; t + 4 <= common; t += 4) {
+    const uint8_t* k[4];
+    for (int j = 0; j < 4; ++j) k[j] = kv.key(table, t + j) + off;
+    __m512 out[G];
+    Scores4<G, L>(qp.data(), steps, k, out);
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+      const __m512 scaled = _mm512_mul_ps(out[g], vscale);
+      _mm_storeu_ps(sc[4 * g] + (t - begin), _mm512_castps512_ps128(scaled));
+      _mm_storeu_ps(sc[4 * g + 1] + (t - begin), _mm512_extractf32x4_ps(scaled, 1));
+      _mm_storeu_ps(sc[4 * g + 2] + (t - begin), _mm512_extractf32x4_ps(scaled, 2));
+      _mm_storeu_ps(sc[4 * g + 3] + (t - begin), _mm512_extractf32x4_ps(scaled, 3));
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    for (int64_t u = t; u < end[j]; ++u) sc[j][u - begin] = ScoreOne<V, L>(qs[j], kv.key(table, u) + off, hd) * scale;
+    parts[j] = Exponentiate(sc[j], end[j] - begin);
+  }
+  ValueSumsAll<Q, L>(kv, table, off, hd, begin, common, sc, os, false);
+  for (int j = 0; j < n; ++j) {
+    if (end[j] > common) {
+      const float* e = sc[j] + shared;
+      ValueSumsAll<1, L>(kv, table, off, hd, common, end[j], &e, &os[j], true);
+    }
+  }
+}
+
+template <typename V, typename L>
+LLM42_AVX512 void AttendBlockAvx512(const float* const* q, int n, const KvLayerView& kv, const int32_t* table,
+                                    int64_t off, int64_t hd, float scale, int64_t begin, const int64_t* end,
+                                    float* const* scores, float* const* o, Partial* parts) {
+  if (n > 4) {
+    AttendBlockQ<2, V, L>(q, n, kv, table, off, hd, scale, begin, end, scores, o, parts);
+  } else {
+    AttendBlockQ<1, V, L>(q, n, kv, table, off, hd, scale, begin, end, scores, o, parts);
+  }
+}
+#endif  // __x86_64__
+
+template <typename L, typename V>
+AttendRangeFn AttendRangeFor(bool simd) {
+#if defined(__x86_64__)
+  if (simd && CpuHasAvx2()) return AttendRangeAvx2<V, L>;
+#endif
+  (void)simd;
+  return AttendRangePortable<L>;
+}
+
+template <typename L, typename V>
+AttendBlockFn AttendBlockFor(bool simd, int64_t hd) {
+#if defined(__x86_64__)
+  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  if (simd && has && hd % 16 == 0) return AttendBlockAvx512<V, L>;
+#endif
+  (void)simd, (void)hd;
+  return nullptr;
+}
+
+}  // namespace
+
+#if !defined(__x86_64__)
+struct F32Vec {};
+struct F16Vec {};
+struct Bf16Vec {};
+#endif
+
+AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd) {
+  switch (dtype) {
+    case KvDtype::kF16: return AttendRangeFor<F16Loader, F16Vec>(simd);
+    case KvDtype::kBf16: return AttendRangeFor<Bf16Loader, Bf16Vec>(simd);
+    default: return AttendRangeFor<F32Loader, F32Vec>(simd);
+  }
+}
+
+AttendBlockFn SelectAttendBlock(KvDtype dtype, bool simd, int64_t hd) {
+  switch (dtype) {
+    case KvDtype::kF16: return AttendBlockFor<F16Loader, F16Vec>(simd, hd);
+    case KvDtype::kBf16: return AttendBlockFor<Bf16Loader, Bf16Vec>(simd, hd);
+    default: return AttendBlockFor<F32Loader, F32Vec>(simd, hd);
+  }
+}
+
+void Combine(Partial& a, float* oa, const Partial& b, const float* ob, int64_t hd) {
+  const float m = std::max(a.max, b.max);
+  const float ca = PortableExpf(a.max - m), cb = PortableExpf(b.max - m);
+  a.sum = a.sum * ca + b.sum * cb;
+  for (int64_t d = 0; d < hd; ++d) oa[d] = oa[d] * ca + ob[d] * cb;
+  a.max = m;
+}
+
+}  // namespace llm42::internal
