@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/backend/cpu/cpu_backend.h"
 #include "lib/engine/session.h"
 #include "lib/model/llama_model.h"
 #include "lib/sampling/philox.h"
@@ -43,6 +44,15 @@ namespace llm42::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The model's GEMM work: every token runs the layers' matrices; a prompt computes logits for its
+// last token only (the output matrix once per prompt, and once per generated token).
+struct GemmWork {
+  double layers = 0;  // FLOPs per token
+  double output = 0;  // FLOPs per logits row
+  double Prefill(double tokens) const { return tokens * layers + output; }
+  double PerDecodedToken() const { return layers + output; }
+};
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -174,10 +184,52 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len) {
   return out;
 }
 
+// The matrices alone, as MatMul runs them for `rows` tokens (random activations, the model's
+// weights, this many threads), per schedule, without attention, norms and the rest of a forward
+// pass: for a prompt (one layer's matrices) the GEMM kernels' speed against the FMA peak; for one
+// row (decode; every matrix of the model, so the weights stream from memory as in a decode step)
+// the weight bytes they read per second against the read bandwidth.
+void BenchGemms(const std::vector<WeightMatrix>& matrices, int rows, const std::vector<bool>& schedules, int threads,
+                double peak, double bandwidth) {
+  CpuBackend be(threads);
+  int64_t widest = 0, longest = 0;
+  for (const WeightMatrix& w : matrices) {
+    widest = std::max(widest, w.cols);
+    longest = std::max(longest, w.rows);
+  }
+  std::vector<float> x(static_cast<size_t>(rows * widest)), y(static_cast<size_t>(rows * longest));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(PhiloxUniform(1, i) - 0.5);
+  for (bool fixed : schedules) {
+    double flops = 0, bytes = 0, seconds = 1e30;
+    for (const WeightMatrix& w : matrices) {
+      flops += 2.0 * static_cast<double>(rows) * static_cast<double>(w.rows) * static_cast<double>(w.cols);
+      bytes += static_cast<double>(w.rows) * static_cast<double>(w.row_bytes);
+    }
+    for (int pass = 0; pass < 4; ++pass) {  // the best of four passes over all the matrices
+      const auto t0 = Clock::now();
+      for (const WeightMatrix& w : matrices) {
+        if (!be.MatMul(x.data(), rows, w, y.data(), fixed ? Schedule::kFixed : Schedule::kFast).ok()) return;
+      }
+      seconds = std::min(seconds, Seconds(t0, Clock::now()));
+    }
+    if (rows == 1) {
+      std::cout << absl::StrFormat("%s GEMVs alone (every matrix, 1 row): %.1f GB/s of weights, %.2f of the "
+                                   "read bandwidth\n",
+                                   fixed ? "fixed" : "fast ", bytes / seconds / 1e9,
+                                   bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
+    } else {
+      std::cout << absl::StrFormat("%s GEMMs alone (one layer's matrices, %d rows): %.1f GFLOP/s, %.1f %% of the "
+                                   "FMA peak\n",
+                                   fixed ? "fixed" : "fast ", rows, flops / seconds / 1e9,
+                                   peak > 0 ? 100 * flops / seconds / peak : 0.0);
+    }
+  }
+}
+
 // llama-bench's pp N and tg N at depth D, single stream, per schedule: pp from the time to
 // the first token of D + N tokens minus that of D (there is no prefix cache to keep D), tg
 // from the spacing of N generated tokens after a D-token prompt. The best of two runs.
-int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, double matmul_flops, double peak,
+int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, const GemmWork& gemm, double peak,
               double bandwidth, int64_t weight_bytes, int threads) {
   const int pp = absl::GetFlag(FLAGS_pp), tg = absl::GetFlag(FLAGS_tg), depth = absl::GetFlag(FLAGS_depth);
   std::vector<std::string> rows;
@@ -201,10 +253,9 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, doub
         const double before = depth > 0 ? StreamTimes(**session, depth, 1).front() : 0.0;
         best = std::min(best, with - before);
       }
-      const double tps = pp / best;
-      rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | %.1f GFLOP/s, %.1f %% of the FMA peak |",
-                                     sched, pp, depth, tps, tps * matmul_flops / 1e9,
-                                     peak > 0 ? 100 * tps * matmul_flops / peak : 0.0));
+      const double tps = pp / best, flops = gemm.Prefill(pp) / best;
+      rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | GEMM work at %.1f GFLOP/s, %.1f %% of the FMA peak |",
+                                     sched, pp, depth, tps, flops / 1e9, peak > 0 ? 100 * flops / peak : 0.0));
     }
     if (tg > 0) {
       double best = 0;
@@ -274,7 +325,9 @@ int Bench() {
   for (int c : levels) total += c * static_cast<int>(schedules.size());
 
   int64_t weight_bytes = 0;
-  double matmul_flops = 0;  // per token, GEMMs only (attention excluded)
+  GemmWork gemm;  // attention excluded
+  std::vector<WeightMatrix> layer0, all;  // one layer's matrices; every matrix, output last
+  std::unique_ptr<LlamaModel> loaded;
   {
     auto file = GgufFile::Open(model);
     if (!file.ok()) {
@@ -288,11 +341,16 @@ int Bench() {
     }
     weight_bytes = (*m)->weight_bytes();
     const auto elements = [](const WeightMatrix& w) { return static_cast<double>(w.rows) * static_cast<double>(w.cols); };
-    matmul_flops = elements((*m)->output());
+    gemm.output = 2 * elements((*m)->output());  // a multiply and an add per weight and token
     for (const LlamaModel::Layer& L : (*m)->layers()) {
-      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matmul_flops += elements(*w);
+      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+        gemm.layers += 2 * elements(*w);
+        if (&L == &(*m)->layers().front()) layer0.push_back(*w);
+        all.push_back(*w);
+      }
     }
-    matmul_flops *= 2;  // a multiply and an add per weight and token
+    all.push_back((*m)->output());
+    loaded = std::move(m).value();
   }
   const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
                                                        : static_cast<int>(std::thread::hardware_concurrency());
@@ -308,9 +366,13 @@ int Bench() {
   if (absl::GetFlag(FLAGS_pp) > 0 || absl::GetFlag(FLAGS_tg) > 0) {
     std::cout << absl::StrFormat("model %s: %.1f MB of weights per token, %.2f GFLOP of GEMMs per token; %d threads; "
                                  "FMA peak %.0f GFLOP/s (256-bit) / %.0f (512-bit); read bandwidth %.2f GB/s\n",
-                                 model, weight_bytes / 1e6, matmul_flops / 1e9, threads, peak256 / 1e9, peak512 / 1e9,
-                                 bandwidth / 1e9);
-    return BenchPpTg(model, schedules, matmul_flops, peak, bandwidth, weight_bytes, threads);
+                                 model, weight_bytes / 1e6, gemm.PerDecodedToken() / 1e9, threads, peak256 / 1e9,
+                                 peak512 / 1e9, bandwidth / 1e9);
+    if (on_cpu && absl::GetFlag(FLAGS_pp) > 0) {
+      BenchGemms(layer0, absl::GetFlag(FLAGS_pp), schedules, threads, peak, bandwidth);
+    }
+    if (on_cpu && absl::GetFlag(FLAGS_tg) > 0) BenchGemms(all, 1, schedules, threads, peak, bandwidth);
+    return BenchPpTg(model, schedules, gemm, peak, bandwidth, weight_bytes, threads);
   }
 
   std::vector<std::string> rows;
@@ -331,8 +393,8 @@ int Bench() {
       }
       rows.push_back(absl::StrFormat(
           "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d |",
-          fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, r.prefill_tps * matmul_flops / 1e9,
-          peak > 0 ? 100 * r.prefill_tps * matmul_flops / peak : 0.0, r.ttft_p50, r.ttft_p99,
+          fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / 1e9,
+          peak > 0 ? 100 * r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / peak : 0.0, r.ttft_p50, r.ttft_p99,
           r.itl_p50, r.itl_p99, r.decode_tps, r.preemptions));
     }
   }
@@ -345,8 +407,8 @@ int Bench() {
                                  bandwidth / 1e9, bandwidth / static_cast<double>(weight_bytes));
   }
   std::cout << absl::StrFormat("FMA peak on %d threads: %.0f GFLOP/s with 256-bit vectors, %.0f with 512-bit "
-                               "(0: not available); GEMM work %.2f GFLOP per token\n",
-                               threads, peak256 / 1e9, peak512 / 1e9, matmul_flops / 1e9);
+                               "(0: not available); GEMM work %.2f GFLOP per prompt token, %.2f per generated token\n",
+                               threads, peak256 / 1e9, peak512 / 1e9, gemm.layers / 1e9, gemm.PerDecodedToken() / 1e9);
   if (batched) {
     std::cout << "\n| sched | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |\n"
                  "|---|---|---|---|---|---|---|---|---|---|---|\n";

@@ -6,15 +6,10 @@
 
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/portable_math.h"
 
-#if defined(__x86_64__)
-// GCC 12's AVX-512 headers build some intrinsics from _mm*_undefined_*() and then warn that
-// the undefined value "may be used uninitialized" (a false positive of its own headers).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#endif
 
 namespace llm42::internal {
 namespace {
@@ -122,8 +117,6 @@ LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const 
   }
   return p;
 }
-
-#define LLM42_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
 
 // Sixteen stored elements from i as f32, and eight from i in both halves of a register.
 template <typename L>

@@ -1,9 +1,6 @@
 #include "lib/backend/cpu/cpu_backend.h"
 
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
 #include <cmath>
@@ -134,7 +131,7 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     act_q8_.resize(static_cast<size_t>(m * blocks));
     for (int64_t i = 0; i < m; ++i) {
       if ((s[i] == Schedule::kFixed ? fixed : fast).int8.one != nullptr) {
-        internal::QuantizeActivations(x + i * k, k, act_q8_.data() + i * blocks);
+        internal::QuantizeActivations(x + i * k, k, w.type, act_q8_.data() + i * blocks);
       }
     }
   }
@@ -202,10 +199,32 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
                           const int64_t* rows, int64_t count, float* y, int64_t ldy) const {
   const int64_t k = w.cols, blocks = k / 32;
   auto act = [&](int64_t j) { return act_q8_.data() + rows[j] * blocks; };
-  float out[4];
+  float out[64];
+  const int tw = kernels.tile_w, tx = kernels.tile_x;
   for (int64_t t0 = 0; t0 < count; t0 += kXTile) {  // a tile of activation rows stays in cache
     const int64_t t1 = std::min(count, t0 + kXTile);
-    for (int64_t r = r0; r < r1; ++r) {
+    int64_t r = r0;
+    // Whole tiles where the kernels have them: tw weight rows x tx activation rows.
+    if (kernels.tile != nullptr && t1 - t0 >= tx) {
+      for (; r + tw <= r1; r += tw) {
+        const uint8_t* wr[8];
+        for (int q = 0; q < tw; ++q) wr[q] = w.row(r + q);
+        int64_t j = t0;
+        for (; j + tx <= t1; j += tx) {
+          const internal::ActivationBlockQ8* xs[8];
+          for (int q = 0; q < tx; ++q) xs[q] = act(j + q);
+          kernels.tile(wr, xs, k, out);
+          for (int a = 0; a < tw; ++a) {
+            for (int q = 0; q < tx; ++q) y[rows[j + q] * ldy + r + a] = out[a * tx + q];
+          }
+        }
+        for (; j < t1; ++j) {
+          const internal::ActivationBlockQ8* xj = act(j);
+          for (int a = 0; a < tw; ++a) kernels.one(&wr[a], &xj, k, y + rows[j] * ldy + r + a);
+        }
+      }
+    }
+    for (; r < r1; ++r) {
       const uint8_t* wr = w.row(r);
       int64_t j = t0;
       for (; j + 4 <= t1; j += 4) {

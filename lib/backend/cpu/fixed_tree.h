@@ -5,7 +5,7 @@
 // (row_dot.h), on a 256-bit register: the one definition every AVX2/AVX-512 kernel uses, so
 // their bits stay the portable code's.
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "lib/backend/cpu/simd_targets.h"
 
 namespace llm42::internal {
 

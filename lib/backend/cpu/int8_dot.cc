@@ -3,16 +3,17 @@
 #include <cmath>
 
 #include "lib/backend/cpu/fixed_tree.h"
+#include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
 #define LLM42_X86 1
 #endif
 
 namespace llm42::internal {
 
-void QuantizeActivations(const float* x, int64_t k, ActivationBlockQ8* out) {
+void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
+  const int32_t offset = type == GgmlType::kQ8_0 ? 128 : 8;
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
     float amax = 0;
@@ -21,6 +22,10 @@ void QuantizeActivations(const float* x, int64_t k, ActivationBlockQ8* out) {
     const float inv = d > 0 ? 1.0f / d : 0.0f;
     out[b].d = d;
     for (int i = 0; i < 32; ++i) out[b].q[i] = static_cast<int8_t>(std::lround(xb[i] * inv));
+    for (int l = 0; l < 8; ++l) {
+      const int8_t* q = out[b].q + 4 * l;
+      out[b].bias[l] = -offset * (q[0] + q[1] + q[2] + q[3]);
+    }
   }
 }
 
@@ -61,6 +66,14 @@ Int8Kernels PortableFixedKernels() {
 struct Q8_0Weights {
   using Block = BlockQ8_0;
   LLM42_AVX2 static __m256i Load(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q)); }
+  // For dpbusd: weight + 128 as unsigned bytes, one block, or blocks b (low half) and b + 1.
+  LLM42_VNNI512 static __m256i LoadUnsigned(const Block& b) {
+    return _mm256_xor_si256(Load(b), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+  LLM42_VNNI512 static __m512i LoadUnsignedPair(const Block* b) {
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load(b[0])), Load(b[1]), 1);
+    return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
 };
 // ggml's q4_0 layout: element j < 16 is the low nibble of q[j], j >= 16 the high nibble of
 // q[j - 16]; weight = nibble - 8.
@@ -71,6 +84,20 @@ struct Q4_0Weights {
     const __m128i mask = _mm_set1_epi8(0x0F);
     const __m128i lo = _mm_and_si128(bytes, mask), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
     return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  }
+  // For dpbusd: the nibbles themselves (weight + 8), one block, or blocks b (low half) and b + 1.
+  LLM42_VNNI512 static __m256i LoadUnsigned(const Block& b) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+  }
+  LLM42_VNNI512 static __m512i LoadUnsignedPair(const Block* b) {
+    const __m256i t = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].q))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].q)), 1);  // [q(b) | q(b + 1)]
+    const __m512i z = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1),
+                                       _mm512_set1_epi8(0x0F));  // [lo(b), lo(b + 1), hi(b), hi(b + 1)]
+    return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
   }
 };
 
@@ -129,6 +156,119 @@ LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* 
   }
 }
 
+// Two activation blocks' values, biases (int8_dot.h) and scales, block b in the low half.
+struct ActivationPair {
+  __m512i q, bias;
+  __m512 d;
+};
+LLM42_VNNI512 inline __m512i LoadTwo256(const void* lo, const void* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
+}
+LLM42_VNNI512 inline ActivationPair LoadActivationPair(const ActivationBlockQ8* x) {
+  return {LoadTwo256(x[0].q, x[1].q), LoadTwo256(x[0].bias, x[1].bias),
+          _mm512_insertf32x8(_mm512_set1_ps(x[0].d), _mm256_set1_ps(x[1].d), 1)};
+}
+
+// f32 weight scales of blocks b (low half) and b + 1.
+template <typename W>
+LLM42_VNNI512 inline __m512 WeightScalePair(const typename W::Block* b) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<int16_t>(b[0].scale))),
+                                                 _mm_set1_epi16(static_cast<int16_t>(b[1].scale)), 1));
+}
+
+// Chain a (0: low half, 1: high half) of acc += f32(p) * s for one block b, p the per-lane
+// integer products of int8_dot.h and s = f32(weight scale) * activation d.
+template <typename W>
+LLM42_VNNI512 inline __m256 OneBlock(const typename W::Block& w, const ActivationBlockQ8& x, __m256 acc) {
+  const __m256i p = _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bias)), W::LoadUnsigned(w),
+                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(w.scale) * x.d), acc);
+}
+
+// The fixed definition on 512 bits: NW weight rows x NX activation rows, blocks two at a time
+// (chain 0 in the low half, chain 1 in the high half), an odd last block into chain 0, then
+// A[0] + A[1] and the fixed tree. Integer products by dpbusd on unsigned-shifted weights from
+// the activation's bias: exact, so they equal the AVX2 and portable kernels' lanes.
+template <typename W, int NW, int NX>
+LLM42_VNNI512 void Int8Tile512(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k, float* out) {
+  const typename W::Block* w[NW];
+  for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
+  __m512 acc[NW][NX];
+  for (int r = 0; r < NW; ++r) {
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  const int64_t n = k / 32;
+  int64_t b = 0;
+  for (; b + 2 <= n; b += 2) {
+    ActivationPair xa[NX];
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) xa[j] = LoadActivationPair(x[j] + b);
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) {
+      const __m512i wu = W::LoadUnsignedPair(w[r] + b);
+      const __m512 dw = WeightScalePair<W>(w[r] + b);
+#pragma GCC unroll 4
+      for (int j = 0; j < NX; ++j) {
+        const __m512i p = _mm512_dpbusd_epi32(xa[j].bias, wu, xa[j].q);
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, xa[j].d), acc[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < NW; ++r) {
+    for (int j = 0; j < NX; ++j) {
+      __m256 a0 = _mm512_castps512_ps256(acc[r][j]);
+      if (b < n) a0 = OneBlock<W>(w[r][b], x[j][b], a0);
+      out[r * NX + j] = FixedTreeSum(_mm256_add_ps(a0, _mm512_extractf32x8_ps(acc[r][j], 1)));
+    }
+  }
+}
+
+// acc += f32(p) * s for blocks b (low half) and b + 1 (high half).
+template <typename W>
+LLM42_VNNI512 inline __m512 PairBlocks(const typename W::Block* w, const ActivationBlockQ8* x, __m512 acc) {
+  const ActivationPair xa = LoadActivationPair(x);
+  const __m512i p = _mm512_dpbusd_epi32(xa.bias, W::LoadUnsignedPair(w), xa.q);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(WeightScalePair<W>(w), xa.d), acc);
+}
+
+// fast decode: one weight row against one activation row, four chains (blocks b mod 4).
+template <typename W>
+LLM42_VNNI512 void Int8Row512Fast(const uint8_t* const* w_rows, const ActivationBlockQ8* const* xs, int64_t k,
+                                  float* out) {
+  const auto* w = reinterpret_cast<const typename W::Block*>(w_rows[0]);
+  const ActivationBlockQ8* x = xs[0];
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  const int64_t n = k / 32;
+  int64_t b = 0;
+  for (; b + 4 <= n; b += 4) {
+    acc[0] = PairBlocks<W>(w + b, x + b, acc[0]);
+    acc[1] = PairBlocks<W>(w + b + 2, x + b + 2, acc[1]);
+  }
+  if (b + 2 <= n) {
+    acc[0] = PairBlocks<W>(w + b, x + b, acc[0]);
+    b += 2;
+  }
+  const __m512 sum = _mm512_add_ps(acc[0], acc[1]);
+  __m256 a0 = _mm512_castps512_ps256(sum);
+  if (b < n) a0 = OneBlock<W>(w[b], x[b], a0);
+  out[0] = FixedTreeSum(_mm256_add_ps(a0, _mm512_extractf32x8_ps(sum, 1)));
+}
+
+bool CpuHasVnni512() {
+  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+template <typename W>
+Int8Kernels Vnni512Kernels(DotFamily family) {
+  constexpr int kW = 4, kX = 2;
+  if (family == DotFamily::kFixed) return {Int8Tile512<W, 1, 1>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX};
+  return {Int8Row512Fast<W>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX};
+}
+
 template <typename W>
 Int8Kernels Avx2Kernels(DotFamily family) {
   if (family == DotFamily::kFixed) return {Int8Tile<W, 1, 1, 2>, Int8Tile<W, 1, 4, 2>};
@@ -141,6 +281,9 @@ Int8Kernels Avx2Kernels(DotFamily family) {
 Int8Kernels SelectInt8Kernels(GgmlType type, DotFamily family, bool allow_simd) {
   if (!IsInt8Type(type)) return {};
 #if LLM42_X86
+  if (allow_simd && CpuHasVnni512()) {
+    return type == GgmlType::kQ8_0 ? Vnni512Kernels<Q8_0Weights>(family) : Vnni512Kernels<Q4_0Weights>(family);
+  }
   if (allow_simd && CpuHasAvx2()) {
     return type == GgmlType::kQ8_0 ? Avx2Kernels<Q8_0Weights>(family) : Avx2Kernels<Q4_0Weights>(family);
   }

@@ -23,15 +23,24 @@ namespace llm42::internal {
 //   in block order; then A[0] + A[1] lane by lane and row_dot.h's reduction tree
 //   ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). Nothing in it depends on how many weight or activation
 //   rows a kernel handles at once, so it is row-invariant by construction.
-// - fast (AVX2 only): the same per-block integer products; full groups of four activation rows
-//   get the fixed arithmetic, other rows (decode, leftovers) four chains, so a row's bits depend
-//   on the batch it is in.
+// - fast: the same per-block integer products; full groups of four activation rows get the
+//   fixed arithmetic, other rows (decode, leftovers) four chains, so a row's bits depend on the
+//   batch it is in.
+// Kernels: AVX2 (maddubs on sign-moved bytes), AVX-512 VNNI (two blocks per register — block b
+// in the low half is chain b mod 2 = 0, block b + 1 in the high half chain 1, so the fixed
+// definition maps onto 512 bits exactly — and dpbusd on unsigned-shifted weights with the
+// activation's bias), portable.
+// bias[l] = -offset * (q[4l] + q[4l+1] + q[4l+2] + q[4l+3]), offset the weight type's
+// unsigned shift (128 for q8_0, whose kernels add 128 to each weight; 8 for q4_0, whose nibbles
+// are weight + 8): VNNI's unsigned-by-signed byte products then sum to the signed ones exactly.
 struct ActivationBlockQ8 {
   float d;
   int8_t q[32];
+  int32_t bias[8];
 };
 
-void QuantizeActivations(const float* x, int64_t k, ActivationBlockQ8* out);
+// Row x (k a multiple of 32) quantized for weights of `type` (q8_0 or q4_0).
+void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out);
 
 inline bool IsInt8Type(GgmlType type) { return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0; }
 
@@ -45,6 +54,9 @@ struct Int8Kernels {
   // four interleaved, 156 against 137 tok/s on llama-110m q8_0)
   Int8TileFn one = nullptr;
   Int8TileFn cols4 = nullptr;  // 1 weight row x 4 activation rows (prefill, verify)
+  // tile_w weight rows x tile_x activation rows (prefill, verify), where a kernel has one
+  Int8TileFn tile = nullptr;
+  int tile_w = 0, tile_x = 0;
 };
 
 // The kernels of `family` for `type`: AVX2 where the CPU has it (and LLM42_CPU_SIMD is not off)

@@ -7,12 +7,9 @@
 
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/simd_targets.h"
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 headers build some intrinsics from _mm*_undefined_*() and then warn that
-// the undefined value "may be used uninitialized" (a false positive of its own headers).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
 #define LLM42_X86 1
 #endif
 
@@ -20,7 +17,6 @@ namespace llm42::internal {
 namespace {
 
 #if LLM42_X86
-#define LLM42_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
 
 constexpr int kRows = 6;   // activation rows per tile
 constexpr int kPairs = 4;  // 512-bit registers of two weight rows each per tile

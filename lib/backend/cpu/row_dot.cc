@@ -12,7 +12,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <immintrin.h>
+
+#include "lib/backend/cpu/simd_targets.h"
 #define LLM42_X86 1
 #endif
 
@@ -155,7 +156,6 @@ LLM42_AVX2 void Avx2Gemv4(const uint8_t* const* w, const float* x, int64_t k, fl
   }
 }
 
-#define LLM42_AVX512VL __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
 
 // R weight rows at once against one activation row, U accumulators per row over alternate
 // 8-element steps, added in order before the fixed tree. U = 1 is Avx2Gemv4's arithmetic (the

@@ -9,11 +9,7 @@
 
 #include "lib/util/ggml_types.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-// The target of the CPU backend's AVX2 kernels (its weight types need F16C; FMA where used).
-#define LLM42_AVX2 __attribute__((target("avx2,fma,f16c")))
-#endif
+#include "lib/backend/cpu/simd_targets.h"
 
 namespace llm42::internal {
 
