@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/attention.h"
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/ggml_types.h"
 #include "tests/backend_harness.h"
@@ -266,6 +267,39 @@ TEST(Attention, PromptRowsGiveTheirAloneBits) {
       ASSERT_TRUE(SameBits(alone.data(), batch.data() + i * row, row))
           << "position " << rows[i].second << " fixed " << (s == Schedule::kFixed);
     }
+  }
+}
+
+// Activation quantization (int8_dot.h) on AVX-512 gives the scalar definition's bytes, scales
+// and biases: random rows over scales from 1e-30 to 1e30, exact ties (a block whose max is 127
+// holds k + 0.5 and -(k + 0.5)), zeros, signed zeros, denormals, NaN and infinities. Checked
+// to fail with ties rounded to even (_mm512_cvtps_epi32 instead of RoundHalfAway).
+TEST(QuantizeActivations, SimdGivesTheScalarBits) {
+  if (!internal::CpuHasVnni512()) GTEST_SKIP() << "this CPU lacks AVX-512 VNNI: activations are quantized by the scalar code only";
+  std::vector<float> x;
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float scale : {1e-30f, 1e-3f, 1.0f, 7.5f, 1e30f}) {
+    for (int i = 0; i < 32 * 8; ++i) x.push_back(u(rng) * scale);
+  }
+  for (int i = 0; i < 32; ++i) x.push_back(i == 0 ? 127.0f : (i % 2 ? 1 : -1) * (static_cast<float>(i) + 0.5f));
+  for (int i = 0; i < 32; ++i) x.push_back(i % 2 ? 0.0f : -0.0f);
+  for (int i = 0; i < 32; ++i) x.push_back(static_cast<float>(i) * 1e-45f);  // denormals
+  for (float special : {NAN, INFINITY, -INFINITY}) {
+    for (int i = 0; i < 32; ++i) x.push_back(i == 5 ? special : u(rng));
+  }
+  const int64_t k = static_cast<int64_t>(x.size());
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    std::vector<internal::ActivationBlockQ8> simd(static_cast<size_t>(k / 32)), scalar(simd.size());
+    internal::QuantizeActivations(x.data(), k, type, simd.data(), true);
+    internal::QuantizeActivations(x.data(), k, type, scalar.data(), false);
+    for (size_t b = 0; b < simd.size(); ++b) {
+      ASSERT_EQ(std::memcmp(&simd[b], &scalar[b], sizeof(simd[b])), 0) << "block " << b;
+    }
+    // The ties block: 127 / 127 = 1, so value k + 0.5 rounds to k + 1, -(k + 0.5) to -(k + 1).
+    const internal::ActivationBlockQ8& ties = scalar[static_cast<size_t>(5 * 8)];
+    EXPECT_EQ(ties.q[1], 2);
+    EXPECT_EQ(ties.q[2], -3);
   }
 }
 

@@ -131,7 +131,7 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     act_q8_.resize(static_cast<size_t>(m * blocks));
     for (int64_t i = 0; i < m; ++i) {
       if ((s[i] == Schedule::kFixed ? fixed : fast).int8.one != nullptr) {
-        internal::QuantizeActivations(x + i * k, k, w.type, act_q8_.data() + i * blocks);
+        internal::QuantizeActivations(x + i * k, k, w.type, act_q8_.data() + i * blocks, simd_);
       }
     }
   }

@@ -12,8 +12,12 @@
 
 namespace llm42::internal {
 
-void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
-  const int32_t offset = type == GgmlType::kQ8_0 ? 128 : 8;
+namespace {
+
+int32_t ActivationOffset(GgmlType type) { return type == GgmlType::kQ8_0 ? 128 : 8; }
+
+void QuantizeActivationsPortable(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
+  const int32_t offset = ActivationOffset(type);
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
     float amax = 0;
@@ -27,6 +31,57 @@ void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlo
       out[b].bias[l] = -offset * (q[0] + q[1] + q[2] + q[3]);
     }
   }
+}
+
+#if LLM42_X86
+// 16 values rounded to nearest with ties away from zero (std::lround's rule), as int32 whose
+// low byte is the scalar code's int8: truncate, then, where |y| < 2^23 (the remainder
+// y - trunc(y) is exact there; larger floats are integers), step away from zero where the
+// remainder is at least a half. NaN, infinities and |y| >= 2^31 give INT32_MIN, whose low byte
+// (0) is that of the scalar conversion's result too.
+LLM42_VNNI512 inline __m512i RoundHalfAway(__m512 y) {
+  const __m512i abs_bits = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i t = _mm512_cvttps_epi32(y);
+  const __m512 rem = _mm512_sub_ps(y, _mm512_cvtepi32_ps(t));
+  const __m512 abs_rem = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(rem), abs_bits));
+  const __m512 abs_y = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), abs_bits));
+  const __mmask16 step = _mm512_cmp_ps_mask(abs_rem, _mm512_set1_ps(0.5f), _CMP_GE_OQ) &
+                         _mm512_cmp_ps_mask(abs_y, _mm512_set1_ps(0x1p23f), _CMP_LT_OQ);
+  const __mmask16 negative = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512i up = _mm512_mask_add_epi32(t, step & ~negative, t, _mm512_set1_epi32(1));
+  return _mm512_mask_sub_epi32(up, step & negative, up, _mm512_set1_epi32(1));
+}
+
+LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m256i neg_offset = _mm256_set1_epi32(-ActivationOffset(type));
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const __m512 lo = _mm512_loadu_ps(x + 32 * b), hi = _mm512_loadu_ps(x + 32 * b + 16);
+    // max(|x|, running): a NaN |x| keeps the running value, as std::fmax does.
+    __m512 amax = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(lo), abs_mask)), _mm512_setzero_ps());
+    amax = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(hi), abs_mask)), amax);
+    const float m = _mm512_reduce_max_ps(amax);
+    const float d = m / 127.0f;
+    const float inv = d > 0 ? 1.0f / d : 0.0f;
+    out[b].d = d;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m128i q0 = _mm512_cvtepi32_epi8(RoundHalfAway(_mm512_mul_ps(lo, vinv)));
+    const __m128i q1 = _mm512_cvtepi32_epi8(RoundHalfAway(_mm512_mul_ps(hi, vinv)));
+    const __m256i q = _mm256_set_m128i(q1, q0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), q);
+    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);  // 4 signed values per lane
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].bias), _mm256_mullo_epi32(sums, neg_offset));
+  }
+}
+#endif
+
+}  // namespace
+
+void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out, bool allow_simd) {
+#if LLM42_X86
+  if (allow_simd && CpuHasVnni512()) return QuantizeActivationsVnni512(x, k, type, out);
+#endif
+  QuantizeActivationsPortable(x, k, type, out);
 }
 
 namespace {
@@ -255,13 +310,6 @@ LLM42_VNNI512 void Int8Row512Fast(const uint8_t* const* w_rows, const Activation
   out[0] = FixedTreeSum(_mm256_add_ps(a0, _mm512_extractf32x8_ps(sum, 1)));
 }
 
-bool CpuHasVnni512() {
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512vnni");
-  return has;
-}
-
 template <typename W>
 Int8Kernels Vnni512Kernels(DotFamily family) {
   constexpr int kW = 4, kX = 2;
@@ -277,6 +325,17 @@ Int8Kernels Avx2Kernels(DotFamily family) {
 #endif  // LLM42_X86
 
 }  // namespace
+
+bool CpuHasVnni512() {
+#if LLM42_X86
+  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
 
 Int8Kernels SelectInt8Kernels(GgmlType type, DotFamily family, bool allow_simd) {
   if (!IsInt8Type(type)) return {};

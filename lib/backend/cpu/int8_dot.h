@@ -39,8 +39,15 @@ struct ActivationBlockQ8 {
   int32_t bias[8];
 };
 
-// Row x (k a multiple of 32) quantized for weights of `type` (q8_0 or q4_0).
-void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out);
+// Row x (k a multiple of 32) quantized for weights of `type` (q8_0 or q4_0): the scalar
+// definition above, or its AVX-512 form (the same bits: max is exact, the product the same
+// rounding, and round-half-away is truncation plus a step where the exact remainder is at least
+// a half) where the CPU has AVX-512 VNNI and allow_simd.
+void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out, bool allow_simd = true);
+
+// True when the CPU has AVX-512 F, BW, DQ, VL and VNNI (and AVX2/FMA/F16C): the 512-bit int8
+// kernels and quantization run.
+bool CpuHasVnni512();
 
 inline bool IsInt8Type(GgmlType type) { return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0; }
 
