@@ -8,6 +8,7 @@
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/simd_targets.h"
+#include "lib/backend/cpu/weight_loaders.h"
 
 #if defined(__x86_64__)
 #define LLM42_X86 1
@@ -73,9 +74,25 @@ LLM42_AVX512 void Pack(GgmlType type, const uint8_t* w, size_t row_bytes, int64_
 }
 
 
-template <int R>
+// Where a tile's weights come from, as pairs of rows in 512-bit registers: a packed panel, or
+// (Direct) the rows themselves, converted in registers.
+struct PanelWeights {
+  const float* panel;
+  LLM42_AVX512 __m512 Pair(int p, int64_t s) const { return _mm512_loadu_ps(panel + (s * kPairs + p) * 16); }
+};
+template <typename V>
+struct DirectWeights {
+  const uint8_t* row[kCols];  // nullptr past r1: zeros
+  LLM42_AVX512 __m512 Pair(int p, int64_t s) const {
+    const __m256 lo = row[2 * p] != nullptr ? V::Load8(row[2 * p], 8 * s) : _mm256_setzero_ps();
+    const __m256 hi = row[2 * p + 1] != nullptr ? V::Load8(row[2 * p + 1], 8 * s) : _mm256_setzero_ps();
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  }
+};
+
+template <int R, typename Src>
 LLM42_AVX512 void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                       const float* panel, int64_t k, const float* const* xr, float* const* yr) {
+                       const Src& src, int64_t k, const float* const* xr, float* const* yr) {
   const int64_t k8 = k / 8;
   __m512 acc[R][kPairs];
   for (int r = 0; r < R; ++r) {
@@ -83,10 +100,9 @@ LLM42_AVX512 void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_
   }
   // Unrolled in full so that the accumulators live in registers (GCC's -O2 leaves these loops).
   for (int64_t s = 0; s < k8; ++s) {
-    const float* ps = panel + s * kPairs * 16;
     __m512 wv[kPairs];
 #pragma GCC unroll 4
-    for (int p = 0; p < kPairs; ++p) wv[p] = _mm512_loadu_ps(ps + p * 16);
+    for (int p = 0; p < kPairs; ++p) wv[p] = src.Pair(p, s);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(xr[r] + 8 * s));
@@ -104,6 +120,38 @@ LLM42_AVX512 void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_
         for (int64_t t = 8 * k8; t < k; ++t) sum = std::fma(WeightAt(type, row, t), xr[r][t], sum);
         yr[r][c] = sum;
       }
+    }
+  }
+}
+// Tile<nr> for 1 <= nr <= kRows activation rows.
+template <typename Src>
+LLM42_AVX512 void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                          const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+  switch (nr) {
+    case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+    case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+    case 3: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+    case 4: return Tile<4>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+    case 5: return Tile<5>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+    default: return Tile<6>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+  }
+}
+
+template <typename V>
+LLM42_AVX512 void DirectGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                              const float* x, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
+  const float* xr[kRows];
+  float* yr[kRows];
+  for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
+    DirectWeights<V> src;
+    for (int c = 0; c < kCols; ++c) src.row[c] = c0 + c < r1 ? w + static_cast<size_t>(c0 + c) * row_bytes : nullptr;
+    for (int64_t i = 0; i < n_rows; i += kRows) {
+      const int nr = static_cast<int>(std::min<int64_t>(kRows, n_rows - i));
+      for (int j = 0; j < nr; ++j) {
+        xr[j] = x + rows[i + j] * k;
+        yr[j] = y + rows[i + j] * ldy;
+      }
+      RunTile(nr, type, w, row_bytes, c0, r1, src, k, xr, yr);
     }
   }
 }
@@ -142,19 +190,26 @@ void PackedGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, i
         xr[j] = x + rows[i + j] * k;
         yr[j] = y + rows[i + j] * ldy;
       }
-      switch (nr) {
-        case 1: Tile<1>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
-        case 2: Tile<2>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
-        case 3: Tile<3>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
-        case 4: Tile<4>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
-        case 5: Tile<5>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
-        default: Tile<6>(type, w, row_bytes, c0, r1, panel.data(), k, xr, yr); break;
-      }
+      RunTile(nr, type, w, row_bytes, c0, r1, PanelWeights{panel.data()}, k, xr, yr);
     }
   }
 #else
   (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)x, (void)k, (void)rows, (void)n_rows, (void)y,
       (void)ldy, (void)panel;
+#endif
+}
+
+void DirectGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
+                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
+#if LLM42_X86
+  switch (type) {
+    case GgmlType::kF16: return DirectGemmT<F16Vec>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
+    case GgmlType::kBF16: return DirectGemmT<Bf16Vec>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
+    default: return DirectGemmT<F32Vec>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
+  }
+#else
+  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)x, (void)k, (void)rows, (void)n_rows, (void)y,
+      (void)ldy;
 #endif
 }
 

@@ -33,6 +33,12 @@ bool PackedGemmSupports(GgmlType type);
 void PackedGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
                 int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, std::vector<float>& panel);
 
+// PackedGemm's arithmetic (the same bits) for a few activation rows (decode of several
+// sequences, short verify windows), reading the weight rows directly and converting them in
+// registers: packing is not paid back over so few rows. Needs PackedGemmAvailable().
+void DirectGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
+                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy);
+
 }  // namespace llm42::internal
 
 #endif  // LLM42_BACKEND_CPU_PACKED_GEMM_H_
