@@ -65,8 +65,8 @@ absl::StatusOr<float*> CpuBackend::Workspace(int slot, size_t n_floats) {
 
 absl::Status CpuBackend::AllocateKv(const KvShape& shape) {
   const auto n = static_cast<size_t>(shape.n_blocks * shape.block_elements()) * kv_element_bytes();
-  kv_ = std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[n]);
-  if (kv_ == nullptr) {
+  kv_ = LargeBuffer::Allocate(n);
+  if (!kv_) {
     kv_shape_ = KvShape{};
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n >> 20,
                                                      " MiB of KV cache"));
@@ -98,7 +98,7 @@ absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
 uint8_t* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
   const KvShape& k = kv_shape_;
   const int64_t matrix = int64_t{k.block_size} * k.kv_dim;
-  return kv_.get() + ((table[p / k.block_size] * k.n_layers + layer) * 2 * matrix + (p % k.block_size) * k.kv_dim) *
+  return kv_.data() + ((table[p / k.block_size] * k.n_layers + layer) * 2 * matrix + (p % k.block_size) * k.kv_dim) *
                          static_cast<int64_t>(kv_element_bytes());
 }
 
@@ -310,13 +310,13 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
 
 absl::Status CpuBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
   LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
-  std::memcpy(host.data(), kv_.get() + at, host.size());
+  std::memcpy(host.data(), kv_.data() + at, host.size());
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> host) {
   LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
-  std::memcpy(kv_.get() + at, host.data(), host.size());
+  std::memcpy(kv_.data() + at, host.data(), host.size());
   return absl::OkStatus();
 }
 
@@ -360,7 +360,7 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   const int64_t matrix = int64_t{kv_shape_.block_size} * kv_shape_.kv_dim;
   internal::KvLayerView kv;
   kv.elem = static_cast<int64_t>(kv_element_bytes());
-  kv.base = kv_.get() + layer * 2 * matrix * kv.elem;
+  kv.base = kv_.data() + layer * 2 * matrix * kv.elem;
   kv.block_stride = kv_shape_.n_layers * 2 * matrix;
   kv.v_offset = matrix;
   kv.block_size = kv_shape_.block_size;

@@ -7,6 +7,7 @@
 
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/int8_dot.h"
+#include "lib/util/large_buffer.h"
 #include "lib/util/thread_pool.h"
 
 namespace llm42 {
@@ -88,7 +89,7 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<float>> workspace_;
   KvShape kv_shape_;
   KvDtype kv_dtype_;
-  std::unique_ptr<uint8_t[]> kv_;  // [block][layer][k|v][block_size][kv_dim] of kv_dtype_, pages touched lazily
+  LargeBuffer kv_;  // [block][layer][k|v][block_size][kv_dim] of kv_dtype_, pages touched lazily
   BatchPlan batch_;
 };
 
