@@ -185,9 +185,9 @@ TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
     if (internal::SelectAttendBlock(dtype, true, 64) == nullptr) {
       GTEST_SKIP() << "this CPU lacks AVX-512 F/DQ: no blocked attention kernel to compare";
     }
-    const internal::AttendRangeFn one = internal::SelectAttendRange(dtype, true);
-    const internal::AttendRangeFn portable = internal::SelectAttendRange(dtype, false);
     for (int64_t hd : {16, 48, 64, 128}) {
+      const internal::AttendRangeFn one = internal::SelectAttendRange(dtype, true, hd);
+      const internal::AttendRangeFn portable = internal::SelectAttendRange(dtype, false, hd);
       const internal::AttendBlockFn block = internal::SelectAttendBlock(dtype, true, hd);
       ASSERT_NE(block, nullptr);
       const int64_t elem = dtype == KvDtype::kF32 ? 4 : 2, kv_dim = 2 * hd, block_size = 16, n_blocks = 8;

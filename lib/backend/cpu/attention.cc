@@ -143,6 +143,73 @@ LLM42_AVX512 inline __m512 Load8Twice(const uint8_t* p, int64_t i) {
   }
 }
 
+// Sixteen 8-lane accumulators reduced with the fixed tree at once, on transposed registers:
+// input c of (x[j], y[j]) — c = 0: x[j]'s low half, 1: its high half, 2 and 3: y[j]'s — lands in
+// quarter c, lane j of the result. Quarters first add lanes l and l + 4, then pairs add
+// (l0+l4)+(l2+l6) and (l1+l5)+(l3+l7), then those two add.
+LLM42_AVX512 inline __m512 Tree16(const __m512 (&x)[4], const __m512 (&y)[4]) {
+  __m512 s1[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    // Quarters c = the four inputs of j: (l0+l4, l1+l5, l2+l6, l3+l7).
+    s1[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x[j], y[j], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(x[j], y[j], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Per quarter: j = 0, 1 (then 2, 3) as ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) pairs.
+  const __m512 s2a = _mm512_add_ps(_mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 s2b = _mm512_add_ps(_mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Keys a (low half) and b (high half), eight elements from i.
+template <typename L>
+LLM42_AVX512 inline __m512 LoadKeyPair(const uint8_t* a, const uint8_t* b, int64_t i) {
+  if constexpr (std::is_same_v<L, F16Loader>) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * i))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * i)), 1));
+  } else if constexpr (std::is_same_v<L, Bf16Loader>) {
+    const __m256i h = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * i))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * i)), 1);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + i)),
+                              _mm256_loadu_ps(reinterpret_cast<const float*>(b) + i), 1);
+  }
+}
+
+// One query's scores against 32 keys k[0..31] (hd % 8 == 0), into s[0..31] unscaled: two keys
+// per register, and Tree16 laid out so that out[g] holds keys 16g..16g+15 in order.
+template <typename L>
+LLM42_AVX512 inline void Scores32(const float* q, int64_t hd, const uint8_t* const* k, float* s) {
+  __m512 acc[2][2][4];  // [g][x or y][j]: x[j] = keys (j, j + 4), y[j] = keys (j + 8, j + 12) of 16g
+  for (int g = 0; g < 2; ++g) {
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) acc[g][h][j] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t i = 0; i < hd; i += 8) {
+    const __m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + i));
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; ++g) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const int a = 16 * g + 8 * h + j;
+          acc[g][h][j] = _mm512_add_ps(acc[g][h][j], _mm512_mul_ps(qv, LoadKeyPair<L>(k[a], k[a + 4], i)));
+        }
+      }
+    }
+  }
+  _mm512_storeu_ps(s, Tree16(acc[0][0], acc[0][1]));
+  _mm512_storeu_ps(s + 16, Tree16(acc[1][0], acc[1][1]));
+}
+
 // Scores of 4 * G queries against keys k[0..3] (hd % 8 == 0). Register p of pair-packed queries
 // qp holds query 2p in lanes 0-7 and query 2p + 1 in lanes 8-15, eight elements per step:
 // qp[(p * steps + s) * 16 + h * 8 + l] = q[2p + h][8s + l]. The 8-lane accumulators are reduced
@@ -168,23 +235,7 @@ LLM42_AVX512 inline void Scores4(const float* qp, int64_t steps, const uint8_t* 
     }
   }
 #pragma GCC unroll 2
-  for (int g = 0; g < G; ++g) {
-    __m512 s1[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m512 x = acc[2 * g][j], y = acc[2 * g + 1][j];
-      // Quarters c = queries 4g + c at key j: (l0+l4, l1+l5, l2+l6, l3+l7).
-      s1[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-    // Per quarter: keys 0, 1 (then 2, 3) as ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) pairs.
-    const __m512 s2a = _mm512_add_ps(_mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 s2b = _mm512_add_ps(_mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    out[g] = _mm512_add_ps(_mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(2, 0, 2, 0)),
-                           _mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
+  for (int g = 0; g < G; ++g) out[g] = Tree16(acc[2 * g], acc[2 * g + 1]);
 }
 
 // o[j][d0, d0 + 16 * C) += sum over t in [t0, t1) of e[j][t - t0] * v_t, in position order, for
@@ -224,6 +275,28 @@ LLM42_AVX512 void ValueSumsAll(const KvLayerView& kv, const int32_t* table, int6
   int64_t d = 0;
   for (; d + 16 * kWide <= hd; d += 16 * kWide) ValueSums<Q, kWide, L>(kv, table, off, d, t0, t1, e, o, accumulate);
   for (; d < hd; d += 16) ValueSums<Q, 1, L>(kv, table, off, d, t0, t1, e, o, accumulate);
+}
+
+// One query on 512-bit registers (hd % 16 == 0): scores 32 keys at a time, value sums 64
+// columns at a time.
+template <typename V, typename L>
+LLM42_AVX512 Partial AttendRangeAvx512(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off,
+                                       int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o) {
+  const int64_t n = end - begin;
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int64_t t = 0;
+  for (; t + 32 <= n; t += 32) {
+    const uint8_t* k[32];
+    for (int j = 0; j < 32; ++j) k[j] = kv.key(table, begin + t + j) + off;
+    Scores32<L>(q, hd, k, scores + t);
+    _mm512_storeu_ps(scores + t, _mm512_mul_ps(_mm512_loadu_ps(scores + t), vscale));
+    _mm512_storeu_ps(scores + t + 16, _mm512_mul_ps(_mm512_loadu_ps(scores + t + 16), vscale));
+  }
+  for (; t < n; ++t) scores[t] = ScoreOne<V, L>(q, kv.key(table, begin + t) + off, hd) * scale;
+  const Partial p = Exponentiate(scores, n);
+  const float* e = scores;
+  ValueSumsAll<1, L>(kv, table, off, hd, begin, end, &e, &o, false);
+  return p;
 }
 
 template <int G, typename V, typename L>
@@ -299,20 +372,29 @@ LLM42_AVX512 void AttendBlockAvx512(const float* const* q, int n, const KvLayerV
 }
 #endif  // __x86_64__
 
-template <typename L, typename V>
-AttendRangeFn AttendRangeFor(bool simd) {
+bool CpuHasAvx512() {
 #if defined(__x86_64__)
+  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return has;
+#else
+  return false;
+#endif
+}
+
+template <typename L, typename V>
+AttendRangeFn AttendRangeFor(bool simd, int64_t hd) {
+#if defined(__x86_64__)
+  if (simd && CpuHasAvx512() && hd % 16 == 0) return AttendRangeAvx512<V, L>;
   if (simd && CpuHasAvx2()) return AttendRangeAvx2<V, L>;
 #endif
-  (void)simd;
+  (void)simd, (void)hd;
   return AttendRangePortable<L>;
 }
 
 template <typename L, typename V>
 AttendBlockFn AttendBlockFor(bool simd, int64_t hd) {
 #if defined(__x86_64__)
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  if (simd && has && hd % 16 == 0) return AttendBlockAvx512<V, L>;
+  if (simd && CpuHasAvx512() && hd % 16 == 0) return AttendBlockAvx512<V, L>;
 #endif
   (void)simd, (void)hd;
   return nullptr;
@@ -326,11 +408,11 @@ struct F16Vec {};
 struct Bf16Vec {};
 #endif
 
-AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd) {
+AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd, int64_t hd) {
   switch (dtype) {
-    case KvDtype::kF16: return AttendRangeFor<F16Loader, F16Vec>(simd);
-    case KvDtype::kBf16: return AttendRangeFor<Bf16Loader, Bf16Vec>(simd);
-    default: return AttendRangeFor<F32Loader, F32Vec>(simd);
+    case KvDtype::kF16: return AttendRangeFor<F16Loader, F16Vec>(simd, hd);
+    case KvDtype::kBf16: return AttendRangeFor<Bf16Loader, Bf16Vec>(simd, hd);
+    default: return AttendRangeFor<F32Loader, F32Vec>(simd, hd);
   }
 }
 

@@ -45,9 +45,10 @@ struct Partial {
 using AttendRangeFn = Partial (*)(const float* q, const KvLayerView& kv, const int32_t* table, int64_t off,
                                   int64_t hd, float scale, int64_t begin, int64_t end, float* scores, float* o);
 
-// The one-query kernel for this CPU and KV element type: 256-bit vectors where the CPU has AVX2
-// (and simd), else portable scalar code.
-AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd);
+// The one-query kernel for this CPU, KV element type and head size: 512-bit vectors where the
+// CPU has AVX-512 (F, DQ) and hd is a multiple of 16 (two keys' 8 lanes per register, 32 scores
+// reduced at once), 256-bit ones where it has AVX2 (and simd), else portable scalar code.
+AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd, int64_t hd);
 
 // Up to kMaxBlockQueries queries that share a KV head and a block table, each over its own
 // [begin, end[j]): AttendRange's arithmetic for each query, computed together — every key and

@@ -353,7 +353,7 @@ absl::Status CpuBackend::StoreKv(int64_t layer, const float* k, const float* v) 
 absl::Status CpuBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape,
                                    float* out, Schedules s) {
   using internal::Partial;
-  const internal::AttendRangeFn attend = internal::SelectAttendRange(kv_dtype_, simd_);
+  const internal::AttendRangeFn attend = internal::SelectAttendRange(kv_dtype_, simd_, shape.head_dim);
   const auto n_tokens = static_cast<int64_t>(batch_.positions.size());
   const int32_t* positions = batch_.positions.data();
   const int32_t* const* tables = batch_.block_tables.data();
