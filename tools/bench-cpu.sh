@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CPU kernel benchmarks of docs/benchmarks.md in one run: llama-bench's shapes (pp512, tg64
 # at depths 0, 512 and 1900) for every weight type, the KV cache in f32 and f16 at depth 1900,
-# and llama-batched-bench's shape, each printed with the FMA peak and read bandwidth measured in
-# the same run. Makes the llama-110m models it lacks.
+# llama-1b f16's pp512 and tg32, and llama-batched-bench's shape, each printed with the FMA peak
+# and read bandwidth measured in the same run (and the GEMMs and GEMVs alone). Makes the models
+# it lacks.
 #
 #   tools/bench-cpu.sh [BUILD_DIR] [MODEL_DIR]     (defaults: build, /tmp/llm42-models)
 set -euo pipefail
@@ -14,7 +15,7 @@ threads=${THREADS:-2}
 mkdir -p "$models"
 
 dtypes=(f32 f16 bf16 q8_0 q4_0)
-steps=$(( ${#dtypes[@]} * 2 + 3 ))
+steps=$(( ${#dtypes[@]} * 2 + 4 ))
 step=0
 progress() { step=$((step + 1)); echo "[$step/$steps] $*" >&2; }
 
@@ -22,6 +23,8 @@ for d in "${dtypes[@]}"; do
   m="$models/llama-110m-$d.gguf"
   [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
 done
+big="$models/llama-1b-f16.gguf"
+[[ -f $big ]] || "$llm42" make-model --preset llama-1b --dtype f16 --out "$big" >/dev/null
 
 echo "## pp512 and tg64 at depth 0 and 512 ($threads threads)"
 for d in "${dtypes[@]}"; do
@@ -38,6 +41,11 @@ for kv in f32 f16; do
   progress "depth 1900, KV $kv"
   "$llm42" bench --model "$models/llama-110m-f16.gguf" --threads "$threads" --tg 64 --depth 1900 --kv_dtype "$kv"
 done
+
+echo
+echo "## pp512 and tg32, llama-1b f16"
+progress "llama-1b f16"
+"$llm42" bench --model "$big" --threads "$threads" --pp 512 --tg 32
 
 echo
 echo "## llama-batched-bench's shape, f16"

@@ -12,8 +12,9 @@
 
 namespace llm42 {
 
-// The reference backend: multi-threaded, AVX2/FMA/F16C kernels chosen at run time with a
-// portable fallback. Its memory is host memory: weights stay in the mapped model file, the KV
+// The reference backend: multi-threaded, AVX-512 (F/DQ/VL, VNNI for quantized weights) or
+// AVX2/FMA/F16C kernels chosen at run time, with a portable fallback; the fixed schedule's bits
+// are the same on all three. Its memory is host memory: weights stay in the mapped model file, the KV
 // storage is f32 (or f16 or bf16, by choice), and every op runs synchronously on the calling
 // thread and the pool.
 class CpuBackend final : public Backend {
@@ -45,9 +46,10 @@ class CpuBackend final : public Backend {
                        float* y, Schedules s) override;
   // fast: 1-row GEMV kernel or 4-row register tiles; fixed: the fixed dot family (row_dot.h)
   // in groups of up to 4 rows, each row's bits independent of its group. Where the CPU has
-  // AVX-512, 8 or more rows of a schedule go through the packed GEMM (packed_gemm.h), which
-  // computes the fixed family's arithmetic. fast rows of q8_0/q4_0 weights take integer dot
-  // products against 8-bit activations (int8_dot.h), two activation rows per weight load.
+  // AVX-512, 2 or more rows of a schedule go through the register-blocked GEMM (packed_gemm.h:
+  // weights read directly below 96 rows, packed from there), which computes the fixed family's
+  // arithmetic. Rows of q8_0/q4_0 weights take integer dot products against 8-bit activations
+  // (int8_dot.h).
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                       Schedules s) override;
   absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;
