@@ -118,18 +118,7 @@ LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const 
   return p;
 }
 
-// Sixteen stored elements from i as f32, and eight from i in both halves of a register.
-template <typename L>
-LLM42_AVX512 inline __m512 Load16(const uint8_t* p, int64_t i) {
-  if constexpr (std::is_same_v<L, F16Loader>) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
-  } else if constexpr (std::is_same_v<L, Bf16Loader>) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-  } else {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i);
-  }
-}
+// Eight stored elements from i in both halves of a register.
 template <typename L>
 LLM42_AVX512 inline __m512 Load8Twice(const uint8_t* p, int64_t i) {
   if constexpr (std::is_same_v<L, F16Loader>) {

@@ -191,6 +191,35 @@ LLM42_AVX512VL void GemvRows(const uint8_t* const* w, const float* x, int64_t k,
   }
 }
 
+// fast decode on 512-bit registers: R weight rows against one activation row, 16-lane
+// accumulators (two per row over alternate 16-element steps), one conversion per 16 weights;
+// its own bits (the lanes' sum in _mm512_reduce_add_ps's order, then the tail).
+template <typename L, int R>
+LLM42_AVX512 void GemvRows512(const uint8_t* const* w, const float* x, int64_t k, float* out) {
+  __m512 acc[R][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; ++u) {
+      const __m512 xv = _mm512_loadu_ps(x + i + 16 * u);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][u] = _mm512_fmadd_ps(Load16<L>(w[r], i + 16 * u), xv, acc[r][u]);
+    }
+  }
+  for (; i + 16 <= k; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r][0] = _mm512_fmadd_ps(Load16<L>(w[r], i), xv, acc[r][0]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+    for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
+    out[r] = s;
+  }
+}
+
 template <typename V, typename L>
 LLM42_AVX2 void Avx2RowDotT(const uint8_t* w, const float* const* x, int n_x, int64_t k, float* out) {
   switch (n_x) {
@@ -298,13 +327,13 @@ Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
 
 WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
 #if LLM42_X86
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512dq");
   if (allow_simd && has) {
     const bool fixed = family == DotFamily::kFixed;
     const Gemv4Fn fn = Avx2ByType<Gemv4Fn>(type, [fixed](auto t) -> Gemv4Fn {
       using T = decltype(t);
-      return fixed ? GemvRows<typename T::V, typename T::L, kWideGemvRows, 1>
-                   : GemvRows<typename T::V, typename T::L, kFastWideGemvRows, 2>;
+      return fixed ? GemvRows<typename T::V, typename T::L, kWideGemvRows, 1> : GemvRows512<typename T::L, kFastWideGemvRows>;
     });
     if (fn != nullptr) return {fn, fixed ? kWideGemvRows : kFastWideGemvRows};
   }

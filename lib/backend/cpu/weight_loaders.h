@@ -6,6 +6,7 @@
 // lookup, attention) and eight at a time on AVX2.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "lib/util/ggml_types.h"
 
@@ -77,6 +78,19 @@ struct Bf16Vec {
     return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
   }
 };
+
+// Sixteen elements of a row in L's type from i, as f32 (AVX-512 F).
+template <typename L>
+LLM42_AVX512 inline __m512 Load16(const uint8_t* p, int64_t i) {
+  if constexpr (std::is_same_v<L, F16Loader>) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+  } else if constexpr (std::is_same_v<L, Bf16Loader>) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  } else {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  }
+}
 #endif
 
 }  // namespace llm42::internal
