@@ -247,28 +247,41 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
   }
 }
 
+void CpuBackend::ForRows(int64_t m, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  // Rows on the pool when there is enough work to pay for the hand-off (a prompt), else here.
+  pool_.ParallelFor(m, m * n < kMinParallelWork ? m : std::max<int64_t>(1, m / (pool_.size() * 4)), fn);
+}
+
 absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n,
                                  float eps, float* y, Schedules) {
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * n;
-    float* yi = y + i * n;
-    double sum = 0;
-    for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(xi[j] * xi[j]);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
-    for (int64_t j = 0; j < n; ++j) yi[j] = xi[j] * scale * weight[j];
-  }
+  ForRows(m, n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xi = x + i * n;
+      float* yi = y + i * n;
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(xi[j] * xi[j]);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+      for (int64_t j = 0; j < n; ++j) yi[j] = xi[j] * scale * weight[j];
+    }
+  });
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::AddBias(float* y, int64_t m, int64_t n, const float* bias) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
-  }
+  ForRows(m, n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
+    }
+  });
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::Add(float* y, const float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+  constexpr int64_t kRow = 1024;  // elements per work item
+  const int64_t items = (static_cast<int64_t>(n) + kRow - 1) / kRow;
+  ForRows(items, kRow, [&](int64_t i0, int64_t i1) {
+    for (auto i = static_cast<size_t>(i0 * kRow); i < std::min(n, static_cast<size_t>(i1 * kRow)); ++i) y[i] += x[i];
+  });
   return absl::OkStatus();
 }
 
@@ -282,29 +295,31 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
   // Pair p rotates elements (first(p), first(p) + stride).
   const int64_t stride = rope.neox ? half : 1;
   const int64_t step = rope.neox ? 1 : 2;
-  thread_local std::vector<float> cs;
-  cs.resize(static_cast<size_t>(rope.n_rot));
-  for (int64_t i = 0; i < m; ++i) {
-    float theta = static_cast<float>(positions[i]) * rope.freq_scale;
-    for (int64_t p = 0; p < half; ++p) {
-      const float t = rope.freq_factors != nullptr ? theta / rope.freq_factors[p] : theta;
-      double sin_t, cos_t;
-      PortableSinCos(t, &sin_t, &cos_t);
-      cs[static_cast<size_t>(2 * p)] = static_cast<float>(cos_t);
-      cs[static_cast<size_t>(2 * p) + 1] = static_cast<float>(sin_t);
-      theta *= theta_scale;
-    }
-    for (int64_t h = 0; h < n_heads; ++h) {
-      float* v = x + (i * n_heads + h) * head_dim;
+  ForRows(m, n_heads * head_dim, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> cs;
+    cs.resize(static_cast<size_t>(rope.n_rot));
+    for (int64_t i = r0; i < r1; ++i) {
+      float theta = static_cast<float>(positions[i]) * rope.freq_scale;
       for (int64_t p = 0; p < half; ++p) {
-        const float c = cs[static_cast<size_t>(2 * p)], sn = cs[static_cast<size_t>(2 * p) + 1];
-        float* a = v + p * step;
-        const float x0 = a[0], x1 = a[stride];
-        a[0] = x0 * c - x1 * sn;
-        a[stride] = x0 * sn + x1 * c;
+        const float t = rope.freq_factors != nullptr ? theta / rope.freq_factors[p] : theta;
+        double sin_t, cos_t;
+        PortableSinCos(t, &sin_t, &cos_t);
+        cs[static_cast<size_t>(2 * p)] = static_cast<float>(cos_t);
+        cs[static_cast<size_t>(2 * p) + 1] = static_cast<float>(sin_t);
+        theta *= theta_scale;
+      }
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* v = x + (i * n_heads + h) * head_dim;
+        for (int64_t p = 0; p < half; ++p) {
+          const float c = cs[static_cast<size_t>(2 * p)], sn = cs[static_cast<size_t>(2 * p) + 1];
+          float* a = v + p * step;
+          const float x0 = a[0], x1 = a[stride];
+          a[0] = x0 * c - x1 * sn;
+          a[stride] = x0 * sn + x1 * c;
+        }
       }
     }
-  }
+  });
   return absl::OkStatus();
 }
 
@@ -500,13 +515,15 @@ absl::Status CpuBackend::SwiGlu(const float* gate, const float* up, int64_t m, i
   // PortableExpfShifted (PortableExpf's bits). out may be gate or up.
   const int64_t total = m * n;
   constexpr int64_t kChunk = 256;
-  float e[kChunk];
-  for (int64_t i0 = 0; i0 < total; i0 += kChunk) {
-    const int64_t len = std::min(kChunk, total - i0);
-    for (int64_t j = 0; j < len; ++j) e[j] = -gate[i0 + j];
-    PortableExpfShifted(e, 0.0f, e, len);  // e^(-g - 0) = e^-g, bit for bit
-    for (int64_t j = 0; j < len; ++j) out[i0 + j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
-  }
+  ForRows((total + kChunk - 1) / kChunk, kChunk, [&](int64_t c0, int64_t c1) {
+    float e[kChunk];
+    for (int64_t i0 = c0 * kChunk; i0 < std::min(total, c1 * kChunk); i0 += kChunk) {
+      const int64_t len = std::min(kChunk, total - i0);
+      for (int64_t j = 0; j < len; ++j) e[j] = -gate[i0 + j];
+      PortableExpfShifted(e, 0.0f, e, len);  // e^(-g - 0) = e^-g, bit for bit
+      for (int64_t j = 0; j < len; ++j) out[i0 + j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
+    }
+  });
   return absl::OkStatus();
 }
 

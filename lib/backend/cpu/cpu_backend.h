@@ -2,6 +2,7 @@
 #define LLM42_BACKEND_CPU_CPU_BACKEND_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -70,6 +71,9 @@ class CpuBackend final : public Backend {
   static constexpr int64_t kAttentionChunk = 256;
 
  private:
+  // fn over row ranges of [0, m) of n elements each: on the pool when the work pays for it.
+  // Row-wise ops keep their bits (each row's arithmetic is the same wherever it runs).
+  void ForRows(int64_t m, int64_t n, const std::function<void(int64_t, int64_t)>& fn);
   // Keys of position p of a sequence with block table `table` in layer `layer`; its values
   // follow block_size * kv_dim floats later.
   uint8_t* Key(int64_t layer, const int32_t* table, int64_t p) const;
