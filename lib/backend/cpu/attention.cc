@@ -132,27 +132,6 @@ LLM42_AVX512 inline __m512 Load8Twice(const uint8_t* p, int64_t i) {
   }
 }
 
-// Sixteen 8-lane accumulators reduced with the fixed tree at once, on transposed registers:
-// input c of (x[j], y[j]) — c = 0: x[j]'s low half, 1: its high half, 2 and 3: y[j]'s — lands in
-// quarter c, lane j of the result. Quarters first add lanes l and l + 4, then pairs add
-// (l0+l4)+(l2+l6) and (l1+l5)+(l3+l7), then those two add.
-LLM42_AVX512 inline __m512 Tree16(const __m512 (&x)[4], const __m512 (&y)[4]) {
-  __m512 s1[4];
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    // Quarters c = the four inputs of j: (l0+l4, l1+l5, l2+l6, l3+l7).
-    s1[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x[j], y[j], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_f32x4(x[j], y[j], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  // Per quarter: j = 0, 1 (then 2, 3) as ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) pairs.
-  const __m512 s2a = _mm512_add_ps(_mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 s2b = _mm512_add_ps(_mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm512_add_ps(_mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 // Keys a (low half) and b (high half), eight elements from i.
 template <typename L>
 LLM42_AVX512 inline __m512 LoadKeyPair(const uint8_t* a, const uint8_t* b, int64_t i) {
@@ -172,7 +151,7 @@ LLM42_AVX512 inline __m512 LoadKeyPair(const uint8_t* a, const uint8_t* b, int64
 }
 
 // One query's scores against 32 keys k[0..31] (hd % 8 == 0), into s[0..31] unscaled: two keys
-// per register, and Tree16 laid out so that out[g] holds keys 16g..16g+15 in order.
+// per register, and FixedTreeSum16 laid out so that out[g] holds keys 16g..16g+15 in order.
 template <typename L>
 LLM42_AVX512 inline void Scores32(const float* q, int64_t hd, const uint8_t* const* k, float* s) {
   __m512 acc[2][2][4];  // [g][x or y][j]: x[j] = keys (j, j + 4), y[j] = keys (j + 8, j + 12) of 16g
@@ -195,8 +174,8 @@ LLM42_AVX512 inline void Scores32(const float* q, int64_t hd, const uint8_t* con
       }
     }
   }
-  _mm512_storeu_ps(s, Tree16(acc[0][0], acc[0][1]));
-  _mm512_storeu_ps(s + 16, Tree16(acc[1][0], acc[1][1]));
+  _mm512_storeu_ps(s, FixedTreeSum16(acc[0][0], acc[0][1]));
+  _mm512_storeu_ps(s + 16, FixedTreeSum16(acc[1][0], acc[1][1]));
 }
 
 // Scores of 4 * G queries against keys k[0..3] (hd % 8 == 0). Register p of pair-packed queries
@@ -224,7 +203,7 @@ LLM42_AVX512 inline void Scores4(const float* qp, int64_t steps, const uint8_t* 
     }
   }
 #pragma GCC unroll 2
-  for (int g = 0; g < G; ++g) out[g] = Tree16(acc[2 * g], acc[2 * g + 1]);
+  for (int g = 0; g < G; ++g) out[g] = FixedTreeSum16(acc[2 * g], acc[2 * g + 1]);
 }
 
 // o[j][d0, d0 + 16 * C) += sum over t in [t0, t1) of e[j][t - t0] * v_t, in position order, for

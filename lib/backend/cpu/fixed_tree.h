@@ -2,8 +2,8 @@
 #define LLM42_BACKEND_CPU_FIXED_TREE_H_
 
 // The fixed family's reduction of an 8-lane accumulator, ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
-// (row_dot.h), on a 256-bit register: the one definition every AVX2/AVX-512 kernel uses, so
-// their bits stay the portable code's.
+// (row_dot.h), on a 256-bit register, and sixteen of them at once on 512-bit registers: the
+// definitions every AVX2/AVX-512 kernel uses, so their bits stay the portable code's.
 #if defined(__x86_64__)
 #include "lib/backend/cpu/simd_targets.h"
 
@@ -16,6 +16,27 @@ __attribute__((target("avx2"))) inline float FixedTreeSum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));     // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Sixteen 8-lane accumulators reduced with the fixed tree at once, on transposed registers:
+// input c of (x[j], y[j]) — c = 0: x[j]'s low half, 1: its high half, 2 and 3: y[j]'s — lands in
+// quarter c, lane j of the result. Quarters first add lanes l and l + 4, then pairs add
+// (l0+l4)+(l2+l6) and (l1+l5)+(l3+l7), then those two add.
+LLM42_AVX512 inline __m512 FixedTreeSum16(const __m512 (&x)[4], const __m512 (&y)[4]) {
+  __m512 s1[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    // Quarters c = the four inputs of j: (l0+l4, l1+l5, l2+l6, l3+l7).
+    s1[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x[j], y[j], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(x[j], y[j], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Per quarter: j = 0, 1 (then 2, 3) as ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) pairs.
+  const __m512 s2a = _mm512_add_ps(_mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 s2b = _mm512_add_ps(_mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(s2a, s2b, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 }  // namespace llm42::internal

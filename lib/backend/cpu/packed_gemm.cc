@@ -110,6 +110,20 @@ LLM42_AVX512 void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_
       for (int p = 0; p < kPairs; ++p) acc[r][p] = _mm512_fmadd_ps(wv[p], xv, acc[r][p]);
     }
   }
+  if (k % 8 == 0 && c0 + kCols <= r1) {
+    // Whole panels without tail elements: two activation rows' 8 outputs reduced at once
+    // (FixedTreeSum16: quarter 0 holds row r's even columns, 1 its odd ones, 2 and 3 row r + 1's),
+    // put back in column order, stored as 8 consecutive floats per row.
+    const __m512i order = _mm512_set_epi32(15, 11, 14, 10, 13, 9, 12, 8, 7, 3, 6, 2, 5, 1, 4, 0);
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r += 2) {
+      const int r2 = r + 1 < R ? r + 1 : r;
+      const __m512 sums = _mm512_permutexvar_ps(order, FixedTreeSum16(acc[r], acc[r2]));
+      _mm256_storeu_ps(yr[r] + c0, _mm512_castps512_ps256(sums));
+      if (r2 != r) _mm256_storeu_ps(yr[r2] + c0, _mm512_extractf32x8_ps(sums, 1));
+    }
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     for (int p = 0; p < kPairs; ++p) {
       for (int h = 0; h < 2; ++h) {
