@@ -17,6 +17,10 @@
 #define LLM42_X86 1
 #endif
 
+
+
+
+
 namespace llm42::internal {
 namespace {
 
@@ -191,30 +195,34 @@ LLM42_AVX512VL void GemvRows(const uint8_t* const* w, const float* x, int64_t k,
   }
 }
 
-// fast decode on 512-bit registers: R weight rows against one activation row, 16-lane
-// accumulators (two per row over alternate 16-element steps), one conversion per 16 weights;
-// its own bits (the lanes' sum in _mm512_reduce_add_ps's order, then the tail).
-template <typename L, int R>
+// fast decode on 512-bit registers: R weight rows against one activation row, U 16-lane
+// accumulators per row over alternate 16-element steps, one conversion per 16 weights; its own
+// bits (the accumulators added in order, the lanes in _mm512_reduce_add_ps's order, then the tail).
+template <typename L, int R, int U>
 LLM42_AVX512 void GemvRows512(const uint8_t* const* w, const float* x, int64_t k, float* out) {
-  __m512 acc[R][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  __m512 acc[R][U];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm512_setzero_ps();
+  }
   int64_t i = 0;
-  for (; i + 32 <= k; i += 32) {
-#pragma GCC unroll 2
-    for (int u = 0; u < 2; ++u) {
+  for (; i + 16 * U <= k; i += 16 * U) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
       const __m512 xv = _mm512_loadu_ps(x + i + 16 * u);
-#pragma GCC unroll 16
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r][u] = _mm512_fmadd_ps(Load16<L>(w[r], i + 16 * u), xv, acc[r][u]);
     }
   }
   for (; i + 16 <= k; i += 16) {
     const __m512 xv = _mm512_loadu_ps(x + i);
-#pragma GCC unroll 16
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r][0] = _mm512_fmadd_ps(Load16<L>(w[r], i), xv, acc[r][0]);
   }
   for (int r = 0; r < R; ++r) {
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+    for (int u = 1; u < U; ++u) acc[r][0] = _mm512_add_ps(acc[r][0], acc[r][u]);
+    float s = _mm512_reduce_add_ps(acc[r][0]);
     for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
     out[r] = s;
   }
@@ -331,11 +339,15 @@ WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
                           __builtin_cpu_supports("avx512dq");
   if (allow_simd && has) {
     const bool fixed = family == DotFamily::kFixed;
-    const Gemv4Fn fn = Avx2ByType<Gemv4Fn>(type, [fixed](auto t) -> Gemv4Fn {
+    // fast: 16-bit rows one at a time (a single sequential stream: measured 45 GB/s against 31-37
+    // for 8 interleaved rows on llama-110m f16), f32 rows eight at a time (the other way round).
+    const int rows = fixed ? kWideGemvRows : type == GgmlType::kF32 ? 8 : 1;
+    const Gemv4Fn fn = Avx2ByType<Gemv4Fn>(type, [fixed, rows](auto t) -> Gemv4Fn {
       using T = decltype(t);
-      return fixed ? GemvRows<typename T::V, typename T::L, kWideGemvRows, 1> : GemvRows512<typename T::L, kFastWideGemvRows>;
+      if (fixed) return GemvRows<typename T::V, typename T::L, kWideGemvRows, 1>;
+      return rows == 8 ? GemvRows512<typename T::L, 8, 2> : GemvRows512<typename T::L, 1, 2>;
     });
-    if (fn != nullptr) return {fn, fixed ? kWideGemvRows : kFastWideGemvRows};
+    if (fn != nullptr) return {fn, rows};
   }
 #endif
   (void)type;

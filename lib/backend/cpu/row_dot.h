@@ -43,12 +43,12 @@ TileDotFn SelectTileDot(GgmlType type, bool allow_simd = true);
 // fixed: four weight rows against one activation row, out[r]. nullptr where there is none.
 using Gemv4Fn = void (*)(const uint8_t* const* w_rows, const float* x, int64_t k, float* out);
 Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd = true);
-// Many weight rows against one activation row (decode), out[r], with AVX-512VL's 32 vector
-// registers: fixed, sixteen independent 8-lane chains with the fixed per-pair arithmetic; fast,
-// eight rows with two chains each (other bits). f32, f16 and bf16 where the CPU has AVX-512 F
-// and VL; fn nullptr otherwise.
+// Weight rows against one activation row (decode), out[r] for `rows` rows, with AVX-512's 32
+// vector registers: fixed, sixteen independent 8-lane chains with the fixed per-pair arithmetic;
+// fast (other bits), 16-lane accumulators — f16 and bf16 one row at a time (one sequential
+// stream), f32 eight rows at a time. f32, f16 and bf16 where the CPU has AVX-512 F, DQ and VL;
+// fn nullptr otherwise.
 inline constexpr int kWideGemvRows = 16;
-inline constexpr int kFastWideGemvRows = 8;
 struct WideGemv {
   Gemv4Fn fn = nullptr;
   int rows = 0;
