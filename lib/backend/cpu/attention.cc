@@ -180,10 +180,8 @@ LLM42_AVX512 inline void Scores32(const float* q, int64_t hd, const uint8_t* con
 
 // Scores of 4 * G queries against keys k[0..3] (hd % 8 == 0). Register p of pair-packed queries
 // qp holds query 2p in lanes 0-7 and query 2p + 1 in lanes 8-15, eight elements per step:
-// qp[(p * steps + s) * 16 + h * 8 + l] = q[2p + h][8s + l]. The 8-lane accumulators are reduced
-// with the fixed tree on transposed registers: quarters (128 bits) first add lanes l and l + 4,
-// then pairs add (l0+l4)+(l2+l6) and (l1+l5)+(l3+l7), then those two add. out[g] holds, in quarter
-// c, the scores of query 4g + c against keys 0..3.
+// qp[(p * steps + s) * 16 + h * 8 + l] = q[2p + h][8s + l]. Reduced by FixedTreeSum16: out[g]
+// holds, in quarter c, the scores of query 4g + c against keys 0..3.
 template <int G, typename L>
 LLM42_AVX512 inline void Scores4(const float* qp, int64_t steps, const uint8_t* const* k, __m512* out) {
   constexpr int P = 2 * G;

@@ -312,7 +312,7 @@ LLM42_VNNI512 void Int8Row512Fast(const uint8_t* const* w_rows, const Activation
 
 template <typename W>
 Int8Kernels Vnni512Kernels(DotFamily family) {
-  constexpr int kW = 4, kX = 2;
+  constexpr int kW = 4, kX = 4;
   if (family == DotFamily::kFixed) return {Int8Tile512<W, 1, 1>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX};
   return {Int8Row512Fast<W>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX};
 }
