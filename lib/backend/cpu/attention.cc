@@ -338,15 +338,6 @@ LLM42_AVX512 void AttendBlockAvx512(const float* const* q, int n, const KvLayerV
 }
 #endif  // __x86_64__
 
-bool CpuHasAvx512() {
-#if defined(__x86_64__)
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return has;
-#else
-  return false;
-#endif
-}
-
 template <typename L, typename V>
 AttendRangeFn AttendRangeFor(bool simd, int64_t hd) {
 #if defined(__x86_64__)

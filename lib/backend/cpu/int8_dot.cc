@@ -326,17 +326,6 @@ Int8Kernels Avx2Kernels(DotFamily family) {
 
 }  // namespace
 
-bool CpuHasVnni512() {
-#if LLM42_X86
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512vnni");
-  return has;
-#else
-  return false;
-#endif
-}
-
 Int8Kernels SelectInt8Kernels(GgmlType type, DotFamily family, bool allow_simd) {
   if (!IsInt8Type(type)) return {};
 #if LLM42_X86

@@ -45,9 +45,6 @@ struct ActivationBlockQ8 {
 // a half) where the CPU has AVX-512 VNNI and allow_simd.
 void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out, bool allow_simd = true);
 
-// True when the CPU has AVX-512 F, BW, DQ, VL and VNNI (and AVX2/FMA/F16C): the 512-bit int8
-// kernels and quantization run.
-bool CpuHasVnni512();
 
 inline bool IsInt8Type(GgmlType type) { return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0; }
 

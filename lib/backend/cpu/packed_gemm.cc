@@ -180,7 +180,7 @@ bool PackedGemmSupports(GgmlType type) {
 bool PackedGemmAvailable(bool allow_simd) {
 #if LLM42_X86
   // LLM42_CPU_PACKED=off turns it off (to measure what it pays).
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+  static const bool has = CpuHasAvx512() &&
                           !(std::getenv("LLM42_CPU_PACKED") != nullptr && std::strcmp(std::getenv("LLM42_CPU_PACKED"), "off") == 0);
   return allow_simd && has;
 #else

@@ -261,6 +261,26 @@ bool CpuHasAvx2() {
 #endif
 }
 
+bool CpuHasAvx512() {
+#if LLM42_X86
+  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl");
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool CpuHasVnni512() {
+#if LLM42_X86
+  static const bool has =
+      CpuHasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 template <template <typename> class Portable>
@@ -335,9 +355,7 @@ Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
 
 WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
 #if LLM42_X86
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512dq");
-  if (allow_simd && has) {
+  if (allow_simd && CpuHasAvx512()) {
     const bool fixed = family == DotFamily::kFixed;
     // fast: 16-bit rows one at a time (a single sequential stream: measured 45 GB/s against 31-37
     // for 8 interleaved rows on llama-110m f16), f32 rows eight at a time (the other way round).
