@@ -1,9 +1,12 @@
 # Every function of the C ABI is reachable from the bindings: each llm42_* function declared in
-# HEADER must be called in SWIG (the language-neutral interface) or be listed in C_ONLY with the
-# reason; a listed function that is wrapped after all, or not in the header, fails too.
-#   cmake -DHEADER=llm42.h -DSWIG=llm42.i -DC_ONLY=c_only.txt -P bindings_parity.cmake
+# HEADER must be called in SWIG (the language-neutral interface) or SWIG_HELPER (the handle box it
+# includes) or be listed in C_ONLY with the reason; a listed function that is wrapped after all, or
+# not in the header, fails too.
+#   cmake -DHEADER=llm42.h -DSWIG=llm42.i -DSWIG_HELPER=handle_box.h -DC_ONLY=c_only.txt -P bindings_parity.cmake
 file(READ ${HEADER} header)
 file(READ ${SWIG} swig)
+file(READ ${SWIG_HELPER} helper)
+string(APPEND swig "${helper}")
 file(STRINGS ${C_ONLY} listed REGEX "^llm42_")
 string(REGEX MATCHALL "LLM42_API[^;]*[ *](llm42_[a-z0-9_]+)\\(" decls "${header}")
 set(functions "")

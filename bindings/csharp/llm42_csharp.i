@@ -1,5 +1,5 @@
 /* C#: namespace Llm42 (swig -namespace Llm42), native library llm42_csharp. Classes are
- * IDisposable (Dispose frees the handle at once; the finalizer is the safety net), methods
+ * IDisposable (Dispose frees the native handle; the finalizer frees what Dispose leaves), methods
  * PascalCase, strings explicitly marshalled as UTF-8 both ways (whatever the platform's default
  * string marshalling), token lists int[], failures Llm42.Llm42Exception. */
 %module llm42
@@ -52,7 +52,36 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
 
 %rename("%(camelcase)s", %$isfunction) "";
 %rename("%(regex:/^LLM42_(MODE_|STAT_|RECEIPT_|DECODE_PATH_)?(.*)$/\\2/)s", %$isenumitem) "";
-%ignore close;  // Dispose() is the close
+/* Dispose() is the close: it frees the native handle (handle_box.h: at once, or when the calls
+ * other threads are making with it return; later calls throw FAILED_PRECONDITION). The small
+ * native box that held it goes with the finalizer, which runs only once the object is unreachable
+ * (each call passes a HandleRef to it), so no thread can hold the box's pointer then. */
+%rename(CloseHandle) close;
+%csmethodmodifiers close "internal";
+%typemap(csdispose) SWIGTYPE %{
+  ~$csclassname() {
+    Dispose(false);
+  }
+
+  public void Dispose() {
+    Dispose(true);
+  }
+%}
+%typemap(csdisposing, methodname="Dispose", methodmodifiers="protected", parameters="bool disposing") SWIGTYPE {
+    lock(this) {
+      if (swigCPtr.Handle != global::System.IntPtr.Zero) {
+        if (disposing) {
+          CloseHandle();
+        } else {
+          if (swigCMemOwn) {
+            swigCMemOwn = false;
+            $imcall;
+          }
+          swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
+        }
+      }
+    }
+  }
 // Constants are C# consts: no getter call (a string one would need SWIG's string callback).
 %csconst(1);
 
@@ -197,8 +226,8 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
   }
 
   /// <summary>The next chunk, or null at the end of the stream, read on the thread pool. Cancelling
-  /// the token cancels the request; the task then ends in OperationCanceledException. Dispose the
-  /// request only once the task has ended.</summary>
+  /// the token cancels the request; the task then ends in OperationCanceledException. Disposing
+  /// the request while the task runs cancels it too.</summary>
   public global::System.Threading.Tasks.Task<string> ReadTextAsync(
       global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
     var registration = cancel.Register(Cancel);  // now: a token cancelled already cancels at once

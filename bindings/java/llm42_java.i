@@ -1,5 +1,5 @@
 /* Java: package ai.llm42 (swig -package ai.llm42), JNI library llm42_jni. Classes are
- * AutoCloseable (close() frees the handle; use try-with-resources), methods lowerCamelCase,
+ * AutoCloseable (close() frees the native handle; use try-with-resources), methods lowerCamelCase,
  * strings UTF-8 both ways (not JNI's modified UTF-8), token lists int[], failures
  * ai.llm42.Llm42Exception. */
 %module llm42
@@ -149,9 +149,12 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
   jenv->SetIntArrayRegion($result, 0, static_cast<jsize>(v.size()), reinterpret_cast<const jint*>(v.data()));
 }
 
-/* AutoCloseable: close() is SWIG's delete() and frees the handle at once. A
- * java.lang.ref.Cleaner (not a finalizer, deprecated since Java 9) frees the handles of objects
- * that become unreachable unclosed; it captures only the pointer. */
+/* AutoCloseable: close() frees the native handle (handle_box.h: at once, or when the calls other
+ * threads are making with it return; later calls throw FAILED_PRECONDITION). The small native box
+ * that held it is freed by a java.lang.ref.Cleaner (not a finalizer, deprecated since Java 9) once
+ * the object is unreachable — then no thread can be inside one of its methods, each of which
+ * passes `this` to JNI — and the Cleaner also frees the handles of objects collected unclosed;
+ * it captures only the pointer. */
 %typemap(javainterfaces) SWIGTYPE "AutoCloseable"
 %typemap(javafinalize) SWIGTYPE ""
 %typemap(javabody) SWIGTYPE %{
@@ -172,7 +175,9 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
     return (obj == null) ? 0 : obj.swigCPtr;
   }
 %}
-%typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized") SWIGTYPE {
+/* SWIG's delete(), private: freeing the box while another thread may hold its pointer is what
+ * the Cleaner avoids. */
+%typemap(javadestruct, methodname="delete", methodmodifiers="private synchronized") SWIGTYPE {
     if (swigCPtr != 0) {
       if (swigCMemOwn) {
         swigCMemOwn = false;
@@ -184,17 +189,19 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 %typemap(javacode) SWIGTYPE %{
   @Override
   public void close() {
-    delete();
+    closeHandle();
   }
 %}
-%ignore close;
+%rename(closeHandle) close;
+%javamethodmodifiers close "private";
 
 /* Request streams as an Iterable<String> (readText(-1) until null) or a Flow.Publisher<String>,
  * and completes as a CompletableFuture. */
 %typemap(javainterfaces) llm42_swig_request "AutoCloseable, Iterable<String>"
 %typemap(javacode) llm42_swig_request %{
   // The binding's own background readers (publisher(), completion()): close() cancels the
-  // request and waits for them to leave the native handle before it is freed.
+  // request and waits for them to end before it frees the handle, so their consumers see the
+  // (cancelled) stream's end rather than a closed request.
   private final java.util.Set<java.util.concurrent.CompletableFuture<?>> background =
       java.util.concurrent.ConcurrentHashMap.newKeySet();
 
@@ -217,7 +224,7 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
         }
       }
     }
-    delete();
+    closeHandle();
   }
 
   /** The committed text chunk by chunk, each as soon as it is verified, until the request ends. */

@@ -95,6 +95,8 @@ void _set_exception_class(PyObject* cls) {
 }
 %typemap(typecheck, precedence=SWIG_TYPECHECK_STRING) const llm42_swig::Bytes& { $1 = PyBytes_Check($input) ? 1 : 0; }
 
+/* ReceiptCheck holds no handle: Python frees it with its last reference. */
+%ignore llm42_swig_receipt_check::close;
 %include "../swig/llm42.i"
 
 %pythoncode %{

@@ -1,8 +1,9 @@
 /* llm42.i — the language-neutral SWIG interface to the C ABI (include/llm42/llm42.h).
  *
- * Every handle becomes a class through %extend on a small box that holds the C handle, so that
- * close() (Java AutoCloseable, C# Dispose, Python context managers) frees the handle at once and
- * any later call raises FAILED_PRECONDITION instead of touching freed memory. Failures raise the
+ * Every handle becomes a class through %extend on a box that holds the C handle (handle_box.h), so
+ * that close() (Java AutoCloseable, C# Dispose, Python context managers) frees the handle — at
+ * once, or when the calls other threads are making with it return — and any later call raises
+ * FAILED_PRECONDITION instead of touching freed memory. Failures raise the
  * language's Llm42Exception carrying the status and llm42_last_error()'s message: methods throw
  * llm42_swig::Error, and the one %exception below hands it to LLM42_SWIG_RAISE, which each
  * language's .i defines. Methods are snake_case here; the Java and C# files rename them.
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "handle_box.h"
 #include "llm42/llm42.h"
 
 namespace llm42_swig {
@@ -55,21 +57,8 @@ class LogQueue {
   std::deque<std::pair<int32_t, std::string>> messages_;
 };
 
-struct Error {
-  llm42_status status;
-  std::string message;
-};
-
 inline void Check(llm42_status s) {
   if (s != LLM42_OK) throw Error{s, llm42_last_error()};
-}
-
-template <typename Box>
-auto Handle(Box* box, const char* what) -> decltype(box->h) {
-  if (box == nullptr || box->h == nullptr) {
-    throw Error{LLM42_FAILED_PRECONDITION, std::string(what) + " is closed"};
-  }
-  return box->h;
 }
 
 // Calls fill(buf, capacity, &n) with a growing buffer until the result fits.
@@ -142,12 +131,12 @@ static_assert(static_cast<int>(llm42_swig_finish_reason::CANCELLED) == LLM42_FIN
               static_cast<int>(llm42_swig_finish_reason::NONE) == LLM42_FINISH_NONE,
               "FinishReason must mirror llm42_finish_reason");
 
-// The boxes SWIG wraps. h is nullptr once closed.
-struct llm42_swig_determinism { llm42_determinism* h = nullptr; };
-struct llm42_swig_session_options { llm42_session_options* h = nullptr; };
-struct llm42_swig_session { llm42_session* h = nullptr; };
-struct llm42_swig_request_options { llm42_request_options* h = nullptr; };
-struct llm42_swig_request { llm42_request* h = nullptr; };
+// The boxes SWIG wraps (handle_box.h: closing one while another thread uses it is safe).
+struct llm42_swig_determinism : llm42_swig::Box<llm42_determinism> { using Box::Box; };
+struct llm42_swig_session_options : llm42_swig::Box<llm42_session_options> { using Box::Box; };
+struct llm42_swig_session : llm42_swig::Box<llm42_session> { using Box::Box; };
+struct llm42_swig_request_options : llm42_swig::Box<llm42_request_options> { using Box::Box; };
+struct llm42_swig_request : llm42_swig::Box<llm42_request> { using Box::Box; };
 %}
 
 %include <stdint.i>
@@ -204,6 +193,8 @@ struct llm42_swig_receipt_check {};
 
 %extend llm42_swig_receipt_check {
   ~llm42_swig_receipt_check() { delete $self; }
+  /* Holds no handle: nothing to free before the object itself goes (every class has close()). */
+  void close() {}
   llm42_receipt_outcome outcome() { return static_cast<llm42_receipt_outcome>($self->outcome); }
   bool reproduced() { return $self->outcome == LLM42_RECEIPT_REPRODUCED; }
   /* The first differing output position for OTHER_OUTPUT, else -1. */
@@ -214,20 +205,12 @@ struct llm42_swig_receipt_check {};
 
 %extend llm42_swig_determinism {
   llm42_swig_determinism(llm42_mode mode) {
-    auto* box = new llm42_swig_determinism;
-    const llm42_status s = llm42_determinism_create(mode, &box->h);
-    if (s != LLM42_OK) delete box;
-    llm42_swig::Check(s);
-    return box;
+    llm42_determinism* h = nullptr;
+    llm42_swig::Check(llm42_determinism_create(mode, &h));
+    return new llm42_swig_determinism(h);
   }
-  ~llm42_swig_determinism() {
-    llm42_determinism_destroy($self->h);
-    delete $self;
-  }
-  void close() {
-    llm42_determinism_destroy($self->h);
-    $self->h = nullptr;
-  }
+  ~llm42_swig_determinism() { $self->Delete(); }
+  void close() { $self->Close(); }
   void set_window(int32_t tokens) {
     llm42_swig::Check(llm42_determinism_set_window(llm42_swig::Handle($self, "Determinism"), tokens));
   }
@@ -276,20 +259,12 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
 
 %extend llm42_swig_session_options {
   llm42_swig_session_options() {
-    auto* box = new llm42_swig_session_options;
-    const llm42_status s = llm42_session_options_create(&box->h);
-    if (s != LLM42_OK) delete box;
-    llm42_swig::Check(s);
-    return box;
+    llm42_session_options* h = nullptr;
+    llm42_swig::Check(llm42_session_options_create(&h));
+    return new llm42_swig_session_options(h);
   }
-  ~llm42_swig_session_options() {
-    llm42_session_options_destroy($self->h);
-    delete $self;
-  }
-  void close() {
-    llm42_session_options_destroy($self->h);
-    $self->h = nullptr;
-  }
+  ~llm42_swig_session_options() { $self->Delete(); }
+  void close() { $self->Close(); }
   void set_model_path(const std::string& path) {
     llm42_swig::Check(llm42_session_options_set_model_path(llm42_swig::Handle($self, "SessionOptions"), path.c_str()));
   }
@@ -331,20 +306,12 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
 
 %extend llm42_swig_request_options {
   llm42_swig_request_options() {
-    auto* box = new llm42_swig_request_options;
-    const llm42_status s = llm42_request_options_create(&box->h);
-    if (s != LLM42_OK) delete box;
-    llm42_swig::Check(s);
-    return box;
+    llm42_request_options* h = nullptr;
+    llm42_swig::Check(llm42_request_options_create(&h));
+    return new llm42_swig_request_options(h);
   }
-  ~llm42_swig_request_options() {
-    llm42_request_options_destroy($self->h);
-    delete $self;
-  }
-  void close() {
-    llm42_request_options_destroy($self->h);
-    $self->h = nullptr;
-  }
+  ~llm42_swig_request_options() { $self->Delete(); }
+  void close() { $self->Close(); }
   void set_prompt(const std::string& text) {
     llm42_swig::Check(llm42_request_options_set_prompt(llm42_swig::Handle($self, "RequestOptions"), text.data(), text.size()));
   }
@@ -406,20 +373,15 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
 }
 
 %extend llm42_swig_request {
-  ~llm42_swig_request() {
-    llm42_request_destroy($self->h);
-    delete $self;
-  }
+  ~llm42_swig_request() { $self->Delete(); }
   /* Cancels if still running and frees the handle. */
-  void close() {
-    llm42_request_destroy($self->h);
-    $self->h = nullptr;
-  }
+  void close() { $self->Close(); }
   /* Text committed since the last call; "" when nothing new arrived within timeout_ms (0 = don't
    * wait, -1 = forever); None / null once the request has finished and everything was read, so a
    * zero-timeout frame loop can never mistake the end for a quiet frame and lose the last chunk. */
   llm42_swig::Text read_text(int32_t timeout_ms) {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     std::vector<char> buf(4096);
     for (;;) {
       size_t n = 0;
@@ -437,7 +399,8 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   /* Token ids committed since the last call; empty when nothing new arrived within timeout_ms;
    * None / null once the request has finished and every token was read. */
   llm42_swig::Tokens read_tokens(int32_t timeout_ms) {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     std::vector<int32_t> buf(256);
     size_t n = 0;
     const llm42_status s = llm42_request_read_tokens(r, buf.data(), buf.size(), &n, timeout_ms);
@@ -461,37 +424,44 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
     return static_cast<llm42_swig_finish_reason>(llm42_request_finish_reason(llm42_swig::Handle($self, "Request")));
   }
   std::vector<int32_t> output_tokens() {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     return llm42_swig::ReadAll<int32_t>([r](int32_t* b, size_t c, size_t* n) { return llm42_request_output_tokens(r, b, c, n); });
   }
   std::string output_text() {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([r](char* b, size_t c, size_t* n) { return llm42_request_output_text(r, b, c, n); }));
   }
   int64_t effective_seed() { return static_cast<int64_t>(llm42_request_effective_seed(llm42_swig::Handle($self, "Request"))); }
   /* Each committed token's logprob (a deterministic request's from the fixed schedule). */
   std::vector<float> logprobs() {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     return llm42_swig::ReadAll<float>([r](float* b, size_t c, size_t* n) { return llm42_request_logprobs(r, b, c, n); });
   }
   /* The logprob of each prompt token after the ones before it (prompt length - 1 values). */
   std::vector<float> prompt_logprobs() {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     return llm42_swig::ReadAll<float>([r](float* b, size_t c, size_t* n) { return llm42_request_prompt_logprobs(r, b, c, n); });
   }
   /* The top-N per committed token, N entries per token, most likely first: their ids ... */
   std::vector<int32_t> top_logprob_tokens() {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     return llm42_swig::ReadAll<int32_t>([r](int32_t* b, size_t c, size_t* n) { return llm42_request_top_logprobs(r, b, nullptr, c, n); });
   }
   /* ... and their logprobs. */
   std::vector<float> top_logprob_values() {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     return llm42_swig::ReadAll<float>([r](float* b, size_t c, size_t* n) { return llm42_request_top_logprobs(r, nullptr, b, c, n); });
   }
   /* The reproducibility receipt of a finished deterministic request (docs/receipts.md). */
   llm42_swig::Bytes receipt() {
-    llm42_request* r = llm42_swig::Handle($self, "Request");
+    const auto use = llm42_swig::Handle($self, "Request");
+    llm42_request* r = use;
     const std::vector<char> v = llm42_swig::ReadAll<char>([r](char* b, size_t c, size_t* n) { return llm42_request_receipt(r, b, c, n); });
     return llm42_swig::Bytes{std::string(v.begin(), v.end())};
   }
@@ -504,38 +474,30 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
 
 %extend llm42_swig_session {
   llm42_swig_session(llm42_swig_session_options* options) {
-    llm42_session_options* o = llm42_swig::Handle(options, "SessionOptions");
-    auto* box = new llm42_swig_session;
-    const llm42_status s = llm42_session_create(o, &box->h);
-    if (s != LLM42_OK) delete box;
-    llm42_swig::Check(s);
-    return box;
+    const auto use = llm42_swig::Handle(options, "SessionOptions");
+    llm42_session* h = nullptr;
+    llm42_swig::Check(llm42_session_create(use, &h));
+    return new llm42_swig_session(h);
   }
-  ~llm42_swig_session() {
-    llm42_session_destroy($self->h);
-    delete $self;
-  }
+  ~llm42_swig_session() { $self->Delete(); }
   /* Cancels outstanding requests and frees the model; requests stay usable (finished). */
-  void close() {
-    llm42_session_destroy($self->h);
-    $self->h = nullptr;
-  }
+  void close() { $self->Close(); }
   llm42_swig_request* submit(llm42_swig_request_options* options) {
     llm42_request* r = nullptr;
     llm42_swig::Check(llm42_request_submit(llm42_swig::Handle($self, "Session"),
                                            llm42_swig::Handle(options, "RequestOptions"), &r));
-    auto* box = new llm42_swig_request;
-    box->h = r;
-    return box;
+    return new llm42_swig_request(r);
   }
   std::vector<int32_t> tokenize(const std::string& text, bool add_special) {
-    llm42_session* s = llm42_swig::Handle($self, "Session");
+    const auto use = llm42_swig::Handle($self, "Session");
+    llm42_session* s = use;
     return llm42_swig::ReadAll<int32_t>([&](int32_t* b, size_t c, size_t* n) {
       return llm42_session_tokenize(s, text.data(), text.size(), add_special ? 1 : 0, b, c, n);
     });
   }
   std::string detokenize(const std::vector<int32_t>& tokens) {
-    llm42_session* s = llm42_swig::Handle($self, "Session");
+    const auto use = llm42_swig::Handle($self, "Session");
+    llm42_session* s = use;
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([&](char* b, size_t c, size_t* n) {
       return llm42_session_detokenize(s, tokens.data(), tokens.size(), b, c, n);
     }));
@@ -547,7 +509,8 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   }
   /* The model's SHA-256 fingerprint, 64 hex digits (llm42_session_fingerprint). */
   std::string fingerprint() {
-    llm42_session* s = llm42_swig::Handle($self, "Session");
+    const auto use = llm42_swig::Handle($self, "Session");
+    llm42_session* s = use;
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([s](char* b, size_t c, size_t* n) { return llm42_session_fingerprint(s, b, c, n); }));
   }
   /* Checks a receipt against this session's model and schedule and replays it. */
@@ -570,7 +533,8 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
     return v;
   }
   std::string stats_json() {
-    llm42_session* s = llm42_swig::Handle($self, "Session");
+    const auto use = llm42_swig::Handle($self, "Session");
+    llm42_session* s = use;
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([s](char* b, size_t c, size_t* n) { return llm42_session_stats_json(s, b, c, n); }));
   }
 }

@@ -337,6 +337,39 @@ public class Llm42Test {
   }
 
   @Test
+  public void closeWhileAnotherThreadReads() throws Exception {
+    // close() lands while a reader thread is inside readText(-1): the request is cancelled, its
+    // handle freed once the reader's call returns, and the reader's loop ends with the stream's
+    // end or FAILED_PRECONDITION (bindings/swig/handle_box.h). Bindings that destroyed the handle
+    // at once crashed the JVM here.
+    for (int attempt = 0; attempt < 12; ++attempt) {
+      Request r;
+      try (RequestOptions ro = prompt(900)) {
+        ro.setIgnoreEos(true);
+        r = session.submit(ro);
+      }
+      java.util.concurrent.atomic.AtomicReference<Object> ended = new java.util.concurrent.atomic.AtomicReference<>();
+      Thread reader = new Thread(() -> {
+        try {
+          for (String chunk : r) {
+            assertTrue(chunk != null);
+          }
+          ended.set("end");
+        } catch (Llm42Exception e) {
+          ended.set(e.getStatus());
+        }
+      });
+      reader.start();
+      Thread.sleep(attempt % 4);
+      r.close();
+      reader.join(60000);
+      assertFalse(reader.isAlive());
+      assertTrue(String.valueOf(ended.get()), "end".equals(ended.get()) || ended.get() == Status.FAILED_PRECONDITION);
+      assertStatus(Status.FAILED_PRECONDITION, r::isFinished);
+    }
+  }
+
+  @Test
   public void readTextWithZeroTimeoutNeverBlocks() {
     try (RequestOptions ro = prompt(4); Request r = session.submit(ro)) {
       // A zero-timeout frame loop: "" is a quiet frame, null the end; nothing is lost.

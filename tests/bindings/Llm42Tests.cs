@@ -175,6 +175,35 @@ public class Llm42Tests {
     }
   }
 
+  // Dispose lands while a ReadTextAsync task is inside ReadText(-1) on the thread pool: the
+  // request is cancelled, its handle freed once the read returns, and the task ends with the
+  // stream's end or FAILED_PRECONDITION (bindings/swig/handle_box.h). Bindings that destroyed the
+  // handle at once crashed the runtime here.
+  [Test]
+  public void DisposeWhileAnotherThreadReads() {
+    for (int attempt = 0; attempt < 12; ++attempt) {
+      Request r;
+      using (var ro = Prompt(900)) {
+        ro.SetIgnoreEos(true);
+        r = session.Submit(ro);
+      }
+      var reading = System.Threading.Tasks.Task.Run(() => {
+        try {
+          for (string chunk; (chunk = r.ReadTextAsync().Result) != null;) {}
+          return "end";
+        } catch (AggregateException e) {
+          var failed = (Llm42Exception)e.InnerException;
+          return failed.Status.ToString();
+        }
+      });
+      Thread.Sleep(attempt % 4);
+      r.Dispose();
+      Assert.IsTrue(reading.Wait(60000));
+      Assert.That(reading.Result, Is.EqualTo("end").Or.EqualTo(Status.FAILED_PRECONDITION.ToString()));
+      AssertStatus(Status.FAILED_PRECONDITION, () => r.IsFinished());
+    }
+  }
+
   [Test]
   public void LogGoesToTheHost() {
     llm42.SetLogLevel(1);  // info

@@ -293,6 +293,33 @@ class BindingTest(unittest.TestCase):
             self.assertEqual(r.finish_reason(), llm42.FinishReason.CANCELLED)
             self.assertLess(len(r.output_tokens()), 1000)
 
+    def test_close_while_another_thread_reads(self):
+        # close() lands while a reader thread is inside read_text(-1) (the GIL released): the
+        # request is cancelled, its handle freed once the reader's call returns, and the reader's
+        # loop ends with the stream's end or FAILED_PRECONDITION (bindings/swig/handle_box.h).
+        # Bindings that destroyed the handle at once segfaulted here.
+        for attempt in range(12):
+            with request_options(max_tokens=900, ignore_eos=True) as ro:
+                r = self.session.submit(ro)
+            ended = []
+
+            def read():
+                try:
+                    for _ in r:
+                        pass
+                    ended.append("end")
+                except llm42.Llm42Exception as e:
+                    ended.append(e.status)
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            time.sleep(0.001 * (attempt % 4))
+            r.close()
+            reader.join(timeout=60)
+            self.assertFalse(reader.is_alive())
+            self.assertIn(ended[0], ("end", llm42.Status.FAILED_PRECONDITION))
+            self.assertStatus(llm42.Status.FAILED_PRECONDITION, r.is_finished)
+
     def test_waiting_releases_the_gil(self):
         with request_options(max_tokens=900, ignore_eos=True) as ro, self.session.submit(ro) as r:
             waiter = threading.Thread(target=r.wait_for, args=(-1,))
