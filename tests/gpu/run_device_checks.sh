@@ -68,7 +68,10 @@ maker=$!
 say ""
 say "## Tests"
 step ops 60 "$tests" "$build/tests/backend_ops_test" --gtest_filter='*/cuda:BackendRegistry.*'
-step ops_own_fixed_gemm 30 "$tests" env LLM42_CUDA_OWN_FIXED_GEMM=1 "$build/tests/backend_ops_test" \
+# The fixed GEMM's fallbacks forced: the tensor-core kernel, then the FMA chains.
+step ops_tensor_core_fixed_gemm 30 "$tests" env LLM42_CUDA_OWN_FIXED_GEMM=1 "$build/tests/backend_ops_test" \
+  --gtest_filter='*/cuda'
+step ops_fma_fixed_gemm 30 "$tests" env LLM42_CUDA_OWN_FIXED_GEMM=fma "$build/tests/backend_ops_test" \
   --gtest_filter='*/cuda'
 step end_to_end 150 "$tests" "$build/tests/gpu_end_to_end_test"
 say ""

@@ -101,47 +101,6 @@ __global__ void ToHalfKernel(const float* x, size_t n, Half type, void* out) {
   }
 }
 
-// 64x64 outputs per block of 256 threads, 4x4 per thread, k in steps of 16 through shared
-// memory; out-of-range elements load as 0, which leaves every chain's value unchanged.
-constexpr int kGemmTile = 64, kGemmDepth = 16;
-
-__global__ void FixedGemmKernel(const void* x, const void* w, Half type, float* y, int64_t m, int64_t n, int64_t k) {
-  __shared__ float xs[kGemmDepth][kGemmTile + 1], ws[kGemmDepth][kGemmTile + 1];
-  const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kGemmTile, col0 = static_cast<int64_t>(blockIdx.x) * kGemmTile;
-  float acc[4][4] = {};
-  for (int64_t k0 = 0; k0 < k; k0 += kGemmDepth) {
-    for (int i = static_cast<int>(threadIdx.x); i < kGemmTile * kGemmDepth; i += blockDim.x) {
-      const int r = i / kGemmDepth, c = i % kGemmDepth;
-      const int64_t kk = k0 + c;
-      xs[c][r] = row0 + r < m && kk < k ? Load(x, type, static_cast<size_t>((row0 + r) * k + kk)) : 0.0f;
-      ws[c][r] = col0 + r < n && kk < k ? Load(w, type, static_cast<size_t>((col0 + r) * k + kk)) : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int c = 0; c < kGemmDepth; ++c) {
-      float a[4], b[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        a[i] = xs[c][ty * 4 + i];
-        b[i] = ws[c][tx * 4 + i];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-      }
-    }
-    __syncthreads();
-  }
-  for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 4; ++j) {
-      const int64_t r = row0 + ty * 4 + i, c = col0 + tx * 4 + j;
-      if (r < m && c < n) y[r * n + c] = acc[i][j];
-    }
-  }
-}
-
 __device__ inline __nv_bfloat16* KvKey(const KvArgs& kv, int64_t layer, const int32_t* table, int64_t p) {
   const int64_t matrix = static_cast<int64_t>(kv.block_size) * kv.kv_dim;
   return static_cast<__nv_bfloat16*>(kv.base) + (table[p / kv.block_size] * kv.n_layers + layer) * 2 * matrix +
@@ -279,14 +238,6 @@ cudaError_t LaunchScatterRows(const float* src, int64_t n_cols, const int32_t* r
   if (n_rows == 0) return cudaSuccess;
   ScatterKernel<<<dim3(Blocks(static_cast<size_t>(n_cols)), static_cast<unsigned>(n_rows)), kThreads, 0, stream>>>(
       src, n_cols, rows, y);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchFixedGemm(const void* x, const void* w, Half type, float* y, int64_t m, int64_t n, int64_t k,
-                            cudaStream_t stream) {
-  if (m == 0 || n == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>((n + kGemmTile - 1) / kGemmTile), static_cast<unsigned>((m + kGemmTile - 1) / kGemmTile));
-  FixedGemmKernel<<<grid, 256, 0, stream>>>(x, w, type, y, m, n, k);
   return cudaGetLastError();
 }
 

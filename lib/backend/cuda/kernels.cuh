@@ -1,7 +1,8 @@
 #ifndef LLM42_BACKEND_CUDA_KERNELS_CUH_
 #define LLM42_BACKEND_CUDA_KERNELS_CUH_
 
-// Launchers of the CUDA backend's own kernels (everything but the GEMMs, which are cuBLASLt's).
+// Launchers of the CUDA backend's own kernels (everything but the GEMMs: cuBLASLt's, and the
+// fixed schedule's own in fixed_gemm.cuh).
 // Plain declarations, so host C++ can call them; each returns the launch's error. Activations
 // are f32; weights and the KV storage hold 16-bit floats (Half::kBf16 or Half::kF16).
 #include <cuda_runtime.h>
@@ -48,12 +49,6 @@ cudaError_t LaunchGatherRows(const float* x, int64_t n_cols, const int32_t* rows
                              cudaStream_t stream);
 cudaError_t LaunchScatterRows(const float* src, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* y,
                               cudaStream_t stream);
-// y[m][n] (f32) = x[m][k] * w[n][k]^T, x and w both of the 16-bit `type`: llm42's own fixed
-// GEMM, the fallback where no cuBLASLt algorithm passes LtGemm's row-invariance check. Every
-// output is one thread's f32 FMA chain over k = 0..k-1, so a row's bits depend on its own x
-// row and w only, never on m. Slow (no tensor cores): about what a CUDA core does.
-cudaError_t LaunchFixedGemm(const void* x, const void* w, Half type, float* y, int64_t m, int64_t n, int64_t k,
-                            cudaStream_t stream);
 // out = x rounded to the 16-bit type (activations for a GEMM).
 cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStream_t stream);
 // Row i's keys and values (f32 [rows][kv_dim]) into layer `layer` at positions[i].

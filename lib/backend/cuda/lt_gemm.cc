@@ -1,6 +1,9 @@
 #include "lib/backend/cuda/lt_gemm.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <vector>
 
@@ -24,6 +27,25 @@ constexpr int64_t kCheckM = 256;
 constexpr int kCandidates = 8;
 
 Half HalfOf(cudaDataType_t t) { return t == CUDA_R_16F ? Half::kF16 : Half::kBf16; }
+
+// "" when `got` equals `ref` (both rows of n) to within f32 rounding of a different summation
+// order: per row, 2e-3 of the row's largest |ref| plus 1e-5. A wrong kernel (a misplaced
+// fragment, a skipped k step) misses by the size of the values themselves.
+std::string DisagreementWithReference(const std::vector<float>& got, const std::vector<float>& ref, int64_t n) {
+  for (size_t row0 = 0; row0 < ref.size(); row0 += static_cast<size_t>(n)) {
+    float scale = 0;
+    for (int64_t j = 0; j < n; ++j) scale = std::max(scale, std::abs(ref[row0 + static_cast<size_t>(j)]));
+    const float tolerance = 2e-3f * scale + 1e-5f;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t i = row0 + static_cast<size_t>(j);
+      if (!(std::abs(got[i] - ref[i]) <= tolerance)) {
+        return absl::StrCat("output (", row0 / static_cast<size_t>(n), ", ", j, ") is ", got[i],
+                            " where the FMA chains give ", ref[i]);
+      }
+    }
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -66,24 +88,6 @@ absl::Status LtGemm::Describe(const Key& key, Plan& p) {
 absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t n, int64_t k, cudaDataType_t type) {
   const ShapeKey shape{n, k, static_cast<int>(type)};
   if (auto it = fixed_.find(shape); it != fixed_.end()) return &it->second;
-  Fixed choice;
-  choice.why = "own kernel: no cuBLASLt candidate";
-  // Candidates: the heuristic's for m = kCheckM with no workspace.
-  Plan probe;
-  if (absl::Status s = Describe(Key{kCheckM, n, k, static_cast<int>(type), true}, probe); !s.ok()) return s;
-  cublasLtMatmulPreference_t pref = nullptr;
-  LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t no_workspace = 0;
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-  int found = 0;
-  cublasStatus_t st =
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &no_workspace, sizeof no_workspace);
-  if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(handle_, probe.desc, probe.a, probe.b, probe.c, probe.c, pref, kCandidates,
-                                        results, &found);
-  }
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) return FromCublas(st, "cublasLtMatmulAlgoGetHeuristic");
 
   // The self-check's data: kCheckM random rows (a fixed xorshift, so every run checks the same).
   std::vector<uint16_t> host_x(static_cast<size_t>(kCheckM * k));
@@ -99,14 +103,59 @@ absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t 
   LLM42_ASSIGN_OR_RETURN(DeviceBuffer dy, DeviceBuffer::Allocate(static_cast<size_t>(kCheckM * n) * sizeof(float)));
   LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpy(dx.get(), host_x.data(), host_x.size() * 2, cudaMemcpyHostToDevice));
   std::vector<float> full(static_cast<size_t>(kCheckM * n)), part(full.size());
+  auto fetch = [&](std::vector<float>& dst, int64_t m) -> absl::Status {
+    LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), dy.get(), static_cast<size_t>(m * n) * sizeof(float),
+                                               cudaMemcpyDeviceToHost, stream_));
+    LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  };
+  // Runs `run(m)` (writing m x n outputs into dy) at m = kCheckM, 1, 7 and 64; "" when every
+  // row of the smaller runs equals the same row of m = kCheckM bitwise, else why not. Leaves the
+  // m = kCheckM outputs in `full`.
+  auto row_invariance = [&](const std::function<absl::Status(int64_t)>& run) -> absl::StatusOr<std::string> {
+    for (int64_t m : {kCheckM, int64_t{1}, int64_t{7}, int64_t{64}}) {
+      if (absl::Status s = run(m); !s.ok()) return s;
+      if (absl::Status s = fetch(m == kCheckM ? full : part, m); !s.ok()) return s;
+      if (m != kCheckM && std::memcmp(part.data(), full.data(), static_cast<size_t>(m * n) * sizeof(float)) != 0) {
+        return absl::StrCat("rows of m = ", m, " differ from those of m = ", kCheckM);
+      }
+    }
+    return std::string();
+  };
 
-  // LLM42_CUDA_OWN_FIXED_GEMM=1 forces the fallback (the device script tests it that way).
-  const char* force_own = std::getenv("LLM42_CUDA_OWN_FIXED_GEMM");
-  if (force_own != nullptr && std::strcmp(force_own, "1") == 0) found = 0;
+  // LLM42_CUDA_OWN_FIXED_GEMM=1 skips cuBLASLt, =fma the tensor-core kernel too.
+  const char* force_env = std::getenv("LLM42_CUDA_OWN_FIXED_GEMM");
+  std::string force = force_env == nullptr ? "" : force_env;
+  if (force != "1" && force != "fma") force.clear();
+  Fixed choice;
   std::string rejected;  // why each candidate failed, for the log
-  for (int i = 0; i < found && choice.own_kernel; ++i) {
+  auto reject = [&](const std::string& who, const std::string& why) {
+    absl::StrAppend(&rejected, rejected.empty() ? "" : "; ", who, ": ", why);
+  };
+
+  // 1. A pinned cuBLASLt algorithm: candidates are the heuristic's for m = kCheckM, no workspace.
+  int found = 0;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  if (force.empty()) {
+    Plan probe;
+    if (absl::Status s = Describe(Key{kCheckM, n, k, static_cast<int>(type), true}, probe); !s.ok()) return s;
+    cublasLtMatmulPreference_t pref = nullptr;
+    LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t no_workspace = 0;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &no_workspace, sizeof no_workspace);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatmulAlgoGetHeuristic(handle_, probe.desc, probe.a, probe.b, probe.c, probe.c, pref, kCandidates,
+                                          results, &found);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+      return FromCublas(st, "cublasLtMatmulAlgoGetHeuristic");
+    }
+  }
+  for (int i = 0; i < found; ++i) {
     cublasLtMatmulAlgo_t algo = results[i].algo;
-    const std::string tag = absl::StrCat(rejected.empty() ? "" : "; ", "candidate ", i + 1, ": ");
+    const std::string who = absl::StrCat("cuBLASLt candidate ", i + 1);
     // Split-K off where the heuristic turned it on (with no workspace it should not have).
     int32_t splits = 1;
     size_t written = 0;
@@ -118,7 +167,7 @@ absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t 
               CUBLAS_STATUS_SUCCESS ||
           cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
                                                sizeof no_reduction) != CUBLAS_STATUS_SUCCESS) {
-        absl::StrAppend(&rejected, tag, "split-K ", splits, " cannot be turned off");
+        reject(who, absl::StrCat("split-K ", splits, " cannot be turned off"));
         continue;
       }
     }
@@ -137,46 +186,60 @@ absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t 
       if (!unsupported.empty()) break;
     }
     if (!unsupported.empty()) {
-      absl::StrAppend(&rejected, tag, unsupported);
+      reject(who, unsupported);
       continue;
     }
-    // Bitwise self-check on the real weight: rows of m = 1, 7, 64 against m = kCheckM.
-    int64_t differs_at = 0;
-    for (int64_t m : {kCheckM, int64_t{1}, int64_t{7}, int64_t{64}}) {
+    LLM42_ASSIGN_OR_RETURN(std::string differs, row_invariance([&](int64_t m) -> absl::Status {
       Plan p;
       if (absl::Status s = Describe(Key{m, n, k, static_cast<int>(type), true}, p); !s.ok()) return s;
       p.algo = algo;
-      if (absl::Status s = Launch(p, dx.get(), m, w, n, k, type, dy.as<float>(), true); !s.ok()) return s;
-      std::vector<float>& dst = m == kCheckM ? full : part;
-      LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), dy.get(), static_cast<size_t>(m * n) * sizeof(float),
-                                                 cudaMemcpyDeviceToHost, stream_));
-      LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-      if (m != kCheckM && differs_at == 0 &&
-          std::memcmp(part.data(), full.data(), static_cast<size_t>(m * n) * sizeof(float)) != 0) {
-        differs_at = m;
-      }
-    }
-    if (differs_at != 0) {
-      absl::StrAppend(&rejected, tag, "rows of m = ", differs_at, " differ from those of m = ", kCheckM);
+      return Launch(p, dx.get(), m, w, n, k, type, dy.as<float>(), true);
+    }));
+    if (!differs.empty()) {
+      reject(who, differs);
       continue;
     }
     int32_t id = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &written);
-    choice.own_kernel = false;
+    choice.own.reset();
     choice.algo = algo;
     choice.why = absl::StrCat("cublasLt algo ", id, " (candidate ", i + 1, " of ", found, ", checked)");
+    break;
   }
-  if (choice.own_kernel && found > 0) {
-    choice.why = absl::StrCat("own kernel: none of ", found, " cuBLASLt candidates passed (", rejected, ")");
+
+  // 2. The tensor-core kernel: row-invariant, and within rounding of the FMA chains.
+  if (choice.own.has_value() && force != "fma") {
+    auto own = [&](FixedGemmKind kind, int64_t m) -> absl::Status {
+      LLM42_CUDA_RETURN_IF_ERROR(LaunchFixedGemm(kind, dx.get(), w, HalfOf(type), dy.as<float>(), m, n, k, stream_));
+      return absl::OkStatus();
+    };
+    LLM42_ASSIGN_OR_RETURN(std::string why, row_invariance([&](int64_t m) {
+      return own(FixedGemmKind::kTensorCore, m);
+    }));
+    if (why.empty()) {
+      if (absl::Status s = own(FixedGemmKind::kFmaChain, kCheckM); !s.ok()) return s;
+      if (absl::Status s = fetch(part, kCheckM); !s.ok()) return s;
+      why = DisagreementWithReference(full, part, n);
+    }
+    if (why.empty()) {
+      choice.own = FixedGemmKind::kTensorCore;
+    } else {
+      reject(FixedGemmKindName(FixedGemmKind::kTensorCore), why);
+    }
   }
-  Log(choice.own_kernel ? LogLevel::kWarning : LogLevel::kInfo, "cuda: fixed GEMM ", n, "x", k, ": ", choice.why);
+  const bool fallback = choice.own == FixedGemmKind::kFmaChain;
+  if (choice.own.has_value()) {
+    choice.why = absl::StrCat(FixedGemmKindName(*choice.own), force.empty() ? "" : absl::StrCat(" (LLM42_CUDA_OWN_FIXED_GEMM=", force, ")"),
+                              rejected.empty() ? "" : absl::StrCat(": ", rejected));
+  }
+  Log(fallback ? LogLevel::kWarning : LogLevel::kInfo, "cuda: fixed GEMM ", n, "x", k, ": ", choice.why);
   return &fixed_.emplace(shape, choice).first->second;
 }
 
 absl::Status LtGemm::Launch(const Plan& p, const void* x, int64_t m, const void* w, int64_t n, int64_t k,
                             cudaDataType_t type, float* y, bool fixed) {
-  if (p.own_kernel) {
-    LLM42_CUDA_RETURN_IF_ERROR(LaunchFixedGemm(x, w, HalfOf(type), y, m, n, k, stream_));
+  if (p.own.has_value()) {
+    LLM42_CUDA_RETURN_IF_ERROR(LaunchFixedGemm(*p.own, x, w, HalfOf(type), y, m, n, k, stream_));
     return absl::OkStatus();
   }
   const float alpha = 1.0f, beta = 0.0f;
@@ -196,10 +259,10 @@ absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int
     if (absl::Status s = Describe(key, *plan); !s.ok()) return s;
     if (fixed) {
       LLM42_ASSIGN_OR_RETURN(const Fixed* choice, ChooseFixed(w, n, k, type));
-      plan->own_kernel = choice->own_kernel;
+      plan->own = choice->own;
       plan->algo = choice->algo;
       cublasLtMatmulHeuristicResult_t check{};
-      if (!plan->own_kernel &&
+      if (!plan->own.has_value() &&
           (cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &plan->algo, &check) !=
                CUBLAS_STATUS_SUCCESS ||
            check.workspaceSize != 0)) {

@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "lib/backend/cuda/device_buffer.h"
+#include "lib/backend/cuda/fixed_gemm.cuh"
 
 namespace llm42::cuda {
 
@@ -24,13 +26,18 @@ namespace llm42::cuda {
 //
 // `fixed` must give every row the same bits whatever m is. cuBLAS promises nothing about that,
 // and its heuristic picks different kernels for different m (on an H200, a 50x96 weight's row
-// differed between m = 1 and m = 256 even with no workspace). So fixed pins ONE algorithm per
-// (n, k, type): the first of the heuristic's candidates for m = 256 with no workspace that, with
-// split-K forced to 1, is supported at every m of a probe list (1 to 16384) and passes a bitwise
-// self-check on the real weight (rows of m = 1, 7 and 64 against m = 256). Where no candidate passes, fixed uses
-// llm42's own kernel (LaunchFixedGemm: exact per-row FMA chains, slow but invariant by
-// construction). docs/gpu-determinism.md says which of this cuBLAS documents (none of the
-// invariance) and what we rely on.
+// differed between m = 1 and m = 256 even with no workspace). So fixed pins ONE GEMM per
+// (n, k, type), chosen at its first use, in this order:
+//  1. the first of the heuristic's candidates for m = 256 with no workspace that, with split-K
+//     forced to 1, is supported at every m of a probe list (1 to 16384) and passes a bitwise
+//     self-check on the real weight (rows of m = 1, 7 and 64 against m = 256);
+//  2. else llm42's tensor-core kernel (fixed_gemm.cuh), if it passes the same self-check and
+//     agrees with the FMA-chain kernel to within rounding (a guard against a kernel that is
+//     invariant but wrong, or compiled out on a device older than sm_80);
+//  3. else the FMA-chain kernel (slow, invariant by construction).
+// LLM42_CUDA_OWN_FIXED_GEMM=1 skips step 1, =fma steps 1 and 2 (the device script tests each).
+// docs/gpu-determinism.md says which of this cuBLAS documents (none of the invariance) and what
+// we rely on.
 class LtGemm {
  public:
   LtGemm() = default;
@@ -47,12 +54,12 @@ class LtGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    bool own_kernel = false;  // fixed only: LaunchFixedGemm instead of cuBLASLt
+    std::optional<FixedGemmKind> own;  // fixed only: an own kernel instead of cuBLASLt
     ~Plan();
   };
   // The pinned choice for a fixed (n, k, type).
   struct Fixed {
-    bool own_kernel = true;
+    std::optional<FixedGemmKind> own = FixedGemmKind::kFmaChain;
     cublasLtMatmulAlgo_t algo{};
     std::string why;
   };
