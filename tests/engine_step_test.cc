@@ -2,7 +2,10 @@
 // determinism's guarantees and its bookkeeping, without a model's cost.
 #include "lib/engine/engine.h"
 
+#include <functional>
 #include <map>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/fake_model.h"
@@ -136,6 +139,46 @@ TEST(EngineStep, ControlPlainRequestsDiverge) {
   e->Enqueue(std::move(p));
   RunToEnd(*e);
   EXPECT_NE(r->output_tokens(), FixedAlone(Prompt(5, 0), 40));
+}
+
+// A step's draws run on host threads (EngineConfig::parallel_for) before its commits; run in
+// any order, one thread each, they give what drawing each entry in the plan-order loop gives
+// (no parallel_for): sampled and greedy, deterministic and plain, with the fast path's noise.
+// Let the loop draw an entry again after its draw ahead (drop `drawn[e] = 1` in Engine::Step:
+// its noise is added twice) and this fails; tools/tsan.sh runs it for races between draws.
+// Control: the same requests with other seeds do draw other tokens.
+TEST(EngineStep, DrawsOnHostThreadsEqualDrawsInPlanOrder) {
+  auto run = [](bool threads, uint64_t seed, int64_t* parallel_items) {
+    FakeModel m;
+    EngineStats stats;
+    EngineConfig c = Config(64, 8, 4);
+    c.determinism.fast_path_noise = 0.5;
+    if (threads) {
+      c.parallel_for = [parallel_items](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+        *parallel_items += n;
+        std::vector<std::thread> workers;
+        for (int64_t i = n - 1; i >= 0; --i) workers.emplace_back([&fn, i] { fn(i, i + 1); });
+        for (std::thread& t : workers) t.join();
+      };
+    }
+    auto e = m.MakeEngine(c, stats);
+    std::vector<std::shared_ptr<Request>> requests;
+    for (int i = 0; i < 6; ++i) {
+      auto q = FakeModel::MakeSequence(Prompt(4 + i, i), 30, i % 2 == 0, static_cast<uint64_t>(i), 8);
+      if (i % 3 != 2) q->sampling = SamplingParams{1.5f, 0, 1.0f, 0.0f, seed + static_cast<uint64_t>(i)};
+      requests.push_back(q->request);
+      e->Enqueue(std::move(q));
+    }
+    RunToEnd(*e);
+    std::vector<std::vector<int32_t>> out;
+    for (auto& r : requests) out.push_back(r->output_tokens());
+    return out;
+  };
+  int64_t parallel_items = 0;
+  const auto serial = run(false, 7, nullptr);
+  EXPECT_EQ(run(true, 7, &parallel_items), serial);
+  EXPECT_GT(parallel_items, 0) << "no step drew on the host threads";
+  EXPECT_NE(run(false, 8, nullptr), serial) << "control: other seeds should draw other tokens";
 }
 
 struct StepLog {

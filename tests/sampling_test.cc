@@ -1,12 +1,16 @@
 #include "lib/sampling/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <random>
 #include <map>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/sampling/philox.h"
+#include "lib/util/portable_math.h"
 
 namespace llm42 {
 namespace {
@@ -122,6 +126,65 @@ TEST(Sampler, SeededSamplingIsReproducibleAndFollowsTheDistribution) {
   std::vector<int32_t> other;
   for (int64_t pos = 0; pos < n; ++pos) other.push_back(SampleToken(kLogits, p, pos));
   EXPECT_NE(first, other);
+}
+
+// The documented rule, written out plainly (a full stable sort, one weight per token, the
+// unfiltered total in id order, the walk in draw order), against the sampler's partial orders
+// (a histogram select for the first tokens, a radix sort past them) on vocabularies full of
+// exact ties, signed zeros and infinities, at sizes where a draw stays in the select and where it
+// walks into the radix sort. Fails if the keys order -0 before +0 (a tie the rule breaks by id),
+// if the stable passes lose the id order of tied logits, or if a select or sort misplaces a key.
+TEST(Sampler, DrawsAndOrderMatchAFullSortOfTheDocumentedRule) {
+  std::mt19937 gen(42);
+  for (size_t vocab : {size_t{7}, size_t{300}, size_t{5000}, size_t{40000}, size_t{130000}}) {
+    for (int shape = 0; shape < 3; ++shape) {
+      std::vector<float> logits(vocab);
+      for (size_t i = 0; i < vocab; ++i) {
+        const uint32_t r = gen();
+        if (shape == 0) {  // few distinct values: ties everywhere, both zeros
+          const float levels[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f};
+          logits[i] = levels[r % 6];
+        } else if (shape == 1) {  // flat: a draw walks far
+          logits[i] = static_cast<float>(r % 1000) * 0.001f - 0.5f;
+        } else {  // peaked, with masked tokens
+          logits[i] = r % 17 == 0 ? -std::numeric_limits<float>::infinity() : static_cast<float>(r % 100000) * 1e-3f;
+        }
+      }
+      std::vector<int32_t> order(vocab);
+      for (size_t i = 0; i < vocab; ++i) order[i] = static_cast<int32_t>(i);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+      });
+      SamplingParams p;
+      p.temperature = 0.8f;
+      p.seed = 5;
+      const double max = logits[static_cast<size_t>(order[0])];
+      auto weight = [&](int32_t id) { return PortableExp((logits[static_cast<size_t>(id)] - max) / 0.8); };
+      double total = 0;
+      for (size_t i = 0; i < vocab; ++i) total += weight(static_cast<int32_t>(i));
+      for (int64_t pos = 0; pos < 40; ++pos) {
+        const double target = PhiloxUniform(p.seed, static_cast<uint64_t>(pos)) * total;
+        double cum = 0;
+        int32_t expected = order.back();
+        for (int32_t id : order) {
+          cum += weight(id);
+          if (target < cum) {
+            expected = id;
+            break;
+          }
+        }
+        ASSERT_EQ(SampleToken(logits, p, pos), expected) << "vocab " << vocab << " shape " << shape << " pos " << pos;
+      }
+      // The order itself, as far as candidates and top logprobs show it.
+      p.top_k = static_cast<int32_t>(std::min<size_t>(vocab, 3000));
+      const auto c = SamplingCandidates(logits, p);
+      ASSERT_EQ(c.size(), static_cast<size_t>(p.top_k));
+      for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i].id, order[i]) << "vocab " << vocab << " rank " << i;
+      std::vector<TopLogprob> top;
+      AppendTopLogprobs(logits, 100, LogSoftmax(logits), &top);
+      for (size_t i = 0; i < top.size(); ++i) ASSERT_EQ(top[i].token, order[i]) << "vocab " << vocab << " rank " << i;
+    }
+  }
 }
 
 TEST(Sampler, LogprobIsLogSoftmax) {

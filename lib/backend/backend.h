@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -167,6 +168,12 @@ class Backend {
   // Waits for the ops before it, then copies.
   virtual absl::Status CopyToHost(float* host, const float* src, size_t n) = 0;
   virtual absl::Status Synchronize() = 0;
+  // Host work between forward passes (sampling a step's rows): fn(begin, end) over [0, n) on
+  // the host threads this backend has and leaves idle meanwhile, returning when all is done.
+  // The default runs it on the caller's thread.
+  virtual void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (n > 0) fn(0, n);
+  }
 
   // --- Ops ------------------------------------------------------------------------------
   // The batch that Embed, Rope, StoreKv and Attention work on, until the next call; the plan's

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/container/flat_hash_map.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/sampling/philox.h"
 #include "lib/sampling/sampler.h"
@@ -204,6 +205,42 @@ bool Engine::Step() {
   std::vector<Sequence*> finished;
   const double noise = config_.determinism.fast_path_noise;
   auto row = [&](size_t r) { return std::span<float>(logits_.data() + r * n_vocab, n_vocab); };
+  // An entry's next token (with the draw's margin for a candidate), after the fast path's
+  // noise where configured: a pure function of its row, the request's sampling and the
+  // position, so with EngineConfig::parallel_for the draws of entries that end their
+  // sequence's rows this step run on host threads first (a draw at T > 0 over a 128K
+  // vocabulary takes milliseconds), and the commits below stay in plan order. An entry whose
+  // sequence has another entry in the plan draws in the loop, after that one.
+  std::vector<SampledToken> draws(plan.size());
+  std::vector<char> drawn(plan.size(), 0);
+  auto draw = [&](size_t e) {
+    const PlanEntry& p = plan[e];
+    const Sequence& s = *p.seq;
+    const std::span<float> logits = row(first_logit[e]);
+    const auto position = static_cast<int64_t>(s.tokens.size());
+    const bool fast_row = entry_schedule[e] == Schedule::kFast;
+    if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
+    draws[e] = s.dvr && fast_row ? SampleWithMargin(logits, s.sampling, position)
+                                 : SampledToken{SampleToken(logits, s.sampling, position), 0.0};
+    drawn[e] = 1;
+  };
+  if (config_.parallel_for) {
+    absl::flat_hash_map<const Sequence*, int> entries_of;
+    for (const PlanEntry& p : plan) ++entries_of[p.seq];
+    std::vector<size_t> ahead;
+    for (size_t e = 0; e < plan.size(); ++e) {
+      const PlanEntry& p = plan[e];
+      if (p.kind != RowKind::kVerify && entries_of[p.seq] == 1 &&
+          p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size())) {
+        ahead.push_back(e);
+      }
+    }
+    if (ahead.size() > 1) {
+      config_.parallel_for(static_cast<int64_t>(ahead.size()), [&](int64_t b, int64_t end) {
+        for (int64_t i = b; i < end; ++i) draw(ahead[static_cast<size_t>(i)]);
+      });
+    }
+  }
   for (size_t e = 0; e < plan.size(); ++e) {
     const PlanEntry& p = plan[e];
     Sequence& s = *p.seq;
@@ -239,10 +276,10 @@ bool Engine::Step() {
     if (s.n_computed != static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
     const std::span<float> logits = row(first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
-    if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
+    if (drawn[e] == 0) draw(e);
     if (s.dvr && fast_row) {
       // A candidate: held until verified. Only candidates need the draw's margin.
-      const SampledToken sampled = SampleWithMargin(logits, s.sampling, position);
+      const SampledToken sampled = draws[e];
       std::string ignored;
       const bool stop_string = s.probe.Push(tokenizer_.TokenBytes(sampled.token), &ignored);
       const bool ends = EndsRequest(s, sampled.token, position + 1, s.generated() + s.candidates() + 1,
@@ -250,7 +287,7 @@ bool Engine::Step() {
       dvr_.AddCandidate(s, sampled.token, sampled.margin, ends);
       continue;
     }
-    const int32_t token = SampleToken(logits, s.sampling, position);
+    const int32_t token = draws[e].token;
     float logprob = 0.0f;
     top_scratch_.clear();
     if (o.logprobs || o.top_logprobs > 0) {

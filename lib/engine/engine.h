@@ -29,6 +29,10 @@ struct EngineConfig {
   // random, so the noisy fast path differs from process to process as real batch variance
   // does, and a run-to-run test without determinism sees different outputs.
   uint64_t noise_salt = 0;
+  // Runs fn(begin, end) over [0, n) on host threads and returns when all is done: the step's
+  // draws, each a pure function of its row. Unset: on the engine thread. A session passes its
+  // backend's HostParallelFor.
+  std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& fn)> parallel_for;
 };
 
 // Runs engine steps: each one planned by the Scheduler, computed by one forward pass, then

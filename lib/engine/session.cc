@@ -135,6 +135,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   config.max_sequence = s->max_sequence_;
   config.noise_salt = RandomSeed();
   Session* raw = s.get();
+  config.parallel_for = [raw](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    raw->backend_->HostParallelFor(n, fn);
+  };
   s->engine_ = std::make_unique<Engine>(
       config, *s->tokenizer_, *s->cache_,
       [raw](const ForwardBatch& batch, float* logits) {

@@ -1,6 +1,8 @@
 #include "lib/sampling/sampler.h"
 
 #include <algorithm>
+#include <bit>
+#include <utility>
 #include <cmath>
 #include <limits>
 
@@ -27,36 +29,128 @@ double LogitGap(float a, float b) {
 
 namespace {
 
+// Per-thread buffers (one per kTag) for a draw's vocabulary-sized arrays (a fresh megabyte per draw cost more
+// in page faults and zeroing than the work). A nested user, if any, allocates its own.
+template <typename T, int kTag>
+class ThreadBuffer {
+ public:
+  ThreadBuffer() : own_(in_use_ ? &fallback_ : &shared_), claimed_(!in_use_) { in_use_ = true; }
+  ThreadBuffer(const ThreadBuffer&) = delete;
+  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
+  ~ThreadBuffer() {
+    if (claimed_) in_use_ = false;
+  }
+  std::vector<T>& operator*() { return *own_; }
+  std::vector<T>* operator->() { return own_; }
+
+ private:
+  static thread_local std::vector<T> shared_;
+  static thread_local bool in_use_;
+  std::vector<T> fallback_;
+  std::vector<T>* own_;
+  bool claimed_;
+};
+template <typename T, int kTag>
+thread_local std::vector<T> ThreadBuffer<T, kTag>::shared_;
+template <typename T, int kTag>
+thread_local bool ThreadBuffer<T, kTag>::in_use_ = false;
+
 // Token ids in sampling order (logit descending, lower id first on ties), sorted lazily: only as
-// far as a caller looks, which for a draw is usually a handful of tokens out of the vocabulary.
+// far as a caller looks. Each entry is one 64-bit key, the logit's order above the id, so the
+// order is one integer comparison. The first look selects the best 64 or more by a histogram of
+// the keys' top bits (a top-k draw rarely needs more); a walk past them, as a draw from an
+// unfiltered flat distribution makes (half the vocabulary on average), radix-sorts the rest.
+// 128256 tokens, one draw at T = 0.8 from N(0, 1) logits: 7.3 ms with rounds of nth_element
+// over ids compared through the logits, top-k 40 1.6 ms (2026-12-01).
 class LazyOrder {
  public:
-  explicit LazyOrder(std::span<const float> logits) : logits_(logits), ids_(logits.size()) {
-    for (size_t i = 0; i < ids_.size(); ++i) ids_[i] = static_cast<int32_t>(i);
+  explicit LazyOrder(std::span<const float> logits) : n_(logits.size()) {
+    keys_->resize(n_);
+    uint64_t* keys = keys_->data();
+    for (size_t i = 0; i < n_; ++i) keys[i] = uint64_t{DescendingKey(logits[i])} << 32 | i;
   }
-  size_t size() const { return ids_.size(); }
+  size_t size() const { return n_; }
   int32_t operator[](size_t i) {
     if (i >= sorted_) Extend(i + 1);
-    return ids_[i];
+    return static_cast<int32_t>((*keys_)[i] & 0xffffffffu);
   }
 
  private:
-  bool Before(int32_t a, int32_t b) const {
-    const float la = logits_[static_cast<size_t>(a)], lb = logits_[static_cast<size_t>(b)];
-    return la > lb || (la == lb && a < b);
-  }
-  void Extend(size_t n) {
-    const size_t target = std::min(ids_.size(), std::max({n, 2 * sorted_, size_t{64}}));
-    auto cmp = [this](int32_t a, int32_t b) { return Before(a, b); };
-    const auto first = ids_.begin() + static_cast<std::ptrdiff_t>(sorted_);
-    const auto mid = ids_.begin() + static_cast<std::ptrdiff_t>(target);
-    if (mid != ids_.end()) std::nth_element(first, mid, ids_.end(), cmp);
-    std::sort(first, mid, cmp);
-    sorted_ = target;
+  static constexpr int kDigitBits = 11;
+  static constexpr uint64_t kDigitMask = (uint64_t{1} << kDigitBits) - 1;
+
+  // Unsigned keys in ascending order for logits in descending order; -0 and +0 are one key (they
+  // compare equal, so their order is the ids'). NaN has no place in the order.
+  static uint32_t DescendingKey(float logit) {
+    uint32_t u = std::bit_cast<uint32_t>(logit);
+    u = u == 0x80000000u ? 0 : u;
+    // Negative: all bits flipped; otherwise the sign bit set. Then flipped for descending.
+    const uint32_t ascending = u ^ (static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u);
+    return ~ascending;
   }
 
-  std::span<const float> logits_;
-  std::vector<int32_t> ids_;
+  // Invariant: keys [0, sorted_) are the first sorted_ of the order, in order; the rest follow
+  // in ascending id order (what a stable radix pass over the key's bits needs).
+  void Extend(size_t n) {
+    // At least the best 64, or 16 times as many as before: few passes over the rest.
+    const size_t target = std::min(n_, std::max({n, size_t{64}, 16 * sorted_}));
+    if (target <= n_ / 8 && Select(target)) return;
+    RadixSortRest();
+  }
+
+  // Sorts the rest's first `target` - sorted_ or more into place: every key whose top digit is
+  // at most the one where the target-th key lies. False (nothing moved) when those would be
+  // more than an eighth of the vocabulary: then the radix sort is cheaper.
+  bool Select(size_t target) {
+    uint64_t* rest = keys_->data() + sorted_;
+    const size_t n = n_ - sorted_, need = target - sorted_;
+    std::vector<uint32_t> count(kDigitMask + 1);
+    for (size_t i = 0; i < n; ++i) ++count[rest[i] >> (64 - kDigitBits)];
+    uint64_t cut = 0;
+    size_t within = count[0];
+    while (within < need) within += count[++cut];
+    if (sorted_ + within > n_ / 8) return false;
+    scratch_->resize(n);
+    uint64_t* front = rest;
+    uint64_t* back = scratch_->data();
+    size_t n_back = 0;
+    for (size_t i = 0; i < n; ++i) {  // stable: both parts keep ascending ids
+      const uint64_t k = rest[i];
+      if (k >> (64 - kDigitBits) <= cut) {
+        *front++ = k;
+      } else {
+        back[n_back++] = k;
+      }
+    }
+    std::copy(back, back + n_back, front);
+    std::sort(rest, rest + within);
+    sorted_ += within;
+    return true;
+  }
+
+  // Least significant digit first over the key's 32 bits (the ids are already ascending).
+  void RadixSortRest() {
+    const size_t n = n_ - sorted_;
+    scratch_->resize(n);
+    std::vector<uint32_t> count(kDigitMask + 1);
+    uint64_t* src = keys_->data() + sorted_;
+    uint64_t* dst = scratch_->data();
+    int passes = 0;
+    for (int shift = 32; shift < 64; shift += kDigitBits, ++passes) {
+      std::fill(count.begin(), count.end(), 0);
+      for (size_t i = 0; i < n; ++i) ++count[(src[i] >> shift) & kDigitMask];
+      uint32_t sum = 0;
+      for (uint32_t& c : count) sum += std::exchange(c, sum);
+      for (size_t i = 0; i < n; ++i) dst[count[(src[i] >> shift) & kDigitMask]++] = src[i];
+      std::swap(src, dst);
+    }
+    if (passes % 2 == 1) std::copy(src, src + n, dst);
+    sorted_ = n_;
+  }
+
+  size_t n_;
+  ThreadBuffer<uint64_t, 0> keys_;
+  ThreadBuffer<uint64_t, 1> scratch_;
   size_t sorted_ = 0;
 };
 
@@ -78,7 +172,11 @@ class Filtered {
     if (kept_ < order_.size()) {
       for (size_t i = 0; i < kept_; ++i) total += Weight(i);
     } else {
-      for (float l : logits) total += PortableExp((l - max_) / t_);
+      // Each token's weight, kept for the draw's walk (the same bits as Weight computes).
+      by_id_->resize(logits.size());
+      double* w = by_id_->data();
+      for (size_t i = 0; i < logits.size(); ++i) total += w[i] = PortableExp((logits[i] - max_) / t_);
+      cached_ = true;
     }
     if (p.top_p < 1.0f) {
       double cum = 0;
@@ -114,11 +212,16 @@ class Filtered {
   double cut_margin() const { return cut_margin_; }
   double kept_total() const { return kept_total_; }
   int32_t id(size_t i) { return order_[i]; }
-  double Weight(size_t i) { return PortableExp((logits_[static_cast<size_t>(order_[i])] - max_) / t_); }
+  double Weight(size_t i) {
+    const auto id = static_cast<size_t>(order_[i]);
+    return cached_ ? (*by_id_)[id] : PortableExp((logits_[id] - max_) / t_);
+  }
 
  private:
   LazyOrder order_;
   std::span<const float> logits_;
+  ThreadBuffer<double, 0> by_id_;
+  bool cached_ = false;
   double max_ = 0, t_ = 1, kept_total_ = 0;
   double cut_margin_ = std::numeric_limits<double>::infinity();
   size_t kept_ = 0;

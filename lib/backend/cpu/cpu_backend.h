@@ -26,6 +26,10 @@ class CpuBackend final : public Backend {
 
   const char* name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
+  // On the forward pass's pool: its threads are idle between passes.
+  void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
+    pool_.ParallelFor(n, 1, fn);
+  }
   bool simd() const { return simd_; }
 
   absl::StatusOr<WeightMatrix> UploadWeight(const WeightMatrix& host) override;

@@ -1,6 +1,7 @@
 #include "lib/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,17 @@ absl::Status CudaBackend::Init() {
   LLM42_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   if (absl::Status s = stream_.Create(); !s.ok()) return s;
   return gemm_.Init(stream_.get());
+}
+
+void CudaBackend::HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 1) {
+    if (n == 1) fn(0, 1);
+    return;
+  }
+  if (host_pool_ == nullptr) {
+    host_pool_ = std::make_unique<ThreadPool>(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u)));
+  }
+  host_pool_->ParallelFor(n, 1, fn);
 }
 
 std::string CudaBackend::device_name() const {

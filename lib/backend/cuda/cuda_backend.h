@@ -2,12 +2,15 @@
 #define LLM42_BACKEND_CUDA_CUDA_BACKEND_H_
 
 #include <deque>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "lib/backend/backend.h"
 #include "lib/backend/cuda/device_buffer.h"
 #include "lib/backend/cuda/kernels.cuh"
 #include "lib/backend/cuda/lt_gemm.h"
+#include "lib/util/thread_pool.h"
 
 namespace llm42::cuda {
 
@@ -34,6 +37,8 @@ class CudaBackend final : public Backend {
   absl::Status CopyFromHost(float* dst, const float* host, size_t n) override;
   absl::Status CopyToHost(float* host, const float* src, size_t n) override;
   absl::Status Synchronize() override;
+  // On a pool of the host's cores (up to 16), made at the first call.
+  void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override;
 
   absl::Status BeginBatch(const BatchPlan& plan) override;
   absl::Status Embed(const WeightMatrix& table, float* out) override;
@@ -74,6 +79,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer half_x_, rows_idx_, gathered_x_, gathered_y_, gather_idx_;
   std::vector<int32_t> fast_rows_, fixed_rows_;
   bool logged_conversion_ = false;
+  std::unique_ptr<ThreadPool> host_pool_;
 };
 
 }  // namespace llm42::cuda
