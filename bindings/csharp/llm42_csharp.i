@@ -211,11 +211,12 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     return Llm42Native.TakeInts(p);
   }
 
-/* Request: `foreach` over the streamed text, and the async forms with a CancellationToken that
- * cancels the request (C# 7, so Unity and Mono take them; IAsyncEnumerable needs C# 8 and
- * netstandard2.1, which this toolchain lacks: `while ((chunk = await r.ReadTextAsync(ct)) != null)`
- * is the pattern). */
-%typemap(csinterfaces) llm42_swig_request "global::System.IDisposable, global::System.Collections.Generic.IEnumerable<string>"
+/* Request: `foreach` over the streamed text, `await foreach` (an IAsyncEnumerable<string> whose
+ * CancellationToken cancels the request), and the async forms ReadTextAsync/CompletionAsync.
+ * Written in C# 7 so that Mono's mcs and Unity compile it: the async enumerator is a class, not
+ * an async iterator. IAsyncEnumerable comes with .NET Core 3+, Mono 6 and netstandard2.1 (and,
+ * for netstandard2.0 hosts, Microsoft.Bcl.AsyncInterfaces). */
+%typemap(csinterfaces) llm42_swig_request "global::System.IDisposable, global::System.Collections.Generic.IEnumerable<string>, global::System.Collections.Generic.IAsyncEnumerable<string>"
 %typemap(cscode) llm42_swig_request %{
   /// <summary>The committed text chunk by chunk, each as soon as it is verified, until the request ends.</summary>
   public global::System.Collections.Generic.IEnumerator<string> GetEnumerator() {
@@ -223,6 +224,38 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
   }
   global::System.Collections.IEnumerator global::System.Collections.IEnumerable.GetEnumerator() {
     return GetEnumerator();
+  }
+
+  /// <summary>The committed text for <c>await foreach (string chunk in request.WithCancellation(ct))</c>:
+  /// each chunk read on the thread pool (ReadTextAsync). Cancelling the token cancels the request,
+  /// and the next MoveNextAsync throws OperationCanceledException. Leaving the loop early does not
+  /// cancel the request; disposing it does.</summary>
+  public global::System.Collections.Generic.IAsyncEnumerator<string> GetAsyncEnumerator(
+      global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
+    return new AsyncChunks(this, cancel);
+  }
+
+  sealed class AsyncChunks : global::System.Collections.Generic.IAsyncEnumerator<string> {
+    readonly Request request;
+    readonly global::System.Threading.CancellationToken cancel;
+    string current;
+    internal AsyncChunks(Request request, global::System.Threading.CancellationToken cancel) {
+      this.request = request;
+      this.cancel = cancel;
+    }
+    public string Current {
+      get { return current; }
+    }
+    public global::System.Threading.Tasks.ValueTask<bool> MoveNextAsync() {
+      return new global::System.Threading.Tasks.ValueTask<bool>(Next());
+    }
+    async global::System.Threading.Tasks.Task<bool> Next() {
+      current = await request.ReadTextAsync(cancel).ConfigureAwait(false);
+      return current != null;
+    }
+    public global::System.Threading.Tasks.ValueTask DisposeAsync() {
+      return default(global::System.Threading.Tasks.ValueTask);
+    }
   }
 
   /// <summary>The next chunk, or null at the end of the stream, read on the thread pool. Cancelling

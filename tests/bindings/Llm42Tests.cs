@@ -161,6 +161,30 @@ public class Llm42Tests {
       Assert.AreEqual(r.OutputText(), streamed.ToString());
       Assert.IsTrue(r.CompletionAsync().Result.IsFinished());
     }
+    // IAsyncEnumerable<string>, stepped by hand as `await foreach` would (mcs has no C# 8).
+    using (var ro = Prompt(16))
+    using (var r = session.Submit(ro)) {
+      var streamed = new System.Text.StringBuilder();
+      var chunks = ((System.Collections.Generic.IAsyncEnumerable<string>)r).GetAsyncEnumerator();
+      while (chunks.MoveNextAsync().AsTask().Result) streamed.Append(chunks.Current);
+      chunks.DisposeAsync().AsTask().Wait();
+      Assert.AreEqual(r.OutputText(), streamed.ToString());
+    }
+    using (var ro = Prompt(2000)) {
+      ro.SetIgnoreEos(true);
+      using (var r = session.Submit(ro))
+      using (var cts = new CancellationTokenSource()) {
+        var chunks = r.GetAsyncEnumerator(cts.Token);
+        Assert.IsTrue(chunks.MoveNextAsync().AsTask().Result);
+        cts.Cancel();  // cancels the request; the next step ends the enumeration with the cancellation
+        var e = Assert.Throws<AggregateException>(() => {
+          while (chunks.MoveNextAsync().AsTask().Result) {}
+        });
+        Assert.IsInstanceOf<OperationCanceledException>(e.InnerException);
+        Assert.IsTrue(r.WaitFor(60000));
+        Assert.AreEqual(FinishReason.CANCELLED, r.FinishReason());
+      }
+    }
     using (var ro = Prompt(2000)) {
       ro.SetIgnoreEos(true);
       using (var r = session.Submit(ro))
