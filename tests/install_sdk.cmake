@@ -1,7 +1,8 @@
 # `cmake --install` produces a usable SDK: installs the build tree into PREFIX, checks every
 # part is there, builds samples/stream.c out of tree with find_package(llm42) and runs it, and
-# runs the Python, Java and C# bindings from the installed locations.
-# -DBUILD_DIR -DPREFIX -DSOURCE_DIR -DMODEL -DGENERATOR [-DPYTHON -DJAVA -DMONO -DMCS]
+# runs the Python, Java and C# bindings from the installed locations (Java also from its Maven
+# repository layout).
+# -DBUILD_DIR -DPREFIX -DSOURCE_DIR -DMODEL -DGENERATOR [-DPYTHON -DJAVA -DMVN -DMONO -DMCS]
 file(REMOVE_RECURSE ${PREFIX} ${PREFIX}-consumer)
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -46,6 +47,45 @@ if(JAVA)
   run(${JAVA} -Djava.library.path=${PREFIX}/lib/jni -cp ${PREFIX}/share/java/llm42.jar:${BUILD_DIR}/samples/java
       Stream ${MODEL} "The cat")
   message(STATUS "Java: ${out}")
+  # The Maven layout: ai.llm42:llm42:VERSION where a local repository keeps it, the pom naming
+  # those coordinates (also inside the jar), and the sample run on that jar alone.
+  file(GLOB poms ${PREFIX}/share/maven-repo/ai/llm42/llm42/*/llm42-*.pom)
+  list(LENGTH poms n_poms)
+  if(NOT n_poms EQUAL 1)
+    message(FATAL_ERROR "the SDK's Maven repository holds ${n_poms} llm42 poms: ${poms}")
+  endif()
+  get_filename_component(version_dir ${poms} DIRECTORY)
+  get_filename_component(version ${version_dir} NAME)
+  file(READ ${poms} pom)
+  foreach(element "<groupId>ai.llm42</groupId>" "<artifactId>llm42</artifactId>" "<version>${version}</version>"
+          "<packaging>jar</packaging>")
+    string(FIND "${pom}" "${element}" at)
+    if(at LESS 0)
+      message(FATAL_ERROR "${poms} lacks ${element}")
+    endif()
+  endforeach()
+  if(MVN)  # Maven itself reads the pom (validate needs no plugins, so it runs offline)
+    file(REMOVE_RECURSE ${PREFIX}-consumer/maven)
+    file(MAKE_DIRECTORY ${PREFIX}-consumer/maven)
+    configure_file(${poms} ${PREFIX}-consumer/maven/pom.xml COPYONLY)
+    execute_process(COMMAND ${MVN} -o -q -B -Dmaven.repo.local=${PREFIX}-consumer/maven/repo validate
+                    WORKING_DIRECTORY ${PREFIX}-consumer/maven RESULT_VARIABLE rc OUTPUT_VARIABLE mvn_out ERROR_VARIABLE mvn_out)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "mvn validate rejects ${poms}:\n${mvn_out}")
+    endif()
+  endif()
+  set(maven_jar ${version_dir}/llm42-${version}.jar)
+  if(NOT EXISTS ${maven_jar})
+    message(FATAL_ERROR "the SDK's Maven repository lacks llm42-${version}.jar beside its pom")
+  endif()
+  file(REMOVE_RECURSE ${PREFIX}-consumer/jar)
+  file(ARCHIVE_EXTRACT INPUT ${maven_jar} DESTINATION ${PREFIX}-consumer/jar PATTERNS META-INF/maven/*)
+  file(READ ${PREFIX}-consumer/jar/META-INF/maven/ai.llm42/llm42/pom.xml pom_in_jar)
+  if(NOT pom_in_jar STREQUAL pom)
+    message(FATAL_ERROR "the pom inside llm42-${version}.jar differs from the one beside it")
+  endif()
+  run(${JAVA} -cp ${maven_jar}:${BUILD_DIR}/samples/java Stream ${MODEL} "The cat")
+  message(STATUS "Java from the Maven repository: ${out}")
 endif()
 if(MONO)
   foreach(f lib/llm42/csharp/Llm42.dll lib/libllm42_csharp.so)
