@@ -21,6 +21,7 @@ int MakeModel();
 int Bench();
 int BenchDvr();
 int BenchChat();
+int BenchSampling();
 // `llm42 verify --model PATH RECEIPT` (args: the positional arguments after the command).
 int Verify(const std::vector<std::string>& args);
 

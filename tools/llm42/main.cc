@@ -38,6 +38,8 @@ constexpr char kUsage[] =
     "           modes off / batch_invariant / selective on a Poisson workload, and the W x G sweep\n"
     "  bench-chat --model PATH [--turns 20] [--system_tokens 1000] [--characters 8]\n"
     "           time to first token per chat turn and shared-persona prefill, prefix cache on/off\n"
+    "  bench-sampling [--vocab_sizes 32000,128256] [--rows 256] [--threads N]\n"
+    "           host-side draws: per draw, and a step's rows on one thread and on N\n"
     "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
 
 // absl flags are spelled with underscores; accept the dashed spellings people type.
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
   if (command == "bench") return llm42::cli::Bench();
   if (command == "bench-dvr") return llm42::cli::BenchDvr();
   if (command == "bench-chat") return llm42::cli::BenchChat();
+  if (command == "bench-sampling") return llm42::cli::BenchSampling();
   std::cerr << "llm42: unknown command '" << command << "'\n" << kUsage << "\n";
   return 2;
 }
