@@ -23,3 +23,15 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/llm42Config.cmake
 file(RELATIVE_PATH LLM42_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(cmake/llm42.pc.in ${CMAKE_CURRENT_BINARY_DIR}/llm42.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/llm42.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Last, from the installed files: the C# binding's NuGet package (bindings/csharp/make_nupkg.cmake).
+if(LLM42_HAVE_CSHARP)
+  install(CODE "
+    set(LLM42_NUGET_VERSION ${PROJECT_VERSION})
+    set(LLM42_NUGET_RID ${LLM42_NUGET_RID})
+    set(LLM42_NUGET_LIBDIR ${CMAKE_INSTALL_LIBDIR})
+    set(LLM42_NUGET_SONAME $<TARGET_SONAME_FILE_NAME:llm42>)
+    set(LLM42_NUGET_NUSPEC ${PROJECT_BINARY_DIR}/bindings/csharp/Llm42.nuspec)
+    set(LLM42_NUGET_STAGE ${PROJECT_BINARY_DIR}/bindings/csharp/nupkg-stage)
+    include(${PROJECT_SOURCE_DIR}/bindings/csharp/make_nupkg.cmake)")
+endif()
