@@ -188,7 +188,8 @@ class Filtered {
       // Each token's weight, kept for the draw's walk (the same bits as Weight computes).
       by_id_->resize(logits.size());
       double* w = by_id_->data();
-      for (size_t i = 0; i < logits.size(); ++i) total += w[i] = PortableExp((logits[i] - max_) / t_);
+      PortableExpScaled(logits.data(), max_, t_, w, static_cast<int64_t>(logits.size()));
+      for (size_t i = 0; i < logits.size(); ++i) total += w[i];
       cached_ = true;
     }
     if (p.top_p < 1.0f) {

@@ -3,6 +3,7 @@
 #include "lib/util/simd_switch.h"
 
 #include <cstddef>
+#include <iterator>
 #include <initializer_list>
 #include <limits>
 
@@ -25,6 +26,12 @@ double Horner(const double (&c)[N], double z) {
   return p;
 }
 
+// PortableExp's polynomial, highest power first: Taylor to r^13, the first omitted term below
+// 2^-60 of the result.
+constexpr double kExpTaylor[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
+                                 1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
+                                 1.0 / 6,          0.5,             1.0,            1.0};
+
 // Round to nearest integer (halfway away from zero) without libm.
 int64_t RoundToInt(double t) { return static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5); }
 
@@ -37,12 +44,7 @@ double PortableExp(double x) {
   const int64_t k = RoundToInt(x * 1.4426950408889634);
   const auto kd = static_cast<double>(k);
   const double r = (x - kd * kLn2Hi) - kd * kLn2Lo;  // |r| <= ln2 / 2 (a hair more at the ends)
-  // Taylor to r^13: the first omitted term is below 2^-60 of the result.
-  static constexpr double kInvFactorial[] = {
-      1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
-      1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
-      1.0 / 6,          0.5,             1.0,            1.0};
-  const double p = Horner(kInvFactorial, r);
+  const double p = Horner(kExpTaylor, r);
   // 2^k in two factors where k leaves the normal range (subnormal results, k = 1024).
   if (k > 1023) return p * internal::Pow2(k - 1023) * internal::Pow2(1023);
   if (k < -1022) return p * internal::Pow2(k + 1022) * internal::Pow2(-1022);
@@ -150,8 +152,55 @@ __attribute__((target("avx2"))) int64_t ExpfShiftedAvx2(const float* x, float sh
   return i;
 }
 
+// PortableExp on four lanes, for arguments in [-708, 709] (2^k a normal power of two; the
+// caller handles the rest): every double operation of the scalar code, in its order, none fused.
+__attribute__((target("avx2"))) __m256d Exp4(__m256d x) {
+  const __m256d t = _mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634));
+  // RoundToInt: t < 0 ? t - 0.5 : t + 0.5, truncated toward zero.
+  const __m256d neg = _mm256_cmp_pd(t, _mm256_setzero_pd(), _CMP_LT_OQ);
+  const __m256d half = _mm256_blendv_pd(_mm256_set1_pd(0.5), _mm256_set1_pd(-0.5), neg);
+  const __m256d kd = _mm256_round_pd(_mm256_add_pd(t, half), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256d r = _mm256_sub_pd(_mm256_sub_pd(x, _mm256_mul_pd(kd, _mm256_set1_pd(kLn2Hi))),
+                                  _mm256_mul_pd(kd, _mm256_set1_pd(kLn2Lo)));
+  __m256d p = _mm256_set1_pd(kExpTaylor[0]);
+  for (size_t i = 1; i < std::size(kExpTaylor); ++i) p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(kExpTaylor[i]));
+  const __m256i k = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(kd));
+  const __m256d pow2 = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(k, _mm256_set1_epi64x(1023)), 52));
+  return _mm256_mul_pd(p, pow2);
+}
+
+__attribute__((target("avx2"))) int64_t ExpScaledAvx2(const float* x, double shift, double divisor, double* out,
+                                                     int64_t n) {
+  const __m256d s = _mm256_set1_pd(shift), d = _mm256_set1_pd(divisor);
+  const __m256d lo = _mm256_set1_pd(-708.0), hi = _mm256_set1_pd(709.0);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256d v = _mm256_div_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), s), d);
+    // Every lane in the single-power-of-two range (NaN compares false): else the scalar code.
+    const __m256d in = _mm256_and_pd(_mm256_cmp_pd(v, lo, _CMP_GE_OQ), _mm256_cmp_pd(v, hi, _CMP_LE_OQ));
+    if (_mm256_movemask_pd(in) != 0xF) break;
+    _mm256_storeu_pd(out + i, Exp4(v));
+  }
+  return i;
+}
+
 }  // namespace
 #endif
+
+void PortableExpScaled(const float* x, double shift, double divisor, double* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__)
+  static const bool avx2 = !SimdDisabledByEnvironment() && __builtin_cpu_supports("avx2");
+  while (avx2 && i + 4 <= n) {
+    i += ExpScaledAvx2(x + i, shift, divisor, out + i, n - i);
+    if (i + 4 <= n) {  // a group out of range: its first element by the scalar code, then go on
+      out[i] = PortableExp((x[i] - shift) / divisor);
+      ++i;
+    }
+  }
+#endif
+  for (; i < n; ++i) out[i] = PortableExp((x[i] - shift) / divisor);
+}
 
 void PortableExpfShifted(const float* x, float shift, float* out, int64_t n) {
   int64_t i = 0;

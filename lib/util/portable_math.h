@@ -62,6 +62,11 @@ inline float PortableExpf(float xf) {
 // lane by lane, unfused). out may be x.
 void PortableExpfShifted(const float* x, float shift, float* out, int64_t n);
 
+// out[i] = PortableExp((x[i] - shift) / divisor) for i < n, the same bits (x[i] widened to
+// double, as a caller of PortableExp would write it), four at a time on AVX2: sampling's
+// weights over a whole vocabulary.
+void PortableExpScaled(const float* x, double shift, double divisor, double* out, int64_t n);
+
 }  // namespace llm42
 
 #endif  // LLM42_UTIL_PORTABLE_MATH_H_
