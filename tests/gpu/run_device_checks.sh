@@ -84,10 +84,12 @@ t0=$SECONDS
 wait $maker
 say "make-model: exit $? after $((SECONDS - t0)) s more ($(du -h "$model" 2>/dev/null | cut -f1))"
 bench=(--backend cuda --model "$model" --bandwidth=false)
-# Greedy: on a random model's flat distributions, host-side sampling at T > 0 sorts most of the
-# 128256-token vocabulary per row and dominates everything (docs/gpu-results.md).
+# Host-side draws on this machine's cores (a step's rows run on a pool of up to 16 host threads).
+step sampling 20 "$bench_lines" "$cli" bench-sampling --vocab_sizes 128256 --rows 256 --threads 16
+# Greedy first, then T = 0.8 (the first device run's host sampling made T > 0 far too slow: a
+# flat draw over 128256 tokens took 8 ms on one thread; now about 2, on 16 threads a step).
 step dvr_8b 120 "$bench_lines" "$cli" bench-dvr "${bench[@]}" --workload fixed --prompt_tokens 256 \
-  --output_tokens 128 --requests 64 --rate 1000 --temperatures 0 --fractions 0.1 --windows= --variants=false \
+  --output_tokens 128 --requests 64 --rate 1000 --temperatures 0,0.8 --fractions 0.1 --windows= --variants=false \
   --max_batch_tokens 2048
 step single_stream 40 "$bench_lines" "$cli" bench "${bench[@]}" --pp 2048 --tg 128 --max_batch_tokens 2048
 step concurrency_128_128 110 "$bench_lines" "$cli" bench "${bench[@]}" --schedules fast,fixed \
