@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/sampling/philox.h"
 #include "lib/sampling/sampler.h"
@@ -209,10 +210,10 @@ bool Engine::Step() {
   // noise where configured: a pure function of its row, the request's sampling and the
   // position, so with EngineConfig::parallel_for the draws of entries that end their
   // sequence's rows this step run on host threads first (a draw at T > 0 over a 128K
-  // vocabulary takes milliseconds), and the commits below stay in plan order. An entry whose
-  // sequence has another entry in the plan draws in the loop, after that one.
-  std::vector<SampledToken> draws(plan.size());
-  std::vector<char> drawn(plan.size(), 0);
+  // vocabulary takes milliseconds), and the commits below stay in plan order. Only an entry
+  // that is its sequence's first in the plan draws ahead: an earlier entry (a verify) may change
+  // the sequence before the loop reaches it.
+  std::vector<std::optional<SampledToken>> draws(plan.size());
   auto draw = [&](size_t e) {
     const PlanEntry& p = plan[e];
     const Sequence& s = *p.seq;
@@ -222,15 +223,13 @@ bool Engine::Step() {
     if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
     draws[e] = s.dvr && fast_row ? SampleWithMargin(logits, s.sampling, position)
                                  : SampledToken{SampleToken(logits, s.sampling, position), 0.0};
-    drawn[e] = 1;
   };
   if (config_.parallel_for) {
-    absl::flat_hash_map<const Sequence*, int> entries_of;
-    for (const PlanEntry& p : plan) ++entries_of[p.seq];
+    absl::flat_hash_set<const Sequence*> seen;
     std::vector<size_t> ahead;
     for (size_t e = 0; e < plan.size(); ++e) {
       const PlanEntry& p = plan[e];
-      if (p.kind != RowKind::kVerify && entries_of[p.seq] == 1 &&
+      if (seen.insert(p.seq).second && p.kind != RowKind::kVerify &&
           p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size())) {
         ahead.push_back(e);
       }
@@ -276,10 +275,10 @@ bool Engine::Step() {
     if (s.n_computed != static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
     const std::span<float> logits = row(first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
-    if (drawn[e] == 0) draw(e);
+    if (!draws[e].has_value()) draw(e);
     if (s.dvr && fast_row) {
       // A candidate: held until verified. Only candidates need the draw's margin.
-      const SampledToken sampled = draws[e];
+      const SampledToken sampled = *draws[e];
       std::string ignored;
       const bool stop_string = s.probe.Push(tokenizer_.TokenBytes(sampled.token), &ignored);
       const bool ends = EndsRequest(s, sampled.token, position + 1, s.generated() + s.candidates() + 1,
@@ -287,7 +286,7 @@ bool Engine::Step() {
       dvr_.AddCandidate(s, sampled.token, sampled.margin, ends);
       continue;
     }
-    const int32_t token = draws[e].token;
+    const int32_t token = draws[e]->token;
     float logprob = 0.0f;
     top_scratch_.clear();
     if (o.logprobs || o.top_logprobs > 0) {

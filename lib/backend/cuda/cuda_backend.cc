@@ -27,10 +27,6 @@ absl::Status CudaBackend::Init() {
 }
 
 void CudaBackend::HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 1) {
-    if (n == 1) fn(0, 1);
-    return;
-  }
   if (host_pool_ == nullptr) {
     host_pool_ = std::make_unique<ThreadPool>(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u)));
   }
