@@ -14,6 +14,13 @@ inline bool SimdDisabledByEnvironment() {
   return v != nullptr && (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
 }
 
+// LLM42_CPU_SIMD=avx2 stops at the AVX2 kernels where the CPU has AVX-512 too: to measure and
+// test, on one machine, what a CPU with AVX2 only runs.
+inline bool SimdCappedAtAvx2() {
+  const char* v = std::getenv("LLM42_CPU_SIMD");
+  return v != nullptr && std::strcmp(v, "avx2") == 0;
+}
+
 }  // namespace llm42
 
 #endif  // LLM42_UTIL_SIMD_SWITCH_H_

@@ -2,8 +2,9 @@
 #define LLM42_BACKEND_CPU_FIXED_TREE_H_
 
 // The fixed family's reduction of an 8-lane accumulator, ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
-// (row_dot.h), on a 256-bit register, and sixteen of them at once on 512-bit registers: the
-// definitions every AVX2/AVX-512 kernel uses, so their bits stay the portable code's.
+// (row_dot.h), on a 256-bit register, eight of them at once on 256-bit registers and sixteen on
+// 512-bit ones: the definitions every AVX2/AVX-512 kernel uses, so their bits stay the portable
+// code's.
 #if defined(__x86_64__)
 #include "lib/backend/cpu/simd_targets.h"
 
@@ -16,6 +17,27 @@ __attribute__((target("avx2"))) inline float FixedTreeSum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));     // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Eight 8-lane accumulators reduced with the fixed tree at once on 256-bit registers: lane j of
+// the result is a[j]'s sum. Halves first add lanes l and l + 4, then (l0+l4)+(l2+l6) and
+// (l1+l5)+(l3+l7), then those two (the order above; addition commutes bit for bit).
+__attribute__((target("avx2"))) inline __m256 FixedTreeSum8(const __m256 (&a)[8]) {
+  __m256 s1[4];  // 128-bit lane 0: a[2i]'s (l0+l4, l1+l5, l2+l6, l3+l7), lane 1: a[2i + 1]'s
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    s1[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20),
+                          _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
+  }
+  // Lane 0: a0's (even, odd) sums, a2's; lane 1: a1's, a3's (then a4..a7 likewise).
+  const __m256 s2a = _mm256_add_ps(_mm256_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(s1[0], s1[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 s2b = _mm256_add_ps(_mm256_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(s1[2], s1[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane 0: a0, a2, a4, a6; lane 1: a1, a3, a5, a7; then in order.
+  const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(s2a, s2b, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(s2a, s2b, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 // Sixteen 8-lane accumulators reduced with the fixed tree at once, on transposed registers:

@@ -8,22 +8,24 @@
 
 namespace llm42::internal {
 
-// A register-blocked GEMM for many activation rows (prefill, verify): weight rows are packed,
-// two at a time, into 512-bit lanes — eight consecutive weights of row c in lanes 0-7, of row
-// c + 1 in lanes 8-15 — and up to six activation rows, each eight consecutive values broadcast
-// to both halves, update 6 x 4 such registers per step of eight K values.
+// A register-blocked GEMM for many activation rows (prefill, verify): weight rows are packed
+// into panels of eight consecutive K values per row, and a tile of activation rows updates one
+// 8-lane accumulator per (weight row, activation row) with a fused multiply-add per step of
+// eight K values. AVX-512: two weight rows per register (row c in lanes 0-7, c + 1 in lanes
+// 8-15), eight activation values broadcast to both halves, 6 x 4 registers per tile; AVX2: one
+// weight row per register, 3 activation rows x 4 weight rows per tile.
 //
 // Every (weight row, activation row) pair thus runs the fixed family's arithmetic of row_dot.h
 // exactly: one 8-lane accumulator updated by a fused multiply-add per 8-element step, the
 // reduction tree ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then a fused multiply-add per tail
 // element. Its bits are those of the AVX2 and portable fixed kernels, whatever the number of
-// rows, so both schedules may use it.
+// rows and whichever vector unit, so both schedules may use it.
 //
 // Types: f32, f16 and bf16 (their conversion to f32 is exact); quantized rows keep their block
 // kernels.
 
-// True when the CPU has AVX-512 F and DQ, neither LLM42_CPU_SIMD nor LLM42_CPU_PACKED is off,
-// and allow_simd.
+// True when the CPU has AVX2 with FMA and F16C (AVX-512 F, DQ and VL are used where present),
+// neither LLM42_CPU_SIMD nor LLM42_CPU_PACKED is off, and allow_simd.
 bool PackedGemmAvailable(bool allow_simd = true);
 bool PackedGemmSupports(GgmlType type);
 

@@ -263,8 +263,8 @@ bool CpuHasAvx2() {
 
 bool CpuHasAvx512() {
 #if LLM42_X86
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vl");
+  static const bool has = CpuHasAvx2() && !SimdCappedAtAvx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   return has;
 #else
   return false;

@@ -61,8 +61,8 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
 // True when the AVX2/FMA/F16C path is usable on this machine and not turned off with the
 // environment variable LLM42_CPU_SIMD=off.
 bool CpuHasAvx2();
-// CpuHasAvx2() and AVX-512 F, DQ and VL: the 512-bit float kernels (packed GEMM, wide GEMV,
-// attention).
+// CpuHasAvx2() and AVX-512 F, DQ and VL (and LLM42_CPU_SIMD not avx2): the 512-bit float
+// kernels (packed GEMM, wide GEMV, attention).
 bool CpuHasAvx512();
 // CpuHasAvx512() and AVX-512 BW and VNNI: the 512-bit int8 kernels and activation quantization.
 bool CpuHasVnni512();
