@@ -272,14 +272,16 @@ TEST(Attention, PromptRowsGiveTheirAloneBits) {
   }
 }
 
-// Activation quantization (int8_dot.h) on AVX-512 gives the scalar definition's bytes, scales
-// and biases: random rows over scales from 1e-30 to 1e30, exact ties (a block whose max is 127
-// holds k + 0.5 and -(k + 0.5)), zeros, signed zeros, denormals, NaN and infinities. Checked
-// to fail with ties rounded to even (_mm512_cvtps_epi32 instead of RoundHalfAway).
+// Activation quantization (int8_dot.h) on AVX-512 (or AVX2, where the CPU lacks AVX-512 VNNI or
+// LLM42_CPU_SIMD=avx2) gives the scalar definition's bytes, scales and biases: random rows over
+// scales from 1e-30 to 1e30, exact ties (a block whose max is 127 holds k + 0.5 and -(k + 0.5)),
+// zeros, signed zeros, denormals, NaN and infinities. Checked to fail with ties rounded to even
+// (_mm512_cvtps_epi32 instead of RoundHalfAway; _mm256_cvtps_epi32 in the AVX2 form) and, for
+// AVX2, with saturating packs of the rounded values instead of their low bytes (the NaN row).
 TEST(QuantizeActivations, SimdGivesTheScalarBits) {
   // A missing CPU feature, not a failure: without it only the scalar code exists.
-  if (!internal::CpuHasVnni512()) {
-    GTEST_SKIP() << "no AVX-512 VNNI here (or LLM42_CPU_SIMD=off): activations are quantized by the scalar code only";
+  if (!internal::CpuHasAvx2()) {
+    GTEST_SKIP() << "no AVX2 here (or LLM42_CPU_SIMD=off): activations are quantized by the scalar code only";
   }
   std::vector<float> x;
   std::mt19937 rng(41);

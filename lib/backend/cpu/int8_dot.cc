@@ -73,6 +73,53 @@ LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlTyp
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].bias), _mm256_mullo_epi32(sums, neg_offset));
   }
 }
+
+// RoundHalfAway on AVX2 (the same steps, masks as vectors).
+LLM42_AVX2 inline __m256i RoundHalfAway256(__m256 y) {
+  const __m256 abs_bits = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i t = _mm256_cvttps_epi32(y);
+  const __m256 abs_rem = _mm256_and_ps(_mm256_sub_ps(y, _mm256_cvtepi32_ps(t)), abs_bits);
+  const __m256 step = _mm256_and_ps(_mm256_cmp_ps(abs_rem, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                    _mm256_cmp_ps(_mm256_and_ps(y, abs_bits), _mm256_set1_ps(0x1p23f), _CMP_LT_OQ));
+  // +1 where stepping up, -1 where stepping down (y < 0), 0 elsewhere.
+  const __m256i away = _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_set1_epi32(1)), _mm256_castsi256_ps(_mm256_set1_epi32(-1)),
+                       _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ)));
+  return _mm256_add_epi32(t, _mm256_and_si256(away, _mm256_castps_si256(step)));
+}
+
+// The scalar definition on AVX2: the same bits (max is exact, the product the same rounding,
+// the int8 the low byte of the rounded int32, as the scalar conversion's).
+LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
+  const __m256 abs_bits = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i low_byte = _mm256_set1_epi32(0xFF);
+  const __m256i neg_offset = _mm256_set1_epi32(-ActivationOffset(type));
+  for (int64_t b = 0; b < k / 32; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+      amax = _mm256_max_ps(_mm256_and_ps(v[i], abs_bits), amax);  // a NaN |x| keeps the running value
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const float inv = d > 0 ? 1.0f / d : 0.0f;
+    out[b].d = d;
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) {
+      q[i] = _mm256_and_si256(RoundHalfAway256(_mm256_mul_ps(v[i], _mm256_set1_ps(inv))), low_byte);
+    }
+    // Low bytes in order: the packs see values 0..255 (no saturation); they interleave 128-bit
+    // lanes, which the permutation undoes.
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
+    const __m256i qs = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), qs);
+    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qs), _mm256_set1_epi16(1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].bias), _mm256_mullo_epi32(sums, neg_offset));
+  }
+}
 #endif
 
 }  // namespace
@@ -80,6 +127,7 @@ LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlTyp
 void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out, bool allow_simd) {
 #if LLM42_X86
   if (allow_simd && CpuHasVnni512()) return QuantizeActivationsVnni512(x, k, type, out);
+  if (allow_simd && CpuHasAvx2()) return QuantizeActivationsAvx2(x, k, type, out);
 #endif
   QuantizeActivationsPortable(x, k, type, out);
 }

@@ -40,9 +40,9 @@ struct ActivationBlockQ8 {
 };
 
 // Row x (k a multiple of 32) quantized for weights of `type` (q8_0 or q4_0): the scalar
-// definition above, or its AVX-512 form (the same bits: max is exact, the product the same
-// rounding, and round-half-away is truncation plus a step where the exact remainder is at least
-// a half) where the CPU has AVX-512 VNNI and allow_simd.
+// definition above, or its AVX-512 or AVX2 form (the same bits: max is exact, the product the
+// same rounding, and round-half-away is truncation plus a step where the exact remainder is at
+// least a half) where the CPU has AVX-512 VNNI or AVX2 and allow_simd.
 void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out, bool allow_simd = true);
 
 
