@@ -185,7 +185,7 @@ TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
     if (internal::SelectAttendBlock(dtype, true, 64) == nullptr) {
       // A missing CPU feature, not a failure: the one-query kernels are compared with the
       // portable code by the other attention tests on every machine.
-      GTEST_SKIP() << "no AVX-512 F/DQ/VL here (or LLM42_CPU_SIMD=off): the blocked attention kernel does not exist to compare";
+      GTEST_SKIP() << "no AVX2 here (or LLM42_CPU_SIMD=off): the blocked attention kernel does not exist to compare";
     }
     for (int64_t hd : {16, 48, 64, 128}) {
       const internal::AttendRangeFn one = internal::SelectAttendRange(dtype, true, hd);

@@ -118,6 +118,115 @@ LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const 
   return p;
 }
 
+// The blocked kernel on 256-bit registers (AttendBlockFn; hd % 8 == 0): queries in groups of
+// four. Scores of a group against two keys: eight 8-lane accumulators (query j, key i in
+// a[2j + i]) reduced at once by FixedTreeSum8, so lane 2j + i holds that score.
+template <typename V>
+LLM42_AVX2 inline __m256 Scores4x2(const float* const* q, int64_t hd, const uint8_t* k0, const uint8_t* k1) {
+  __m256 a[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < hd; i += 8) {
+    const __m256 kv0 = V::Load8(k0, i), kv1 = V::Load8(k1, i);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256 qv = _mm256_loadu_ps(q[j] + i);
+      a[2 * j] = _mm256_add_ps(a[2 * j], _mm256_mul_ps(qv, kv0));
+      a[2 * j + 1] = _mm256_add_ps(a[2 * j + 1], _mm256_mul_ps(qv, kv1));
+    }
+  }
+  return FixedTreeSum8(a);
+}
+
+// o[j][d0, d0 + 8 * C) += sum over t in [t0, t1) of e[j][t - t0] * v_t, in position order, for
+// the Q queries j (o loaded first when `accumulate`).
+template <int Q, int C, typename V>
+LLM42_AVX2 inline void ValueSums256(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t d0, int64_t t0,
+                                    int64_t t1, const float* const* e, float* const* o, bool accumulate) {
+  __m256 acc[Q][C];
+  for (int j = 0; j < Q; ++j) {
+    for (int c = 0; c < C; ++c) acc[j][c] = accumulate ? _mm256_loadu_ps(o[j] + d0 + 8 * c) : _mm256_setzero_ps();
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    const uint8_t* v = kv.value(table, t) + off;
+    __m256 vv[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) vv[c] = V::Load8(v, d0 + 8 * c);
+#pragma GCC unroll 4
+    for (int j = 0; j < Q; ++j) {
+      const __m256 ej = _mm256_set1_ps(e[j][t - t0]);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[j][c] = _mm256_add_ps(acc[j][c], _mm256_mul_ps(ej, vv[c]));
+    }
+  }
+  for (int j = 0; j < Q; ++j) {
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(o[j] + d0 + 8 * c, acc[j][c]);
+  }
+}
+
+// Value sums of Q (1 or 4) queries over [t0, t1) into o[j][0, hd): 16 columns at a time for four
+// queries, 32 for one, then 8.
+template <int Q, typename V>
+LLM42_AVX2 void ValueSumsAll256(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t hd, int64_t t0,
+                                int64_t t1, const float* const* e, float* const* o, bool accumulate) {
+  constexpr int kWide = Q > 1 ? 2 : 4;
+  int64_t d = 0;
+  for (; d + 8 * kWide <= hd; d += 8 * kWide) ValueSums256<Q, kWide, V>(kv, table, off, d, t0, t1, e, o, accumulate);
+  for (; d < hd; d += 8) ValueSums256<Q, 1, V>(kv, table, off, d, t0, t1, e, o, accumulate);
+}
+
+template <typename V, typename L>
+LLM42_AVX2 void AttendBlockAvx2(const float* const* q, int n, const KvLayerView& kv, const int32_t* table,
+                                int64_t off, int64_t hd, float scale, int64_t begin, const int64_t* end,
+                                float* const* scores, float* const* o, Partial* parts) {
+  // Groups of four queries; those past n are zeros writing into scratch (their results dropped).
+  const int padded = (n + 3) / 4 * 4;
+  thread_local std::vector<float> zeros, scratch_scores, scratch_o;
+  const float* qs[kMaxBlockQueries];
+  float* sc[kMaxBlockQueries];
+  float* os[kMaxBlockQueries];
+  int64_t common = end[0];
+  for (int j = 0; j < n; ++j) common = std::min(common, end[j]);
+  const int64_t shared = common - begin;
+  if (n < padded) {
+    zeros.assign(static_cast<size_t>(hd), 0.0f);
+    scratch_scores.resize(static_cast<size_t>(std::max<int64_t>(shared, 1)));
+    scratch_o.resize(static_cast<size_t>(hd));
+  }
+  for (int j = 0; j < padded; ++j) {
+    qs[j] = j < n ? q[j] : zeros.data();
+    sc[j] = j < n ? scores[j] : scratch_scores.data();
+    os[j] = j < n ? o[j] : scratch_o.data();
+  }
+  // Scores over the shared prefix, two keys at a time; the rest (an odd last key, each query's
+  // own remainder) one at a time.
+  const __m256 vscale = _mm256_set1_ps(scale);
+  int64_t t = begin;
+  for (; t + 2 <= common; t += 2) {
+    const uint8_t* k0 = kv.key(table, t) + off;
+    const uint8_t* k1 = kv.key(table, t + 1) + off;
+    for (int g = 0; g < padded; g += 4) {
+      alignas(32) float s[8];
+      _mm256_store_ps(s, _mm256_mul_ps(Scores4x2<V>(qs + g, hd, k0, k1), vscale));
+      for (int j = 0; j < 4; ++j) {
+        sc[g + j][t - begin] = s[2 * j];
+        sc[g + j][t - begin + 1] = s[2 * j + 1];
+      }
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    for (int64_t u = t; u < end[j]; ++u) sc[j][u - begin] = ScoreOne<V, L>(qs[j], kv.key(table, u) + off, hd) * scale;
+    parts[j] = Exponentiate(sc[j], end[j] - begin);
+  }
+  for (int g = 0; g < padded; g += 4) ValueSumsAll256<4, V>(kv, table, off, hd, begin, common, sc + g, os + g, false);
+  for (int j = 0; j < n; ++j) {
+    if (end[j] > common) {
+      const float* e = sc[j] + shared;
+      ValueSumsAll256<1, V>(kv, table, off, hd, common, end[j], &e, &os[j], true);
+    }
+  }
+}
+
 // Eight stored elements from i in both halves of a register.
 template <typename L>
 LLM42_AVX512 inline __m512 Load8Twice(const uint8_t* p, int64_t i) {
@@ -352,6 +461,7 @@ template <typename L, typename V>
 AttendBlockFn AttendBlockFor(bool simd, int64_t hd) {
 #if defined(__x86_64__)
   if (simd && CpuHasAvx512() && hd % 16 == 0) return AttendBlockAvx512<V, L>;
+  if (simd && CpuHasAvx2() && hd % 8 == 0) return AttendBlockAvx2<V, L>;
 #endif
   (void)simd, (void)hd;
   return nullptr;

@@ -52,17 +52,18 @@ AttendRangeFn SelectAttendRange(KvDtype dtype, bool simd, int64_t hd);
 
 // Up to kMaxBlockQueries queries that share a KV head and a block table, each over its own
 // [begin, end[j]): AttendRange's arithmetic for each query, computed together — every key and
-// value row is loaded once for all of them, 512-bit registers hold two queries' 8 lanes, and
-// the reduction trees of 16 scores run at once on transposed registers. The shared prefix
-// [begin, min end) runs blocked; each query's own remainder runs alone. parts[j], o[j] (hd
-// floats) and scores[j] (end[j] - begin floats) as AttendRange's.
+// value row is loaded once for all of them (AVX-512) or for groups of four (AVX2), 512-bit
+// registers hold two queries' 8 lanes, and the reduction trees of 16 (AVX2: 8) scores run at
+// once on transposed registers. The shared prefix [begin, min end) runs blocked; each query's
+// own remainder runs alone. parts[j], o[j] (hd floats) and scores[j] (end[j] - begin floats) as
+// AttendRange's.
 inline constexpr int kMaxBlockQueries = 8;
 using AttendBlockFn = void (*)(const float* const* q, int n, const KvLayerView& kv, const int32_t* table,
                                int64_t off, int64_t hd, float scale, int64_t begin, const int64_t* end,
                                float* const* scores, float* const* o, Partial* parts);
 
-// The blocked kernel where the CPU has AVX-512 (F, DQ) and simd, and hd is a multiple of 16;
-// else nullptr (the caller runs the one-query kernel per query).
+// The blocked kernel where simd and the CPU has AVX-512 (F, DQ; hd a multiple of 16) or AVX2 (hd
+// a multiple of 8); else nullptr (the caller runs the one-query kernel per query).
 AttendBlockFn SelectAttendBlock(KvDtype dtype, bool simd, int64_t hd);
 
 // Folds partial b (output ob) into a (output oa).
