@@ -109,6 +109,59 @@ TEST_P(BackendOpsTest, FixedMatMulIsRowInvariant) {
   }
 }
 
+// MatMulShared (the query/key/value and gate/up projections in one op): each matrix's output
+// has the bits MatMul gives it alone for fixed rows, and agrees within rounding for fast ones
+// (whose kernels may differ with the chunking), for every type, at row counts whose pool chunks
+// straddle two matrices; a matrix of another width is refused. Checked to fail when a chunk
+// that straddles two matrices computes only the first one's rows.
+TEST_P(BackendOpsTest, MatMulSharedGivesEachMatMulsOutput) {
+  std::mt19937 rng(51);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    const int64_t cols = 96, n[3] = {37, 50, 13};
+    std::vector<TestMatrix> w;  // reserved: uploaded views point into its elements
+    std::vector<WeightMatrix> wm;
+    w.reserve(3);
+    for (int i = 0; i < 3; ++i) {
+      w.push_back(MakeMatrix(type, n[i], cols, rng));
+      wm.push_back(Upload(type, w.back(), n[i], cols));
+    }
+    for (int64_t m : {1, 3, 40}) {
+      const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), static_cast<uint32_t>(m + 7));
+      std::vector<Schedule> mixed(static_cast<size_t>(m));
+      for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = i % 2 == 0 ? Schedule::kFixed : Schedule::kFast;
+      for (const Schedules s : {Schedules(Schedule::kFast), Schedules(Schedule::kFixed), Schedules(mixed.data())}) {
+        float* xd = h_->Put(x);
+        Backend::MatMulOutput outs[3];
+        for (int i = 0; i < 3; ++i) outs[i] = {&wm[static_cast<size_t>(i)], h_->Alloc(static_cast<size_t>(m * n[i]))};
+        ASSERT_TRUE(be_->MatMulShared(xd, m, outs, s).ok());
+        for (int i = 0; i < 3; ++i) {
+          const std::vector<float> alone = h_->MatMul(x, m, wm[static_cast<size_t>(i)], s);
+          const std::vector<float> got = h_->Get(outs[i].y, alone.size());
+          for (int64_t r = 0; r < m; ++r) {
+            const size_t at = static_cast<size_t>(r * n[i]);
+            const std::string where = absl::StrCat(GetGgmlTypeInfo(static_cast<uint32_t>(type))->name, " m ", m,
+                                                   " matrix ", i, " row ", r);
+            if (s[r] == Schedule::kFixed) {
+              ASSERT_TRUE(SameBits(got.data() + at, alone.data() + at, static_cast<size_t>(n[i]))) << where;
+              continue;
+            }
+            for (size_t j = at; j < at + static_cast<size_t>(n[i]); ++j) {
+              ASSERT_NEAR(got[j], alone[j], 1e-4 * (1 + std::fabs(alone[j]))) << where;
+            }
+          }
+        }
+      }
+    }
+    const TestMatrix narrow = MakeMatrix(type, 8, 64, rng);
+    const WeightMatrix nm = Upload(type, narrow, 8, 64);
+    float* y0 = h_->Alloc(37);
+    float* y1 = h_->Alloc(8);
+    const Backend::MatMulOutput bad[2] = {{&wm[0], y0}, {&nm, y1}};
+    EXPECT_EQ(be_->MatMulShared(h_->Put(RandomVector(96, 1)), 1, bad, Schedule::kFixed).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 // Both schedules against float64, over contexts within one KV block and across many, and
 // across the CPU's fixed chunk (256).
 TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "lib/util/ggml_types.h"
 
 namespace llm42 {
@@ -187,6 +188,19 @@ class Backend {
   // y[m][w.rows] = x[m][w.cols] * w^T.
   virtual absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                               Schedules s) = 0;
+  // Several matrices of one width (cols) against the same activations: *outs[i].w into
+  // outs[i].y, as MatMul does each (the fixed schedule's bits), in one op so that a backend may
+  // run them together (the query, key and value projections; the gate and up ones). Matrices of
+  // different widths are an InvalidArgument error. The default runs MatMul per matrix.
+  struct MatMulOutput {
+    const WeightMatrix* w;
+    float* y;
+  };
+  virtual absl::Status MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) {
+    absl::Status st = SameWidth(outs);
+    for (size_t i = 0; st.ok() && i < outs.size(); ++i) st = MatMul(x, m, *outs[i].w, outs[i].y, s);
+    return st;
+  }
   // y[i][j] += bias[j] for m rows of n.
   virtual absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) = 0;
   // y[i] += x[i] for n values.
@@ -208,6 +222,18 @@ class Backend {
   // out[r] = x[rows[r]] for rows of n_cols (rows in host memory).
   virtual absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                                   float* out) = 0;
+
+ protected:
+  // MatMulShared's precondition: every matrix as wide as the first.
+  static absl::Status SameWidth(std::span<const MatMulOutput> outs) {
+    for (const MatMulOutput& o : outs) {
+      if (o.w->cols != outs[0].w->cols) {
+        return absl::InvalidArgumentError(absl::StrCat("MatMulShared: a matrix of ", o.w->cols, " columns beside one of ",
+                                                       outs[0].w->cols));
+      }
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace llm42

@@ -91,9 +91,8 @@ absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batc
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     LLM42_RETURN_IF_ERROR(be.RmsNorm(x, L.attn_norm, m, e, c.rms_eps, xn, sc));
-    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.wq, q, sc));
-    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.wk, k, sc));
-    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.wv, v, sc));
+    const Backend::MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
+    LLM42_RETURN_IF_ERROR(be.MatMulShared(xn, m, qkv, sc));
     if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(q, m, e, L.bq));
     if (L.bk != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(k, m, kv, L.bk));
     if (L.bv != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(v, m, kv, L.bv));
@@ -106,8 +105,8 @@ absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batc
     LLM42_RETURN_IF_ERROR(be.Add(x, proj, um * static_cast<size_t>(e)));
 
     LLM42_RETURN_IF_ERROR(be.RmsNorm(x, L.ffn_norm, m, e, c.rms_eps, xn, sc));
-    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.w_gate, gate, sc));
-    LLM42_RETURN_IF_ERROR(be.MatMul(xn, m, L.w_up, up, sc));
+    const Backend::MatMulOutput gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
+    LLM42_RETURN_IF_ERROR(be.MatMulShared(xn, m, gate_up, sc));
     LLM42_RETURN_IF_ERROR(be.SwiGlu(gate, up, m, ff, gate, sc));
     LLM42_RETURN_IF_ERROR(be.MatMul(gate, m, L.w_down, proj, sc));
     LLM42_RETURN_IF_ERROR(be.Add(x, proj, um * static_cast<size_t>(e)));

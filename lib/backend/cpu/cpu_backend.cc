@@ -21,11 +21,11 @@ namespace llm42 {
 namespace {
 
 constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a weight chunk streams
-// Where the CPU has AVX-512, rows of one schedule go through the register-blocked GEMM
+// Where the CPU has AVX2 (or AVX-512), rows of one schedule go through the register-blocked GEMM
 // (packed_gemm.h): from kDirectMinRows reading the weight rows as they are (DirectGemm), from
-// kPackedMinRows packing them first (measured on llama-110m f16, 2 threads: direct 229-263
-// GFLOP/s at 8-32 rows where packed ran 98-187, packed ahead from about 128 rows). A single row
-// (decode of one sequence) takes the wide GEMV; without AVX-512, the row-dot kernels.
+// kPackedMinRows packing them first (measured with AVX-512 on llama-110m f16, 2 threads: direct
+// 229-263 GFLOP/s at 8-32 rows where packed ran 98-187, packed ahead from about 128 rows). A
+// single row (decode of one sequence) takes the wide GEMV.
 constexpr int64_t kDirectMinRows = 2;
 constexpr int64_t kPackedMinRows = 96;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
@@ -103,7 +103,20 @@ uint8_t* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
 }
 
 absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
-  const int64_t k = w.cols, n = w.rows;
+  const MatMulOutput out{&w, y};
+  return MatMulShared(x, m, std::span<const MatMulOutput>(&out, 1), s);
+}
+
+absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) {
+  LLM42_RETURN_IF_ERROR(SameWidth(outs));
+  if (outs.empty()) return absl::OkStatus();
+  for (const MatMulOutput& o : outs) {
+    if (o.w->type != outs[0].w->type) return Backend::MatMulShared(x, m, outs, s);  // one type's kernels at a time
+  }
+  const WeightMatrix& w0 = *outs[0].w;
+  const int64_t k = w0.cols;
+  int64_t total = 0;  // the matrices' rows, one after another
+  for (const MatMulOutput& o : outs) total += o.w->rows;
   // Rows of each schedule go through their own kernel family; a weight row is streamed once for
   // both while it is hot in cache.
   struct Family {
@@ -113,32 +126,34 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
     internal::Int8Kernels int8;  // q8_0/q4_0 against 8-bit activations (int8_dot.h)
     internal::WideGemv wide;     // decode: many weight rows per activation row
   };
-  Family fast{internal::SelectRowDot(w.type, internal::DotFamily::kFast, simd_), internal::kMaxRowDotX,
-              fast_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFast, simd_),
-              internal::SelectWideGemv(w.type, internal::DotFamily::kFast, simd_)};
-  Family fixed{internal::SelectRowDot(w.type, internal::DotFamily::kFixed, simd_), internal::kMaxFixedRowDotX,
-               fixed_rows_, internal::SelectInt8Kernels(w.type, internal::DotFamily::kFixed, simd_),
-               internal::SelectWideGemv(w.type, internal::DotFamily::kFixed, simd_)};
+  Family fast{internal::SelectRowDot(w0.type, internal::DotFamily::kFast, simd_), internal::kMaxRowDotX,
+              fast_rows_, internal::SelectInt8Kernels(w0.type, internal::DotFamily::kFast, simd_),
+              internal::SelectWideGemv(w0.type, internal::DotFamily::kFast, simd_)};
+  Family fixed{internal::SelectRowDot(w0.type, internal::DotFamily::kFixed, simd_), internal::kMaxFixedRowDotX,
+               fixed_rows_, internal::SelectInt8Kernels(w0.type, internal::DotFamily::kFixed, simd_),
+               internal::SelectWideGemv(w0.type, internal::DotFamily::kFixed, simd_)};
   fast_rows_.clear();
   fixed_rows_.clear();
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed : fast).rows.push_back(i);
   // Enough chunks per thread to balance load, large enough to amortize the hand-out.
   const int64_t grain =
-      m * k * n < kMinParallelWork ? n : std::max<int64_t>(4, n / (pool_.size() * 8));
-  const internal::TileDotFn tile = internal::SelectTileDot(w.type, simd_);
-  const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w.type, simd_);
-  const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w.type);
+      m * k * total < kMinParallelWork ? total : std::max<int64_t>(4, total / (pool_.size() * 8));
+  const internal::TileDotFn tile = internal::SelectTileDot(w0.type, simd_);
+  const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w0.type, simd_);
+  const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w0.type);
   // Activation row i quantized at act_q8_[i * blocks] for the families that use int8 kernels.
   const int64_t blocks = k / 32;
   if ((fast.int8.one != nullptr && !fast_rows_.empty()) || (fixed.int8.one != nullptr && !fixed_rows_.empty())) {
     act_q8_.resize(static_cast<size_t>(m * blocks));
     for (int64_t i = 0; i < m; ++i) {
       if ((s[i] == Schedule::kFixed ? fixed : fast).int8.one != nullptr) {
-        internal::QuantizeActivations(x + i * k, k, w.type, act_q8_.data() + i * blocks, simd_);
+        internal::QuantizeActivations(x + i * k, k, w0.type, act_q8_.data() + i * blocks, simd_);
       }
     }
   }
-  pool_.ParallelFor(n, grain, [&](int64_t r0, int64_t r1) {
+  // Rows [r0, r1) of weight matrix w into y (w.rows per activation row).
+  auto rows_of = [&](const WeightMatrix& w, float* y, int64_t r0, int64_t r1) {
+    const int64_t n = w.rows;
     const float* xs[internal::kMaxRowDotX];
     const uint8_t* ws[internal::kWideGemvRows];
     float out[std::max(2 * internal::kMaxRowDotX, internal::kWideGemvRows)];
@@ -197,6 +212,15 @@ absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w
           r += step;
         }
       }
+    }
+  };
+  // One pass over the pool for all the matrices: a chunk of the concatenated rows may span two.
+  pool_.ParallelFor(total, grain, [&](int64_t r0, int64_t r1) {
+    int64_t base = 0;
+    for (const MatMulOutput& o : outs) {
+      const int64_t lo = std::max(r0, base), hi = std::min(r1, base + o.w->rows);
+      if (lo < hi) rows_of(*o.w, o.y, lo - base, hi - base);
+      base += o.w->rows;
     }
   });
   return absl::OkStatus();

@@ -51,12 +51,16 @@ class CpuBackend final : public Backend {
                        float* y, Schedules s) override;
   // fast: 1-row GEMV kernel or 4-row register tiles; fixed: the fixed dot family (row_dot.h)
   // in groups of up to 4 rows, each row's bits independent of its group. Where the CPU has
-  // AVX-512, 2 or more rows of a schedule go through the register-blocked GEMM (packed_gemm.h:
+  // AVX2, 2 or more rows of a schedule go through the register-blocked GEMM (packed_gemm.h:
   // weights read directly below 96 rows, packed from there), which computes the fixed family's
   // arithmetic. Rows of q8_0/q4_0 weights take integer dot products against 8-bit activations
   // (int8_dot.h).
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                       Schedules s) override;
+  // One pass over the thread pool for all the matrices (one activation quantization for q8_0 and
+  // q4_0), each row computed by MatMul's kernels; matrices of different types or widths go one
+  // at a time.
+  absl::Status MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) override;
   absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;
   absl::Status Add(float* y, const float* x, size_t n) override;
   absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
