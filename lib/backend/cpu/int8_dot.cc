@@ -1,6 +1,7 @@
 #include "lib/backend/cpu/int8_dot.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/simd_targets.h"
@@ -182,14 +183,9 @@ struct Q8_0Weights {
 // q[j - 16]; weight = nibble - 8.
 struct Q4_0Weights {
   using Block = BlockQ4_0;
-  LLM42_AVX2 static __m256i Load(const Block& b) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(bytes, mask), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-  }
-  // For dpbusd: the nibbles themselves (weight + 8), one block, or blocks b (low half) and b + 1.
-  LLM42_VNNI512 static __m256i LoadUnsigned(const Block& b) {
+  // For dpbusd and maddubs: the nibbles themselves (weight + 8), one block, or blocks b (low
+  // half) and b + 1.
+  LLM42_AVX2 static __m256i LoadUnsigned(const Block& b) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
     const __m128i mask = _mm_set1_epi8(0x0F);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
@@ -207,7 +203,9 @@ struct Q4_0Weights {
 // Block b of NW weight rows against NX activation rows, into accumulator a of each pair. Lane l
 // of the integer products is elements 4l..4l+3: maddubs multiplies |w| (unsigned, <= 128) by x
 // with w's sign moved onto it (|x| <= 127) and sums adjacent pairs (at most 32512: no
-// saturation), madd sums adjacent pairs of those. Exact, so any CPU's lanes agree.
+// saturation), madd sums adjacent pairs of those. q4_0 feeds its nibbles (weight + 8, 0..15)
+// to maddubs as they are (pairs at most 3810) and adds the activation's bias (int8_dot.h), as
+// the VNNI kernels do. Exact, so any CPU's lanes agree.
 template <typename W, int NW, int NX, int NACC>
 LLM42_AVX2 inline void Int8Accumulate(const typename W::Block* const* w, const ActivationBlockQ8* const* x,
                                       int64_t b, int a, __m256 (&acc)[NW][NX][NACC]) {
@@ -216,14 +214,24 @@ LLM42_AVX2 inline void Int8Accumulate(const typename W::Block* const* w, const A
   for (int j = 0; j < NX; ++j) xq[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].q));
 #pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) {
-    const __m256i wq = W::Load(w[r][b]);
-    const __m256i aw = _mm256_sign_epi8(wq, wq);
     const float dw = _cvtsh_ss(w[r][b].scale);
+    if constexpr (std::is_same_v<W, Q4_0Weights>) {
+      const __m256i wu = W::LoadUnsigned(w[r][b]);
 #pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) {
-      const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq[j], wq));
-      const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-      acc[r][j][a] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x[j][b].d), acc[r][j][a]);
+      for (int j = 0; j < NX; ++j) {
+        const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(wu, xq[j]), _mm256_set1_epi16(1));
+        const __m256i p = _mm256_add_epi32(sums, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].bias)));
+        acc[r][j][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * x[j][b].d), acc[r][j][a]);
+      }
+    } else {
+      const __m256i wq = W::Load(w[r][b]);
+      const __m256i aw = _mm256_sign_epi8(wq, wq);
+#pragma GCC unroll 4
+      for (int j = 0; j < NX; ++j) {
+        const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq[j], wq));
+        const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+        acc[r][j][a] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x[j][b].d), acc[r][j][a]);
+      }
     }
   }
 }
