@@ -118,6 +118,46 @@ LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const 
   return p;
 }
 
+// A blocked call's queries padded to `padded` with zero queries whose scores and outputs go to
+// scratch (their results are dropped), and the prefix [begin, common) that all of them share.
+struct PaddedQueries {
+  const float* q[kMaxBlockQueries];
+  float* scores[kMaxBlockQueries];
+  float* o[kMaxBlockQueries];
+  int64_t common, shared;
+
+  PaddedQueries(const float* const* qs, int n, int padded, int64_t hd, int64_t begin, const int64_t* end,
+                float* const* sc, float* const* os) {
+    thread_local std::vector<float> zeros, scratch_scores, scratch_o;
+    common = end[0];
+    for (int j = 0; j < n; ++j) common = std::min(common, end[j]);
+    shared = common - begin;
+    if (n < padded) {
+      zeros.assign(static_cast<size_t>(hd), 0.0f);
+      scratch_scores.resize(static_cast<size_t>(std::max<int64_t>(shared, 1)));
+      scratch_o.resize(static_cast<size_t>(hd));
+    }
+    for (int j = 0; j < padded; ++j) {
+      q[j] = j < n ? qs[j] : zeros.data();
+      scores[j] = j < n ? sc[j] : scratch_scores.data();
+      o[j] = j < n ? os[j] : scratch_o.data();
+    }
+  }
+};
+
+// Each real query's scores from t to its own end, one key at a time, then its softmax state.
+template <typename V, typename L>
+LLM42_AVX2 void ScoreRemainders(const PaddedQueries& pq, int n, const KvLayerView& kv, const int32_t* table,
+                                int64_t off, int64_t hd, float scale, int64_t begin, int64_t t, const int64_t* end,
+                                Partial* parts) {
+  for (int j = 0; j < n; ++j) {
+    for (int64_t u = t; u < end[j]; ++u) {
+      pq.scores[j][u - begin] = ScoreOne<V, L>(pq.q[j], kv.key(table, u) + off, hd) * scale;
+    }
+    parts[j] = Exponentiate(pq.scores[j], end[j] - begin);
+  }
+}
+
 // The blocked kernel on 256-bit registers (AttendBlockFn; hd % 8 == 0): queries in groups of
 // four. Scores of a group against two keys: eight 8-lane accumulators (query j, key i in
 // a[2j + i]) reduced at once by FixedTreeSum8, so lane 2j + i holds that score.
@@ -181,23 +221,11 @@ LLM42_AVX2 void AttendBlockAvx2(const float* const* q, int n, const KvLayerView&
                                 float* const* scores, float* const* o, Partial* parts) {
   // Groups of four queries; those past n are zeros writing into scratch (their results dropped).
   const int padded = (n + 3) / 4 * 4;
-  thread_local std::vector<float> zeros, scratch_scores, scratch_o;
-  const float* qs[kMaxBlockQueries];
-  float* sc[kMaxBlockQueries];
-  float* os[kMaxBlockQueries];
-  int64_t common = end[0];
-  for (int j = 0; j < n; ++j) common = std::min(common, end[j]);
-  const int64_t shared = common - begin;
-  if (n < padded) {
-    zeros.assign(static_cast<size_t>(hd), 0.0f);
-    scratch_scores.resize(static_cast<size_t>(std::max<int64_t>(shared, 1)));
-    scratch_o.resize(static_cast<size_t>(hd));
-  }
-  for (int j = 0; j < padded; ++j) {
-    qs[j] = j < n ? q[j] : zeros.data();
-    sc[j] = j < n ? scores[j] : scratch_scores.data();
-    os[j] = j < n ? o[j] : scratch_o.data();
-  }
+  const PaddedQueries pq(q, n, padded, hd, begin, end, scores, o);
+  const float* const* qs = pq.q;
+  float* const* sc = pq.scores;
+  float* const* os = pq.o;
+  const int64_t common = pq.common, shared = pq.shared;
   // Scores over the shared prefix, two keys at a time; the rest (an odd last key, each query's
   // own remainder) one at a time.
   const __m256 vscale = _mm256_set1_ps(scale);
@@ -214,10 +242,7 @@ LLM42_AVX2 void AttendBlockAvx2(const float* const* q, int n, const KvLayerView&
       }
     }
   }
-  for (int j = 0; j < n; ++j) {
-    for (int64_t u = t; u < end[j]; ++u) sc[j][u - begin] = ScoreOne<V, L>(qs[j], kv.key(table, u) + off, hd) * scale;
-    parts[j] = Exponentiate(sc[j], end[j] - begin);
-  }
+  ScoreRemainders<V, L>(pq, n, kv, table, off, hd, scale, begin, t, end, parts);
   for (int g = 0; g < padded; g += 4) ValueSumsAll256<4, V>(kv, table, off, hd, begin, common, sc + g, os + g, false);
   for (int j = 0; j < n; ++j) {
     if (end[j] > common) {
@@ -381,23 +406,12 @@ LLM42_AVX512 void AttendBlockQ(const float* const* q, int n, const KvLayerView& 
   constexpr int Q = 4 * G;
   const int64_t steps = hd / 8;
   // Queries past n are zeros writing into scratch (their results are dropped).
-  thread_local std::vector<float> zeros, qp, scratch_scores, scratch_o;
-  const float* qs[Q];
-  float* sc[Q];
-  float* os[Q];
-  int64_t common = end[0];
-  for (int j = 0; j < n; ++j) common = std::min(common, end[j]);
-  const int64_t shared = common - begin;
-  if (n < Q) {
-    zeros.assign(static_cast<size_t>(hd), 0.0f);
-    scratch_scores.resize(static_cast<size_t>(std::max<int64_t>(shared, 1)));
-    scratch_o.resize(static_cast<size_t>(hd));
-  }
-  for (int j = 0; j < Q; ++j) {
-    qs[j] = j < n ? q[j] : zeros.data();
-    sc[j] = j < n ? scores[j] : scratch_scores.data();
-    os[j] = j < n ? o[j] : scratch_o.data();
-  }
+  const PaddedQueries pq(q, n, Q, hd, begin, end, scores, o);
+  const float* const* qs = pq.q;
+  float* const* sc = pq.scores;
+  float* const* os = pq.o;
+  const int64_t common = pq.common, shared = pq.shared;
+  thread_local std::vector<float> qp;
   qp.resize(static_cast<size_t>(Q / 2 * steps * 16));
   for (int p = 0; p < Q / 2; ++p) {
     for (int64_t s = 0; s < steps; ++s) {
@@ -422,10 +436,7 @@ LLM42_AVX512 void AttendBlockQ(const float* const* q, int n, const KvLayerView& 
       _mm_storeu_ps(sc[4 * g + 3] + (t - begin), _mm512_extractf32x4_ps(scaled, 3));
     }
   }
-  for (int j = 0; j < n; ++j) {
-    for (int64_t u = t; u < end[j]; ++u) sc[j][u - begin] = ScoreOne<V, L>(qs[j], kv.key(table, u) + off, hd) * scale;
-    parts[j] = Exponentiate(sc[j], end[j] - begin);
-  }
+  ScoreRemainders<V, L>(pq, n, kv, table, off, hd, scale, begin, t, end, parts);
   ValueSumsAll<Q, L>(kv, table, off, hd, begin, common, sc, os, false);
   for (int j = 0; j < n; ++j) {
     if (end[j] > common) {
