@@ -58,8 +58,8 @@ class CpuBackend final : public Backend {
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                       Schedules s) override;
   // One pass over the thread pool for all the matrices (one activation quantization for q8_0 and
-  // q4_0), each row computed by MatMul's kernels; matrices of different types or widths go one
-  // at a time.
+  // q4_0), each row computed by MatMul's kernels; matrices of different types go one at a time
+  // (of different widths: InvalidArgument, as Backend says).
   absl::Status MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) override;
   absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;
   absl::Status Add(float* y, const float* x, size_t n) override;
