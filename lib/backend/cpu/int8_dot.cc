@@ -1,7 +1,6 @@
 #include "lib/backend/cpu/int8_dot.h"
 
 #include <cmath>
-#include <type_traits>
 
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/simd_targets.h"
@@ -170,6 +169,17 @@ Int8Kernels PortableFixedKernels() {
 struct Q8_0Weights {
   using Block = BlockQ8_0;
   LLM42_AVX2 static __m256i Load(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q)); }
+  // AVX2 per-lane products (Int8Accumulate): maddubs of |w| by x with w's sign moved onto it.
+  struct Avx2Row {
+    __m256i w, abs_w;
+  };
+  LLM42_AVX2 static Avx2Row PrepareAvx2(const Block& b) {
+    const __m256i w = Load(b);
+    return {w, _mm256_sign_epi8(w, w)};
+  }
+  LLM42_AVX2 static __m256i ProductsAvx2(const Avx2Row& w, __m256i xq, const ActivationBlockQ8&) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs_w, _mm256_sign_epi8(xq, w.w)), _mm256_set1_epi16(1));
+  }
   // For dpbusd: weight + 128 as unsigned bytes, one block, or blocks b (low half) and b + 1.
   LLM42_VNNI512 static __m256i LoadUnsigned(const Block& b) {
     return _mm256_xor_si256(Load(b), _mm256_set1_epi8(static_cast<char>(0x80)));
@@ -190,6 +200,16 @@ struct Q4_0Weights {
     const __m128i mask = _mm_set1_epi8(0x0F);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
   }
+  // AVX2 per-lane products (Int8Accumulate): maddubs of the nibbles by x, plus the activation's
+  // bias.
+  struct Avx2Row {
+    __m256i nibbles;
+  };
+  LLM42_AVX2 static Avx2Row PrepareAvx2(const Block& b) { return {LoadUnsigned(b)}; }
+  LLM42_AVX2 static __m256i ProductsAvx2(const Avx2Row& w, __m256i xq, const ActivationBlockQ8& x) {
+    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(w.nibbles, xq), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(sums, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bias)));
+  }
   LLM42_VNNI512 static __m512i LoadUnsignedPair(const Block* b) {
     const __m256i t = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].q))),
@@ -201,11 +221,11 @@ struct Q4_0Weights {
 };
 
 // Block b of NW weight rows against NX activation rows, into accumulator a of each pair. Lane l
-// of the integer products is elements 4l..4l+3: maddubs multiplies |w| (unsigned, <= 128) by x
-// with w's sign moved onto it (|x| <= 127) and sums adjacent pairs (at most 32512: no
-// saturation), madd sums adjacent pairs of those. q4_0 feeds its nibbles (weight + 8, 0..15)
-// to maddubs as they are (pairs at most 3810) and adds the activation's bias (int8_dot.h), as
-// the VNNI kernels do. Exact, so any CPU's lanes agree.
+// of the integer products (W::ProductsAvx2) is elements 4l..4l+3: for q8_0 maddubs multiplies |w|
+// (unsigned, <= 128) by x with w's sign moved onto it (|x| <= 127) and sums adjacent pairs (at
+// most 32512: no saturation), madd sums adjacent pairs of those; q4_0 feeds its nibbles
+// (weight + 8, 0..15) to maddubs as they are (pairs at most 3810) and adds the activation's bias
+// (int8_dot.h), as the VNNI kernels do. Exact, so any CPU's lanes agree.
 template <typename W, int NW, int NX, int NACC>
 LLM42_AVX2 inline void Int8Accumulate(const typename W::Block* const* w, const ActivationBlockQ8* const* x,
                                       int64_t b, int a, __m256 (&acc)[NW][NX][NACC]) {
@@ -215,23 +235,11 @@ LLM42_AVX2 inline void Int8Accumulate(const typename W::Block* const* w, const A
 #pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) {
     const float dw = _cvtsh_ss(w[r][b].scale);
-    if constexpr (std::is_same_v<W, Q4_0Weights>) {
-      const __m256i wu = W::LoadUnsigned(w[r][b]);
+    const typename W::Avx2Row wr = W::PrepareAvx2(w[r][b]);
 #pragma GCC unroll 4
-      for (int j = 0; j < NX; ++j) {
-        const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(wu, xq[j]), _mm256_set1_epi16(1));
-        const __m256i p = _mm256_add_epi32(sums, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].bias)));
-        acc[r][j][a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * x[j][b].d), acc[r][j][a]);
-      }
-    } else {
-      const __m256i wq = W::Load(w[r][b]);
-      const __m256i aw = _mm256_sign_epi8(wq, wq);
-#pragma GCC unroll 4
-      for (int j = 0; j < NX; ++j) {
-        const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq[j], wq));
-        const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-        acc[r][j][a] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x[j][b].d), acc[r][j][a]);
-      }
+    for (int j = 0; j < NX; ++j) {
+      const __m256 p = _mm256_cvtepi32_ps(W::ProductsAvx2(wr, xq[j], x[j][b]));
+      acc[r][j][a] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x[j][b].d), acc[r][j][a]);
     }
   }
 }

@@ -26,10 +26,10 @@ namespace llm42::internal {
 // - fast: the same per-block integer products; full groups of four activation rows get the
 //   fixed arithmetic, other rows (decode, leftovers) four chains, so a row's bits depend on the
 //   batch it is in.
-// Kernels: AVX2 (maddubs on sign-moved bytes), AVX-512 VNNI (two blocks per register — block b
-// in the low half is chain b mod 2 = 0, block b + 1 in the high half chain 1, so the fixed
-// definition maps onto 512 bits exactly — and dpbusd on unsigned-shifted weights with the
-// activation's bias), portable.
+// Kernels: AVX2 (maddubs on sign-moved bytes for q8_0, on the nibbles with the bias for q4_0),
+// AVX-512 VNNI (two blocks per register — block b in the low half is chain b mod 2 = 0, block
+// b + 1 in the high half chain 1, so the fixed definition maps onto 512 bits exactly — and dpbusd
+// on unsigned-shifted weights with the activation's bias), portable.
 // bias[l] = -offset * (q[4l] + q[4l+1] + q[4l+2] + q[4l+3]), offset the weight type's
 // unsigned shift (128 for q8_0, whose kernels add 128 to each weight; 8 for q4_0, whose nibbles
 // are weight + 8): VNNI's unsigned-by-signed byte products then sum to the signed ones exactly.
