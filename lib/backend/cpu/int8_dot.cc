@@ -257,10 +257,21 @@ LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* 
     }
   }
   const int64_t n = k / 32;
+  constexpr int64_t kSize = sizeof(typename W::Block);
   int64_t b = 0;
   for (; b + NACC <= n; b += NACC) {
 #pragma GCC unroll 4
-    for (int a = 0; a < NACC; ++a) Int8Accumulate<W, NW, NX, NACC>(w, x, b + a, a, acc);
+    for (int a = 0; a < NACC; ++a) {
+      // One prefetch per cache line: the block that starts in its first kSize bytes asks for
+      // the line kStreamPrefetchBytes on.
+      if ((b + a) * kSize % 64 < kSize) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NW; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(w[r] + b + a) + kStreamPrefetchBytes, _MM_HINT_T0);
+        }
+      }
+      Int8Accumulate<W, NW, NX, NACC>(w, x, b + a, a, acc);
+    }
   }
 #pragma GCC unroll 4
   for (int a = 0; a < NACC; ++a) {
