@@ -10,6 +10,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "lib/backend/cpu/weight_loaders.h"
 #endif
 
 namespace llm42::cli {
@@ -57,13 +59,19 @@ __attribute__((target("avx512f"))) float FmaLoop512(float seed) {
 #endif
 
 // A streaming read that the core cannot be the limit of: eight independent vector additions per
-// 256 bytes where the CPU has AVX2 (a scalar loop ran below the decode kernels' own read rate).
+// 256 bytes where the CPU has AVX2 (a scalar loop ran below the decode kernels' own read rate),
+// with the decode kernels' software prefetch (weight_loaders.h), so that it reads at least as
+// fast as they can.
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) float SumFloatsAvx2(const float* p, size_t n) {
   __m256 acc[8];
   for (auto& a : acc) a = _mm256_setzero_ps();
   size_t i = 0;
+  constexpr size_t kAhead = internal::kStreamPrefetchBytes / sizeof(float);
   for (; i + 64 <= n; i += 64) {
+#pragma GCC unroll 4
+    for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 16 * line), _MM_HINT_T0);
+#pragma GCC unroll 8  // the accumulators stay in registers only when unrolled
     for (int c = 0; c < 8; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_loadu_ps(p + i + 8 * c));
   }
   for (int c = 1; c < 8; ++c) acc[0] = _mm256_add_ps(acc[0], acc[c]);
