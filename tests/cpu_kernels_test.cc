@@ -9,6 +9,7 @@
 #include "lib/backend/cpu/attention.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/int8_dot.h"
+#include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/ggml_types.h"
 #include "tests/backend_harness.h"
@@ -145,6 +146,30 @@ TEST_P(MatMulTest, FastDependsOnTheBatch) {
   ASSERT_TRUE(backend.MatMul(x.data(), 1, wm, alone.data(), Schedule::kFast).ok());
   ASSERT_TRUE(backend.MatMul(x.data(), 8, wm, batched.data(), Schedule::kFast).ok());
   EXPECT_FALSE(SameBits(alone.data(), batched.data(), alone.size()));
+}
+
+// fast prompt rows against q8_0 and q4_0 weights run the packed float GEMM on the weights' exact
+// values (scale x integer, computed here by the test's own matrix builder) with unquantized
+// activations: the same bits as the fixed schedule on an f32 matrix of those values. Fails when
+// the int8 kernels still take these rows (activations rounded to 8 bits), or with a q4_0 loader
+// that drops the -8 offset or takes the high nibbles for the low half (both tried).
+TEST(MatMulQuantized, FastPromptRowsRunTheFloatGemmOnTheExactWeights) {
+  if (!internal::PackedGemmAvailable()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C: no packed GEMM";
+  if (internal::CpuHasVnni512()) GTEST_SKIP() << "AVX-512 VNNI: fast prompt rows keep the int8 kernels (the ctest entry cpu_kernels_avx2 runs this test capped at AVX2)";
+  std::mt19937 rng(41);
+  const int64_t rows = 50, cols = 256, m = 128;  // m >= the packed GEMM's threshold
+  const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), 9);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    TestMatrix w = MakeMatrix(type, rows, cols, rng);
+    WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
+    WeightMatrix values{GgmlType::kF32, reinterpret_cast<const uint8_t*>(w.values.data()), rows, cols,
+                        static_cast<size_t>(cols) * sizeof(float)};
+    std::vector<float> fast(static_cast<size_t>(m * rows)), exact(fast.size());
+    CpuBackend backend(2);
+    ASSERT_TRUE(backend.MatMul(x.data(), m, wm, fast.data(), Schedule::kFast).ok());
+    ASSERT_TRUE(backend.MatMul(x.data(), m, values, exact.data(), Schedule::kFixed).ok());
+    EXPECT_TRUE(SameBits(fast.data(), exact.data(), fast.size())) << GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest,

@@ -49,6 +49,8 @@ LLM42_AVX2 inline __m256 Load8(GgmlType type, const uint8_t* row, int64_t i) {
   switch (type) {
     case GgmlType::kF16: return F16Vec::Load8(row, i);
     case GgmlType::kBF16: return Bf16Vec::Load8(row, i);
+    case GgmlType::kQ8_0: return Q8_0Vec::Load8(row, i);
+    case GgmlType::kQ4_0: return Q4_0Vec::Load8(row, i);
     default: return F32Vec::Load8(row, i);
   }
 }
@@ -268,7 +270,8 @@ void DirectGemmFor(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0
 }  // namespace
 
 bool PackedGemmSupports(GgmlType type) {
-  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 || type == GgmlType::kQ8_0 ||
+         type == GgmlType::kQ4_0;
 }
 
 bool PackedGemmAvailable(bool allow_simd) {

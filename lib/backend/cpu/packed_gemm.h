@@ -21,8 +21,9 @@ namespace llm42::internal {
 // element. Its bits are those of the AVX2 and portable fixed kernels, whatever the number of
 // rows and whichever vector unit, so both schedules may use it.
 //
-// Types: f32, f16 and bf16 (their conversion to f32 is exact); quantized rows keep their block
-// kernels.
+// Types: f32, f16 and bf16 (their conversion to f32 is exact), and q8_0 and q4_0 as their exact
+// f32 values (scale x integer) for the fast schedule's prefill: the fixed schedule's quantized
+// arithmetic is int8_dot.h's, and DirectGemm takes float types only.
 
 // True when the CPU has AVX2 with FMA and F16C (AVX-512 F, DQ and VL are used where present),
 // neither LLM42_CPU_SIMD nor LLM42_CPU_PACKED is off, and allow_simd.

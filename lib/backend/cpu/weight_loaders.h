@@ -89,6 +89,26 @@ struct Bf16Vec {
   }
 };
 
+// Eight weights of a quantized row from i (i a multiple of 8) as f32: scale * integer, the
+// loaders' At() bits (the product of an f16 scale and a small integer is exact in f32).
+struct Q8_0Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(w) + i / 32;
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + i % 32)));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->scale)), _mm256_cvtepi32_ps(q));
+  }
+};
+struct Q4_0Vec {
+  LLM42_AVX2 static __m256 Load8(const uint8_t* w, int64_t i) {
+    const auto* b = reinterpret_cast<const BlockQ4_0*>(w) + i / 32;
+    const int64_t j = i % 32;
+    __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->q + j % 16));
+    if (j >= 16) bytes = _mm_srli_epi16(bytes, 4);
+    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_and_si128(bytes, _mm_set1_epi8(0x0F))), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->scale)), _mm256_cvtepi32_ps(q));
+  }
+};
+
 // Sixteen elements of a row in L's type from i, as f32 (AVX-512 F).
 template <typename L>
 LLM42_AVX512 inline __m512 Load16(const uint8_t* p, int64_t i) {
