@@ -349,6 +349,9 @@ LLM42_AVX512 inline void ValueSums(const KvLayerView& kv, const int32_t* table, 
   }
   for (int64_t t = t0; t < t1; ++t) {
     const uint8_t* v = kv.value(table, t) + off;
+    if (t + kAttendAhead < t1) {
+      PrefetchSpan(kv.value(table, t + kAttendAhead) + off + d0 * kv.elem, 16 * C * kv.elem);
+    }
     __m512 vv[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) vv[c] = Load16<L>(v, d0 + 16 * c);
@@ -385,7 +388,10 @@ LLM42_AVX512 Partial AttendRangeAvx512(const float* q, const KvLayerView& kv, co
   int64_t t = 0;
   for (; t + 32 <= n; t += 32) {
     const uint8_t* k[32];
-    for (int j = 0; j < 32; ++j) k[j] = kv.key(table, begin + t + j) + off;
+    for (int j = 0; j < 32; ++j) {
+      k[j] = kv.key(table, begin + t + j) + off;
+      if (t + j + kAttendAhead < n) PrefetchSpan(kv.key(table, begin + t + j + kAttendAhead) + off, hd * kv.elem);
+    }
     Scores32<L>(q, hd, k, scores + t);
     _mm512_storeu_ps(scores + t, _mm512_mul_ps(_mm512_loadu_ps(scores + t), vscale));
     _mm512_storeu_ps(scores + t + 16, _mm512_mul_ps(_mm512_loadu_ps(scores + t + 16), vscale));
