@@ -367,8 +367,9 @@ WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
   }
   if (allow_simd && CpuHasAvx2()) {
     // AVX2: one row at a time, a single stream read ahead (kStreamPrefetchBytes); fixed with its
-    // one chain per row, fast with two (llama-110m f16 on a Zen 3, GEMVs alone: fixed 8.8-11.3
-    // GB/s with eight interleaved rows, fast 9.6-11.8 with the row dot's four accumulators).
+    // one chain per row, fast with two (llama-110m f16 on a Zen 3, GEMVs alone, alternated
+    // rounds: fixed 7.7-11.6 GB/s with eight interleaved rows -> 11.6-14.9, fast 9.6-11.8 with the
+    // row dot's four accumulators -> 11.9-15.4).
     const bool fixed = family == DotFamily::kFixed;
     const Gemv4Fn fn = Avx2ByType<Gemv4Fn>(type, [fixed](auto t) -> Gemv4Fn {
       using T = decltype(t);

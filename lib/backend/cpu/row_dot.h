@@ -47,7 +47,8 @@ Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd = true);
 // vector registers: fixed, sixteen independent 8-lane chains with the fixed per-pair arithmetic;
 // fast (other bits), 16-lane accumulators — f16 and bf16 one row at a time (one sequential
 // stream), f32 eight rows at a time. f32, f16 and bf16 where the CPU has AVX-512 F, DQ and VL;
-// on AVX2 alone, fixed only, eight chains in 16 registers; fn nullptr otherwise.
+// on AVX2 alone, one row at a time (fixed one chain, fast two); fn nullptr otherwise. Each reads
+// ahead of its rows with a software prefetch (weight_loaders.h's kStreamPrefetchBytes).
 inline constexpr int kWideGemvRows = 16;
 struct WideGemv {
   Gemv4Fn fn = nullptr;
