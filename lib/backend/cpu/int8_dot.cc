@@ -196,9 +196,10 @@ struct Q4_0Weights {
   // For dpbusd and maddubs: the nibbles themselves (weight + 8), one block, or blocks b (low
   // half) and b + 1.
   LLM42_AVX2 static __m256i LoadUnsigned(const Block& b) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+    // The 16 bytes in both halves, the high half shifted right by 4 (per 32-bit lane: each
+    // byte's low 4 bits become its high nibble), then both masked: 3 instructions, not 5.
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q)));
+    return _mm256_and_si256(_mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
   }
   // AVX2 per-lane products (Int8Accumulate): maddubs of the nibbles by x, plus the activation's
   // bias.
