@@ -84,12 +84,12 @@ LLM42_AVX2 inline void ValueSums256(const KvLayerView& kv, const int32_t* table,
     const uint8_t* v = kv.value(table, t) + off;
     if (t + kAttendAhead < t1) PrefetchSpan(kv.value(table, t + kAttendAhead) + off + d0 * kv.elem, 8 * C * kv.elem);
     __m256 vv[C];
-#pragma GCC unroll 4
+#pragma GCC unroll 8  // in full, so that vv and acc stay in registers
     for (int c = 0; c < C; ++c) vv[c] = V::Load8(v, d0 + 8 * c);
 #pragma GCC unroll 4
     for (int j = 0; j < Q; ++j) {
       const __m256 ej = _mm256_set1_ps(e[j][t - t0]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int c = 0; c < C; ++c) acc[j][c] = _mm256_add_ps(acc[j][c], _mm256_mul_ps(ej, vv[c]));
     }
   }
