@@ -147,12 +147,16 @@ LLM42_AVX2 void Avx2FixedRowDotT(const uint8_t* w, const float* const* x, int n_
 // 8-element steps, added in order before the fixed tree. U = 1 is the fixed family's arithmetic;
 // U = 2 the fast family's decode kernel (different bits). The body of GemvRows (AVX-512VL: its 32
 // registers hold R = 16 chains) and GemvRowsAvx2. Rows are those of one matrix, one after
-// another (w[r] + R * row bytes is the next group's row r): the prefetch reads ahead along them.
+// another (w[r] + R * row bytes is the next group's row r), which the prefetch relies on.
 template <typename V, typename L, int R, int U>
 LLM42_AVX2 __attribute__((always_inline)) inline void GemvRowsBody(const uint8_t* const* w, const float* x, int64_t k,
                                                                    float* out) {
   constexpr int64_t kLine = 64 / V::kBytes;  // elements per cache line
-  const int64_t ahead = std::max<int64_t>(kStreamPrefetchBytes, R * k * V::kBytes);
+  // One row, or rows of at least kStreamPrefetchBytes: each row kStreamPrefetchBytes ahead of
+  // itself. Several short rows: the same place in the next group's rows (a row's own lead would
+  // land in rows this group is reading).
+  const int64_t row_bytes = k * V::kBytes;
+  const int64_t ahead = R == 1 || row_bytes >= kStreamPrefetchBytes ? kStreamPrefetchBytes : R * row_bytes;
   __m256 acc[R][U];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
