@@ -29,6 +29,8 @@ float WeightAt(GgmlType type, const uint8_t* row, int64_t i) {
     case GgmlType::kBF16:
       std::memcpy(&h, row + 2 * i, 2);
       return Bf16ToFp32(h);
+    case GgmlType::kQ8_0: return Q8_0Loader::At(row, i);  // (quantized rows have no tails; for
+    case GgmlType::kQ4_0: return Q4_0Loader::At(row, i);  // completeness)
     default: {
       float f;
       std::memcpy(&f, row + 4 * i, 4);
