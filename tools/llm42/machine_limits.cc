@@ -59,18 +59,25 @@ __attribute__((target("avx512f"))) float FmaLoop512(float seed) {
 #endif
 
 // A streaming read that the core cannot be the limit of: eight independent vector additions per
-// 256 bytes where the CPU has AVX2 (a scalar loop ran below the decode kernels' own read rate),
-// with the decode kernels' software prefetch (weight_loaders.h), so that it reads at least as
-// fast as they can.
+// 256 bytes where the CPU has AVX2 (a scalar loop ran below the decode kernels' own read rate);
+// with or without the decode kernels' software prefetch (weight_loaders.h). Passes run both and
+// the best counts, so the floor is at least what either way of reading reaches: on a Zen 3 the
+// prefetched stream read less than the plain one in some runs (15 against 20-22 GB/s), while the
+// prefetching GEMVs read more than the plain stream in others.
 #if defined(__x86_64__)
+template <bool kPrefetch>
 __attribute__((target("avx2"))) float SumFloatsAvx2(const float* p, size_t n) {
   __m256 acc[8];
   for (auto& a : acc) a = _mm256_setzero_ps();
   size_t i = 0;
   constexpr size_t kAhead = internal::kStreamPrefetchBytes / sizeof(float);
   for (; i + 64 <= n; i += 64) {
+    if constexpr (kPrefetch) {
 #pragma GCC unroll 4
-    for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 16 * line), _MM_HINT_T0);
+      for (int line = 0; line < 4; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 16 * line), _MM_HINT_T0);
+      }
+    }
 #pragma GCC unroll 8  // the accumulators stay in registers only when unrolled
     for (int c = 0; c < 8; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_loadu_ps(p + i + 8 * c));
   }
@@ -84,10 +91,11 @@ __attribute__((target("avx2"))) float SumFloatsAvx2(const float* p, size_t n) {
 }
 #endif
 
-float SumFloats(const float* p, size_t n) {
+float SumFloats(const float* p, size_t n, bool prefetch) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return SumFloatsAvx2(p, n);
+  if (__builtin_cpu_supports("avx2")) return prefetch ? SumFloatsAvx2<true>(p, n) : SumFloatsAvx2<false>(p, n);
 #endif
+  (void)prefetch;
   float acc[16] = {};
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -101,19 +109,20 @@ float SumFloats(const float* p, size_t n) {
 
 }  // namespace
 
-// Best of a few passes of a multi-threaded streaming read over 1 GiB.
+// Best of a few passes of a multi-threaded streaming read over 1 GiB, alternately plain and
+// prefetched.
 double MeasureReadBandwidth(int threads) {
   const size_t n = (size_t{1} << 30) / sizeof(float);
   std::vector<float> buf(n, 1.0f);
   ThreadPool pool(threads);
   double best = 0;
-  for (int pass = 0; pass < 4; ++pass) {
+  for (int pass = 0; pass < 6; ++pass) {
     std::vector<float> sums(static_cast<size_t>(threads), 0);
     const auto t0 = Clock::now();
     pool.RunOnAll([&](int t) {
       const size_t begin = n * static_cast<size_t>(t) / static_cast<size_t>(threads);
       const size_t end = n * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
-      sums[static_cast<size_t>(t)] = SumFloats(buf.data() + begin, end - begin);
+      sums[static_cast<size_t>(t)] = SumFloats(buf.data() + begin, end - begin, pass % 2 == 1);
     });
     const double s = Seconds(t0, Clock::now());
     if (sums[0] < 0) std::cerr << "";  // keep the reads
