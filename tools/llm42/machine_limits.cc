@@ -72,12 +72,7 @@ __attribute__((target("avx2"))) float SumFloatsAvx2(const float* p, size_t n) {
   size_t i = 0;
   constexpr size_t kAhead = internal::kStreamPrefetchBytes / sizeof(float);
   for (; i + 64 <= n; i += 64) {
-    if constexpr (kPrefetch) {
-#pragma GCC unroll 4
-      for (int line = 0; line < 4; ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 16 * line), _MM_HINT_T0);
-      }
-    }
+    if constexpr (kPrefetch) internal::PrefetchSpan(reinterpret_cast<const uint8_t*>(p + i + kAhead), 64 * sizeof(float));
 #pragma GCC unroll 8  // the accumulators stay in registers only when unrolled
     for (int c = 0; c < 8; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_loadu_ps(p + i + 8 * c));
   }

@@ -19,23 +19,14 @@ namespace {
 
 #if LLM42_X86
 
-// Weight i of a row as f32 (exact for these types).
+// Weight i of a row as f32 (exact for these types): the element loaders' values.
 float WeightAt(GgmlType type, const uint8_t* row, int64_t i) {
-  uint16_t h;
   switch (type) {
-    case GgmlType::kF16:
-      std::memcpy(&h, row + 2 * i, 2);
-      return Fp16ToFp32(h);
-    case GgmlType::kBF16:
-      std::memcpy(&h, row + 2 * i, 2);
-      return Bf16ToFp32(h);
-    case GgmlType::kQ8_0: return Q8_0Loader::At(row, i);  // (quantized rows have no tails; for
-    case GgmlType::kQ4_0: return Q4_0Loader::At(row, i);  // completeness)
-    default: {
-      float f;
-      std::memcpy(&f, row + 4 * i, 4);
-      return f;
-    }
+    case GgmlType::kF16: return F16Loader::At(row, i);
+    case GgmlType::kBF16: return Bf16Loader::At(row, i);
+    case GgmlType::kQ8_0: return Q8_0Loader::At(row, i);
+    case GgmlType::kQ4_0: return Q4_0Loader::At(row, i);
+    default: return F32Loader::At(row, i);
   }
 }
 

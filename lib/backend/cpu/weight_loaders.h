@@ -68,6 +68,14 @@ struct Q4_0Loader {
 // 0.80-0.96, 16 KiB: 0.89-0.91), in a microbenchmark of the same loop.
 inline constexpr int64_t kStreamPrefetchBytes = 4096;
 
+// Asks for every cache line that [p, p + bytes) touches (software prefetch into L1), once each.
+inline void PrefetchSpan(const uint8_t* p, int64_t bytes) {
+  const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes); a += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+  }
+}
+
 // Eight weights starting at i (i a multiple of 8) as f32.
 struct F32Vec {
   static constexpr int kBytes = 4;  // per element in the row
