@@ -19,6 +19,7 @@
 #include "lib/model/llama_model.h"
 #include "lib/sampling/philox.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "lib/util/aligned_vector.h"
 #include "lib/util/mutex.h"
 #include "lib/util/thread_pool.h"
 #include "tools/llm42/bench_util.h"
@@ -197,7 +198,7 @@ void BenchGemms(const std::vector<WeightMatrix>& matrices, int rows, const std::
     widest = std::max(widest, w.cols);
     longest = std::max(longest, w.rows);
   }
-  std::vector<float> x(static_cast<size_t>(rows * widest)), y(static_cast<size_t>(rows * longest));
+  AlignedVector<float> x(static_cast<size_t>(rows * widest)), y(static_cast<size_t>(rows * longest));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(PhiloxUniform(1, i) - 0.5);
   for (bool fixed : schedules) {
     double flops = 0, bytes = 0, seconds = 1e30;

@@ -66,6 +66,22 @@ using AttendBlockFn = void (*)(const float* const* q, int n, const KvLayerView& 
 // a multiple of 8); else nullptr (the caller runs the one-query kernel per query).
 AttendBlockFn SelectAttendBlock(KvDtype dtype, bool simd, int64_t hd);
 
+// Query heads [h0, h1) of one token (a decode row: its sequence's only query in the step) over
+// positions [begin, end): AttendRange's arithmetic for each head, computed position by position —
+// each position's key row and then its value row read once for all those heads, in memory
+// order, where AttendRange reads one head's slice of every row (a strided pass per head; on a
+// Zen 3, 256-byte slices 3 KiB apart stream at about half the rate of whole rows). q holds the
+// token's n_head queries of hd floats; query head h reads KV head h / group. scores: (h1 - h0) *
+// (end - begin) floats of scratch; o: the token's n_head * hd outputs, of which heads [h0, h1) are
+// written; parts: its n_head softmax states, likewise.
+using AttendHeadsFn = void (*)(const float* q, int64_t h0, int64_t h1, int64_t group, const KvLayerView& kv,
+                               const int32_t* table, int64_t hd, float scale, int64_t begin, int64_t end,
+                               float* scores, float* o, Partial* parts);
+
+// The heads kernel where simd and the CPU has AVX2 (hd a multiple of 8; its 256-bit arithmetic is
+// every kernel's, so AVX-512 CPUs run it too); else nullptr (the caller runs AttendRange per head).
+AttendHeadsFn SelectAttendHeads(KvDtype dtype, bool simd, int64_t hd);
+
 // Folds partial b (output ob) into a (output oa).
 void Combine(Partial& a, float* oa, const Partial& b, const float* ob, int64_t hd);
 

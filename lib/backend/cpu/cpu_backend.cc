@@ -58,7 +58,7 @@ absl::StatusOr<const float*> CpuBackend::UploadVector(std::span<const float> hos
 absl::StatusOr<float*> CpuBackend::Workspace(int slot, size_t n_floats) {
   if (slot < 0) return absl::InvalidArgumentError("negative workspace slot");
   if (workspace_.size() <= static_cast<size_t>(slot)) workspace_.resize(static_cast<size_t>(slot) + 1);
-  std::vector<float>& w = workspace_[static_cast<size_t>(slot)];
+  AlignedVector<float>& w = workspace_[static_cast<size_t>(slot)];
   if (w.size() < n_floats) w.resize(n_floats);
   return w.data();
 }
@@ -173,7 +173,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
         continue;
       }
       if (packed && count >= kPackedMinRows) {
-        thread_local std::vector<float> panel;
+        thread_local AlignedVector<float> panel;
         internal::PackedGemm(w.type, w.data, w.row_bytes, r0, r1, x, k, f->rows.data(), count, y, n, panel);
         continue;
       }
@@ -418,45 +418,23 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Bytes from a stored row's start to the keys (values) of query head h's KV head.
   auto off = [&](int64_t h) { return (h / group) * hd * kv.elem; };
-  const int64_t items = n_tokens * n_head;
-  int64_t work = 0, longest = 0;
-  bool all_fast = true;
-  for (int64_t i = 0; i < n_tokens; ++i) {
-    work += (positions[i] + 1) * n_head * hd;
-    longest = std::max<int64_t>(longest, positions[i] + 1);
-    all_fast = all_fast && s[i] == Schedule::kFast;
-  }
-  const int threads = pool_.size();
-  // fast: split each prefix across the threads when there are too few items to occupy them.
-  if (all_fast && work >= kMinParallelWork && items < 2 * threads && longest >= 2 * threads * 16) {
-    const int64_t splits = threads, units = items * splits;
-    std::vector<float> part_out(static_cast<size_t>(units * hd));
-    std::vector<Partial> parts(static_cast<size_t>(units));
-    pool_.ParallelFor(units, 1, [&](int64_t u0, int64_t u1) {
-      thread_local std::vector<float> scores;
-      for (int64_t u = u0; u < u1; ++u) {
-        const int64_t w = u / splits, part = u % splits;
-        const int64_t i = w / n_head, h = w % n_head;
-        const int64_t len = positions[i] + 1;
-        const int64_t begin = len * part / splits, end = len * (part + 1) / splits;
-        scores.resize(static_cast<size_t>(std::max<int64_t>(1, end - begin)));
-        parts[static_cast<size_t>(u)] = attend(q + (i * n_head + h) * hd, kv, tables[i], off(h), hd, scale, begin,
-                                               end, scores.data(), part_out.data() + u * hd);
+  int64_t work = 0;
+  for (int64_t i = 0; i < n_tokens; ++i) work += (positions[i] + 1) * n_head * hd;
+
+  // Decode rows (a token alone in its sequence's run of the step) through the heads kernel; the
+  // rest (prompts, verify windows) through the blocked kernels below.
+  const internal::AttendHeadsFn heads = internal::SelectAttendHeads(kv_dtype_, simd_, hd);
+  std::vector<bool> decode_row(static_cast<size_t>(n_tokens), false);
+  if (heads != nullptr) {
+    std::vector<int64_t> decode_tokens;
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      if ((i == 0 || tables[i - 1] != tables[i]) && (i + 1 == n_tokens || tables[i + 1] != tables[i])) {
+        decode_row[static_cast<size_t>(i)] = true;
+        decode_tokens.push_back(i);
       }
-    });
-    for (int64_t w = 0; w < items; ++w) {
-      float* o = out + w * hd;
-      std::copy_n(part_out.data() + w * splits * hd, hd, o);
-      Partial total = parts[static_cast<size_t>(w * splits)];
-      for (int64_t part = 1; part < splits; ++part) {
-        const int64_t u = w * splits + part;
-        if (parts[static_cast<size_t>(u)].sum == 0) continue;  // empty range
-        internal::Combine(total, o, parts[static_cast<size_t>(u)], part_out.data() + u * hd, hd);
-      }
-      const float inv = 1.0f / total.sum;
-      for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
     }
-    return absl::OkStatus();
+    AttendDecodeRows(heads, kv, q, shape, decode_tokens, out);
+    if (static_cast<int64_t>(decode_tokens.size()) == n_tokens) return absl::OkStatus();
   }
 
   // Blocks of queries that share a KV head, a sequence and a schedule (a prompt's tokens, the
@@ -469,6 +447,10 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   for (int64_t i0 = 0; i0 < n_tokens;) {
     int64_t i1 = i0 + 1;
     while (i1 < n_tokens && tables[i1] == tables[i0] && s[i1] == s[i0]) ++i1;
+    if (decode_row[static_cast<size_t>(i0)]) {  // done above
+      i0 = i1;
+      continue;
+    }
     for (int64_t kvh = 0; kvh < shape.n_head_kv; ++kvh) {
       int64_t filled = per_block;
       for (int64_t i = i0; i < i1; ++i) {
@@ -498,11 +480,10 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
         len[j] = positions[items_b[j] / n_head] + 1;
         longest_b = std::max(longest_b, len[j]);
       }
-      const int64_t chunk = s[token] == Schedule::kFixed ? kAttentionChunk : longest_b;
-      scores.resize(static_cast<size_t>(kMax * std::min(chunk, longest_b)));
+      scores.resize(static_cast<size_t>(kMax * std::min(kAttentionChunk, longest_b)));
       chunk_out.resize(static_cast<size_t>(kMax * hd));
       Partial total[kMax], part[kMax];
-      for (int64_t begin = 0; begin < longest_b; begin += chunk) {
+      for (int64_t begin = 0; begin < longest_b; begin += kAttentionChunk) {
         // The queries whose prefix reaches this chunk.
         const float* qa[kMax];
         float* sa[kMax];
@@ -513,8 +494,8 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
           if (len[j] <= begin) continue;
           idx[a] = j;
           qa[a] = q + items_b[j] * hd;
-          end[a] = std::min(len[j], begin + chunk);
-          sa[a] = scores.data() + a * std::min(chunk, longest_b);
+          end[a] = std::min(len[j], begin + kAttentionChunk);
+          sa[a] = scores.data() + a * std::min(kAttentionChunk, longest_b);
           oa[a] = begin == 0 ? out + items_b[j] * hd : chunk_out.data() + a * hd;
           ++a;
         }
@@ -539,6 +520,56 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
     }
   });
   return absl::OkStatus();
+}
+
+void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal::KvLayerView& kv, const float* q,
+                                  const AttentionShape& shape, std::span<const int64_t> tokens, float* out) {
+  if (tokens.empty()) return;
+  const int64_t hd = shape.head_dim, n_head = shape.n_head, group = n_head / shape.n_head_kv, width = n_head * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // The work: each token's kAttentionChunk chunks (whole rows, on the pool); where there are
+  // fewer chunks than threads, each chunk's KV heads in as many slices (half rows read at about
+  // half the rate, but no thread idles).
+  decode_ranges_.clear();
+  std::vector<int64_t> first;  // per token, its first chunk
+  int64_t work = 0;
+  for (int64_t i : tokens) {
+    const int64_t len = batch_.positions[static_cast<size_t>(i)] + 1;
+    work += len * width;
+    first.push_back(static_cast<int64_t>(decode_ranges_.size()));
+    for (int64_t b = 0; b < len; b += kAttentionChunk) decode_ranges_.push_back({i, b, std::min(len, b + kAttentionChunk)});
+  }
+  first.push_back(static_cast<int64_t>(decode_ranges_.size()));
+  const auto n_chunks = static_cast<int64_t>(decode_ranges_.size());
+  const int64_t slices = n_chunks < pool_.size() ? std::min<int64_t>(shape.n_head_kv, pool_.size()) : 1;
+  decode_parts_.resize(static_cast<size_t>(n_chunks * n_head));
+  decode_out_.resize(static_cast<size_t>(n_chunks * width));
+  pool_.ParallelFor(n_chunks * slices, work < kMinParallelWork ? n_chunks * slices : 1, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<float> scores;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t r = u / slices, slice = u % slices;
+      const DecodeRange& range = decode_ranges_[static_cast<size_t>(r)];
+      const int64_t h0 = shape.n_head_kv * slice / slices * group, h1 = shape.n_head_kv * (slice + 1) / slices * group;
+      scores.resize(static_cast<size_t>((h1 - h0) * (range.end - range.begin)));
+      // A token's first chunk writes its output in place; the others beside, to be combined.
+      float* o = range.begin == 0 ? out + range.token * width : decode_out_.data() + r * width;
+      heads(q + range.token * width, h0, h1, group, kv, batch_.block_tables[static_cast<size_t>(range.token)], hd,
+            scale, range.begin, range.end, scores.data(), o, decode_parts_.data() + r * n_head);
+    }
+  });
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    float* o_token = out + tokens[j] * width;
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* o = o_token + h * hd;
+      internal::Partial total = decode_parts_[static_cast<size_t>(first[j] * n_head + h)];
+      for (int64_t r = first[j] + 1; r < first[j + 1]; ++r) {
+        internal::Combine(total, o, decode_parts_[static_cast<size_t>(r * n_head + h)],
+                          decode_out_.data() + r * width + h * hd, hd);
+      }
+      const float inv = 1.0f / total.sum;
+      for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+    }
+  }
 }
 
 absl::Status CpuBackend::SwiGlu(const float* gate, const float* up, int64_t m, int64_t n,

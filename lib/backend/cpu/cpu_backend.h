@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/cpu/attention.h"
 #include "lib/backend/cpu/int8_dot.h"
+#include "lib/util/aligned_vector.h"
 #include "lib/util/large_buffer.h"
 #include "lib/util/thread_pool.h"
 
@@ -66,9 +68,10 @@ class CpuBackend final : public Backend {
   absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope,
                     Schedules s) override;
   absl::Status StoreKv(int64_t layer, const float* k, const float* v) override;
-  // fixed: the prefix in chunks of kAttentionChunk positions, combined in order. fast: the
-  // whole prefix in one pass, or split evenly across the threads when few (token, head) pairs
-  // would leave threads idle.
+  // Both schedules: the prefix in chunks of kAttentionChunk positions, combined in order (the
+  // kernels give every CPU's bits, attention.h, so fast has nothing to gain from another
+  // order); decode rows' chunks spread over the threads, all heads of a chunk reading its KV rows
+  // once (AttendDecodeRows).
   absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                          Schedules s) override;
   absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out,
@@ -89,6 +92,11 @@ class CpuBackend final : public Backend {
   // into y[rows[j] * ldy + r].
   void Int8Rows(const internal::Int8Kernels& kernels, const WeightMatrix& w, int64_t r0, int64_t r1,
                 const int64_t* rows, int64_t count, float* y, int64_t ldy) const;
+  // Attention of the decode rows `tokens` (each its sequence's only query in the step) with the
+  // heads kernel: a token's heads at once over each kAttentionChunk chunk of its prefix, the
+  // chunks on the pool, then combined in order per head (the blocked path's arithmetic).
+  void AttendDecodeRows(internal::AttendHeadsFn heads, const internal::KvLayerView& kv, const float* q,
+                        const AttentionShape& shape, std::span<const int64_t> tokens, float* out);
 
   ThreadPool pool_;
   bool simd_;
@@ -99,8 +107,15 @@ class CpuBackend final : public Backend {
   // Attention's blocks of queries (token * n_head + head): block b is attention_queries_[
   // attention_blocks_[b], attention_blocks_[b + 1]).
   std::vector<int64_t> attention_queries_, attention_blocks_;
+  // AttendDecodeRows' ranges (token, begin, end), their softmax states and outputs.
+  struct DecodeRange {
+    int64_t token, begin, end;
+  };
+  std::vector<DecodeRange> decode_ranges_;
+  std::vector<internal::Partial> decode_parts_;
+  std::vector<float> decode_out_;
   std::deque<std::vector<float>> vectors_;
-  std::vector<std::vector<float>> workspace_;
+  std::vector<AlignedVector<float>> workspace_;
   KvShape kv_shape_;
   KvDtype kv_dtype_;
   LargeBuffer kv_;  // [block][layer][k|v][block_size][kv_dim] of kv_dtype_, pages touched lazily

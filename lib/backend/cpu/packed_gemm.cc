@@ -230,7 +230,7 @@ void RowGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
 
 template <typename K>
 void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x, int64_t k,
-                 const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, std::vector<float>& panel) {
+                 const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, AlignedVector<float>& panel) {
   const int64_t k8 = k / 8;
   panel.resize(static_cast<size_t>(std::max<int64_t>(1, k8) * K::kCols * 8));
   for (int64_t c0 = r0; c0 < r1; c0 += K::kCols) {
@@ -280,7 +280,7 @@ bool PackedGemmAvailable(bool allow_simd) {
 }
 
 void PackedGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
-                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, std::vector<float>& panel) {
+                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, AlignedVector<float>& panel) {
 #if LLM42_X86
   if (CpuHasAvx512()) return PackedGemmT<Avx512Kernel>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy, panel);
   PackedGemmT<Avx2Kernel>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy, panel);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lib/util/aligned_vector.h"
 #include "lib/util/ggml_types.h"
 
 namespace llm42::internal {
@@ -34,7 +35,7 @@ bool PackedGemmSupports(GgmlType type);
 // Weight row r starts at w + r * row_bytes in `type`'s layout. `panel` is the caller's scratch
 // (one per thread).
 void PackedGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
-                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, std::vector<float>& panel);
+                int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, AlignedVector<float>& panel);
 
 // PackedGemm's arithmetic (the same bits) for a few activation rows (decode of several
 // sequences, short verify windows), reading the weight rows directly and converting them in
