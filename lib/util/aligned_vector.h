@@ -21,7 +21,7 @@ struct CacheLineAllocator {
   CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}  // NOLINT: rebinding converts implicitly
 
   T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t n) noexcept { ::operator delete(p, n * sizeof(T), kAlign); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, kAlign); }
 
   template <typename U>
   bool operator==(const CacheLineAllocator<U>&) const noexcept {
