@@ -12,6 +12,7 @@
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/ggml_types.h"
+#include "lib/util/simd_switch.h"
 #include "tests/backend_harness.h"
 #include "tests/op_reference.h"
 
@@ -21,6 +22,27 @@
 
 namespace llm42 {
 namespace {
+
+// Why this machine has no AVX2 kernels to test, read from the CPU itself and the environment, not
+// from the library's detection: a CPU without AVX2, FMA or F16C, or LLM42_CPU_SIMD=off (which
+// stands for one). Empty where the kernels must exist.
+std::string NoAvx2Kernels() {
+#if defined(__x86_64__)
+  if (SimdDisabledByEnvironment()) return "LLM42_CPU_SIMD=off stands for a CPU without AVX2";
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) {
+    return "this CPU lacks AVX2/FMA/F16C";
+  }
+  return "";
+#else
+  return "not an x86-64 build";
+#endif
+}
+
+// Skips (saying why and what is then missing) only for a missing CPU feature; where the CPU has
+// it, a library that does not detect it fails instead of skipping.
+#define SKIP_WITHOUT_AVX2_KERNELS(what)                                                          \
+  if (const std::string why = NoAvx2Kernels(); !why.empty()) GTEST_SKIP() << why << ": " << what; \
+  ASSERT_TRUE(internal::CpuHasAvx2()) << "the CPU has AVX2, FMA and F16C but the library does not detect them"
 
 #if defined(__x86_64__)
 __attribute__((target("f16c"))) uint16_t HardwareFp16(float f) {
@@ -38,7 +60,8 @@ TEST(Fp16, ConversionsRoundTripEveryHalf) {
 
 TEST(Fp16, MatchesF16cInstructionsBitForBit) {
 #if defined(__x86_64__)
-  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C: no hardware conversion to compare with";
+  // The instruction itself, whatever LLM42_CPU_SIMD says: only a CPU without F16C lacks it.
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "this CPU lacks F16C: no hardware conversion to compare with";
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
   for (int i = 0; i < 200000; ++i) {
@@ -135,7 +158,7 @@ TEST_P(MatMulTest, FixedIsRowInvariantAndSimdIndependent) {
 // The sensitivity control of the test above: the fast schedule really depends on the batch.
 TEST_P(MatMulTest, FastDependsOnTheBatch) {
   const GgmlType type = GetParam();
-  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C: the fast family has only its portable kernel here";
+  SKIP_WITHOUT_AVX2_KERNELS("the fast family has only its portable kernel here");
   std::mt19937 rng(31);
   const int64_t rows = 64, cols = 256;
   TestMatrix w = MakeMatrix(type, rows, cols, rng);
@@ -159,7 +182,7 @@ TEST_P(MatMulTest, FastDependsOnTheBatch) {
 TEST(MatMulQuantized, FastPromptRowsRunTheFloatGemmOnTheExactWeights) {
   // A CPU without AVX2/FMA/F16C (or LLM42_CPU_SIMD=off, which stands for one) has no packed GEMM:
   // its fast rows run the portable row dot, whose bits are its own.
-  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C: there is no packed GEMM to take these rows";
+  SKIP_WITHOUT_AVX2_KERNELS("there is no packed GEMM to take these rows");
   ASSERT_TRUE(internal::PackedGemmAvailable()) << "AVX2 is here but the packed GEMM is off (LLM42_CPU_PACKED=off?)";
   const bool int8_by_design = internal::CpuHasVnni512();
   std::mt19937 rng(41);
@@ -244,12 +267,9 @@ struct StoredKv {
 // ((l0+l4)+(l1+l5) in Scores4) and when a value sum starts from zero for the remainder.
 TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
-    if (!internal::CpuHasAvx2()) {
-      // A missing CPU feature, not a failure: the one-query kernels are compared with the
-      // portable code by the other attention tests on every machine. Where AVX2 is there, a
-      // missing blocked kernel fails below.
-      GTEST_SKIP() << "no AVX2 here (or LLM42_CPU_SIMD=off): the blocked attention kernel does not exist to compare";
-    }
+    // The one-query kernels are compared with the portable code by the other attention tests on
+    // every machine. Where AVX2 is there, a missing blocked kernel fails below.
+    SKIP_WITHOUT_AVX2_KERNELS("the blocked attention kernel does not exist to compare");
     for (int64_t hd : {16, 48, 64, 128}) {
       const internal::AttendRangeFn one = internal::SelectAttendRange(dtype, true, hd);
       const internal::AttendRangeFn portable = internal::SelectAttendRange(dtype, false, hd);
@@ -304,9 +324,7 @@ TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
 // lanes in order instead of the fixed tree, and when the second position's value sum is off by
 // an ulp (all three tried).
 TEST(Attention, HeadsKernelGivesTheOneQueryBits) {
-  if (!internal::CpuHasAvx2()) {
-    GTEST_SKIP() << "no AVX2 here (or LLM42_CPU_SIMD=off): the heads kernel does not exist to compare";
-  }
+  SKIP_WITHOUT_AVX2_KERNELS("the heads kernel does not exist to compare");
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
     for (int64_t hd : {16, 48, 64, 128}) {
       const internal::AttendHeadsFn heads = internal::SelectAttendHeads(dtype, true, hd);
@@ -385,10 +403,7 @@ TEST(Attention, PromptRowsGiveTheirAloneBits) {
 // (_mm512_cvtps_epi32 instead of RoundHalfAway; _mm256_cvtps_epi32 in the AVX2 form) and, for
 // AVX2, with saturating packs of the rounded values instead of their low bytes (the NaN row).
 TEST(QuantizeActivations, SimdGivesTheScalarBits) {
-  // A missing CPU feature, not a failure: without it only the scalar code exists.
-  if (!internal::CpuHasAvx2()) {
-    GTEST_SKIP() << "no AVX2 here (or LLM42_CPU_SIMD=off): activations are quantized by the scalar code only";
-  }
+  SKIP_WITHOUT_AVX2_KERNELS("activations are quantized by the scalar code only");
   std::vector<float> x;
   std::mt19937 rng(41);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
