@@ -92,6 +92,23 @@ absl::Status CpuBackend::CopyToHost(float* host, const float* src, size_t n) {
 
 absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
   batch_ = plan;
+  // The decode rows and their chunks, once per step rather than per layer: a token alone in its
+  // sequence's run of the batch (prompts and verify windows are runs of several).
+  const auto n_tokens = static_cast<int64_t>(plan.positions.size());
+  const int32_t* const* tables = plan.block_tables.data();
+  decode_row_.assign(static_cast<size_t>(n_tokens), 0);
+  decode_tokens_.clear();
+  decode_first_.clear();
+  decode_ranges_.clear();
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    if ((i > 0 && tables[i - 1] == tables[i]) || (i + 1 < n_tokens && tables[i + 1] == tables[i])) continue;
+    decode_row_[static_cast<size_t>(i)] = 1;
+    decode_tokens_.push_back(i);
+    decode_first_.push_back(static_cast<int64_t>(decode_ranges_.size()));
+    const int64_t len = plan.positions[static_cast<size_t>(i)] + 1;
+    for (int64_t b = 0; b < len; b += kAttentionChunk) decode_ranges_.push_back({i, b, std::min(len, b + kAttentionChunk)});
+  }
+  decode_first_.push_back(static_cast<int64_t>(decode_ranges_.size()));
   return absl::OkStatus();
 }
 
@@ -424,17 +441,9 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   // Decode rows (a token alone in its sequence's run of the step) through the heads kernel; the
   // rest (prompts, verify windows) through the blocked kernels below.
   const internal::AttendHeadsFn heads = internal::SelectAttendHeads(kv_dtype_, simd_, hd);
-  std::vector<bool> decode_row(static_cast<size_t>(n_tokens), false);
   if (heads != nullptr) {
-    std::vector<int64_t> decode_tokens;
-    for (int64_t i = 0; i < n_tokens; ++i) {
-      if ((i == 0 || tables[i - 1] != tables[i]) && (i + 1 == n_tokens || tables[i + 1] != tables[i])) {
-        decode_row[static_cast<size_t>(i)] = true;
-        decode_tokens.push_back(i);
-      }
-    }
-    AttendDecodeRows(heads, kv, q, shape, decode_tokens, out);
-    if (static_cast<int64_t>(decode_tokens.size()) == n_tokens) return absl::OkStatus();
+    AttendDecodeRows(heads, kv, q, shape, out);
+    if (static_cast<int64_t>(decode_tokens_.size()) == n_tokens) return absl::OkStatus();
   }
 
   // Blocks of queries that share a KV head, a sequence and a schedule (a prompt's tokens, the
@@ -447,7 +456,7 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   for (int64_t i0 = 0; i0 < n_tokens;) {
     int64_t i1 = i0 + 1;
     while (i1 < n_tokens && tables[i1] == tables[i0] && s[i1] == s[i0]) ++i1;
-    if (decode_row[static_cast<size_t>(i0)]) {  // done above
+    if (heads != nullptr && decode_row_[static_cast<size_t>(i0)] != 0) {  // done above
       i0 = i1;
       continue;
     }
@@ -523,23 +532,15 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
 }
 
 void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal::KvLayerView& kv, const float* q,
-                                  const AttentionShape& shape, std::span<const int64_t> tokens, float* out) {
-  if (tokens.empty()) return;
+                                  const AttentionShape& shape, float* out) {
+  if (decode_tokens_.empty()) return;
   const int64_t hd = shape.head_dim, n_head = shape.n_head, group = n_head / shape.n_head_kv, width = n_head * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // The work: each token's kAttentionChunk chunks (whole rows, on the pool); where there are
+  // The work: the decode rows' chunks (BeginBatch; whole rows, on the pool); where there are
   // fewer chunks than threads, each chunk's KV heads in as many slices (half rows read at about
   // half the rate, but no thread idles).
-  decode_ranges_.clear();
-  std::vector<int64_t> first;  // per token, its first chunk
   int64_t work = 0;
-  for (int64_t i : tokens) {
-    const int64_t len = batch_.positions[static_cast<size_t>(i)] + 1;
-    work += len * width;
-    first.push_back(static_cast<int64_t>(decode_ranges_.size()));
-    for (int64_t b = 0; b < len; b += kAttentionChunk) decode_ranges_.push_back({i, b, std::min(len, b + kAttentionChunk)});
-  }
-  first.push_back(static_cast<int64_t>(decode_ranges_.size()));
+  for (const DecodeRange& r : decode_ranges_) work += (r.end - r.begin) * width;
   const auto n_chunks = static_cast<int64_t>(decode_ranges_.size());
   const int64_t slices = n_chunks < pool_.size() ? std::min<int64_t>(shape.n_head_kv, pool_.size()) : 1;
   decode_parts_.resize(static_cast<size_t>(n_chunks * n_head));
@@ -557,12 +558,12 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
             scale, range.begin, range.end, scores.data(), o, decode_parts_.data() + r * n_head);
     }
   });
-  for (size_t j = 0; j < tokens.size(); ++j) {
-    float* o_token = out + tokens[j] * width;
+  for (size_t j = 0; j < decode_tokens_.size(); ++j) {
+    float* o_token = out + decode_tokens_[j] * width;
     for (int64_t h = 0; h < n_head; ++h) {
       float* o = o_token + h * hd;
-      internal::Partial total = decode_parts_[static_cast<size_t>(first[j] * n_head + h)];
-      for (int64_t r = first[j] + 1; r < first[j + 1]; ++r) {
+      internal::Partial total = decode_parts_[static_cast<size_t>(decode_first_[j] * n_head + h)];
+      for (int64_t r = decode_first_[j] + 1; r < decode_first_[j + 1]; ++r) {
         internal::Combine(total, o, decode_parts_[static_cast<size_t>(r * n_head + h)],
                           decode_out_.data() + r * width + h * hd, hd);
       }

@@ -92,11 +92,11 @@ class CpuBackend final : public Backend {
   // into y[rows[j] * ldy + r].
   void Int8Rows(const internal::Int8Kernels& kernels, const WeightMatrix& w, int64_t r0, int64_t r1,
                 const int64_t* rows, int64_t count, float* y, int64_t ldy) const;
-  // Attention of the decode rows `tokens` (each its sequence's only query in the step) with the
-  // heads kernel: a token's heads at once over each kAttentionChunk chunk of its prefix, the
+  // Attention of the decode rows (BeginBatch: each its sequence's only query in the step) with
+  // the heads kernel: a token's heads at once over each kAttentionChunk chunk of its prefix, the
   // chunks on the pool, then combined in order per head (the blocked path's arithmetic).
   void AttendDecodeRows(internal::AttendHeadsFn heads, const internal::KvLayerView& kv, const float* q,
-                        const AttentionShape& shape, std::span<const int64_t> tokens, float* out);
+                        const AttentionShape& shape, float* out);
 
   ThreadPool pool_;
   bool simd_;
@@ -107,10 +107,14 @@ class CpuBackend final : public Backend {
   // Attention's blocks of queries (token * n_head + head): block b is attention_queries_[
   // attention_blocks_[b], attention_blocks_[b + 1]).
   std::vector<int64_t> attention_queries_, attention_blocks_;
-  // AttendDecodeRows' ranges (token, begin, end), their softmax states and outputs.
+  // The step's decode rows (BeginBatch): decode_row_[i] != 0 for each, decode_tokens_ in order,
+  // their chunks (token, begin, end) with token j's from decode_ranges_[decode_first_[j]] to
+  // decode_ranges_[decode_first_[j + 1]]; AttendDecodeRows' softmax states and outputs per chunk.
   struct DecodeRange {
     int64_t token, begin, end;
   };
+  std::vector<char> decode_row_;
+  std::vector<int64_t> decode_tokens_, decode_first_;
   std::vector<DecodeRange> decode_ranges_;
   std::vector<internal::Partial> decode_parts_;
   std::vector<float> decode_out_;

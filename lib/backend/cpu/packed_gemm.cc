@@ -19,21 +19,12 @@ namespace {
 
 #if LLM42_X86
 
-// Weight i of a row as f32 (exact for these types): the element loaders' values.
-float WeightAt(GgmlType type, const uint8_t* row, int64_t i) {
-  switch (type) {
-    case GgmlType::kF16: return F16Loader::At(row, i);
-    case GgmlType::kBF16: return Bf16Loader::At(row, i);
-    case GgmlType::kQ8_0: return Q8_0Loader::At(row, i);
-    case GgmlType::kQ4_0: return Q4_0Loader::At(row, i);
-    default: return F32Loader::At(row, i);
-  }
-}
-
 // The fixed arithmetic's end for one output: its accumulator's tree sum, then a fused
-// multiply-add per element past the 8-element steps.
+// multiply-add per element past the 8-element steps (the element loaders' exact values).
 float FinishRow(float tree, GgmlType type, const uint8_t* row, const float* x, int64_t k8, int64_t k) {
-  for (int64_t t = 8 * k8; t < k; ++t) tree = std::fma(WeightAt(type, row, t), x[t], tree);
+  WithElementLoader(type, [&](auto loader) {
+    for (int64_t t = 8 * k8; t < k; ++t) tree = std::fma(decltype(loader)::At(row, t), x[t], tree);
+  });
   return tree;
 }
 

@@ -331,17 +331,10 @@ Fn Avx2ByType(GgmlType type, Pick pick) {
 }  // namespace
 
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
-  auto run = [&](auto loader) {
+  const bool known = WithElementLoader(type, [&](auto loader) {
     for (int64_t i = 0; i < n; ++i) out[i] = decltype(loader)::At(row, i);
-  };
-  switch (type) {
-    case GgmlType::kF32: return run(F32Loader{});
-    case GgmlType::kF16: return run(F16Loader{});
-    case GgmlType::kBF16: return run(Bf16Loader{});
-    case GgmlType::kQ8_0: return run(Q8_0Loader{});
-    case GgmlType::kQ4_0: return run(Q4_0Loader{});
-    default: std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
-  }
+  });
+  if (!known) std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
 }
 
 Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {

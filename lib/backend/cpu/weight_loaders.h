@@ -59,6 +59,20 @@ struct Q4_0Loader {
   static float At(const uint8_t* w, int64_t i) { return Scale(w, i / 32) * Q(w, i); }
 };
 
+// fn(Loader{}) with the element loader of `type` (f32, f16, bf16, q8_0, q4_0), and true; false,
+// without calling fn, for any other type. The one type-to-loader dispatch of the scalar code.
+template <typename Fn>
+bool WithElementLoader(GgmlType type, Fn&& fn) {
+  switch (type) {
+    case GgmlType::kF32: fn(F32Loader{}); return true;
+    case GgmlType::kF16: fn(F16Loader{}); return true;
+    case GgmlType::kBF16: fn(Bf16Loader{}); return true;
+    case GgmlType::kQ8_0: fn(Q8_0Loader{}); return true;
+    case GgmlType::kQ4_0: fn(Q4_0Loader{}); return true;
+    default: return false;
+  }
+}
+
 #if defined(__x86_64__)
 
 // How far ahead of the weights it reads a decode kernel asks for more (software prefetch, one
