@@ -261,10 +261,12 @@ struct StoredKv {
 };
 
 // The blocked attention kernel (attention.h) gives every query the one-query kernel's bits and
-// the portable code's: 1 to 8 queries with different ends (shared prefixes of 0 to 40 keys and
-// remainders of 0 to 7), head sizes 16 to 128, every KV type, keys spread over shuffled blocks.
-// Checked to fail when the reduction's second step pairs lanes differently
-// ((l0+l4)+(l1+l5) in Scores4) and when a value sum starts from zero for the remainder.
+// the portable code's: 1 to kMaxBlockQueries queries (every count to 10, then across the AVX-512
+// kernel's sub-blocks of eight and the AVX2 kernel's groups of four) with different ends (shared
+// prefixes of 0 to 40 keys and remainders of 0 to 7), head sizes 16 to 128, every KV type, keys
+// spread over shuffled blocks. Checked to fail when the reduction's second step pairs lanes
+// differently ((l0+l4)+(l1+l5) in Scores4), when a value sum starts from zero for the remainder,
+// and when the AVX2 kernel skips the 16-column value pass after its 24-column ones (hd 64).
 TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
     // The one-query kernels are compared with the portable code by the other attention tests on
@@ -281,22 +283,23 @@ TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
       const int32_t* table = StoredKv::kTable;
       const int64_t off = hd * elem;  // the second KV head
       const float scale = 0.125f;
-      const std::vector<float> q = RandomVector(static_cast<size_t>(8 * hd), 22);
-      for (int n = 1; n <= internal::kMaxBlockQueries; ++n) {
+      constexpr int kMax = internal::kMaxBlockQueries;
+      const std::vector<float> q = RandomVector(static_cast<size_t>(kMax * hd), 22);
+      for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17, 23, kMax}) {
         for (int64_t begin : {int64_t{0}, int64_t{13}}) {
           for (int64_t shared : {1, 3, 4, 17, 40}) {
-            const float* qs[8];
-            int64_t end[8];
-            std::vector<float> scores(static_cast<size_t>(8 * 64)), outs(static_cast<size_t>(8 * hd));
-            float* sc[8];
-            float* os[8];
+            const float* qs[kMax];
+            int64_t end[kMax];
+            std::vector<float> scores(static_cast<size_t>(kMax * 64)), outs(static_cast<size_t>(kMax * hd));
+            float* sc[kMax];
+            float* os[kMax];
             for (int j = 0; j < n; ++j) {
               qs[j] = q.data() + j * hd;
               end[j] = begin + shared + (j * 5) % 8;  // queries' own remainders: 0..7 keys
               sc[j] = scores.data() + j * 64;
               os[j] = outs.data() + j * hd;
             }
-            internal::Partial parts[8];
+            internal::Partial parts[kMax];
             block(qs, n, kv, table, off, hd, scale, begin, end, sc, os, parts);
             for (int j = 0; j < n; ++j) {
               std::vector<float> s1(64), o1(static_cast<size_t>(hd)), sp(64), op(static_cast<size_t>(hd));

@@ -152,14 +152,19 @@ LLM42_AVX2 inline void ValueSums256(const KvLayerView& kv, const int32_t* table,
   }
 }
 
-// Value sums of Q (1 or 4) queries over [t0, t1) into o[j][0, hd): 16 columns at a time for four
-// queries, 64 for one (a 64-element head's value rows read in one pass, not two), then 8.
+// Value sums of Q (1 or 4) queries over [t0, t1) into o[j][0, hd): 24 columns at a time for four
+// queries (12 accumulators; a 64-element head in three passes over the rows, not four), then 16,
+// 64 for one (a 64-element head's value rows read in one pass, not two), then 8.
 template <int Q, typename V>
 LLM42_AVX2 void ValueSumsAll256(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t hd, int64_t t0,
                                 int64_t t1, const float* const* e, float* const* o, bool accumulate) {
-  constexpr int kWide = Q > 1 ? 2 : 8;
+  constexpr int kWide = Q > 1 ? 3 : 8;
   int64_t d = 0;
   for (; d + 8 * kWide <= hd; d += 8 * kWide) ValueSums256<Q, kWide, V>(kv, table, off, d, t0, t1, e, o, accumulate);
+  if (Q > 1 && d + 16 <= hd) {
+    ValueSums256<Q, 2, V>(kv, table, off, d, t0, t1, e, o, accumulate);
+    d += 16;
+  }
   for (; d < hd; d += 8) ValueSums256<Q, 1, V>(kv, table, off, d, t0, t1, e, o, accumulate);
 }
 
@@ -567,10 +572,15 @@ template <typename V, typename L>
 LLM42_AVX512 void AttendBlockAvx512(const float* const* q, int n, const KvLayerView& kv, const int32_t* table,
                                     int64_t off, int64_t hd, float scale, int64_t begin, const int64_t* end,
                                     float* const* scores, float* const* o, Partial* parts) {
-  if (n > 4) {
-    AttendBlockQ<2, V, L>(q, n, kv, table, off, hd, scale, begin, end, scores, o, parts);
-  } else {
-    AttendBlockQ<1, V, L>(q, n, kv, table, off, hd, scale, begin, end, scores, o, parts);
+  // Sub-blocks of up to eight queries (two per register), one after another while the range's
+  // rows are warm in cache.
+  for (int j = 0; j < n; j += 8) {
+    const int m = std::min(8, n - j);
+    if (m > 4) {
+      AttendBlockQ<2, V, L>(q + j, m, kv, table, off, hd, scale, begin, end + j, scores + j, o + j, parts + j);
+    } else {
+      AttendBlockQ<1, V, L>(q + j, m, kv, table, off, hd, scale, begin, end + j, scores + j, o + j, parts + j);
+    }
   }
 }
 #endif  // __x86_64__
