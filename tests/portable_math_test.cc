@@ -161,14 +161,15 @@ TEST(PortableMath, SpecialValues) {
 // polynomial's range, so the four-group path runs, then a wider spread that leaves it every few
 // values), the range edges, specials, and ragged lengths that end in the scalar loop. Checked to
 // fail when the vector polynomial's 0.5 coefficient is 0.5000001, and when the four-group path
-// uses group 0's reduction for group 1.
+// uses group 0's reduction for group 1. PortableExpfShiftedSum gives the same values and their sum
+// added in index order (checked to fail with two lanes' additions swapped).
 TEST(PortableMath, ExpfShiftedMatchesTheScalarBitForBit) {
   std::vector<float> x;
   uint32_t state = 12345;
   for (int i = 0; i < 200000; ++i) {
     state = state * 1664525u + 1013904223u;
     const float u = static_cast<float>(state >> 8) / 16777216.0f;
-    x.push_back(i < 100000 ? -90.0f + 90.0f * u : -120.0f + 215.0f * u);
+    x.push_back(i < 100000 ? -8.0f * u : -120.0f + 215.0f * u);
   }
   for (float v : {-104.0f, std::nextafter(-104.0f, -200.0f), 88.7999f, 88.8f, 0.0f, -0.0f, 1e-30f, -1e-30f,
                   std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
@@ -176,13 +177,18 @@ TEST(PortableMath, ExpfShiftedMatchesTheScalarBitForBit) {
     x.push_back(v);
   }
   for (float shift : {0.0f, 3.5f, -2.25f}) {
-    for (size_t n : {x.size(), size_t{7}, size_t{3}}) {
-      std::vector<float> out(n);
+    for (size_t n : {x.size(), size_t{100000}, size_t{1000}, size_t{7}, size_t{3}}) {
+      std::vector<float> out(n), summed(n);
       PortableExpfShifted(x.data(), shift, out.data(), static_cast<int64_t>(n));
+      const float sum = PortableExpfShiftedSum(x.data(), shift, summed.data(), static_cast<int64_t>(n));
+      float want_sum = 0;
       for (size_t i = 0; i < n; ++i) {
         const float want = PortableExpf(x[i] - shift);
         ASSERT_EQ(std::memcmp(&out[i], &want, sizeof want), 0) << "x " << x[i] << " shift " << shift;
+        ASSERT_EQ(std::memcmp(&summed[i], &want, sizeof want), 0) << "x " << x[i] << " shift " << shift;
+        want_sum += want;
       }
+      EXPECT_EQ(std::memcmp(&sum, &want_sum, sizeof sum), 0) << "n " << n << " shift " << shift;
     }
   }
   // Sensitivity: the same comparison notices a one-ulp difference.

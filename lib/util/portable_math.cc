@@ -161,7 +161,7 @@ __attribute__((target("avx2"))) inline void ExpGroups(const double (&c)[N], cons
 // side where the next 16 values all pass; returns how many were done (the caller takes the
 // first value out of range by the scalar code).
 template <typename Group>
-__attribute__((target("avx2"))) inline int64_t ExpBatch(int64_t n, const Group& group) {
+__attribute__((target("avx2"))) inline int64_t ExpBatch(int64_t n, Group& group) {
   constexpr int kGroups = 4;
   int64_t i = 0;
   for (; i + 4 * kGroups <= n; i += 4 * kGroups) {
@@ -180,22 +180,35 @@ __attribute__((target("avx2"))) inline int64_t ExpBatch(int64_t n, const Group& 
   return i;
 }
 
-// PortableExpf(x[i] - shift): the subtraction in float, range [-104, 88.8) (NaN fails).
+// PortableExpf(x[i] - shift): the subtraction in float, range [-104, 88.8) (NaN fails). With
+// kSum, sum += each value in index order as it is stored (beside the next values' exponentials,
+// where a pass of its own afterwards is one 3-cycle addition after another).
+template <bool kSum>
 struct ExpfShiftedGroup {
   const float* x;
   float* out;
   __m128 shift;
+  float sum = 0;
   __attribute__((target("avx2"))) bool Load(int64_t i, __m256d& v) const {
     const __m128 f = _mm_sub_ps(_mm_loadu_ps(x + i), shift);
     v = _mm256_cvtps_pd(f);
     return _mm_movemask_ps(_mm_and_ps(_mm_cmpge_ps(f, _mm_set1_ps(-104.0f)), _mm_cmplt_ps(f, _mm_set1_ps(88.8f)))) == 0xF;
   }
   template <int G>
-  __attribute__((target("avx2"))) void Store(int64_t i, const __m256d (&v)[G]) const {
+  __attribute__((target("avx2"))) void Store(int64_t i, const __m256d (&v)[G]) {
     __m256d e[G];
     ExpGroups<G>(kExpfTaylor, v, e);
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) _mm_storeu_ps(out + i + 4 * g, _mm256_cvtpd_ps(e[g]));
+    for (int g = 0; g < G; ++g) {
+      const __m128 f = _mm256_cvtpd_ps(e[g]);
+      _mm_storeu_ps(out + i + 4 * g, f);
+      if constexpr (kSum) {
+        sum += _mm_cvtss_f32(f);
+        sum += _mm_cvtss_f32(_mm_movehdup_ps(f));
+        sum += _mm_cvtss_f32(_mm_movehl_ps(f, f));
+        sum += _mm_cvtss_f32(_mm_shuffle_ps(f, f, _MM_SHUFFLE(3, 3, 3, 3)));
+      }
+    }
   }
 };
 
@@ -219,13 +232,23 @@ struct ExpScaledGroup {
   }
 };
 
-__attribute__((target("avx2"))) int64_t ExpfShiftedAvx2(const float* x, float shift, float* out, int64_t n) {
-  return ExpBatch(n, ExpfShiftedGroup{x, out, _mm_set1_ps(shift)});
+// The values [0, done) and, with sum, *sum += them in order.
+__attribute__((target("avx2"))) int64_t ExpfShiftedAvx2(const float* x, float shift, float* out, int64_t n,
+                                                      float* sum) {
+  if (sum == nullptr) {
+    ExpfShiftedGroup<false> group{x, out, _mm_set1_ps(shift)};
+    return ExpBatch(n, group);
+  }
+  ExpfShiftedGroup<true> group{x, out, _mm_set1_ps(shift), *sum};
+  const int64_t done = ExpBatch(n, group);
+  *sum = group.sum;
+  return done;
 }
 
 __attribute__((target("avx2"))) int64_t ExpScaledAvx2(const float* x, double shift, double divisor, double* out,
                                                      int64_t n) {
-  return ExpBatch(n, ExpScaledGroup{x, out, _mm256_set1_pd(shift), _mm256_set1_pd(divisor)});
+  ExpScaledGroup group{x, out, _mm256_set1_pd(shift), _mm256_set1_pd(divisor)};
+  return ExpBatch(n, group);
 }
 
 }  // namespace
@@ -246,20 +269,34 @@ void PortableExpScaled(const float* x, double shift, double divisor, double* out
   for (; i < n; ++i) out[i] = PortableExp((x[i] - shift) / divisor);
 }
 
-void PortableExpfShifted(const float* x, float shift, float* out, int64_t n) {
+namespace {
+
+// PortableExpfShifted, and with sum, *sum += out[i] in index order.
+void ExpfShifted(const float* x, float shift, float* out, int64_t n, float* sum) {
   int64_t i = 0;
+  auto scalar = [&] {
+    out[i] = PortableExpf(x[i] - shift);
+    if (sum != nullptr) *sum += out[i];
+    ++i;
+  };
 #if defined(__x86_64__)
   static const bool avx2 = !SimdDisabledByEnvironment() && __builtin_cpu_supports("avx2");
   while (avx2 && i + 4 <= n) {
-    const int64_t done = ExpfShiftedAvx2(x + i, shift, out + i, n - i);
-    i += done;
-    if (i + 4 <= n) {  // a group out of range: its first element by the scalar code, then go on
-      out[i] = PortableExpf(x[i] - shift);
-      ++i;
-    }
+    i += ExpfShiftedAvx2(x + i, shift, out + i, n - i, sum);
+    if (i + 4 <= n) scalar();  // a group out of range: its first element by the scalar code, then go on
   }
 #endif
-  for (; i < n; ++i) out[i] = PortableExpf(x[i] - shift);
+  while (i < n) scalar();
+}
+
+}  // namespace
+
+void PortableExpfShifted(const float* x, float shift, float* out, int64_t n) { ExpfShifted(x, shift, out, n, nullptr); }
+
+float PortableExpfShiftedSum(const float* x, float shift, float* out, int64_t n) {
+  float sum = 0;
+  ExpfShifted(x, shift, out, n, &sum);
+  return sum;
 }
 
 }  // namespace llm42

@@ -62,6 +62,11 @@ inline float PortableExpf(float xf) {
 // lane by lane, unfused). out may be x.
 void PortableExpfShifted(const float* x, float shift, float* out, int64_t n);
 
+// PortableExpfShifted, returning the float sum of out[0, n) added one value at a time in index
+// order, from 0 (softmax's denominator, as a loop over out would add it); on AVX2 the additions
+// run beside the next values' exponentials.
+float PortableExpfShiftedSum(const float* x, float shift, float* out, int64_t n);
+
 // out[i] = PortableExp((x[i] - shift) / divisor) for i < n, the same bits (x[i] widened to
 // double, as a caller of PortableExp would write it), four at a time on AVX2: sampling's
 // weights over a whole vocabulary.

@@ -80,8 +80,7 @@ Partial AttendRangePortable(const float* q, const KvLayerView& kv, const int32_t
 Partial Exponentiate(float* scores, int64_t n) {
   Partial p;
   for (int64_t t = 0; t < n; ++t) p.max = std::max(p.max, scores[t]);
-  PortableExpfShifted(scores, p.max, scores, n);  // PortableExpf's bits, four at a time
-  for (int64_t t = 0; t < n; ++t) p.sum += scores[t];
+  p.sum = PortableExpfShiftedSum(scores, p.max, scores, n);  // PortableExpf's bits; summed in order
   return p;
 }
 
