@@ -292,12 +292,13 @@ LLM42_AVX2 void AttendBlockAvx2(const float* const* q, int n, const KvLayerView&
     const uint8_t* k1 = rows.key(off);
     rows.Next(/*value=*/false, off, hd * kv.elem);
     for (int g = 0; g < padded; g += 4) {
-      alignas(32) float s[8];
-      _mm256_store_ps(s, _mm256_mul_ps(Scores4x2<V>(qs + g, hd, k0, k1), vscale));
-      for (int j = 0; j < 4; ++j) {
-        sc[g + j][t - begin] = s[2 * j];
-        sc[g + j][t - begin + 1] = s[2 * j + 1];
-      }
+      // Lanes (2j, 2j + 1) are query j's scores of the two keys: one 8-byte store per query.
+      const __m256 s = _mm256_mul_ps(Scores4x2<V>(qs + g, hd, k0, k1), vscale);
+      const __m128 lo = _mm256_castps256_ps128(s), hi = _mm256_extractf128_ps(s, 1);
+      _mm_storel_pi(reinterpret_cast<__m64*>(sc[g] + (t - begin)), lo);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(sc[g + 1] + (t - begin)), lo);
+      _mm_storel_pi(reinterpret_cast<__m64*>(sc[g + 2] + (t - begin)), hi);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(sc[g + 3] + (t - begin)), hi);
     }
   }
   ScoreRemainders<V, L>(pq, n, kv, table, off, hd, scale, begin, t, end, parts);
