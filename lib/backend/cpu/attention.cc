@@ -124,18 +124,23 @@ class KvStream {
 };
 
 // o[j][d0, d0 + 8 * C) += sum over t in [t0, t1) of e[j][t - t0] * v_t, in position order, for
-// the Q queries j (o loaded first when `accumulate`).
-template <int Q, int C, typename V>
+// the Q queries j (o loaded first when `accumulate`); kAhead: asking for the rows ahead
+// (KvStream), else for rows already in cache (an earlier group's passes brought them).
+template <int Q, int C, typename V, bool kAhead = true>
 LLM42_AVX2 inline void ValueSums256(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t d0, int64_t t0,
                                     int64_t t1, const float* const* e, float* const* o, bool accumulate) {
   __m256 acc[Q][C];
   for (int j = 0; j < Q; ++j) {
     for (int c = 0; c < C; ++c) acc[j][c] = accumulate ? _mm256_loadu_ps(o[j] + d0 + 8 * c) : _mm256_setzero_ps();
   }
-  KvStream rows(kv, table, t0, t1);
+  std::conditional_t<kAhead, KvStream, KvRows> rows(kv, table, t0, t1);
   for (int64_t t = t0; t < t1; ++t) {
     const uint8_t* v = rows.value(off);
-    rows.Next(/*value=*/true, off + d0 * kv.elem, 8 * C * kv.elem);
+    if constexpr (kAhead) {
+      rows.Next(/*value=*/true, off + d0 * kv.elem, 8 * C * kv.elem);
+    } else {
+      rows.Next();
+    }
     __m256 vv[C];
 #pragma GCC unroll 8  // in full, so that vv and acc stay in registers
     for (int c = 0; c < C; ++c) vv[c] = V::Load8(v, d0 + 8 * c);
@@ -154,17 +159,19 @@ LLM42_AVX2 inline void ValueSums256(const KvLayerView& kv, const int32_t* table,
 // Value sums of Q (1 or 4) queries over [t0, t1) into o[j][0, hd): 24 columns at a time for four
 // queries (12 accumulators; a 64-element head in three passes over the rows, not four), then 16,
 // 64 for one (a 64-element head's value rows read in one pass, not two), then 8.
-template <int Q, typename V>
+template <int Q, typename V, bool kAhead = true>
 LLM42_AVX2 void ValueSumsAll256(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t hd, int64_t t0,
                                 int64_t t1, const float* const* e, float* const* o, bool accumulate) {
   constexpr int kWide = Q > 1 ? 3 : 8;
   int64_t d = 0;
-  for (; d + 8 * kWide <= hd; d += 8 * kWide) ValueSums256<Q, kWide, V>(kv, table, off, d, t0, t1, e, o, accumulate);
+  for (; d + 8 * kWide <= hd; d += 8 * kWide) {
+    ValueSums256<Q, kWide, V, kAhead>(kv, table, off, d, t0, t1, e, o, accumulate);
+  }
   if (Q > 1 && d + 16 <= hd) {
-    ValueSums256<Q, 2, V>(kv, table, off, d, t0, t1, e, o, accumulate);
+    ValueSums256<Q, 2, V, kAhead>(kv, table, off, d, t0, t1, e, o, accumulate);
     d += 16;
   }
-  for (; d < hd; d += 8) ValueSums256<Q, 1, V>(kv, table, off, d, t0, t1, e, o, accumulate);
+  for (; d < hd; d += 8) ValueSums256<Q, 1, V, kAhead>(kv, table, off, d, t0, t1, e, o, accumulate);
 }
 
 // The same on 256-bit vectors: four keys' dot products at a time (independent chains), and the
@@ -302,7 +309,14 @@ LLM42_AVX2 void AttendBlockAvx2(const float* const* q, int n, const KvLayerView&
     }
   }
   ScoreRemainders<V, L>(pq, n, kv, table, off, hd, scale, begin, t, end, parts);
-  for (int g = 0; g < padded; g += 4) ValueSumsAll256<4, V>(kv, table, off, hd, begin, common, sc + g, os + g, false);
+  // The first group's passes read the value rows ahead; the later groups find them in cache.
+  for (int g = 0; g < padded; g += 4) {
+    if (g == 0) {
+      ValueSumsAll256<4, V>(kv, table, off, hd, begin, common, sc + g, os + g, false);
+    } else {
+      ValueSumsAll256<4, V, /*kAhead=*/false>(kv, table, off, hd, begin, common, sc + g, os + g, false);
+    }
+  }
   for (int j = 0; j < n; ++j) {
     if (end[j] > common) {
       const float* e = sc[j] + shared;
