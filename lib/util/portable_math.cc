@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <iterator>
-#include <initializer_list>
 #include <limits>
 
 #if defined(__x86_64__)
@@ -14,8 +13,10 @@
 namespace llm42 {
 namespace {
 
-constexpr double kLn2Hi = 6.93147180369123816490e-01;  // trailing bits zero: k * hi is exact
-constexpr double kLn2Lo = 1.90821492927058770002e-10;
+using internal::kExpfTaylor;
+using internal::kLog2E;
+using internal::kLn2Hi;
+using internal::kLn2Lo;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // c[0] z^(n-1) + ... + c[n-1], highest power first.
@@ -41,7 +42,7 @@ double PortableExp(double x) {
   if (x != x) return x;
   if (x > 709.782712893384) return kInf;
   if (x < -745.1332191019412) return 0.0;
-  const int64_t k = RoundToInt(x * 1.4426950408889634);
+  const int64_t k = RoundToInt(x * kLog2E);
   const auto kd = static_cast<double>(k);
   const double r = (x - kd * kLn2Hi) - kd * kLn2Lo;  // |r| <= ln2 / 2 (a hair more at the ends)
   const double p = Horner(kExpTaylor, r);
@@ -118,10 +119,6 @@ void PortableSinCos(double x, double* sin_x, double* cos_x) {
 #if defined(__x86_64__)
 namespace {
 
-// PortableExpf's polynomial, highest power first (degree 9; relative error below 1e-11).
-constexpr double kExpfTaylor[] = {1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
-                                  1.0 / 24,     1.0 / 6,     0.5,        1.0,       1.0};
-
 // e^x on G groups of four double lanes by the scalar codes' steps (PortableExp with kExpTaylor,
 // PortableExpf with kExpfTaylor before its rounding to float), for x whose 2^k is a normal power
 // of two (the callers check the range): the reduction x = k ln2 + r, the Horner polynomial in
@@ -134,7 +131,7 @@ __attribute__((target("avx2"))) inline void ExpGroups(const double (&c)[N], cons
   __m256d kd[G], r[G], p[G];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) {
-    const __m256d t = _mm256_mul_pd(x[g], _mm256_set1_pd(1.4426950408889634));
+    const __m256d t = _mm256_mul_pd(x[g], _mm256_set1_pd(kLog2E));
     // RoundToInt: t < 0 ? t - 0.5 : t + 0.5, truncated toward zero.
     const __m256d neg = _mm256_cmp_pd(t, _mm256_setzero_pd(), _CMP_LT_OQ);
     const __m256d half = _mm256_blendv_pd(_mm256_set1_pd(0.5), _mm256_set1_pd(-0.5), neg);

@@ -2,7 +2,9 @@
 #define LLM42_UTIL_PORTABLE_MATH_H_
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 namespace llm42 {
 
@@ -30,6 +32,17 @@ namespace internal {
 // 2^e for e in [-1022, 1023], exactly.
 inline double Pow2(int64_t e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
 
+// The exponentials' range reduction x = k ln2 + r: k = round(x * kLog2E), and ln 2 split so that
+// k * kLn2Hi is exact for |k| < 2^20 (its trailing bits are zero).
+inline constexpr double kLog2E = 1.4426950408889634;
+inline constexpr double kLn2Hi = 6.93147180369123816490e-01;
+inline constexpr double kLn2Lo = 1.90821492927058770002e-10;
+
+// PortableExpf's polynomial, highest power first: Taylor to r^9 (relative error below 1e-11 for
+// |r| <= ln2/2). The batch forms (portable_math.cc) evaluate the same table.
+inline constexpr double kExpfTaylor[] = {1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
+                                         1.0 / 24,     1.0 / 6,     0.5,        1.0,       1.0};
+
 }  // namespace internal
 
 // e^x in float for the kernels (softmax, SiLU): inline and branch-light so loops stay fast.
@@ -39,21 +52,13 @@ inline float PortableExpf(float xf) {
   if (!(xf < 88.8f)) return xf != xf ? xf : __builtin_inff();  // overflow, +inf, NaN
   if (xf < -104.0f) return 0.0f;
   const double x = xf;
-  const double t = x * 1.4426950408889634;
+  const double t = x * internal::kLog2E;
   const int64_t k = static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5);
   const auto kd = static_cast<double>(k);
-  // ln2 split so that k * hi is exact for |k| < 2^20.
-  const double r = (x - kd * 6.93147180369123816490e-01) - kd * 1.90821492927058770002e-10;
-  double p = 1.0 / 362880;
-  p = p * r + 1.0 / 40320;
-  p = p * r + 1.0 / 5040;
-  p = p * r + 1.0 / 720;
-  p = p * r + 1.0 / 120;
-  p = p * r + 1.0 / 24;
-  p = p * r + 1.0 / 6;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  const double r = (x - kd * internal::kLn2Hi) - kd * internal::kLn2Lo;
+  double p = internal::kExpfTaylor[0];
+#pragma GCC unroll 16
+  for (size_t i = 1; i < std::size(internal::kExpfTaylor); ++i) p = p * r + internal::kExpfTaylor[i];
   return static_cast<float>(p * internal::Pow2(k));  // k in [-150, 129]: a normal power of two
 }
 
