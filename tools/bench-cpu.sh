@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CPU kernel benchmarks of docs/benchmarks.md in one run: llama-bench's shapes (pp512, tg64
-# at depths 0, 512 and 1900) for every weight type, the KV cache in f32 and f16 at depth 1900,
+# at depths 0, 512 and 1900) for every weight type, pp512 at depth 1024 (f16; the depth kept in
+# the prefix cache, as llama-bench keeps it), the KV cache in f32 and f16 at depth 1900,
 # llama-1b f16's pp512 and tg32, and llama-batched-bench's shape, each printed with the FMA peak
 # and read bandwidth measured in the same run (and the GEMMs and GEMVs alone). Makes the models
 # it lacks.
@@ -15,7 +16,7 @@ threads=${THREADS:-2}
 mkdir -p "$models"
 
 dtypes=(f32 f16 bf16 q8_0 q4_0)
-steps=$(( ${#dtypes[@]} * 2 + 4 ))
+steps=$(( ${#dtypes[@]} * 2 + 5 ))
 step=0
 progress() { step=$((step + 1)); echo "[$step/$steps] $*" >&2; }
 
@@ -34,6 +35,12 @@ for d in "${dtypes[@]}"; do
   progress "$d depth 512"
   "$llm42" bench --model "$m" --threads "$threads" --tg 64 --depth 512 | grep -E '^\| (fast|fixed)'
 done
+
+echo
+echo "## pp512 at depth 1024, f16 weights"
+progress "pp512 at depth 1024"
+"$llm42" bench --model "$models/llama-110m-f16.gguf" --threads "$threads" --pp 512 --depth 1024 --bandwidth=false |
+  grep -E '^\| (fast|fixed)'
 
 echo
 echo "## tg64 at depth 1900, f16 weights, KV cache f32 and f16"
