@@ -3,7 +3,6 @@
 #include "lib/util/simd_switch.h"
 
 #include <cstddef>
-#include <iterator>
 #include <limits>
 
 #if defined(__x86_64__)
@@ -13,19 +12,12 @@
 namespace llm42 {
 namespace {
 
+using internal::Horner;
 using internal::kExpfTaylor;
 using internal::kLog2E;
 using internal::kLn2Hi;
 using internal::kLn2Lo;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// c[0] z^(n-1) + ... + c[n-1], highest power first.
-template <size_t N>
-double Horner(const double (&c)[N], double z) {
-  double p = c[0];
-  for (size_t i = 1; i < N; ++i) p = p * z + c[i];
-  return p;
-}
 
 // PortableExp's polynomial, highest power first: Taylor to r^13, the first omitted term below
 // 2^-60 of the result.

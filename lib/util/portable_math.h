@@ -4,7 +4,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 
 namespace llm42 {
 
@@ -32,6 +31,16 @@ namespace internal {
 // 2^e for e in [-1022, 1023], exactly.
 inline double Pow2(int64_t e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
 
+// c[0] z^(n-1) + ... + c[n-1], highest power first: a product then a sum per coefficient (the
+// build does not fuse them). Unrolled, so the inline PortableExpf stays a straight line.
+template <size_t N>
+inline double Horner(const double (&c)[N], double z) {
+  double p = c[0];
+#pragma GCC unroll 16
+  for (size_t i = 1; i < N; ++i) p = p * z + c[i];
+  return p;
+}
+
 // The exponentials' range reduction x = k ln2 + r: k = round(x * kLog2E), and ln 2 split so that
 // k * kLn2Hi is exact for |k| < 2^20 (its trailing bits are zero).
 inline constexpr double kLog2E = 1.4426950408889634;
@@ -56,9 +65,7 @@ inline float PortableExpf(float xf) {
   const int64_t k = static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5);
   const auto kd = static_cast<double>(k);
   const double r = (x - kd * internal::kLn2Hi) - kd * internal::kLn2Lo;
-  double p = internal::kExpfTaylor[0];
-#pragma GCC unroll 16
-  for (size_t i = 1; i < std::size(internal::kExpfTaylor); ++i) p = p * r + internal::kExpfTaylor[i];
+  const double p = internal::Horner(internal::kExpfTaylor, r);
   return static_cast<float>(p * internal::Pow2(k));  // k in [-150, 129]: a normal power of two
 }
 
