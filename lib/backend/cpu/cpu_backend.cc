@@ -156,7 +156,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   const int64_t grain =
       m * k * total < kMinParallelWork ? total : std::max<int64_t>(4, total / (pool_.size() * 8));
   const internal::TileDotFn tile = internal::SelectTileDot(w0.type, simd_);
-  const internal::Gemv4Fn gemv4 = internal::SelectFixedGemv4(w0.type, simd_);
+  const internal::WideGemv gemv4 = internal::SelectFixedGemv4(w0.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w0.type);
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
   // on the weights' exact f32 values beats the AVX2 int8 kernels there (llama-110m on a Zen 3,
@@ -180,8 +180,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   auto rows_of = [&](const WeightMatrix& w, float* y, int64_t r0, int64_t r1) {
     const int64_t n = w.rows;
     const float* xs[internal::kMaxRowDotX];
-    const uint8_t* ws[internal::kWideGemvRows];
-    float out[std::max(2 * internal::kMaxRowDotX, internal::kWideGemvRows)];
+    float out[2 * internal::kMaxRowDotX];
     for (const Family* f : {&fast, &fixed}) {
       const auto count = static_cast<int64_t>(f->rows.size());
       if (count == 0) continue;
@@ -203,11 +202,15 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
         for (int64_t r = r0; r < r1;) {
           // Full groups of 4 activation rows: two weight rows at a time (both families); rows
           // in smaller groups (decode): the family's wide GEMV, else (fixed) four weight rows
-          // at a time.
+          // at a time, over all their whole groups of weight rows in one call.
           const bool pair = tile != nullptr && r + 1 < r1 && t1 - t0 >= 4;
-          const bool wide = f->wide.fn != nullptr && r + f->wide.rows - 1 < r1 && t1 - t0 < 4;
-          const bool quad = !wide && f == &fixed && gemv4 != nullptr && r + 3 < r1 && t1 - t0 < 4;
-          const int64_t step = wide ? f->wide.rows : quad ? 4 : pair ? 2 : 1;
+          const internal::WideGemv* gemv = nullptr;
+          if (t1 - t0 < 4 && f->wide.fn != nullptr && r + f->wide.rows <= r1) {
+            gemv = &f->wide;
+          } else if (t1 - t0 < 4 && f == &fixed && gemv4.fn != nullptr && r + gemv4.rows <= r1) {
+            gemv = &gemv4;
+          }
+          const int64_t step = gemv != nullptr ? (r1 - r) / gemv->rows * gemv->rows : pair ? 2 : 1;
           for (int64_t b = t0; b < t1; b += f->group) {
             const int nb = static_cast<int>(std::min(f->group, t1 - b));
             for (int j = 0; j < nb; ++j) xs[j] = x + f->rows[static_cast<size_t>(b + j)] * k;
@@ -220,12 +223,9 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
               }
               continue;
             }
-            if (quad || wide) {
-              const int64_t rows = wide ? f->wide.rows : 4;
-              for (int q = 0; q < rows; ++q) ws[q] = w.row(r + q);
+            if (gemv != nullptr) {
               for (int j = 0; j < nb; ++j) {
-                (wide ? f->wide.fn : gemv4)(ws, xs[j], k, out);
-                std::copy_n(out, rows, y + f->rows[static_cast<size_t>(b + j)] * n + r);
+                gemv->fn(w.row(r), w.row_bytes, step, xs[j], k, y + f->rows[static_cast<size_t>(b + j)] * n + r);
               }
               continue;
             }
@@ -279,6 +279,12 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
           for (int a = 0; a < tw; ++a) kernels.one(&wr[a], &xj, k, y + rows[j] * ldy + r + a);
         }
       }
+    }
+    if (kernels.gemv != nullptr && t1 - t0 < 4) {  // decode of one to three sequences: the rows in one call
+      for (int64_t j = t0; j < t1; ++j) {
+        kernels.gemv(w.row(r), w.row_bytes, r1 - r, act(j), k, y + rows[j] * ldy + r);
+      }
+      continue;
     }
     for (; r < r1; ++r) {
       const uint8_t* wr = w.row(r);

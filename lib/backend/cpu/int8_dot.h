@@ -1,6 +1,7 @@
 #ifndef LLM42_BACKEND_CPU_INT8_DOT_H_
 #define LLM42_BACKEND_CPU_INT8_DOT_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "lib/backend/cpu/row_dot.h"
@@ -53,6 +54,11 @@ inline bool IsInt8Type(GgmlType type) { return type == GgmlType::kQ8_0 || type =
 using Int8TileFn = void (*)(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k,
                             float* out);
 
+// out[r] = dot(weight row r, activation row x) for n_rows consecutive weight rows from w (row r at
+// w + r * row_bytes), each with the `one` kernel's bits: a thread's decode rows in one call.
+using Int8GemvFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationBlockQ8* x,
+                            int64_t k, float* out);
+
 struct Int8Kernels {
   // 1 weight row x 1 activation row (decode: one row streamed at a time measured faster than
   // four interleaved, 156 against 137 tok/s on llama-110m q8_0)
@@ -61,6 +67,7 @@ struct Int8Kernels {
   // tile_w weight rows x tile_x activation rows (prefill, verify), where a kernel has one
   Int8TileFn tile = nullptr;
   int tile_w = 0, tile_x = 0;
+  Int8GemvFn gemv = nullptr;  // `one` over consecutive weight rows (SIMD kernels; else a call per row)
 };
 
 // The kernels of `family` for `type`: AVX2 where the CPU has it (and LLM42_CPU_SIMD is not off)

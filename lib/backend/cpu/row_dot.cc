@@ -190,20 +190,36 @@ LLM42_AVX2 __attribute__((always_inline)) inline void GemvRowsBody(const uint8_t
     out[r] = s;
   }
 }
-template <typename V, typename L, int R, int U>
-LLM42_AVX512VL void GemvRows(const uint8_t* const* w, const float* x, int64_t k, float* out) {
-  GemvRowsBody<V, L, R, U>(w, x, k, out);
+// The R rows of group g of consecutive rows from w (GemvFn's layout).
+template <int R>
+inline void GroupRows(const uint8_t* w, size_t row_bytes, int64_t g, const uint8_t* (&rows)[R]) {
+  for (int r = 0; r < R; ++r) rows[r] = w + static_cast<size_t>(g + r) * row_bytes;
 }
 template <typename V, typename L, int R, int U>
-LLM42_AVX2 void GemvRowsAvx2(const uint8_t* const* w, const float* x, int64_t k, float* out) {
-  GemvRowsBody<V, L, R, U>(w, x, k, out);
+LLM42_AVX512VL void GemvRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
+                             float* out) {
+  for (int64_t g = 0; g < n_rows; g += R) {
+    const uint8_t* rows[R];
+    GroupRows(w, row_bytes, g, rows);
+    GemvRowsBody<V, L, R, U>(rows, x, k, out + g);
+  }
+}
+template <typename V, typename L, int R, int U>
+LLM42_AVX2 void GemvRowsAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
+                             float* out) {
+  for (int64_t g = 0; g < n_rows; g += R) {
+    const uint8_t* rows[R];
+    GroupRows(w, row_bytes, g, rows);
+    GemvRowsBody<V, L, R, U>(rows, x, k, out + g);
+  }
 }
 
 // fast decode on 512-bit registers: R weight rows against one activation row, U 16-lane
 // accumulators per row over alternate 16-element steps, one conversion per 16 weights; its own
 // bits (the accumulators added in order, the lanes in _mm512_reduce_add_ps's order, then the tail).
 template <typename L, int R, int U>
-LLM42_AVX512 void GemvRows512(const uint8_t* const* w, const float* x, int64_t k, float* out) {
+LLM42_AVX512 __attribute__((always_inline)) inline void GemvRows512Body(const uint8_t* const* w, const float* x,
+                                                                       int64_t k, float* out) {
   __m512 acc[R][U];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -229,6 +245,15 @@ LLM42_AVX512 void GemvRows512(const uint8_t* const* w, const float* x, int64_t k
     float s = _mm512_reduce_add_ps(acc[r][0]);
     for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
     out[r] = s;
+  }
+}
+template <typename L, int R, int U>
+LLM42_AVX512 void GemvRows512(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
+                              float* out) {
+  for (int64_t g = 0; g < n_rows; g += R) {
+    const uint8_t* rows[R];
+    GroupRows(w, row_bytes, g, rows);
+    GemvRows512Body<L, R, U>(rows, x, k, out + g);
   }
 }
 
@@ -337,17 +362,18 @@ void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
   if (!known) std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
 }
 
-Gemv4Fn SelectFixedGemv4(GgmlType type, bool allow_simd) {
+WideGemv SelectFixedGemv4(GgmlType type, bool allow_simd) {
 #if LLM42_X86
   if (allow_simd) {
-    return Avx2ByType<Gemv4Fn>(type, [](auto t) -> Gemv4Fn {
+    const GemvFn fn = Avx2ByType<GemvFn>(type, [](auto t) -> GemvFn {
       using T = decltype(t);
       return GemvRowsAvx2<typename T::V, typename T::L, 4, 1>;
     });
+    if (fn != nullptr) return {fn, 4};
   }
 #endif
   (void)type;
-  return nullptr;
+  return {};
 }
 
 WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
@@ -357,7 +383,7 @@ WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
     // fast: 16-bit rows one at a time (a single sequential stream: measured 45 GB/s against 31-37
     // for 8 interleaved rows on llama-110m f16), f32 rows eight at a time (the other way round).
     const int rows = fixed ? kWideGemvRows : type == GgmlType::kF32 ? 8 : 1;
-    const Gemv4Fn fn = Avx2ByType<Gemv4Fn>(type, [fixed, rows](auto t) -> Gemv4Fn {
+    const GemvFn fn = Avx2ByType<GemvFn>(type, [fixed, rows](auto t) -> GemvFn {
       using T = decltype(t);
       if (fixed) return GemvRows<typename T::V, typename T::L, kWideGemvRows, 1>;
       return rows == 8 ? GemvRows512<typename T::L, 8, 2> : GemvRows512<typename T::L, 1, 2>;
@@ -370,7 +396,7 @@ WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd) {
     // rounds: fixed 7.7-11.6 GB/s with eight interleaved rows -> 11.6-14.9, fast 9.6-11.8 with the
     // row dot's four accumulators -> 11.9-15.4).
     const bool fixed = family == DotFamily::kFixed;
-    const Gemv4Fn fn = Avx2ByType<Gemv4Fn>(type, [fixed](auto t) -> Gemv4Fn {
+    const GemvFn fn = Avx2ByType<GemvFn>(type, [fixed](auto t) -> GemvFn {
       using T = decltype(t);
       return fixed ? GemvRowsAvx2<typename T::V, typename T::L, 1, 1> : GemvRowsAvx2<typename T::V, typename T::L, 1, 2>;
     });
