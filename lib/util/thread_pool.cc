@@ -69,6 +69,33 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   });
 }
 
+void ThreadPool::ParallelForGuided(int64_t n, int64_t min_grain, int64_t align,
+                                   const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  align = std::max<int64_t>(1, align);
+  min_grain = std::max<int64_t>(1, min_grain);
+  if (n_threads_ == 1 || n <= min_grain) {
+    fn(0, n);
+    return;
+  }
+  const int64_t parts = 2 * static_cast<int64_t>(n_threads_);
+  auto chunk = [&](int64_t begin) {
+    const int64_t want = std::max(min_grain, (n - begin + parts - 1) / parts);
+    return std::min(n - begin, (want + align - 1) / align * align);
+  };
+  std::atomic<int64_t> next{0};
+  RunOnAll([&](int) {
+    int64_t begin = next.load(std::memory_order_relaxed);
+    for (;;) {
+      if (begin >= n) break;
+      const int64_t end = begin + chunk(begin);
+      if (!next.compare_exchange_weak(begin, end, std::memory_order_relaxed)) continue;  // begin reloaded
+      fn(begin, end);
+      begin = next.load(std::memory_order_relaxed);
+    }
+  });
+}
+
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {

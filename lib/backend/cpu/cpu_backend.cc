@@ -28,6 +28,8 @@ constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a wei
 // single row (decode of one sequence) takes the wide GEMV.
 constexpr int64_t kDirectMinRows = 2;
 constexpr int64_t kPackedMinRows = 96;
+// The smallest chunk of a decode GEMV's rows handed to a thread (ThreadPool::ParallelForGuided).
+constexpr int64_t kGuidedMinRows = 32;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
@@ -240,14 +242,21 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
     }
   };
   // One pass over the pool for all the matrices: a chunk of the concatenated rows may span two.
-  pool_.ParallelFor(total, grain, [&](int64_t r0, int64_t r1) {
+  auto chunk = [&](int64_t r0, int64_t r1) {
     int64_t base = 0;
     for (const MatMulOutput& o : outs) {
       const int64_t lo = std::max(r0, base), hi = std::min(r1, base + o.w->rows);
       if (lo < hi) rows_of(*o.w, o.y, lo - base, hi - base);
       base += o.w->rows;
     }
-  });
+  };
+  // Decode (GEMVs, a few microseconds per matrix): guided chunks in whole groups of the wide
+  // GEMV's rows, so that the threads finish together.
+  if (m < 4 && grain < total) {
+    pool_.ParallelForGuided(total, kGuidedMinRows, internal::kWideGemvRows, chunk);
+  } else {
+    pool_.ParallelFor(total, grain, chunk);
+  }
   return absl::OkStatus();
 }
 
