@@ -15,6 +15,16 @@ else()
 endif()
 option(LLM42_WITH_CUDA "Build the CUDA backend (needs the CUDA toolkit)" ${_llm42_cuda_default})
 
+# BLIS (Debian's libblis-serial-dev) for the fast schedule's prompt GEMMs: ON where it is found.
+find_path(LLM42_BLIS_INCLUDE_DIR blis.h PATH_SUFFIXES blis-serial ${CMAKE_LIBRARY_ARCHITECTURE}/blis-serial)
+find_library(LLM42_BLIS_LIBRARY blis)
+if(LLM42_BLIS_INCLUDE_DIR AND LLM42_BLIS_LIBRARY)
+  set(_llm42_blis_default ON)
+else()
+  set(_llm42_blis_default OFF)
+endif()
+option(LLM42_WITH_BLIS "Run the fast schedule's prompt GEMMs through BLIS (libblis-serial-dev)" ${_llm42_blis_default})
+
 if(NOT CMAKE_C_COMPILER_LAUNCHER AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   find_program(LLM42_CCACHE ccache)
   if(LLM42_CCACHE)

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/attention.h"
+#include "lib/backend/cpu/blas_gemm.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/packed_gemm.h"
@@ -171,9 +172,10 @@ TEST_P(MatMulTest, FastDependsOnTheBatch) {
   EXPECT_FALSE(SameBits(alone.data(), batched.data(), alone.size()));
 }
 
-// fast prompt rows against q8_0 and q4_0 weights run the packed float GEMM on the weights' exact
-// values (scale x integer, computed here by the test's own matrix builder) with unquantized
-// activations: the same bits as the fixed schedule on an f32 matrix of those values. Fails when
+// fast prompt rows against q8_0 and q4_0 weights run the float GEMM on the weights' exact values
+// (scale x integer, computed here by the test's own matrix builder) with unquantized activations:
+// the same bits as fast rows on an f32 matrix of those values (both BLIS where the build has it,
+// both the packed GEMM otherwise). Fails when
 // the int8 kernels still take these rows (activations rounded to 8 bits), or with a q4_0 loader
 // that drops the -8 offset or takes the high nibbles for the low half (both tried). Where the CPU
 // has AVX-512 VNNI, fast prompt rows keep the int8 kernels by design, and the test checks that
@@ -196,10 +198,56 @@ TEST(MatMulQuantized, FastPromptRowsRunTheFloatGemmOnTheExactWeights) {
     std::vector<float> fast(static_cast<size_t>(m * rows)), exact(fast.size());
     CpuBackend backend(2);
     ASSERT_TRUE(backend.MatMul(x.data(), m, wm, fast.data(), Schedule::kFast).ok());
-    ASSERT_TRUE(backend.MatMul(x.data(), m, values, exact.data(), Schedule::kFixed).ok());
+    ASSERT_TRUE(backend.MatMul(x.data(), m, values, exact.data(), Schedule::kFast).ok());
     EXPECT_EQ(SameBits(fast.data(), exact.data(), fast.size()), !int8_by_design)
         << GetGgmlTypeInfo(static_cast<uint32_t>(type))->name << (int8_by_design ? " (VNNI: int8 kernels expected)" : "");
   }
+}
+
+// fast prompt rows through BLIS (blas_gemm.h), every float and quantized type: within f32
+// rounding of a float64 reference over the weights' exact values, and the same bits as BLIS on an
+// f32 matrix of those values (the conversion to f32 is exact), including a matrix longer than a
+// conversion slab (512 rows) and a thread's share that starts mid-matrix. Activation rows that
+// are not consecutive are declined (the packed GEMM takes them). Fails when a slab is converted
+// from the wrong rows or written to the wrong columns (tried: slab offset dropped).
+TEST(BlasGemm, MatchesFloat64ReferenceAndReadsEveryTypeExactly) {
+  SKIP_WITHOUT_AVX2_KERNELS("the BLAS path runs where the packed GEMM does");
+  if (!internal::BlasGemmAvailable()) {
+    GTEST_SKIP() << "built without BLIS (libblis-serial-dev; LLM42_WITH_BLIS) or LLM42_CPU_BLAS=off";
+  }
+  std::mt19937 rng(43);
+  const int64_t cols = 96, m = 128;  // m >= the packed GEMM's threshold
+  const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), 13);
+  std::vector<int64_t> all(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) all[static_cast<size_t>(i)] = i;
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    const char* name = GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
+    const int64_t rows = 1100;
+    TestMatrix w = MakeMatrix(type, rows, cols, rng);
+    std::vector<double> ref, mag;
+    testing::ReferenceMatMul(x, m, w.values, rows, cols, &ref, &mag);
+    AlignedVector<float> scratch;
+    std::vector<float> y(static_cast<size_t>(m * rows), -1.0f), exact(y.size(), -2.0f);
+    // Two shares, as two threads would take them: [0, 37) and [37, rows).
+    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 37}, {37, rows}}) {
+      ASSERT_TRUE(internal::BlasGemm(type, w.bytes.data(), w.row_bytes, r0, r1, x.data(), cols, all.data(), m,
+                                     y.data(), rows, scratch)) << name;
+      ASSERT_TRUE(internal::BlasGemm(GgmlType::kF32, reinterpret_cast<const uint8_t*>(w.values.data()),
+                                     static_cast<size_t>(cols) * sizeof(float), r0, r1, x.data(), cols, all.data(), m,
+                                     exact.data(), rows, scratch)) << name;
+    }
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_NEAR(y[i], ref[i], 1e-5 * mag[i] + 1e-6) << name << " output " << i;
+    }
+    EXPECT_TRUE(SameBits(y.data(), exact.data(), y.size())) << name;
+  }
+  TestMatrix w = MakeMatrix(GgmlType::kF32, 8, cols, rng);
+  std::vector<int64_t> gaps = all;
+  gaps.back() += 1;  // not consecutive
+  std::vector<float> y(static_cast<size_t>((m + 1) * 8));
+  AlignedVector<float> scratch;
+  EXPECT_FALSE(internal::BlasGemm(GgmlType::kF32, w.bytes.data(), w.row_bytes, 0, 8, x.data(), cols, gaps.data(), m,
+                                  y.data(), 8, scratch));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the GPU machine runs (tests/gpu/run_device_checks.sh): build-gpu/ (Release, the
 # CUDA backend, tests and CLI; no sanitizers), gpu-libs/, the shared libraries that machine
-# lacks (Abseil's and utf8proc's, from this machine's Debian packages; libcrypto too, in case),
+# lacks (Abseil's, utf8proc's and BLIS's, from this machine's Debian packages; libcrypto too, in
+# case),
 # and gpu-shared/, the few files of ../shared the GPU tests read (../shared does not travel).
 # All three are git-ignored; name them in the device tool's carry.
 set -euo pipefail
@@ -15,7 +16,7 @@ rm -rf gpu-libs
 mkdir -p gpu-libs
 for bin in build-gpu/tools/llm42 build-gpu/tests/backend_ops_test build-gpu/tests/gpu_end_to_end_test \
   build-gpu/tests/determinism_test; do
-  ldd "$bin" | awk '/libabsl|libutf8proc|libcrypto/ { print $3 }'
+  ldd "$bin" | awk '/libabsl|libutf8proc|libcrypto|libblis/ { print $3 }'
 done | sort -u | xargs -r cp -L -t gpu-libs/
 rm -rf gpu-shared
 mkdir -p gpu-shared/models gpu-shared/reference gpu-shared/vocab

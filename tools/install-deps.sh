@@ -18,6 +18,7 @@ PINNED=(
   libgmock-dev=1.12.1-0.2
   nlohmann-json3-dev=3.11.2-2
   libutf8proc-dev=2.8.0-1
+  libblis-serial-dev=0.9.0-1
   libssl-dev=3.0.19-1~deb12u2
   clang=1:14.0-55.7~deb12u1
   python3-jinja2=3.1.2-1+deb12u3

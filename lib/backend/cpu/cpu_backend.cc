@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/attention.h"
+#include "lib/backend/cpu/blas_gemm.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
@@ -155,11 +156,14 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   fixed_rows_.clear();
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed : fast).rows.push_back(i);
   // Enough chunks per thread to balance load, large enough to amortize the hand-out.
-  const int64_t grain =
-      m * k * total < kMinParallelWork ? total : std::max<int64_t>(4, total / (pool_.size() * 8));
+  int64_t grain = m * k * total < kMinParallelWork ? total : std::max<int64_t>(4, total / (pool_.size() * 8));
   const internal::TileDotFn tile = internal::SelectTileDot(w0.type, simd_);
   const internal::WideGemv gemv4 = internal::SelectFixedGemv4(w0.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w0.type);
+  // fast prompts through BLIS (blas_gemm.h): one chunk of weight rows per thread, each BLAS call
+  // packing all the activation rows again.
+  const bool blas = internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows;
+  if (blas && grain < total) grain = (total + pool_.size() - 1) / pool_.size();
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
   // on the weights' exact f32 values beats the AVX2 int8 kernels there (llama-110m on a Zen 3,
   // GEMMs alone at 512 rows: q8_0 62-85 -> 78-110 GFLOP/s, q4_0 60-77 -> 113-130), and their
@@ -192,6 +196,10 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       }
       if (packed && count >= kPackedMinRows) {
         thread_local AlignedVector<float> panel;
+        if (f == &fast && blas &&
+            internal::BlasGemm(w.type, w.data, w.row_bytes, r0, r1, x, k, f->rows.data(), count, y, n, panel)) {
+          continue;
+        }
         internal::PackedGemm(w.type, w.data, w.row_bytes, r0, r1, x, k, f->rows.data(), count, y, n, panel);
         continue;
       }
