@@ -56,7 +56,9 @@ class BackendOpsTest : public ::testing::TestWithParam<std::string> {
 TEST_P(BackendOpsTest, MatMulMatchesFloat64Reference) {
   std::mt19937 rng(11);
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
-    for (int64_t cols : {32, 40, 43, 96, 256}) {
+    // 352: eleven 32-element blocks, eight at a time and three alone in the CPU's fast int8
+    // decode (Int8GemvAvx2Fast); a last block's scale off by half fails it (tried).
+    for (int64_t cols : {32, 40, 43, 96, 256, 352}) {
       if (GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1 && cols % 32 != 0) continue;
       const int64_t rows = 37;
       const TestMatrix w = MakeMatrix(type, rows, cols, rng);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/simd_targets.h"
@@ -300,6 +301,68 @@ LLM42_AVX2 __attribute__((flatten)) void Int8GemvAvx2(const uint8_t* w, size_t r
   }
 }
 
+// Blocks b..b+7's whole integer products (the sums of W::ProductsAvx2's eight lanes), lane a =
+// block b + a: three levels of horizontal adds and a swap of halves instead of a conversion and
+// a fused multiply-add per block.
+template <typename W>
+LLM42_AVX2 inline __m256i BlockTotals8(const typename W::Block* w, const ActivationBlockQ8* x) {
+  __m256i p[8];
+#pragma GCC unroll 8
+  for (int a = 0; a < 8; ++a) {
+    p[a] = W::ProductsAvx2(W::PrepareAvx2(w[a]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[a].q)), x[a]);
+  }
+  const __m256i q01 = _mm256_hadd_epi32(p[0], p[1]), q23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i q45 = _mm256_hadd_epi32(p[4], p[5]), q67 = _mm256_hadd_epi32(p[6], p[7]);
+  // Low halves hold blocks 0-3 (then 4-7) of lanes 0-3, high halves those of lanes 4-7.
+  const __m256i lo = _mm256_hadd_epi32(q01, q23), hi = _mm256_hadd_epi32(q45, q67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// fast decode on AVX2 (Int8GemvFn): per weight row, blocks eight at a time — their whole integer
+// products (BlockTotals8) converted once and multiplied by their eight scales (f32 weight scale x
+// activation d) in one fused multiply-add, one chain over the groups of eight — and any last blocks
+// one at a time. Its own bits. Against the one-row kernel looped (Int8GemvAvx2, which converts and
+// multiplies every block's eight lanes): q4_0 at k = 768 from L2 1.37-1.51 -> 1.24-1.29 ns per
+// block on a Zen 3, from memory with two processes ~7 % faster.
+template <typename W>
+LLM42_AVX2 void Int8GemvAvx2Fast(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationBlockQ8* x,
+                                 int64_t k, float* out) {
+  using Block = typename W::Block;
+  constexpr int64_t kSize = sizeof(Block);
+  const int64_t n = k / 32;
+  thread_local std::vector<float> d;  // the activation scales, contiguous for vector loads
+  d.resize(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; ++b) d[static_cast<size_t>(b)] = x[b].d;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* wr = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
+    __m256 acc = _mm256_setzero_ps();  // one chain: a group of eight takes longer than its latency
+    int64_t b = 0;
+    for (; b + 8 <= n; b += 8) {
+      const char* ahead = reinterpret_cast<const char*>(wr + b) + kStreamPrefetchBytes;
+#pragma GCC unroll 5
+      for (int64_t line = 0; line < 8 * kSize; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+      __m128i h = _mm_setzero_si128();
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b].scale), 0);
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 1].scale), 1);
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 2].scale), 2);
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 3].scale), 3);
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 4].scale), 4);
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 5].scale), 5);
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 6].scale), 6);
+      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 7].scale), 7);
+      const __m256 scales = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(d.data() + b));
+      const __m256 totals = _mm256_cvtepi32_ps(BlockTotals8<W>(wr + b, x + b));
+      acc = _mm256_fmadd_ps(totals, scales, acc);
+    }
+    float sum = FixedTreeSum(acc);
+    for (; b < n; ++b) {
+      const __m256i p = W::ProductsAvx2(W::PrepareAvx2(wr[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q)), x[b]);
+      sum += FixedTreeSum(_mm256_cvtepi32_ps(p)) * (_cvtsh_ss(wr[b].scale) * x[b].d);
+    }
+    out[r] = sum;
+  }
+}
+
 // Two activation blocks' values, biases (int8_dot.h) and scales, block b in the low half.
 struct ActivationPair {
   __m512i q, bias;
@@ -431,7 +494,7 @@ Int8Kernels Avx2Kernels(DotFamily family) {
     }
     return {Int8Tile<W, 1, 1, 2>, Int8Tile<W, 1, 4, 2>, nullptr, 0, 0, Int8GemvAvx2<Int8Tile<W, 1, 1, 2>>};
   }
-  return {Int8Tile<W, 1, 1, 4>, Int8Tile<W, 1, 4, 2>, nullptr, 0, 0, Int8GemvAvx2<Int8Tile<W, 1, 1, 4>>};
+  return {Int8Tile<W, 1, 1, 4>, Int8Tile<W, 1, 4, 2>, nullptr, 0, 0, Int8GemvAvx2Fast<W>};
 }
 #endif  // LLM42_X86
 
