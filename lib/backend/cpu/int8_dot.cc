@@ -289,16 +289,21 @@ LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* 
   }
 }
 
-// The `one` kernel kOne over consecutive weight rows (Int8GemvFn), inlined into the row loop
-// (flatten): at k = 768 a call per row cost ~6 ns of a q4_0 row's ~40 on a Zen 3, a direct call
-// still ~3.
+// The `one` kernel kOne over consecutive weight rows (Int8GemvFn). The wrappers below (one per
+// target) inline kOne into this loop (flatten): at k = 768 a call per row cost ~6 ns of a q4_0
+// row's ~40 on a Zen 3, a direct call still ~3.
 template <Int8TileFn kOne>
-LLM42_AVX2 __attribute__((flatten)) void Int8GemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+__attribute__((always_inline)) inline void OneRowEach(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                                                       const ActivationBlockQ8* x, int64_t k, float* out) {
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
     kOne(&row, &x, k, out + r);
   }
+}
+template <Int8TileFn kOne>
+LLM42_AVX2 __attribute__((flatten)) void Int8GemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                                      const ActivationBlockQ8* x, int64_t k, float* out) {
+  OneRowEach<kOne>(w, row_bytes, n_rows, x, k, out);
 }
 
 // Blocks b..b+7's whole integer products (the sums of W::ProductsAvx2's eight lanes), lane a =
@@ -462,14 +467,10 @@ LLM42_VNNI512 void Int8Row512Fast(const uint8_t* const* w_rows, const Activation
   out[0] = FixedTreeSum(_mm256_add_ps(a0, _mm512_extractf32x8_ps(sum, 1)));
 }
 
-// Int8GemvAvx2's loop for the VNNI kernels.
 template <Int8TileFn kOne>
 LLM42_VNNI512 __attribute__((flatten)) void Int8Gemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                                                         const ActivationBlockQ8* x, int64_t k, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-    kOne(&row, &x, k, out + r);
-  }
+  OneRowEach<kOne>(w, row_bytes, n_rows, x, k, out);
 }
 
 template <typename W>

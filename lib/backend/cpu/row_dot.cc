@@ -195,9 +195,11 @@ template <int R>
 inline void GroupRows(const uint8_t* w, size_t row_bytes, int64_t g, const uint8_t* (&rows)[R]) {
   for (int r = 0; r < R; ++r) rows[r] = w + static_cast<size_t>(g + r) * row_bytes;
 }
+// GemvRowsBody over consecutive rows in groups of R (GemvFn), compiled into each target below.
 template <typename V, typename L, int R, int U>
-LLM42_AVX512VL void GemvRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
-                             float* out) {
+LLM42_AVX2 __attribute__((always_inline)) inline void GemvRowGroups(const uint8_t* w, size_t row_bytes,
+                                                                    int64_t n_rows, const float* x, int64_t k,
+                                                                    float* out) {
   for (int64_t g = 0; g < n_rows; g += R) {
     const uint8_t* rows[R];
     GroupRows(w, row_bytes, g, rows);
@@ -205,13 +207,14 @@ LLM42_AVX512VL void GemvRows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
   }
 }
 template <typename V, typename L, int R, int U>
+LLM42_AVX512VL void GemvRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
+                             float* out) {
+  GemvRowGroups<V, L, R, U>(w, row_bytes, n_rows, x, k, out);
+}
+template <typename V, typename L, int R, int U>
 LLM42_AVX2 void GemvRowsAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
                              float* out) {
-  for (int64_t g = 0; g < n_rows; g += R) {
-    const uint8_t* rows[R];
-    GroupRows(w, row_bytes, g, rows);
-    GemvRowsBody<V, L, R, U>(rows, x, k, out + g);
-  }
+  GemvRowGroups<V, L, R, U>(w, row_bytes, n_rows, x, k, out);
 }
 
 // fast decode on 512-bit registers: R weight rows against one activation row, U 16-lane
