@@ -70,9 +70,9 @@ bool BlasGemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
   float* ys = y + rows[0] * ldy;
   const int m = static_cast<int>(n_rows), kk = static_cast<int>(k), ld = static_cast<int>(ldy);
   if (type == GgmlType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(r1 - r0), kk, 1.0f, xs, kk,
-                reinterpret_cast<const float*>(w + static_cast<size_t>(r0) * row_bytes), static_cast<int>(row_bytes / 4),
-                0.0f, ys + r0, ld);
+    const auto* rows_f32 = reinterpret_cast<const float*>(w + static_cast<size_t>(r0) * row_bytes);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(r1 - r0), kk, 1.0f, xs, kk, rows_f32,
+                static_cast<int>(row_bytes / sizeof(float)), 0.0f, ys + r0, ld);
     return true;
   }
   scratch.resize(static_cast<size_t>(kSlabRows * k));

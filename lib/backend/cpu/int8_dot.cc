@@ -361,7 +361,8 @@ LLM42_AVX2 void Int8GemvAvx2Fast(const uint8_t* w, size_t row_bytes, int64_t n_r
     }
     float sum = FixedTreeSum(acc);
     for (; b < n; ++b) {
-      const __m256i p = W::ProductsAvx2(W::PrepareAvx2(wr[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q)), x[b]);
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
+      const __m256i p = W::ProductsAvx2(W::PrepareAvx2(wr[b]), xq, x[b]);
       sum += FixedTreeSum(_mm256_cvtepi32_ps(p)) * (_cvtsh_ss(wr[b].scale) * x[b].d);
     }
     out[r] = sum;
