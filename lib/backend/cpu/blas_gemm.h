@@ -9,8 +9,9 @@
 
 namespace llm42::internal {
 
-// The fast schedule's prompt GEMMs through BLIS (Debian's libblis, its serial flavour: each pool
-// thread calls it on its own weight rows, and BLIS is re-entrant), where the build found it.
+// The fast schedule's prompt GEMMs (512 rows and more: cpu_backend.cc's kBlasMinRows) through
+// BLIS (Debian's libblis, its serial flavour: each pool thread calls it on its own weight rows,
+// and BLIS is re-entrant), where the build found it.
 // Why a library here: the packed GEMM's tile (packed_gemm.h) computes the fixed family's
 // arithmetic (an 8-lane accumulator per output, then the fixed tree), and that dot-product layout
 // holds a Zen 3 core at 70-79 GFLOP/s on llama-110m's f32 shapes at 512 rows, where BLIS's

@@ -29,6 +29,10 @@ constexpr int64_t kXTile = 32;  // activation rows kept hot in cache while a wei
 // single row (decode of one sequence) takes the wide GEMV.
 constexpr int64_t kDirectMinRows = 2;
 constexpr int64_t kPackedMinRows = 96;
+// fast rows from which BLIS takes a prompt's GEMMs (blas_gemm.h): llama-110m's 2048 x 768 f16 and
+// f32 matrices on a Zen 3, two threads, BLIS on / off: 89-103 / 110-120 GFLOP/s at 96 rows, mixed
+// from 192 to 448, 115-140 / 104-124 at 512 and 1024 (a prompt's steps are 512 tokens by default).
+constexpr int64_t kBlasMinRows = 512;
 // The smallest chunk of a decode GEMV's rows handed to a thread (ThreadPool::ParallelForGuided).
 constexpr int64_t kGuidedMinRows = 32;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
@@ -162,7 +166,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w0.type);
   // fast prompts through BLIS (blas_gemm.h): one chunk of weight rows per thread, each BLAS call
   // packing all the activation rows again.
-  const bool blas = internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows;
+  const bool blas = internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows;
   if (blas && grain < total) grain = (total + pool_.size() - 1) / pool_.size();
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
   // on the weights' exact f32 values beats the AVX2 int8 kernels there (llama-110m on a Zen 3,
