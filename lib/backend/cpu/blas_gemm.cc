@@ -50,6 +50,14 @@ void ConvertRows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n, i
 
 }  // namespace
 
+bool BlasGemmBuilt() {
+#if LLM42_HAVE_BLIS
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool BlasGemmAvailable() {
 #if LLM42_HAVE_BLIS
   // LLM42_CPU_BLAS=off keeps the packed GEMM (to measure what BLIS pays, and to compare).

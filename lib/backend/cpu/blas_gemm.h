@@ -18,7 +18,10 @@ namespace llm42::internal {
 // outer-product kernels, with their own summation order (which fast is free to take), run
 // 86-89 (one thread each, the same run; the FMA peak is ~102). fixed never comes here.
 
-// True when the build has BLIS and neither LLM42_CPU_BLAS nor LLM42_CPU_SIMD is off.
+// True when the build has BLIS (LLM42_WITH_BLIS): BlasGemm computes; false, it declines.
+bool BlasGemmBuilt();
+// BlasGemmBuilt(), the CPU has AVX2, and neither LLM42_CPU_BLAS nor LLM42_CPU_SIMD is off: the
+// backend sends fast prompts here.
 bool BlasGemmAvailable();
 
 // PackedGemm's contract (packed_gemm.h) for the fast family: y[rows[i] * ldy + r] = dot(weight row
