@@ -13,6 +13,7 @@ namespace llm42 {
 namespace {
 
 using internal::Horner;
+using internal::RoundToInt;
 using internal::kExpfTaylor;
 using internal::kLog2E;
 using internal::kLn2Hi;
@@ -26,8 +27,6 @@ constexpr double kExpTaylor[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 399168
                                  1.0 / 6,          0.5,             1.0,            1.0};
 
 // Round to nearest integer (halfway away from zero) without libm.
-int64_t RoundToInt(double t) { return static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5); }
-
 }  // namespace
 
 double PortableExp(double x) {

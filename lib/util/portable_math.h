@@ -31,6 +31,9 @@ namespace internal {
 // 2^e for e in [-1022, 1023], exactly.
 inline double Pow2(int64_t e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
 
+// t rounded to the nearest integer, halves away from zero (the range reductions' k).
+inline int64_t RoundToInt(double t) { return static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5); }
+
 // c[0] z^(n-1) + ... + c[n-1], highest power first: a product then a sum per coefficient (the
 // build does not fuse them). Unrolled, so the inline PortableExpf stays a straight line.
 template <size_t N>
@@ -62,7 +65,7 @@ inline float PortableExpf(float xf) {
   if (xf < -104.0f) return 0.0f;
   const double x = xf;
   const double t = x * internal::kLog2E;
-  const int64_t k = static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5);
+  const int64_t k = internal::RoundToInt(t);
   const auto kd = static_cast<double>(k);
   const double r = (x - kd * internal::kLn2Hi) - kd * internal::kLn2Lo;
   const double p = internal::Horner(internal::kExpfTaylor, r);

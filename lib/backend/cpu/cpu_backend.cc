@@ -33,6 +33,9 @@ constexpr int64_t kPackedMinRows = 96;
 // f32 matrices on a Zen 3, two threads, BLIS on / off: 89-103 / 110-120 GFLOP/s at 96 rows, mixed
 // from 192 to 448, 115-140 / 104-124 at 512 and 1024 (a prompt's steps are 512 tokens by default).
 constexpr int64_t kBlasMinRows = 512;
+// Fewer activation rows than this (decode of one to three sequences) run as GEMVs: all of a
+// thread's weight rows per kernel call, handed out in guided chunks.
+constexpr int64_t kGemvMaxRows = 4;
 // The smallest chunk of a decode GEMV's rows handed to a thread (ThreadPool::ParallelForGuided).
 constexpr int64_t kGuidedMinRows = 32;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
@@ -213,15 +216,16 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       }
       for (int64_t t0 = 0; t0 < count; t0 += kXTile) {
         const int64_t t1 = std::min(count, t0 + kXTile);
+        const bool gemv_rows = t1 - t0 < kGemvMaxRows;
         for (int64_t r = r0; r < r1;) {
           // Full groups of 4 activation rows: two weight rows at a time (both families); rows
           // in smaller groups (decode): the family's wide GEMV, else (fixed) four weight rows
           // at a time, over all their whole groups of weight rows in one call.
-          const bool pair = tile != nullptr && r + 1 < r1 && t1 - t0 >= 4;
+          const bool pair = tile != nullptr && r + 1 < r1 && !gemv_rows;
           const internal::WideGemv* gemv = nullptr;
-          if (t1 - t0 < 4 && f->wide.fn != nullptr && r + f->wide.rows <= r1) {
+          if (gemv_rows && f->wide.fn != nullptr && r + f->wide.rows <= r1) {
             gemv = &f->wide;
-          } else if (t1 - t0 < 4 && f == &fixed && gemv4.fn != nullptr && r + gemv4.rows <= r1) {
+          } else if (gemv_rows && f == &fixed && gemv4.fn != nullptr && r + gemv4.rows <= r1) {
             gemv = &gemv4;
           }
           const int64_t step = gemv != nullptr ? (r1 - r) / gemv->rows * gemv->rows : pair ? 2 : 1;
@@ -264,7 +268,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   };
   // Decode (GEMVs, a few microseconds per matrix): guided chunks in whole groups of the wide
   // GEMV's rows, so that the threads finish together.
-  if (m < 4 && grain < total) {
+  if (m < kGemvMaxRows && grain < total) {
     pool_.ParallelForGuided(total, kGuidedMinRows, internal::kWideGemvRows, chunk);
   } else {
     pool_.ParallelFor(total, grain, chunk);
@@ -301,7 +305,7 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
         }
       }
     }
-    if (kernels.gemv != nullptr && t1 - t0 < 4) {  // decode of one to three sequences: the rows in one call
+    if (kernels.gemv != nullptr && t1 - t0 < kGemvMaxRows) {
       for (int64_t j = t0; j < t1; ++j) {
         kernels.gemv(w.row(r), w.row_bytes, r1 - r, act(j), k, y + rows[j] * ldy + r);
       }

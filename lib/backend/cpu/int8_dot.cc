@@ -327,8 +327,8 @@ LLM42_AVX2 inline __m256i BlockTotals8(const typename W::Block* w, const Activat
 // products (BlockTotals8) converted once and multiplied by their eight scales (f32 weight scale x
 // activation d) in one fused multiply-add, one chain over the groups of eight — and any last blocks
 // one at a time. Its own bits. Against the one-row kernel looped (Int8GemvAvx2, which converts and
-// multiplies every block's eight lanes): q4_0 at k = 768 from L2 1.37-1.51 -> 1.24-1.29 ns per
-// block on a Zen 3, from memory with two processes ~7 % faster.
+// multiplies every block's eight lanes): q4_0 at k = 768 from L2, best of six, alternated,
+// 1.57-1.62 -> 1.33-1.39 ns per block on a Zen 3.
 template <typename W>
 LLM42_AVX2 void Int8GemvAvx2Fast(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationBlockQ8* x,
                                  int64_t k, float* out) {

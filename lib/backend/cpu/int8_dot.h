@@ -55,7 +55,8 @@ using Int8TileFn = void (*)(const uint8_t* const* w_rows, const ActivationBlockQ
                             float* out);
 
 // out[r] = dot(weight row r, activation row x) for n_rows consecutive weight rows from w (row r at
-// w + r * row_bytes), each with the `one` kernel's bits: a thread's decode rows in one call.
+// w + r * row_bytes): a thread's decode rows in one call. fixed: the `one` kernel's bits (the
+// family's definition); fast: its own (q4_0 on AVX2 sums eight blocks at a time).
 using Int8GemvFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationBlockQ8* x,
                             int64_t k, float* out);
 
@@ -67,7 +68,7 @@ struct Int8Kernels {
   // tile_w weight rows x tile_x activation rows (prefill, verify), where a kernel has one
   Int8TileFn tile = nullptr;
   int tile_w = 0, tile_x = 0;
-  Int8GemvFn gemv = nullptr;  // `one` over consecutive weight rows (SIMD kernels; else a call per row)
+  Int8GemvFn gemv = nullptr;  // consecutive weight rows (SIMD kernels; else a call of `one` per row)
 };
 
 // The kernels of `family` for `type`: AVX2 where the CPU has it (and LLM42_CPU_SIMD is not off)
