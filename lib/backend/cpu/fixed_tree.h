@@ -40,6 +40,21 @@ __attribute__((target("avx2"))) inline __m256 FixedTreeSum8(const __m256 (&a)[8]
   return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// Four 8-lane accumulators reduced with the fixed tree at once: lane j of the result is a[j]'s
+// sum (FixedTreeSum8's steps on half as many registers).
+__attribute__((target("avx2"))) inline __m128 FixedTreeSum4(const __m256 (&a)[4]) {
+  // 128-bit lane 0: a0's (l0+l4, l1+l5, l2+l6, l3+l7), lane 1: a1's (then a2, a3).
+  const __m256 s01 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x20), _mm256_permute2f128_ps(a[0], a[1], 0x31));
+  const __m256 s23 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x20), _mm256_permute2f128_ps(a[2], a[3], 0x31));
+  // Lane 0: a0's ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)), a2's; lane 1: a1's, a3's.
+  const __m256 s2 = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane 0: a0, a2 (twice); lane 1: a1, a3.
+  const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(s2, s2, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(s2, s2, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(sums), _mm256_extractf128_ps(sums, 1));
+}
+
 // Sixteen 8-lane accumulators reduced with the fixed tree at once, on transposed registers:
 // input c of (x[j], y[j]) — c = 0: x[j]'s low half, 1: its high half, 2 and 3: y[j]'s — lands in
 // quarter c, lane j of the result. Quarters first add lanes l and l + 4, then pairs add

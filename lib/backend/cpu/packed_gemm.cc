@@ -28,22 +28,11 @@ float FinishRow(float tree, GgmlType type, const uint8_t* row, const float* x, i
   return tree;
 }
 
-// Eight weights of a row from i, as f32.
-LLM42_AVX2 inline __m256 Load8(GgmlType type, const uint8_t* row, int64_t i) {
-  switch (type) {
-    case GgmlType::kF16: return F16Vec::Load8(row, i);
-    case GgmlType::kBF16: return Bf16Vec::Load8(row, i);
-    case GgmlType::kQ8_0: return Q8_0Vec::Load8(row, i);
-    case GgmlType::kQ4_0: return Q4_0Vec::Load8(row, i);
-    default: return F32Vec::Load8(row, i);
-  }
-}
-
 // Weight rows [c0, c0 + cols) (zeros past r1), steps of eight K values:
 // panel[(s * cols + c) * 8 + l] = w[c0 + c][8s + l]. Both kernels read this layout (AVX-512 two
 // consecutive rows per register).
-LLM42_AVX2 void Pack(int cols, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t k8,
-                     float* panel) {
+template <typename V>
+LLM42_AVX2 void PackT(int cols, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t k8, float* panel) {
   for (int c = 0; c < cols; ++c) {
     float* dst = panel + c * 8;
     if (c0 + c >= r1) {
@@ -51,8 +40,39 @@ LLM42_AVX2 void Pack(int cols, GgmlType type, const uint8_t* w, size_t row_bytes
       continue;
     }
     const uint8_t* row = w + static_cast<size_t>(c0 + c) * row_bytes;
-    for (int64_t s = 0; s < k8; ++s) _mm256_storeu_ps(dst + s * cols * 8, Load8(type, row, 8 * s));
+    for (int64_t s = 0; s < k8; ++s) _mm256_storeu_ps(dst + s * cols * 8, V::Load8(row, 8 * s));
   }
+}
+void Pack(int cols, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t k8,
+          float* panel) {
+  WithVecLoader(type, [&](auto v) { PackT<decltype(v)>(cols, w, row_bytes, c0, r1, k8, panel); });
+}
+
+// The next panel's weight rows, a share asked for (software prefetch) before each row group of
+// this panel runs, so that packing them reads cache: a pack reading them from memory stalled
+// the kernel (12 % of a 768 x 768 f32 GEMM's samples at 48 activation rows, one thread).
+struct PanelAhead {
+  const uint8_t* next = nullptr;  // nullptr: nothing ahead
+  int64_t bytes = 0, share = 0;   // share: bytes per row group, whole cache lines
+  void Ahead(int64_t group) const {
+    const int64_t off = group * share;
+    if (next != nullptr && off < bytes) PrefetchSpan(next + off, std::min(share, bytes - off));
+  }
+};
+
+// The activation rows (xr) and output rows (yr) of the group of up to kRows rows from row i;
+// returns how many. Each kernel's RunGroups loops over the groups in its own target, so that a
+// panel's tiles run inlined in one call (a call per tile: its prologue, the accumulators' trip
+// through the stack).
+template <int kRows>
+inline int RowGroup(int64_t i, const float* x, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy,
+                    const float** xr, float** yr) {
+  const int nr = static_cast<int>(std::min<int64_t>(kRows, n_rows - i));
+  for (int j = 0; j < nr; ++j) {
+    xr[j] = x + rows[i + j] * k;
+    yr[j] = y + rows[i + j] * ldy;
+  }
+  return nr;
 }
 
 // AVX-512: weight rows two per register (row c in lanes 0-7, c + 1 in lanes 8-15), eight
@@ -62,12 +82,12 @@ struct Avx512Kernel {
 
   // Where a tile's weights come from: a packed panel, or (Direct) the rows themselves,
   // converted in registers.
-  struct Panel {
+  struct Panel : PanelAhead {
     const float* panel;
     LLM42_AVX512 __m512 Pair(int p, int64_t s) const { return _mm512_loadu_ps(panel + (s * kCols + 2 * p) * 8); }
   };
   template <typename V>
-  struct Direct {
+  struct Direct : PanelAhead {
     const uint8_t* row[kCols];  // nullptr past r1: zeros
     LLM42_AVX512 __m512 Pair(int p, int64_t s) const {
       const __m256 lo = row[2 * p] != nullptr ? V::Load8(row[2 * p], 8 * s) : _mm256_setzero_ps();
@@ -77,8 +97,9 @@ struct Avx512Kernel {
   };
 
   template <int R, typename Src>
-  LLM42_AVX512 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+  LLM42_AVX512 __attribute__((always_inline)) static inline void Tile(GgmlType type, const uint8_t* w, size_t row_bytes,
+                                                                      int64_t c0, int64_t r1, const Src& src, int64_t k,
+                                                                      const float* const* xr, float* const* yr) {
     const int64_t k8 = k / 8;
     __m512 acc[R][kPairs];
     for (int r = 0; r < R; ++r) {
@@ -118,16 +139,24 @@ struct Avx512Kernel {
       }
     }
   }
+  // Every group of up to kRows activation rows against weight rows [c0, c0 + kCols). (The AVX2
+  // kernel's loop too: a target attribute cannot be a template parameter.)
   template <typename Src>
-  LLM42_AVX512 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                   const Src& src, int64_t k, const float* const* xr, float* const* yr) {
-    switch (nr) {
-      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 3: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 4: return Tile<4>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 5: return Tile<5>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      default: return Tile<6>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+  LLM42_AVX512 static void RunGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                                     const Src& src, const float* x, int64_t k, const int64_t* rows, int64_t n_rows,
+                                     float* y, int64_t ldy) {
+    const float* xr[kRows];
+    float* yr[kRows];
+    for (int64_t i = 0; i < n_rows; i += kRows) {
+      src.Ahead(i / kRows);
+      switch (RowGroup<kRows>(i, x, k, rows, n_rows, y, ldy, xr, yr)) {
+        case 1: Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
+        case 2: Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
+        case 3: Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
+        case 4: Tile<4>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
+        case 5: Tile<5>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
+        default: Tile<6>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      }
     }
   }
 };
@@ -140,12 +169,12 @@ struct Avx512Kernel {
 struct Avx2Kernel {
   static constexpr int kRows = 3, kCols = 4;
 
-  struct Panel {
+  struct Panel : PanelAhead {
     const float* panel;
     LLM42_AVX2 __m256 Col(int c, int64_t s) const { return _mm256_loadu_ps(panel + (s * kCols + c) * 8); }
   };
   template <typename V>
-  struct Direct {
+  struct Direct : PanelAhead {
     const uint8_t* row[kCols];  // nullptr past r1: zeros
     LLM42_AVX2 __m256 Col(int c, int64_t s) const {
       return row[c] != nullptr ? V::Load8(row[c], 8 * s) : _mm256_setzero_ps();
@@ -153,13 +182,15 @@ struct Avx2Kernel {
   };
 
   template <int R, typename Src>
-  LLM42_AVX2 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                              const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+  LLM42_AVX2 __attribute__((always_inline)) static inline void Tile(GgmlType type, const uint8_t* w, size_t row_bytes,
+                                                                    int64_t c0, int64_t r1, const Src& src, int64_t k,
+                                                                    const float* const* xr, float* const* yr) {
     const int64_t k8 = k / 8;
     __m256 acc[R][kCols];
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < kCols; ++c) acc[r][c] = _mm256_setzero_ps();
     }
+#pragma GCC unroll 4
     for (int64_t s = 0; s < k8; ++s) {
       __m256 xv[R];
 #pragma GCC unroll 3
@@ -171,62 +202,67 @@ struct Avx2Kernel {
         for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv, xv[r], acc[r][c]);
       }
     }
-    if (k % 8 == 0 && c0 + kCols <= r1) {
-      // Whole panels without tail elements: eight outputs reduced at once, in (row, column) order.
-      constexpr int kOut = R * kCols, kGroups = (kOut + 7) / 8;
-      const __m256* flat = &acc[0][0];
-      float sums[kGroups * 8];
+    // The outputs' tree sums in registers, two rows (eight outputs) at a time, then a lone row's
+    // four; whole panels without tail elements store them as they are.
+    static_assert(kCols == 4, "the register epilogue reduces four columns per row");
+    float tree[R][kCols];
 #pragma GCC unroll 2
-      for (int g = 0; g < kGroups; ++g) {
-        __m256 a[8];
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) a[i] = flat[std::min(8 * g + i, kOut - 1)];
-        _mm256_storeu_ps(sums + 8 * g, FixedTreeSum8(a));
-      }
-      for (int r = 0; r < R; ++r) std::memcpy(yr[r] + c0, sums + r * kCols, kCols * sizeof(float));
-      return;
+    for (int r = 0; r + 1 < R; r += 2) {
+      const __m256 a[8] = {acc[r][0], acc[r][1], acc[r][2], acc[r][3],
+                           acc[r + 1][0], acc[r + 1][1], acc[r + 1][2], acc[r + 1][3]};
+      const __m256 sums = FixedTreeSum8(a);
+      _mm_storeu_ps(tree[r], _mm256_castps256_ps128(sums));
+      _mm_storeu_ps(tree[r + 1], _mm256_extractf128_ps(sums, 1));
     }
+    if (R % 2 == 1) {
+      const __m256 a[4] = {acc[R - 1][0], acc[R - 1][1], acc[R - 1][2], acc[R - 1][3]};
+      _mm_storeu_ps(tree[R - 1], FixedTreeSum4(a));
+    }
+    const bool whole = k % 8 == 0 && c0 + kCols <= r1;
     for (int r = 0; r < R; ++r) {
+      if (whole) {
+        std::memcpy(yr[r] + c0, tree[r], sizeof(tree[r]));
+        continue;
+      }
       for (int c = 0; c < kCols && c0 + c < r1; ++c) {
-        yr[r][c0 + c] = FinishRow(FixedTreeSum(acc[r][c]), type, w + static_cast<size_t>(c0 + c) * row_bytes, xr[r], k8, k);
+        yr[r][c0 + c] = FinishRow(tree[r][c], type, w + static_cast<size_t>(c0 + c) * row_bytes, xr[r], k8, k);
       }
     }
   }
+
+  // Every group of up to kRows activation rows against weight rows [c0, c0 + kCols).
   template <typename Src>
-  LLM42_AVX2 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                 const Src& src, int64_t k, const float* const* xr, float* const* yr) {
-    switch (nr) {
-      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      default: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+  LLM42_AVX2 static void RunGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                                   const Src& src, const float* x, int64_t k, const int64_t* rows, int64_t n_rows,
+                                   float* y, int64_t ldy) {
+    const float* xr[kRows];
+    float* yr[kRows];
+    for (int64_t i = 0; i < n_rows; i += kRows) {
+      src.Ahead(i / kRows);
+      switch (RowGroup<kRows>(i, x, k, rows, n_rows, y, ldy, xr, yr)) {
+        case 1: Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
+        case 2: Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
+        default: Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      }
     }
   }
 };
-
-// Every group of up to K::kRows activation rows against weight rows [c0, c0 + K::kCols).
-template <typename K, typename Src>
-void RowGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, const Src& src,
-               const float* x, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
-  const float* xr[K::kRows];
-  float* yr[K::kRows];
-  for (int64_t i = 0; i < n_rows; i += K::kRows) {
-    const int nr = static_cast<int>(std::min<int64_t>(K::kRows, n_rows - i));
-    for (int j = 0; j < nr; ++j) {
-      xr[j] = x + rows[i + j] * k;
-      yr[j] = y + rows[i + j] * ldy;
-    }
-    K::RunTile(nr, type, w, row_bytes, c0, r1, src, k, xr, yr);
-  }
-}
 
 template <typename K>
 void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x, int64_t k,
                  const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, AlignedVector<float>& panel) {
   const int64_t k8 = k / 8;
   panel.resize(static_cast<size_t>(std::max<int64_t>(1, k8) * K::kCols * 8));
+  typename K::Panel src;
+  src.panel = panel.data();
+  const int64_t groups = (n_rows + K::kRows - 1) / K::kRows;
   for (int64_t c0 = r0; c0 < r1; c0 += K::kCols) {
     Pack(K::kCols, type, w, row_bytes, c0, r1, k8, panel.data());
-    RowGroups<K>(type, w, row_bytes, c0, r1, typename K::Panel{panel.data()}, x, k, rows, n_rows, y, ldy);
+    const int64_t next = c0 + K::kCols;
+    src.next = next < r1 ? w + static_cast<size_t>(next) * row_bytes : nullptr;
+    src.bytes = static_cast<int64_t>(std::min<int64_t>(K::kCols, r1 - next) * row_bytes);
+    src.share = ((src.bytes + groups - 1) / groups + 63) & ~int64_t{63};
+    K::RunGroups(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy);
   }
 }
 
@@ -236,7 +272,7 @@ void DirectGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
   for (int64_t c0 = r0; c0 < r1; c0 += K::kCols) {
     typename K::template Direct<V> src;
     for (int c = 0; c < K::kCols; ++c) src.row[c] = c0 + c < r1 ? w + static_cast<size_t>(c0 + c) * row_bytes : nullptr;
-    RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy);
+    K::RunGroups(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy);
   }
 }
 

@@ -131,6 +131,20 @@ struct Q4_0Vec {
   }
 };
 
+// fn(Vec{}) with the eight-wide loader of `type` (f32, f16, bf16, q8_0, q4_0), and true; false,
+// without calling fn, for any other type. The one type-to-vector-loader dispatch.
+template <typename Fn>
+bool WithVecLoader(GgmlType type, Fn&& fn) {
+  switch (type) {
+    case GgmlType::kF32: fn(F32Vec{}); return true;
+    case GgmlType::kF16: fn(F16Vec{}); return true;
+    case GgmlType::kBF16: fn(Bf16Vec{}); return true;
+    case GgmlType::kQ8_0: fn(Q8_0Vec{}); return true;
+    case GgmlType::kQ4_0: fn(Q4_0Vec{}); return true;
+    default: return false;
+  }
+}
+
 // Sixteen elements of a row in L's type from i, as f32 (AVX-512 F).
 template <typename L>
 LLM42_AVX512 inline __m512 Load16(const uint8_t* p, int64_t i) {
