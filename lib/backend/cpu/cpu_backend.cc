@@ -282,8 +282,10 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
   auto act = [&](int64_t j) { return act_q8_.data() + rows[j] * blocks; };
   float out[64];
   const int tw = kernels.tile_w, tx = kernels.tile_x;
-  for (int64_t t0 = 0; t0 < count; t0 += kXTile) {  // a tile of activation rows stays in cache
-    const int64_t t1 = std::min(count, t0 + kXTile);
+  // A tile of activation rows stays in cache: whole groups of tx rows.
+  const int64_t x_tile = kernels.tile != nullptr ? std::max<int64_t>(tx, kXTile / tx * tx) : kXTile;
+  for (int64_t t0 = 0; t0 < count; t0 += x_tile) {
+    const int64_t t1 = std::min(count, t0 + x_tile);
     int64_t r = r0;
     // Whole tiles where the kernels have them: tw weight rows x tx activation rows.
     if (kernels.tile != nullptr && t1 - t0 >= tx) {

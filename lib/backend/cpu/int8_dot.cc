@@ -172,15 +172,19 @@ struct Q8_0Weights {
   using Block = BlockQ8_0;
   LLM42_AVX2 static __m256i Load(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q)); }
   // AVX2 per-lane products (Int8Accumulate): maddubs of |w| by x with w's sign moved onto it.
+  // The block's weights are read again for each sign (a load, not a register held: tiles of
+  // several weight rows ran out of registers).
   struct Avx2Row {
-    __m256i w, abs_w;
+    const Block* b;
+    __m256i abs_w;
   };
   LLM42_AVX2 static Avx2Row PrepareAvx2(const Block& b) {
     const __m256i w = Load(b);
-    return {w, _mm256_sign_epi8(w, w)};
+    return {&b, _mm256_sign_epi8(w, w)};
   }
-  LLM42_AVX2 static __m256i ProductsAvx2(const Avx2Row& w, __m256i xq, const ActivationBlockQ8&) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs_w, _mm256_sign_epi8(xq, w.w)), _mm256_set1_epi16(1));
+  LLM42_AVX2 static __m256i ProductsAvx2(const Avx2Row& w, __m256i xq, const ActivationBlockQ8&,
+                                         __m256i ones = _mm256_set1_epi16(1)) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs_w, _mm256_sign_epi8(xq, Load(*w.b))), ones);
   }
   // For dpbusd: weight + 128 as unsigned bytes, one block, or blocks b (low half) and b + 1.
   LLM42_VNNI512 static __m256i LoadUnsigned(const Block& b) {
@@ -209,8 +213,9 @@ struct Q4_0Weights {
     __m256i nibbles;
   };
   LLM42_AVX2 static Avx2Row PrepareAvx2(const Block& b) { return {LoadUnsigned(b)}; }
-  LLM42_AVX2 static __m256i ProductsAvx2(const Avx2Row& w, __m256i xq, const ActivationBlockQ8& x) {
-    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(w.nibbles, xq), _mm256_set1_epi16(1));
+  LLM42_AVX2 static __m256i ProductsAvx2(const Avx2Row& w, __m256i xq, const ActivationBlockQ8& x,
+                                         __m256i ones = _mm256_set1_epi16(1)) {
+    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(w.nibbles, xq), ones);
     return _mm256_add_epi32(sums, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bias)));
   }
   LLM42_VNNI512 static __m512i LoadUnsignedPair(const Block* b) {
@@ -286,6 +291,58 @@ LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* 
       for (int a = 1; a < NACC; ++a) v = _mm256_add_ps(v, acc[r][j][a]);
       out[r * NX + j] = FixedTreeSum(v);
     }
+  }
+}
+
+// One chain of Int8TileChains: blocks first, first + 2, ... into acc.
+template <typename W, int NW, int NX>
+LLM42_AVX2 __attribute__((always_inline)) inline void Int8Chain(const typename W::Block* const* w,
+                                                                const ActivationBlockQ8* const* x, int64_t first,
+                                                                int64_t n, __m256 (&acc)[NW][NX]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < NW; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = first; b < n; b += 2) {
+    // The weight blocks prepared once, then each activation row against them in turn: an
+    // activation row's registers are live for NW products, not the whole block.
+    typename W::Avx2Row wr[NW];
+    __m256 dw[NW];
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) {
+      wr[r] = W::PrepareAvx2(w[r][b]);
+      dw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].scale));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].q));
+      const __m256 dx = _mm256_broadcast_ss(&x[j][b].d);
+#pragma GCC unroll 4
+      for (int r = 0; r < NW; ++r) {
+        const __m256 p = _mm256_cvtepi32_ps(W::ProductsAvx2(wr[r], xq, x[j][b], ones));
+        acc[r][j] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw[r], dx), acc[r][j]);
+      }
+    }
+  }
+}
+
+// The fixed family's two chains one after the other: blocks 0, 2, 4, ... into one accumulator
+// per pair, then blocks 1, 3, 5, ..., then the two added lane by lane and the fixed tree (the
+// chains are independent, so these are Int8Tile<W, NW, NX, 2>'s bits). Half the accumulators of
+// running both at once. The scale s = dw * dx as a product of broadcasts (the scalar product's
+// bits).
+template <typename W, int NW, int NX>
+LLM42_AVX2 void Int8TileChains(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k,
+                               float* out) {
+  const typename W::Block* w[NW];
+  for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
+  __m256 even[NW][NX], odd[NW][NX];
+  Int8Chain<W, NW, NX>(w, x, 0, k / 32, even);
+  Int8Chain<W, NW, NX>(w, x, 1, k / 32, odd);
+  for (int r = 0; r < NW; ++r) {
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = FixedTreeSum(_mm256_add_ps(even[r][j], odd[r][j]));
   }
 }
 
@@ -484,14 +541,15 @@ Int8Kernels Vnni512Kernels(DotFamily family) {
   return {Int8Row512Fast<W>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX, Int8Gemv512<Int8Row512Fast<W>>};
 }
 
-// fixed q8_0 prompts in 2 x 4 tiles (16 accumulators, some spilled), q4_0 in 1 x 4 (its nibbles
-// cost less to unpack than the spills): on a Zen 3, GEMMs alone at 512 rows q8_0 104 -> 109 GFLOP/s,
-// q4_0 111 -> 108 with the tile (three alternated runs each).
+// fixed q8_0 prompts in 2 x 3 tiles, one chain at a time (Int8TileChains), q4_0 in 1 x 4 with
+// both chains: on a Zen 3, one thread, 384 x 768 weights against 512 rows, best of four
+// interleaved runs: q8_0 42 (2 x 4, both chains: 16 accumulators, spilled) -> 49 GFLOP/s (2 x 4 one
+// chain at a time 47, 3 x 3 48); q4_0 42 either way (2 x 3 one chain at a time 35).
 template <typename W>
 Int8Kernels Avx2Kernels(DotFamily family) {
   if (family == DotFamily::kFixed) {
     if constexpr (std::is_same_v<W, Q8_0Weights>) {
-      return {Int8Tile<W, 1, 1, 2>, Int8Tile<W, 1, 4, 2>, Int8Tile<W, 2, 4, 2>, 2, 4,
+      return {Int8Tile<W, 1, 1, 2>, Int8Tile<W, 1, 4, 2>, Int8TileChains<W, 2, 3>, 2, 3,
               Int8GemvAvx2<Int8Tile<W, 1, 1, 2>>};
     }
     return {Int8Tile<W, 1, 1, 2>, Int8Tile<W, 1, 4, 2>, nullptr, 0, 0, Int8GemvAvx2<Int8Tile<W, 1, 1, 2>>};
