@@ -330,50 +330,61 @@ LLM42_AVX2 void AttendBlockAvx2(const float* const* q, int n, const KvLayerView&
 // then each position's value row into every head's output, kept in memory (a head's outputs
 // do not all fit in registers beside the others'): per element the same product and sum, in
 // position order, as ValueSums256.
+// Positions the heads kernel takes at a time: their rows (8 f32 rows of a 64-element, 12-head
+// model: 24 KiB) stay in L1 while each head's slices are read, so each head keeps its query
+// (keys) or its output (values) in registers across them instead of a load and a store per
+// position and element. llama-110m's shape (12 heads of 64, f32 KV) at depth 1900 on a Zen 3,
+// one thread: 14.6 ms per token's 12 layers (9.6 GB/s of KV) with one position at a time.
+constexpr int kHeadsWindow = 8;
+
 template <typename V, typename L>
 LLM42_AVX2 void AttendHeadsAvx2(const float* q, int64_t h0, int64_t h1, int64_t group, const KvLayerView& kv,
                                 const int32_t* table, int64_t hd, float scale, int64_t begin, int64_t end,
                                 float* scores, float* o, Partial* parts) {
+  constexpr int W = kHeadsWindow;
+  static_assert(W == 8, "a window's scores are reduced by one FixedTreeSum8");
   const int64_t n = end - begin;
   auto off = [&](int64_t h) { return (h / group) * hd * kv.elem; };
   auto score = [&](int64_t h) { return scores + (h - h0) * n; };
+  const __m256 vscale = _mm256_set1_ps(scale);
   KvRows keys(kv, table, begin, end);
-  for (int64_t t = 0; t < n; ++t, keys.Next()) {
-    int64_t h = h0;
-    for (; h + 4 <= h1; h += 4) {
-      const uint8_t* k[4];
-      __m256 acc[4];
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        k[j] = keys.key(off(h + j));
-        acc[j] = _mm256_setzero_ps();
-      }
-      for (int64_t i = 0; i < hd; i += 8) {
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_loadu_ps(q + (h + j) * hd + i), V::Load8(k[j], i)));
-        }
-      }
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) score(h + j)[t] = FixedTreeSum(acc[j]) * scale;
+  for (int64_t t0 = 0; t0 < n; t0 += W) {
+    const int w = static_cast<int>(std::min<int64_t>(W, n - t0));
+    const uint8_t* rows[W];
+    for (int i = 0; i < W; ++i) {  // a short window repeats its last row (computed, not stored)
+      rows[i] = keys.key(0);
+      if (i + 1 < w) keys.Next();
     }
-    for (; h < h1; ++h) score(h)[t] = ScoreOne<V, L>(q + h * hd, keys.key(off(h)), hd) * scale;
+    keys.Next();
+    for (int64_t h = h0; h < h1; ++h) {
+      const float* qh = q + h * hd;
+      const int64_t kh = off(h);
+      __m256 acc[W];
+#pragma GCC unroll 8
+      for (int i = 0; i < W; ++i) acc[i] = _mm256_setzero_ps();
+      for (int64_t d = 0; d < hd; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(qh + d);
+#pragma GCC unroll 8
+        for (int i = 0; i < W; ++i) acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(qv, V::Load8(rows[i] + kh, d)));
+      }
+      const __m256 s = _mm256_mul_ps(FixedTreeSum8(acc), vscale);
+      if (w == W) {
+        _mm256_storeu_ps(score(h) + t0, s);
+      } else {
+        float all[W];
+        _mm256_storeu_ps(all, s);
+        std::copy(all, all + w, score(h) + t0);
+      }
+    }
   }
   for (int64_t h = h0; h < h1; ++h) parts[h] = Exponentiate(score(h), n);
-  std::fill(o + h0 * hd, o + h1 * hd, 0.0f);
-  KvRows values(kv, table, begin, end);
-  for (int64_t t = 0; t < n; ++t, values.Next()) {
-    for (int64_t h = h0; h < h1;) {  // the query heads of each KV head, reading its values once
-      const int64_t g = h / group, g_end = std::min(h1, (g + 1) * group);
-      const uint8_t* v = values.value(g * hd * kv.elem);
-      for (int64_t d = 0; d < hd; d += 8) {
-        const __m256 vv = V::Load8(v, d);
-        for (int64_t x = h; x < g_end; ++x) {
-          float* od = o + x * hd + d;
-          _mm256_storeu_ps(od, _mm256_add_ps(_mm256_loadu_ps(od), _mm256_mul_ps(_mm256_set1_ps(score(x)[t]), vv)));
-        }
-      }
-      h = g_end;
+  // Each head's output in registers over a window's value rows (still in cache for the next heads).
+  for (int64_t t0 = 0; t0 < n; t0 += W) {
+    const int64_t t1 = std::min(n, t0 + W);
+    for (int64_t h = h0; h < h1; ++h) {
+      const float* e = score(h) + t0;
+      float* oh = o + h * hd;
+      ValueSumsAll256<1, V, /*kAhead=*/false>(kv, table, off(h), hd, begin + t0, begin + t1, &e, &oh, t0 > 0);
     }
   }
 }
