@@ -248,21 +248,48 @@ struct Avx2Kernel {
   }
 };
 
+// Weight panels are packed a group at a time (at most kPanelGroupBytes of them) and each group
+// runs against the activation rows kRowBlock at a time, every panel of the group per block, so a
+// block's rows stay in cache while the group's panels pass. A panel at a time against all the
+// rows streamed the activations from memory once per panel: one Zen 3 core, 512 rows, k = 8192
+// (llama-1b's down projection) 36 -> 69-70 GFLOP/s with blocks of 12-48 rows, k = 768 84 -> 90
+// (48 rows), k = 2048 77-78 either way.
+constexpr int64_t kPanelGroupBytes = int64_t{1} << 20;
+constexpr int64_t kRowBlock = 48;  // whole row groups of both kernels (3 and 6 rows)
+
 template <typename K>
 void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x, int64_t k,
                  const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, AlignedVector<float>& panel) {
+  static_assert(kRowBlock % K::kRows == 0, "row blocks of whole row groups");
   const int64_t k8 = k / 8;
-  panel.resize(static_cast<size_t>(std::max<int64_t>(1, k8) * K::kCols * 8));
+  const int64_t panel_floats = std::max<int64_t>(1, k8) * K::kCols * 8;
+  // One block of rows: one panel at a time, its buffer hot in L1 from one panel to the next.
+  const int64_t group_rows =
+      n_rows <= kRowBlock
+          ? K::kCols
+          : std::max<int64_t>(1, kPanelGroupBytes / (panel_floats * static_cast<int64_t>(sizeof(float)))) * K::kCols;
+  panel.resize(static_cast<size_t>((std::min(group_rows, r1 - r0) + K::kCols - 1) / K::kCols * panel_floats));
   typename K::Panel src;
-  src.panel = panel.data();
-  const int64_t groups = (n_rows + K::kRows - 1) / K::kRows;
-  for (int64_t c0 = r0; c0 < r1; c0 += K::kCols) {
-    Pack(K::kCols, type, w, row_bytes, c0, r1, k8, panel.data());
-    const int64_t next = c0 + K::kCols;
-    src.next = next < r1 ? w + static_cast<size_t>(next) * row_bytes : nullptr;
-    src.bytes = static_cast<int64_t>(std::min<int64_t>(K::kCols, r1 - next) * row_bytes);
-    src.share = ((src.bytes + groups - 1) / groups + 63) & ~int64_t{63};
-    K::RunGroups(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy);
+  for (int64_t g0 = r0; g0 < r1; g0 += group_rows) {
+    const int64_t g1 = std::min(r1, g0 + group_rows);
+    for (int64_t m0 = 0; m0 < n_rows; m0 += kRowBlock) {
+      const int64_t mb = std::min(kRowBlock, n_rows - m0);
+      for (int64_t c0 = g0; c0 < g1; c0 += K::kCols) {
+        src.panel = panel.data() + (c0 - g0) / K::kCols * panel_floats;
+        src.next = nullptr;
+        if (m0 == 0) {  // the first row block packs each panel as it comes and asks for the next
+          Pack(K::kCols, type, w, row_bytes, c0, r1, k8, const_cast<float*>(src.panel));
+          const int64_t next = c0 + K::kCols;
+          if (next < r1) {
+            src.next = w + static_cast<size_t>(next) * row_bytes;
+            src.bytes = std::min<int64_t>(K::kCols, r1 - next) * static_cast<int64_t>(row_bytes);
+            const int64_t groups = (mb + K::kRows - 1) / K::kRows;
+            src.share = ((src.bytes + groups - 1) / groups + 63) & ~int64_t{63};
+          }
+        }
+        K::RunGroups(type, w, row_bytes, c0, r1, src, x, k, rows + m0, mb, y, ldy);
+      }
+    }
   }
 }
 
