@@ -176,6 +176,31 @@ TEST(MatMulFixed, PackedGemmInPanelGroupsAndRowBlocksGivesThePortableBits) {
   }
 }
 
+// Decode rows (one to three activation rows: the GEMV path) against rows of kStreamPrefetchBytes
+// and more, which the AVX2 fixed GEMV takes four at a time: each row's bits are the portable
+// kernel's, at one and two threads, f32 and f16. Checked to fail with the four-row kernel's two
+// chains per row (the fast family's arithmetic).
+TEST(MatMulFixed, DecodeOnLongRowsGivesThePortableBits) {
+  SKIP_WITHOUT_AVX2_KERNELS("there is only the portable GEMV");
+  std::mt19937 rng(71);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
+    const int64_t rows = 50, cols = 2048;  // 8 and 4 KiB rows
+    const TestMatrix w = MakeMatrix(type, rows, cols, rng);
+    const WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
+    const std::vector<float> x = RandomVector(static_cast<size_t>(3 * cols), 72);
+    for (int64_t m : {1, 3}) {
+      std::vector<float> portable(static_cast<size_t>(m * rows));
+      ASSERT_TRUE(CpuBackend(1, false).MatMul(x.data(), m, wm, portable.data(), Schedule::kFixed).ok());
+      for (int threads : {1, 2}) {
+        std::vector<float> y(portable.size());
+        ASSERT_TRUE(CpuBackend(threads, true).MatMul(x.data(), m, wm, y.data(), Schedule::kFixed).ok());
+        ASSERT_TRUE(SameBits(y.data(), portable.data(), y.size()))
+            << GetGgmlTypeInfo(static_cast<uint32_t>(type))->name << " m " << m << " threads " << threads;
+      }
+    }
+  }
+}
+
 // The sensitivity control of the test above: the fast schedule really depends on the batch.
 TEST_P(MatMulTest, FastDependsOnTheBatch) {
   const GgmlType type = GetParam();

@@ -153,12 +153,13 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
     internal::Int8Kernels int8;  // q8_0/q4_0 against 8-bit activations (int8_dot.h)
     internal::WideGemv wide;     // decode: many weight rows per activation row
   };
+  const auto row_bytes = static_cast<int64_t>(w0.row_bytes);
   Family fast{internal::SelectRowDot(w0.type, internal::DotFamily::kFast, simd_), internal::kMaxRowDotX,
               fast_rows_, internal::SelectInt8Kernels(w0.type, internal::DotFamily::kFast, simd_),
-              internal::SelectWideGemv(w0.type, internal::DotFamily::kFast, simd_)};
+              internal::SelectWideGemv(w0.type, internal::DotFamily::kFast, simd_, row_bytes)};
   Family fixed{internal::SelectRowDot(w0.type, internal::DotFamily::kFixed, simd_), internal::kMaxFixedRowDotX,
                fixed_rows_, internal::SelectInt8Kernels(w0.type, internal::DotFamily::kFixed, simd_),
-               internal::SelectWideGemv(w0.type, internal::DotFamily::kFixed, simd_)};
+               internal::SelectWideGemv(w0.type, internal::DotFamily::kFixed, simd_, row_bytes)};
   fast_rows_.clear();
   fixed_rows_.clear();
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed : fast).rows.push_back(i);

@@ -55,11 +55,12 @@ WideGemv SelectFixedGemv4(GgmlType type, bool allow_simd = true);
 // With AVX-512's 32 vector registers: fixed, sixteen rows at a time (sixteen independent 8-lane
 // chains with the fixed per-pair arithmetic); fast (other bits), 16-lane accumulators — f16 and
 // bf16 one row at a time (one sequential stream), f32 eight rows at a time. f32, f16 and bf16
-// where the CPU has AVX-512 F, DQ and VL; on AVX2 alone, one row at a time (fixed one chain,
-// fast two); fn nullptr otherwise. Each reads ahead of its rows with a software prefetch
-// (weight_loaders.h's kStreamPrefetchBytes).
+// where the CPU has AVX-512 F, DQ and VL; on AVX2 alone, rows shorter than
+// kStreamPrefetchBytes one at a time (fixed one chain, fast two), longer ones four at a time
+// with the fixed arithmetic for both families (four chains); fn nullptr otherwise. Each reads ahead of its rows with a software prefetch (weight_loaders.h's
+// kStreamPrefetchBytes). row_bytes: the matrix's (0: unknown, taken as short).
 inline constexpr int kWideGemvRows = 16;
-WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd = true);
+WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd = true, int64_t row_bytes = 0);
 
 // Converts the first n weights of a row to f32 (embedding lookups).
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
