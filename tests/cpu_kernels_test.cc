@@ -233,7 +233,7 @@ TEST(MatMulQuantized, FastPromptRowsRunTheFloatGemmOnTheExactWeights) {
   ASSERT_TRUE(internal::PackedGemmAvailable()) << "AVX2 is here but the packed GEMM is off (LLM42_CPU_PACKED=off?)";
   const bool int8_by_design = internal::CpuHasVnni512();
   std::mt19937 rng(41);
-  const int64_t rows = 50, cols = 256, m = 512;  // m >= the packed GEMM's and BLIS's thresholds
+  const int64_t rows = 50, cols = 256, m = 512;  // the packed GEMM's rows (BLIS takes larger matrices only)
   const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), 9);
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
     TestMatrix w = MakeMatrix(type, rows, cols, rng);

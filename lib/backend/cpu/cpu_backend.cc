@@ -33,6 +33,14 @@ constexpr int64_t kPackedMinRows = 96;
 // f32 matrices on a Zen 3, two threads, BLIS on / off: 89-103 / 110-120 GFLOP/s at 96 rows, mixed
 // from 192 to 448, 115-140 / 104-124 at 512 and 1024 (a prompt's steps are 512 tokens by default).
 constexpr int64_t kBlasMinRows = 512;
+// ... of matrices at least this long in both directions (the reduction length and the output
+// rows, all matrices of a MatMulShared together): with its row blocks the packed GEMM beat BLIS on
+// llama-110m's (fast GEMMs alone, alternated rounds on a Zen 3: f16 155-172 against 120-141
+// GFLOP/s with BLIS for all, where BLIS first converts the f16 rows; f32 139-169 against 135-152;
+// BLIS for the 768 x 2048 down projection alone: f16 128-148), BLIS stayed ahead on llama-1b's,
+// all of them 2048 or longer both ways (154-163 against 129-145; BLIS only from k = 4096:
+// 143-147).
+constexpr int64_t kBlasMinSide = 2048;
 // Fewer activation rows than this (decode of one to three sequences) run as GEMVs: all of a
 // thread's weight rows per kernel call, handed out in guided chunks.
 constexpr int64_t kGemvMaxRows = 4;
@@ -170,7 +178,8 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w0.type);
   // fast prompts through BLIS (blas_gemm.h): one chunk of weight rows per thread, each BLAS call
   // packing all the activation rows again.
-  const bool blas = internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows;
+  const bool blas = internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows &&
+                    k >= kBlasMinSide && total >= kBlasMinSide;
   if (blas && grain < total) grain = (total + pool_.size() - 1) / pool_.size();
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
   // on the weights' exact f32 values beats the AVX2 int8 kernels there (llama-110m on a Zen 3,

@@ -252,8 +252,8 @@ struct Avx2Kernel {
 // runs against the activation rows kRowBlock at a time, every panel of the group per block, so a
 // block's rows stay in cache while the group's panels pass. A panel at a time against all the
 // rows streamed the activations from memory once per panel: one Zen 3 core, 512 rows, k = 8192
-// (llama-1b's down projection) 36 -> 69-70 GFLOP/s with blocks of 12-48 rows, k = 768 84 -> 90
-// (48 rows), k = 2048 77-78 either way.
+// (llama-1b's down projection) 37-43 -> 60-65 GFLOP/s (256 KiB groups: 45), k = 768 ~84 either
+// way, 200 rows at k = 768 80-82 -> 78.
 constexpr int64_t kPanelGroupBytes = int64_t{1} << 20;
 constexpr int64_t kRowBlock = 48;  // whole row groups of both kernels (3 and 6 rows)
 
@@ -275,10 +275,11 @@ void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
     for (int64_t m0 = 0; m0 < n_rows; m0 += kRowBlock) {
       const int64_t mb = std::min(kRowBlock, n_rows - m0);
       for (int64_t c0 = g0; c0 < g1; c0 += K::kCols) {
-        src.panel = panel.data() + (c0 - g0) / K::kCols * panel_floats;
+        float* slot = panel.data() + (c0 - g0) / K::kCols * panel_floats;
+        src.panel = slot;
         src.next = nullptr;
         if (m0 == 0) {  // the first row block packs each panel as it comes and asks for the next
-          Pack(K::kCols, type, w, row_bytes, c0, r1, k8, const_cast<float*>(src.panel));
+          Pack(K::kCols, type, w, row_bytes, c0, r1, k8, slot);
           const int64_t next = c0 + K::kCols;
           if (next < r1) {
             src.next = w + static_cast<size_t>(next) * row_bytes;
