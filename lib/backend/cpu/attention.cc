@@ -96,6 +96,20 @@ LLM42_AVX2 float ScoreOne(const float* q, const uint8_t* k, int64_t hd) {
   return s;
 }
 
+// The 8-lane accumulators of q . k[j] (each key kb bytes into k[j]) over elements [0, full) for N
+// keys at once: a product then a sum per 8-element step, the query's register shared by the keys
+// (independent chains).
+template <int N, typename V>
+LLM42_AVX2 inline void KeyDots(const float* q, const uint8_t* const* k, int64_t kb, int64_t full, __m256 (&acc)[N]) {
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < full; i += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(qv, V::Load8(k[j] + kb, i)));
+  }
+}
+
 // Decode reads each position's key and value rows of a head (hd elements, a KV row apart) from
 // memory: the kernels ask for the rows kAttendAhead positions on (software prefetch) while they
 // work on the current ones. llama-110m f16 (f32 KV) at depth 1536-1792 on a Zen 3, fixed: decode
@@ -189,18 +203,13 @@ LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const 
   int64_t t = 0;
   for (; t + 4 <= n; t += 4) {
     const uint8_t* k[4];
-    __m256 acc[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       k[j] = rows.key(off);
-      acc[j] = _mm256_setzero_ps();
       rows.Next(/*value=*/false, off, hd * kv.elem);
     }
-    for (int64_t i = 0; i < full; i += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + i);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(qv, V::Load8(k[j], i)));
-    }
+    __m256 acc[4];
+    KeyDots<4, V>(q, k, 0, full, acc);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) scores[t + j] = tail(k[j], FixedTreeSum(acc[j])) * scale;
   }
@@ -358,16 +367,8 @@ LLM42_AVX2 void AttendHeadsAvx2(const float* q, int64_t h0, int64_t h1, int64_t 
     }
     keys.Next();
     for (int64_t h = h0; h < h1; ++h) {
-      const float* qh = q + h * hd;
-      const int64_t kh = off(h);
       __m256 acc[W];
-#pragma GCC unroll 8
-      for (int i = 0; i < W; ++i) acc[i] = _mm256_setzero_ps();
-      for (int64_t d = 0; d < hd; d += 8) {
-        const __m256 qv = _mm256_loadu_ps(qh + d);
-#pragma GCC unroll 8
-        for (int i = 0; i < W; ++i) acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(qv, V::Load8(rows[i] + kh, d)));
-      }
+      KeyDots<W, V>(q + h * hd, rows, off(h), hd, acc);
       const __m256 s = _mm256_mul_ps(FixedTreeSum8(acc), vscale);
       if (w == W) {
         _mm256_storeu_ps(score(h) + t0, s);

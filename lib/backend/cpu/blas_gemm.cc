@@ -35,7 +35,9 @@ LLM42_AVX2 void ConvertRowsAvx2(const uint8_t* w, size_t row_bytes, int64_t n, i
 void ConvertRows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n, int64_t k, float* out) {
 #if defined(__x86_64__)
   if (CpuHasAvx2() && k % 8 == 0) {
-    if (WithVecLoader(type, [&](auto v) { ConvertRowsAvx2<decltype(v)>(w, row_bytes, n, k, out); })) return;
+    if (WithElementLoader(type, [&](auto l) { ConvertRowsAvx2<VecOf<decltype(l)>>(w, row_bytes, n, k, out); })) {
+      return;
+    }
   }
 #endif
   for (int64_t r = 0; r < n; ++r) DequantizeRow(type, w + static_cast<size_t>(r) * row_bytes, k, out + r * k);

@@ -228,27 +228,42 @@ struct Q4_0Weights {
   }
 };
 
-// Block b of NW weight rows against NX activation rows, into accumulator a of each pair. Lane l
+// Block b of NW weight rows against NX activation rows, into one accumulator per pair. Lane l
 // of the integer products (W::ProductsAvx2) is elements 4l..4l+3: for q8_0 maddubs multiplies |w|
 // (unsigned, <= 128) by x with w's sign moved onto it (|x| <= 127) and sums adjacent pairs (at
 // most 32512: no saturation), madd sums adjacent pairs of those; q4_0 feeds its nibbles
 // (weight + 8, 0..15) to maddubs as they are (pairs at most 3810) and adds the activation's bias
-// (int8_dot.h), as the VNNI kernels do. Exact, so any CPU's lanes agree.
-template <typename W, int NW, int NX, int NACC>
-LLM42_AVX2 inline void Int8Accumulate(const typename W::Block* const* w, const ActivationBlockQ8* const* x,
-                                      int64_t b, int a, __m256 (&acc)[NW][NX][NACC]) {
-  __m256i xq[NX];
-#pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) xq[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].q));
+// (int8_dot.h), as the VNNI kernels do. Exact, so any CPU's lanes agree. The weight blocks are
+// prepared once, then each activation row meets them in turn (its registers live for NW products,
+// not the whole block).
+template <typename W, int NW, int NX>
+LLM42_AVX2 __attribute__((always_inline)) inline void Int8Accumulate(const typename W::Block* const* w,
+                                                                     const ActivationBlockQ8* const* x, int64_t b,
+                                                                     __m256i ones, __m256 (&acc)[NW][NX]) {
+  typename W::Avx2Row wr[NW];
+  float dw[NW];
 #pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) {
-    const float dw = _cvtsh_ss(w[r][b].scale);
-    const typename W::Avx2Row wr = W::PrepareAvx2(w[r][b]);
+    wr[r] = W::PrepareAvx2(w[r][b]);
+    dw[r] = _cvtsh_ss(w[r][b].scale);
+  }
 #pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) {
-      const __m256 p = _mm256_cvtepi32_ps(W::ProductsAvx2(wr, xq[j], x[j][b]));
-      acc[r][j][a] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x[j][b].d), acc[r][j][a]);
+  for (int j = 0; j < NX; ++j) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].q));
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) {
+      const __m256 p = _mm256_cvtepi32_ps(W::ProductsAvx2(wr[r], xq, x[j][b], ones));
+      acc[r][j] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw[r] * x[j][b].d), acc[r][j]);
     }
+  }
+}
+
+template <int NW, int NX>
+LLM42_AVX2 __attribute__((always_inline)) inline void ZeroAccumulators(__m256 (&acc)[NW][NX]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < NW; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
   }
 }
 
@@ -258,12 +273,10 @@ template <typename W, int NW, int NX, int NACC>
 LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k, float* out) {
   const typename W::Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
-  __m256 acc[NW][NX][NACC];
-  for (int r = 0; r < NW; ++r) {
-    for (int j = 0; j < NX; ++j) {
-      for (int a = 0; a < NACC; ++a) acc[r][j][a] = _mm256_setzero_ps();
-    }
-  }
+  __m256 acc[NACC][NW][NX];
+#pragma GCC unroll 4
+  for (int a = 0; a < NACC; ++a) ZeroAccumulators(acc[a]);
+  const __m256i ones = _mm256_set1_epi16(1);
   const int64_t n = k / 32;
   constexpr int64_t kSize = sizeof(typename W::Block);
   int64_t b = 0;
@@ -278,52 +291,18 @@ LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* 
           _mm_prefetch(reinterpret_cast<const char*>(w[r] + b + a) + kStreamPrefetchBytes, _MM_HINT_T0);
         }
       }
-      Int8Accumulate<W, NW, NX, NACC>(w, x, b + a, a, acc);
+      Int8Accumulate<W, NW, NX>(w, x, b + a, ones, acc[a]);
     }
   }
 #pragma GCC unroll 4
   for (int a = 0; a < NACC; ++a) {
-    if (b + a < n) Int8Accumulate<W, NW, NX, NACC>(w, x, b + a, a, acc);
+    if (b + a < n) Int8Accumulate<W, NW, NX>(w, x, b + a, ones, acc[a]);
   }
   for (int r = 0; r < NW; ++r) {
     for (int j = 0; j < NX; ++j) {
-      __m256 v = acc[r][j][0];
-      for (int a = 1; a < NACC; ++a) v = _mm256_add_ps(v, acc[r][j][a]);
+      __m256 v = acc[0][r][j];
+      for (int a = 1; a < NACC; ++a) v = _mm256_add_ps(v, acc[a][r][j]);
       out[r * NX + j] = FixedTreeSum(v);
-    }
-  }
-}
-
-// One chain of Int8TileChains: blocks first, first + 2, ... into acc.
-template <typename W, int NW, int NX>
-LLM42_AVX2 __attribute__((always_inline)) inline void Int8Chain(const typename W::Block* const* w,
-                                                                const ActivationBlockQ8* const* x, int64_t first,
-                                                                int64_t n, __m256 (&acc)[NW][NX]) {
-#pragma GCC unroll 4
-  for (int r = 0; r < NW; ++r) {
-#pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t b = first; b < n; b += 2) {
-    // The weight blocks prepared once, then each activation row against them in turn: an
-    // activation row's registers are live for NW products, not the whole block.
-    typename W::Avx2Row wr[NW];
-    __m256 dw[NW];
-#pragma GCC unroll 4
-    for (int r = 0; r < NW; ++r) {
-      wr[r] = W::PrepareAvx2(w[r][b]);
-      dw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].scale));
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) {
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].q));
-      const __m256 dx = _mm256_broadcast_ss(&x[j][b].d);
-#pragma GCC unroll 4
-      for (int r = 0; r < NW; ++r) {
-        const __m256 p = _mm256_cvtepi32_ps(W::ProductsAvx2(wr[r], xq, x[j][b], ones));
-        acc[r][j] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw[r], dx), acc[r][j]);
-      }
     }
   }
 }
@@ -331,18 +310,20 @@ LLM42_AVX2 __attribute__((always_inline)) inline void Int8Chain(const typename W
 // The fixed family's two chains one after the other: blocks 0, 2, 4, ... into one accumulator
 // per pair, then blocks 1, 3, 5, ..., then the two added lane by lane and the fixed tree (the
 // chains are independent, so these are Int8Tile<W, NW, NX, 2>'s bits). Half the accumulators of
-// running both at once. The scale s = dw * dx as a product of broadcasts (the scalar product's
-// bits).
+// running both at once.
 template <typename W, int NW, int NX>
 LLM42_AVX2 void Int8TileChains(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k,
                                float* out) {
   const typename W::Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
-  __m256 even[NW][NX], odd[NW][NX];
-  Int8Chain<W, NW, NX>(w, x, 0, k / 32, even);
-  Int8Chain<W, NW, NX>(w, x, 1, k / 32, odd);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 chain[2][NW][NX];
+  for (int c = 0; c < 2; ++c) {
+    ZeroAccumulators(chain[c]);
+    for (int64_t b = c; b < k / 32; b += 2) Int8Accumulate<W, NW, NX>(w, x, b, ones, chain[c]);
+  }
   for (int r = 0; r < NW; ++r) {
-    for (int j = 0; j < NX; ++j) out[r * NX + j] = FixedTreeSum(_mm256_add_ps(even[r][j], odd[r][j]));
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = FixedTreeSum(_mm256_add_ps(chain[0][r][j], chain[1][r][j]));
   }
 }
 

@@ -45,7 +45,7 @@ LLM42_AVX2 void PackT(int cols, const uint8_t* w, size_t row_bytes, int64_t c0, 
 }
 void Pack(int cols, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t k8,
           float* panel) {
-  WithVecLoader(type, [&](auto v) { PackT<decltype(v)>(cols, w, row_bytes, c0, r1, k8, panel); });
+  WithElementLoader(type, [&](auto l) { PackT<VecOf<decltype(l)>>(cols, w, row_bytes, c0, r1, k8, panel); });
 }
 
 // The next panel's weight rows, a share asked for (software prefetch) before each row group of
@@ -60,19 +60,22 @@ struct PanelAhead {
   }
 };
 
-// The activation rows (xr) and output rows (yr) of the group of up to kRows rows from row i;
-// returns how many. Each kernel's RunGroups loops over the groups in its own target, so that a
-// panel's tiles run inlined in one call (a call per tile: its prologue, the accumulators' trip
-// through the stack).
-template <int kRows>
-inline int RowGroup(int64_t i, const float* x, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy,
-                    const float** xr, float** yr) {
-  const int nr = static_cast<int>(std::min<int64_t>(kRows, n_rows - i));
-  for (int j = 0; j < nr; ++j) {
-    xr[j] = x + rows[i + j] * k;
-    yr[j] = y + rows[i + j] * ldy;
+// Every group of up to K::kRows activation rows against weight rows [c0, c0 + K::kCols), a kernel
+// call (K::RunTile) per group, each group first asking for its share of what src reads ahead.
+template <typename K, typename Src>
+void RowGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, const Src& src,
+               const float* x, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
+  const float* xr[K::kRows];
+  float* yr[K::kRows];
+  for (int64_t i = 0; i < n_rows; i += K::kRows) {
+    src.Ahead(i / K::kRows);
+    const int nr = static_cast<int>(std::min<int64_t>(K::kRows, n_rows - i));
+    for (int j = 0; j < nr; ++j) {
+      xr[j] = x + rows[i + j] * k;
+      yr[j] = y + rows[i + j] * ldy;
+    }
+    K::RunTile(nr, type, w, row_bytes, c0, r1, src, k, xr, yr);
   }
-  return nr;
 }
 
 // AVX-512: weight rows two per register (row c in lanes 0-7, c + 1 in lanes 8-15), eight
@@ -97,9 +100,8 @@ struct Avx512Kernel {
   };
 
   template <int R, typename Src>
-  LLM42_AVX512 __attribute__((always_inline)) static inline void Tile(GgmlType type, const uint8_t* w, size_t row_bytes,
-                                                                      int64_t c0, int64_t r1, const Src& src, int64_t k,
-                                                                      const float* const* xr, float* const* yr) {
+  LLM42_AVX512 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                                const Src& src, int64_t k, const float* const* xr, float* const* yr) {
     const int64_t k8 = k / 8;
     __m512 acc[R][kPairs];
     for (int r = 0; r < R; ++r) {
@@ -139,24 +141,16 @@ struct Avx512Kernel {
       }
     }
   }
-  // Every group of up to kRows activation rows against weight rows [c0, c0 + kCols). (The AVX2
-  // kernel's loop too: a target attribute cannot be a template parameter.)
   template <typename Src>
-  LLM42_AVX512 static void RunGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                     const Src& src, const float* x, int64_t k, const int64_t* rows, int64_t n_rows,
-                                     float* y, int64_t ldy) {
-    const float* xr[kRows];
-    float* yr[kRows];
-    for (int64_t i = 0; i < n_rows; i += kRows) {
-      src.Ahead(i / kRows);
-      switch (RowGroup<kRows>(i, x, k, rows, n_rows, y, ldy, xr, yr)) {
-        case 1: Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
-        case 2: Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
-        case 3: Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
-        case 4: Tile<4>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
-        case 5: Tile<5>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
-        default: Tile<6>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      }
+  LLM42_AVX512 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                                   const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+    switch (nr) {
+      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      case 3: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      case 4: return Tile<4>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      case 5: return Tile<5>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      default: return Tile<6>(type, w, row_bytes, c0, r1, src, k, xr, yr);
     }
   }
 };
@@ -182,9 +176,8 @@ struct Avx2Kernel {
   };
 
   template <int R, typename Src>
-  LLM42_AVX2 __attribute__((always_inline)) static inline void Tile(GgmlType type, const uint8_t* w, size_t row_bytes,
-                                                                    int64_t c0, int64_t r1, const Src& src, int64_t k,
-                                                                    const float* const* xr, float* const* yr) {
+  LLM42_AVX2 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                              const Src& src, int64_t k, const float* const* xr, float* const* yr) {
     const int64_t k8 = k / 8;
     __m256 acc[R][kCols];
     for (int r = 0; r < R; ++r) {
@@ -230,20 +223,13 @@ struct Avx2Kernel {
     }
   }
 
-  // Every group of up to kRows activation rows against weight rows [c0, c0 + kCols).
   template <typename Src>
-  LLM42_AVX2 static void RunGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                   const Src& src, const float* x, int64_t k, const int64_t* rows, int64_t n_rows,
-                                   float* y, int64_t ldy) {
-    const float* xr[kRows];
-    float* yr[kRows];
-    for (int64_t i = 0; i < n_rows; i += kRows) {
-      src.Ahead(i / kRows);
-      switch (RowGroup<kRows>(i, x, k, rows, n_rows, y, ldy, xr, yr)) {
-        case 1: Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
-        case 2: Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr); break;
-        default: Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      }
+  LLM42_AVX2 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
+                                 const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+    switch (nr) {
+      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      default: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
     }
   }
 };
@@ -288,7 +274,7 @@ void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
             src.share = ((src.bytes + groups - 1) / groups + 63) & ~int64_t{63};
           }
         }
-        K::RunGroups(type, w, row_bytes, c0, r1, src, x, k, rows + m0, mb, y, ldy);
+        RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows + m0, mb, y, ldy);
       }
     }
   }
@@ -300,7 +286,7 @@ void DirectGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
   for (int64_t c0 = r0; c0 < r1; c0 += K::kCols) {
     typename K::template Direct<V> src;
     for (int c = 0; c < K::kCols; ++c) src.row[c] = c0 + c < r1 ? w + static_cast<size_t>(c0 + c) * row_bytes : nullptr;
-    K::RunGroups(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy);
+    RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy);
   }
 }
 

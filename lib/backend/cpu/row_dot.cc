@@ -399,18 +399,17 @@ WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd, int64_
     // rounds: fixed 7.7-11.6 GB/s with eight interleaved rows -> 11.6-14.9, fast 9.6-11.8 with the
     // row dot's four accumulators -> 11.9-15.4). A lone chain waits on each fused multiply-add,
     // which holds a core below its share of the bandwidth on long rows: rows of
-    // kStreamPrefetchBytes or more four at a time, one chain each, for both families (f16, two
-    // threads, best of three: 8192 x 2048 fixed 19.8-20.1 -> 26.2-32.0 GB/s, fast's two chains
-    // 19.0-28.9 against 22.3-32.0, four rows with two chains each 20.9; at 24576 x 768 one row
-    // 22.0-23.4 against four 18.8-20.3).
+    // kStreamPrefetchBytes or more take the fixed four-row GEMV (SelectFixedGemv4), one chain
+    // each, for both families (f16, two threads, best of three: 8192 x 2048 fixed 19.8-20.1 ->
+    // 26.2-32.0 GB/s, fast's two chains 19.0-28.9 against 22.3-32.0, four rows with two chains
+    // each 20.9; at 24576 x 768 one row 22.0-23.4 against four 18.8-20.3).
+    if (row_bytes >= kStreamPrefetchBytes) return SelectFixedGemv4(type, allow_simd);
     const bool fixed = family == DotFamily::kFixed;
-    const bool four = row_bytes >= kStreamPrefetchBytes;
-    const GemvFn fn = Avx2ByType<GemvFn>(type, [fixed, four](auto t) -> GemvFn {
+    const GemvFn fn = Avx2ByType<GemvFn>(type, [fixed](auto t) -> GemvFn {
       using T = decltype(t);
-      if (four) return GemvRowsAvx2<typename T::V, typename T::L, 4, 1>;
       return fixed ? GemvRowsAvx2<typename T::V, typename T::L, 1, 1> : GemvRowsAvx2<typename T::V, typename T::L, 1, 2>;
     });
-    if (fn != nullptr) return {fn, four ? 4 : 1};
+    if (fn != nullptr) return {fn, 1};
   }
 #endif
   (void)type;

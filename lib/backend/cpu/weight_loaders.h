@@ -131,19 +131,21 @@ struct Q4_0Vec {
   }
 };
 
-// fn(Vec{}) with the eight-wide loader of `type` (f32, f16, bf16, q8_0, q4_0), and true; false,
-// without calling fn, for any other type. The one type-to-vector-loader dispatch.
-template <typename Fn>
-bool WithVecLoader(GgmlType type, Fn&& fn) {
-  switch (type) {
-    case GgmlType::kF32: fn(F32Vec{}); return true;
-    case GgmlType::kF16: fn(F16Vec{}); return true;
-    case GgmlType::kBF16: fn(Bf16Vec{}); return true;
-    case GgmlType::kQ8_0: fn(Q8_0Vec{}); return true;
-    case GgmlType::kQ4_0: fn(Q4_0Vec{}); return true;
-    default: return false;
-  }
-}
+// The eight-wide loader of element loader L's type (WithElementLoader then dispatches both).
+template <typename L>
+struct VecOfLoader;
+template <>
+struct VecOfLoader<F32Loader> { using type = F32Vec; };
+template <>
+struct VecOfLoader<F16Loader> { using type = F16Vec; };
+template <>
+struct VecOfLoader<Bf16Loader> { using type = Bf16Vec; };
+template <>
+struct VecOfLoader<Q8_0Loader> { using type = Q8_0Vec; };
+template <>
+struct VecOfLoader<Q4_0Loader> { using type = Q4_0Vec; };
+template <typename L>
+using VecOf = typename VecOfLoader<L>::type;
 
 // Sixteen elements of a row in L's type from i, as f32 (AVX-512 F).
 template <typename L>
