@@ -517,14 +517,14 @@ TEST(QuantizeActivations, SimdGivesTheScalarBits) {
   }
   const int64_t k = static_cast<int64_t>(x.size());
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
-    std::vector<internal::ActivationBlockQ8> simd(static_cast<size_t>(k / 32)), scalar(simd.size());
+    std::vector<internal::ActivationPairQ8> simd(static_cast<size_t>(internal::ActivationPairs(k))), scalar(simd.size());
     internal::QuantizeActivations(x.data(), k, type, simd.data(), true);
     internal::QuantizeActivations(x.data(), k, type, scalar.data(), false);
-    for (size_t b = 0; b < simd.size(); ++b) {
-      ASSERT_EQ(std::memcmp(&simd[b], &scalar[b], sizeof(simd[b])), 0) << "block " << b;
+    for (size_t p = 0; p < simd.size(); ++p) {
+      ASSERT_EQ(std::memcmp(&simd[p], &scalar[p], sizeof(simd[p])), 0) << "blocks " << 2 * p << " and " << 2 * p + 1;
     }
     // The ties block: 127 / 127 = 1, so value k + 0.5 rounds to k + 1, -(k + 0.5) to -(k + 1).
-    const internal::ActivationBlockQ8& ties = scalar[static_cast<size_t>(5 * 8)];
+    const internal::ActivationBlockQ8 ties = internal::ActivationBlock(scalar.data(), 5 * 8);
     EXPECT_EQ(ties.q[1], 2);
     EXPECT_EQ(ties.q[2], -3);
   }

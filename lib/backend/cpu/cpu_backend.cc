@@ -189,13 +189,13 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows) {
     fast.int8 = {};
   }
-  // Activation row i quantized at act_q8_[i * blocks] for the families that use int8 kernels.
-  const int64_t blocks = k / 32;
+  // Activation row i quantized at act_q8_[i * pairs] for the families that use int8 kernels.
+  const int64_t pairs = internal::ActivationPairs(k);
   if ((fast.int8.one != nullptr && !fast_rows_.empty()) || (fixed.int8.one != nullptr && !fixed_rows_.empty())) {
-    act_q8_.resize(static_cast<size_t>(m * blocks));
+    act_q8_.resize(static_cast<size_t>(m * pairs));
     for (int64_t i = 0; i < m; ++i) {
       if ((s[i] == Schedule::kFixed ? fixed : fast).int8.one != nullptr) {
-        internal::QuantizeActivations(x + i * k, k, w0.type, act_q8_.data() + i * blocks, simd_);
+        internal::QuantizeActivations(x + i * k, k, w0.type, act_q8_.data() + i * pairs, simd_);
       }
     }
   }
@@ -288,8 +288,8 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
 
 void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatrix& w, int64_t r0, int64_t r1,
                           const int64_t* rows, int64_t count, float* y, int64_t ldy) const {
-  const int64_t k = w.cols, blocks = k / 32;
-  auto act = [&](int64_t j) { return act_q8_.data() + rows[j] * blocks; };
+  const int64_t k = w.cols, pairs = internal::ActivationPairs(k);
+  auto act = [&](int64_t j) { return act_q8_.data() + rows[j] * pairs; };
   float out[64];
   const int tw = kernels.tile_w, tx = kernels.tile_x;
   // A tile of activation rows stays in cache: whole groups of tx rows.
@@ -304,7 +304,7 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
         for (int q = 0; q < tw; ++q) wr[q] = w.row(r + q);
         int64_t j = t0;
         for (; j + tx <= t1; j += tx) {
-          const internal::ActivationBlockQ8* xs[8];
+          const internal::ActivationPairQ8* xs[8];
           for (int q = 0; q < tx; ++q) xs[q] = act(j + q);
           kernels.tile(wr, xs, k, out);
           for (int a = 0; a < tw; ++a) {
@@ -312,7 +312,7 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
           }
         }
         for (; j < t1; ++j) {
-          const internal::ActivationBlockQ8* xj = act(j);
+          const internal::ActivationPairQ8* xj = act(j);
           for (int a = 0; a < tw; ++a) kernels.one(&wr[a], &xj, k, y + rows[j] * ldy + r + a);
         }
       }
@@ -327,12 +327,12 @@ void CpuBackend::Int8Rows(const internal::Int8Kernels& kernels, const WeightMatr
       const uint8_t* wr = w.row(r);
       int64_t j = t0;
       for (; j + 4 <= t1; j += 4) {
-        const internal::ActivationBlockQ8* xs[4] = {act(j), act(j + 1), act(j + 2), act(j + 3)};
+        const internal::ActivationPairQ8* xs[4] = {act(j), act(j + 1), act(j + 2), act(j + 3)};
         kernels.cols4(&wr, xs, k, out);
         for (int q = 0; q < 4; ++q) y[rows[j + q] * ldy + r] = out[q];
       }
       for (; j < t1; ++j) {
-        const internal::ActivationBlockQ8* xj = act(j);
+        const internal::ActivationPairQ8* xj = act(j);
         kernels.one(&wr, &xj, k, y + rows[j] * ldy + r);
       }
     }

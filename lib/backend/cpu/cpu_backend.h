@@ -103,7 +103,7 @@ class CpuBackend final : public Backend {
   // MatMul's split of a batch's rows by schedule, kept to avoid allocating per op. The backend
   // is driven by one thread (the session's engine), like the pool.
   std::vector<int64_t> fast_rows_, fixed_rows_;
-  std::vector<internal::ActivationBlockQ8> act_q8_;  // MatMul's activation rows, quantized (int8_dot.h)
+  std::vector<internal::ActivationPairQ8> act_q8_;  // MatMul's activation rows, quantized (int8_dot.h)
   // Attention's blocks of queries (token * n_head + head): block b is attention_queries_[
   // attention_blocks_[b], attention_blocks_[b + 1]).
   std::vector<int64_t> attention_queries_, attention_blocks_;

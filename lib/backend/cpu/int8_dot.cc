@@ -1,5 +1,6 @@
 #include "lib/backend/cpu/int8_dot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -18,7 +19,20 @@ namespace {
 
 int32_t ActivationOffset(GgmlType type) { return type == GgmlType::kQ8_0 ? 128 : 8; }
 
-void QuantizeActivationsPortable(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
+// Where block b of a row being quantized goes (int8_dot.h's records).
+struct BlockOut {
+  int8_t* q;
+  int32_t* bias;
+  float* d;  // eight copies
+};
+inline BlockOut OutBlock(ActivationPairQ8* row, int64_t b) {
+  ActivationPairQ8& p = row[b / 2];
+  const int h = static_cast<int>(b % 2);
+  return {p.q + 32 * h, p.bias + 8 * h, p.d + 8 * h};
+}
+inline void SetScale(const BlockOut& o, float d) { std::fill(o.d, o.d + 8, d); }
+
+void QuantizeActivationsPortable(const float* x, int64_t k, GgmlType type, ActivationPairQ8* out) {
   const int32_t offset = ActivationOffset(type);
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
@@ -26,11 +40,12 @@ void QuantizeActivationsPortable(const float* x, int64_t k, GgmlType type, Activ
     for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
-    out[b].d = d;
-    for (int i = 0; i < 32; ++i) out[b].q[i] = static_cast<int8_t>(std::lround(xb[i] * inv));
+    const BlockOut o = OutBlock(out, b);
+    SetScale(o, d);
+    for (int i = 0; i < 32; ++i) o.q[i] = static_cast<int8_t>(std::lround(xb[i] * inv));
     for (int l = 0; l < 8; ++l) {
-      const int8_t* q = out[b].q + 4 * l;
-      out[b].bias[l] = -offset * (q[0] + q[1] + q[2] + q[3]);
+      const int8_t* q = o.q + 4 * l;
+      o.bias[l] = -offset * (q[0] + q[1] + q[2] + q[3]);
     }
   }
 }
@@ -54,7 +69,7 @@ LLM42_VNNI512 inline __m512i RoundHalfAway(__m512 y) {
   return _mm512_mask_sub_epi32(up, step & negative, up, _mm512_set1_epi32(1));
 }
 
-LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
+LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlType type, ActivationPairQ8* out) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m256i neg_offset = _mm256_set1_epi32(-ActivationOffset(type));
   for (int64_t b = 0; b < k / 32; ++b) {
@@ -65,14 +80,15 @@ LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlTyp
     const float m = _mm512_reduce_max_ps(amax);
     const float d = m / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
-    out[b].d = d;
+    const BlockOut o = OutBlock(out, b);
+    _mm256_store_ps(o.d, _mm256_set1_ps(d));
     const __m512 vinv = _mm512_set1_ps(inv);
     const __m128i q0 = _mm512_cvtepi32_epi8(RoundHalfAway(_mm512_mul_ps(lo, vinv)));
     const __m128i q1 = _mm512_cvtepi32_epi8(RoundHalfAway(_mm512_mul_ps(hi, vinv)));
     const __m256i q = _mm256_set_m128i(q1, q0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), q);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o.q), q);
     const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);  // 4 signed values per lane
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].bias), _mm256_mullo_epi32(sums, neg_offset));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o.bias), _mm256_mullo_epi32(sums, neg_offset));
   }
 }
 
@@ -92,7 +108,7 @@ LLM42_AVX2 inline __m256i RoundHalfAway256(__m256 y) {
 
 // The scalar definition on AVX2: the same bits (max is exact, the product the same rounding,
 // the int8 the low byte of the rounded int32, as the scalar conversion's).
-LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out) {
+LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type, ActivationPairQ8* out) {
   const __m256 abs_bits = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256i low_byte = _mm256_set1_epi32(0xFF);
   const __m256i neg_offset = _mm256_set1_epi32(-ActivationOffset(type));
@@ -108,7 +124,8 @@ LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     const float d = _mm_cvtss_f32(m) / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
-    out[b].d = d;
+    const BlockOut o = OutBlock(out, b);
+    _mm256_store_ps(o.d, _mm256_set1_ps(d));
     __m256i q[4];
     for (int i = 0; i < 4; ++i) {
       q[i] = _mm256_and_si256(RoundHalfAway256(_mm256_mul_ps(v[i], _mm256_set1_ps(inv))), low_byte);
@@ -117,16 +134,22 @@ LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type
     // lanes, which the permutation undoes.
     const __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
     const __m256i qs = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), qs);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o.q), qs);
     const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qs), _mm256_set1_epi16(1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].bias), _mm256_mullo_epi32(sums, neg_offset));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(o.bias), _mm256_mullo_epi32(sums, neg_offset));
   }
 }
 #endif
 
 }  // namespace
 
-void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationBlockQ8* out, bool allow_simd) {
+void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationPairQ8* out, bool allow_simd) {
+  if (k / 32 % 2 != 0) {  // the last record's second half: zeros
+    const BlockOut o = OutBlock(out, k / 32);
+    std::fill(o.q, o.q + 32, int8_t{0});
+    std::fill(o.bias, o.bias + 8, 0);
+    SetScale(o, 0.0f);
+  }
 #if LLM42_X86
   if (allow_simd && CpuHasVnni512()) return QuantizeActivationsVnni512(x, k, type, out);
   if (allow_simd && CpuHasAvx2()) return QuantizeActivationsAvx2(x, k, type, out);
@@ -138,13 +161,14 @@ namespace {
 
 // The fixed family's definition (int8_dot.h), lane by lane.
 template <typename QL>
-float PortableFixedInt8Dot(const uint8_t* w, const ActivationBlockQ8* x, int64_t k) {
+float PortableFixedInt8Dot(const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
   float acc[2][8] = {};
   for (int64_t b = 0; b < k / 32; ++b) {
-    const float s = QL::Scale(w, b) * x[b].d;
+    const ActivationBlockQ8 xb = ActivationBlock(x, b);
+    const float s = QL::Scale(w, b) * xb.d;
     for (int l = 0; l < 8; ++l) {
       int32_t p = 0;
-      for (int i = 4 * l; i < 4 * l + 4; ++i) p += static_cast<int32_t>(QL::Q(w, 32 * b + i)) * x[b].q[i];
+      for (int i = 4 * l; i < 4 * l + 4; ++i) p += static_cast<int32_t>(QL::Q(w, 32 * b + i)) * xb.q[i];
       acc[b % 2][l] = std::fma(static_cast<float>(p), s, acc[b % 2][l]);
     }
   }
@@ -155,7 +179,7 @@ float PortableFixedInt8Dot(const uint8_t* w, const ActivationBlockQ8* x, int64_t
 }
 
 template <typename QL, int NW, int NX>
-void PortableFixedInt8Tile(const uint8_t* const* w, const ActivationBlockQ8* const* x, int64_t k, float* out) {
+void PortableFixedInt8Tile(const uint8_t* const* w, const ActivationPairQ8* const* x, int64_t k, float* out) {
   for (int r = 0; r < NW; ++r) {
     for (int j = 0; j < NX; ++j) out[r * NX + j] = PortableFixedInt8Dot<QL>(w[r], x[j], k);
   }
@@ -238,7 +262,7 @@ struct Q4_0Weights {
 // not the whole block).
 template <typename W, int NW, int NX>
 LLM42_AVX2 __attribute__((always_inline)) inline void Int8Accumulate(const typename W::Block* const* w,
-                                                                     const ActivationBlockQ8* const* x, int64_t b,
+                                                                     const ActivationPairQ8* const* x, int64_t b,
                                                                      __m256i ones, __m256 (&acc)[NW][NX]) {
   typename W::Avx2Row wr[NW];
   float dw[NW];
@@ -249,11 +273,12 @@ LLM42_AVX2 __attribute__((always_inline)) inline void Int8Accumulate(const typen
   }
 #pragma GCC unroll 4
   for (int j = 0; j < NX; ++j) {
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b].q));
+    const ActivationBlockQ8 xb = ActivationBlock(x[j], b);
+    const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q));
 #pragma GCC unroll 4
     for (int r = 0; r < NW; ++r) {
-      const __m256 p = _mm256_cvtepi32_ps(W::ProductsAvx2(wr[r], xq, x[j][b], ones));
-      acc[r][j] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw[r] * x[j][b].d), acc[r][j]);
+      const __m256 p = _mm256_cvtepi32_ps(W::ProductsAvx2(wr[r], xq, xb, ones));
+      acc[r][j] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw[r] * xb.d), acc[r][j]);
     }
   }
 }
@@ -270,7 +295,7 @@ LLM42_AVX2 __attribute__((always_inline)) inline void ZeroAccumulators(__m256 (&
 // NACC accumulators per pair over blocks b mod NACC, added in order, then the fixed tree. NACC =
 // 2 is the fixed family's definition.
 template <typename W, int NW, int NX, int NACC>
-LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k, float* out) {
+LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out) {
   const typename W::Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
   __m256 acc[NACC][NW][NX];
@@ -312,7 +337,7 @@ LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationBlockQ8* 
 // chains are independent, so these are Int8Tile<W, NW, NX, 2>'s bits). Half the accumulators of
 // running both at once.
 template <typename W, int NW, int NX>
-LLM42_AVX2 void Int8TileChains(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k,
+LLM42_AVX2 void Int8TileChains(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k,
                                float* out) {
   const typename W::Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
@@ -332,7 +357,7 @@ LLM42_AVX2 void Int8TileChains(const uint8_t* const* w_rows, const ActivationBlo
 // row's ~40 on a Zen 3, a direct call still ~3.
 template <Int8TileFn kOne>
 __attribute__((always_inline)) inline void OneRowEach(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                                      const ActivationBlockQ8* x, int64_t k, float* out) {
+                                                      const ActivationPairQ8* x, int64_t k, float* out) {
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
     kOne(&row, &x, k, out + r);
@@ -340,7 +365,7 @@ __attribute__((always_inline)) inline void OneRowEach(const uint8_t* w, size_t r
 }
 template <Int8TileFn kOne>
 LLM42_AVX2 __attribute__((flatten)) void Int8GemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                                      const ActivationBlockQ8* x, int64_t k, float* out) {
+                                                      const ActivationPairQ8* x, int64_t k, float* out) {
   OneRowEach<kOne>(w, row_bytes, n_rows, x, k, out);
 }
 
@@ -348,11 +373,12 @@ LLM42_AVX2 __attribute__((flatten)) void Int8GemvAvx2(const uint8_t* w, size_t r
 // block b + a: three levels of horizontal adds and a swap of halves instead of a conversion and
 // a fused multiply-add per block.
 template <typename W>
-LLM42_AVX2 inline __m256i BlockTotals8(const typename W::Block* w, const ActivationBlockQ8* x) {
+LLM42_AVX2 inline __m256i BlockTotals8(const typename W::Block* w, const ActivationPairQ8* x, int64_t b) {
   __m256i p[8];
 #pragma GCC unroll 8
   for (int a = 0; a < 8; ++a) {
-    p[a] = W::ProductsAvx2(W::PrepareAvx2(w[a]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[a].q)), x[a]);
+    const ActivationBlockQ8 xb = ActivationBlock(x, b + a);
+    p[a] = W::ProductsAvx2(W::PrepareAvx2(w[b + a]), _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q)), xb);
   }
   const __m256i q01 = _mm256_hadd_epi32(p[0], p[1]), q23 = _mm256_hadd_epi32(p[2], p[3]);
   const __m256i q45 = _mm256_hadd_epi32(p[4], p[5]), q67 = _mm256_hadd_epi32(p[6], p[7]);
@@ -368,14 +394,14 @@ LLM42_AVX2 inline __m256i BlockTotals8(const typename W::Block* w, const Activat
 // multiplies every block's eight lanes): q4_0 at k = 768 from L2, best of six, alternated,
 // 1.57-1.62 -> 1.33-1.39 ns per block on a Zen 3.
 template <typename W>
-LLM42_AVX2 void Int8GemvAvx2Fast(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationBlockQ8* x,
+LLM42_AVX2 void Int8GemvAvx2Fast(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
                                  int64_t k, float* out) {
   using Block = typename W::Block;
   constexpr int64_t kSize = sizeof(Block);
   const int64_t n = k / 32;
   thread_local std::vector<float> d;  // the activation scales, contiguous for vector loads
   d.resize(static_cast<size_t>(n));
-  for (int64_t b = 0; b < n; ++b) d[static_cast<size_t>(b)] = x[b].d;
+  for (int64_t b = 0; b < n; ++b) d[static_cast<size_t>(b)] = ActivationBlock(x, b).d;
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* wr = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
     __m256 acc = _mm256_setzero_ps();  // one chain: a group of eight takes longer than its latency
@@ -394,31 +420,18 @@ LLM42_AVX2 void Int8GemvAvx2Fast(const uint8_t* w, size_t row_bytes, int64_t n_r
       h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 6].scale), 6);
       h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 7].scale), 7);
       const __m256 scales = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(d.data() + b));
-      const __m256 totals = _mm256_cvtepi32_ps(BlockTotals8<W>(wr + b, x + b));
+      const __m256 totals = _mm256_cvtepi32_ps(BlockTotals8<W>(wr, x, b));
       acc = _mm256_fmadd_ps(totals, scales, acc);
     }
     float sum = FixedTreeSum(acc);
     for (; b < n; ++b) {
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
-      const __m256i p = W::ProductsAvx2(W::PrepareAvx2(wr[b]), xq, x[b]);
-      sum += FixedTreeSum(_mm256_cvtepi32_ps(p)) * (_cvtsh_ss(wr[b].scale) * x[b].d);
+      const ActivationBlockQ8 xb = ActivationBlock(x, b);
+      const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q));
+      const __m256i p = W::ProductsAvx2(W::PrepareAvx2(wr[b]), xq, xb);
+      sum += FixedTreeSum(_mm256_cvtepi32_ps(p)) * (_cvtsh_ss(wr[b].scale) * xb.d);
     }
     out[r] = sum;
   }
-}
-
-// Two activation blocks' values, biases (int8_dot.h) and scales, block b in the low half.
-struct ActivationPair {
-  __m512i q, bias;
-  __m512 d;
-};
-LLM42_VNNI512 inline __m512i LoadTwo256(const void* lo, const void* hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
-                            _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
-}
-LLM42_VNNI512 inline ActivationPair LoadActivationPair(const ActivationBlockQ8* x) {
-  return {LoadTwo256(x[0].q, x[1].q), LoadTwo256(x[0].bias, x[1].bias),
-          _mm512_insertf32x8(_mm512_set1_ps(x[0].d), _mm256_set1_ps(x[1].d), 1)};
 }
 
 // f32 weight scales of blocks b (low half) and b + 1.
@@ -432,17 +445,19 @@ LLM42_VNNI512 inline __m512 WeightScalePair(const typename W::Block* b) {
 // integer products of int8_dot.h and s = f32(weight scale) * activation d.
 template <typename W>
 LLM42_VNNI512 inline __m256 OneBlock(const typename W::Block& w, const ActivationBlockQ8& x, __m256 acc) {
-  const __m256i p = _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bias)), W::LoadUnsigned(w),
-                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q)));
+  const __m256i p = _mm256_dpbusd_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(x.bias)), W::LoadUnsigned(w),
+                                        _mm256_load_si256(reinterpret_cast<const __m256i*>(x.q)));
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(w.scale) * x.d), acc);
 }
 
 // The fixed definition on 512 bits: NW weight rows x NX activation rows, blocks two at a time
 // (chain 0 in the low half, chain 1 in the high half), an odd last block into chain 0, then
 // A[0] + A[1] and the fixed tree. Integer products by dpbusd on unsigned-shifted weights from
-// the activation's bias: exact, so they equal the AVX2 and portable kernels' lanes.
+// the activation's bias: exact, so they equal the AVX2 and portable kernels' lanes. Each pair's
+// activation values and scales stay in registers for the NW weight rows; its biases, the
+// accumulator dpbusd overwrites, are loaded again for each product.
 template <typename W, int NW, int NX>
-LLM42_VNNI512 void Int8Tile512(const uint8_t* const* w_rows, const ActivationBlockQ8* const* x, int64_t k, float* out) {
+LLM42_VNNI512 void Int8Tile512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out) {
   const typename W::Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
   __m512 acc[NW][NX];
@@ -452,24 +467,28 @@ LLM42_VNNI512 void Int8Tile512(const uint8_t* const* w_rows, const ActivationBlo
   const int64_t n = k / 32;
   int64_t b = 0;
   for (; b + 2 <= n; b += 2) {
-    ActivationPair xa[NX];
+    __m512i xq[NX];
+    __m512 xd[NX];
 #pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) xa[j] = LoadActivationPair(x[j] + b);
+    for (int j = 0; j < NX; ++j) {
+      xq[j] = _mm512_load_si512(x[j][b / 2].q);
+      xd[j] = _mm512_load_ps(x[j][b / 2].d);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < NW; ++r) {
       const __m512i wu = W::LoadUnsignedPair(w[r] + b);
       const __m512 dw = WeightScalePair<W>(w[r] + b);
 #pragma GCC unroll 4
       for (int j = 0; j < NX; ++j) {
-        const __m512i p = _mm512_dpbusd_epi32(xa[j].bias, wu, xa[j].q);
-        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, xa[j].d), acc[r][j]);
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(x[j][b / 2].bias), wu, xq[j]);
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, xd[j]), acc[r][j]);
       }
     }
   }
   for (int r = 0; r < NW; ++r) {
     for (int j = 0; j < NX; ++j) {
       __m256 a0 = _mm512_castps512_ps256(acc[r][j]);
-      if (b < n) a0 = OneBlock<W>(w[r][b], x[j][b], a0);
+      if (b < n) a0 = OneBlock<W>(w[r][b], ActivationBlock(x[j], b), a0);
       out[r * NX + j] = FixedTreeSum(_mm256_add_ps(a0, _mm512_extractf32x8_ps(acc[r][j], 1)));
     }
   }
@@ -477,38 +496,37 @@ LLM42_VNNI512 void Int8Tile512(const uint8_t* const* w_rows, const ActivationBlo
 
 // acc += f32(p) * s for blocks b (low half) and b + 1 (high half).
 template <typename W>
-LLM42_VNNI512 inline __m512 PairBlocks(const typename W::Block* w, const ActivationBlockQ8* x, __m512 acc) {
-  const ActivationPair xa = LoadActivationPair(x);
-  const __m512i p = _mm512_dpbusd_epi32(xa.bias, W::LoadUnsignedPair(w), xa.q);
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(WeightScalePair<W>(w), xa.d), acc);
+LLM42_VNNI512 inline __m512 PairBlocks(const typename W::Block* w, const ActivationPairQ8& x, __m512 acc) {
+  const __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(x.bias), W::LoadUnsignedPair(w), _mm512_load_si512(x.q));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(WeightScalePair<W>(w), _mm512_load_ps(x.d)), acc);
 }
 
 // fast decode: one weight row against one activation row, four chains (blocks b mod 4).
 template <typename W>
-LLM42_VNNI512 void Int8Row512Fast(const uint8_t* const* w_rows, const ActivationBlockQ8* const* xs, int64_t k,
+LLM42_VNNI512 void Int8Row512Fast(const uint8_t* const* w_rows, const ActivationPairQ8* const* xs, int64_t k,
                                   float* out) {
   const auto* w = reinterpret_cast<const typename W::Block*>(w_rows[0]);
-  const ActivationBlockQ8* x = xs[0];
+  const ActivationPairQ8* x = xs[0];
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   const int64_t n = k / 32;
   int64_t b = 0;
   for (; b + 4 <= n; b += 4) {
-    acc[0] = PairBlocks<W>(w + b, x + b, acc[0]);
-    acc[1] = PairBlocks<W>(w + b + 2, x + b + 2, acc[1]);
+    acc[0] = PairBlocks<W>(w + b, x[b / 2], acc[0]);
+    acc[1] = PairBlocks<W>(w + b + 2, x[b / 2 + 1], acc[1]);
   }
   if (b + 2 <= n) {
-    acc[0] = PairBlocks<W>(w + b, x + b, acc[0]);
+    acc[0] = PairBlocks<W>(w + b, x[b / 2], acc[0]);
     b += 2;
   }
   const __m512 sum = _mm512_add_ps(acc[0], acc[1]);
   __m256 a0 = _mm512_castps512_ps256(sum);
-  if (b < n) a0 = OneBlock<W>(w[b], x[b], a0);
+  if (b < n) a0 = OneBlock<W>(w[b], ActivationBlock(x, b), a0);
   out[0] = FixedTreeSum(_mm256_add_ps(a0, _mm512_extractf32x8_ps(sum, 1)));
 }
 
 template <Int8TileFn kOne>
 LLM42_VNNI512 __attribute__((flatten)) void Int8Gemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                                        const ActivationBlockQ8* x, int64_t k, float* out) {
+                                                        const ActivationPairQ8* x, int64_t k, float* out) {
   OneRowEach<kOne>(w, row_bytes, n_rows, x, k, out);
 }
 
