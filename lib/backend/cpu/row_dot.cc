@@ -152,13 +152,14 @@ template <typename V, typename L, int R, int U>
 LLM42_AVX2 __attribute__((always_inline)) inline void GemvRowsBody(const uint8_t* const* w, const float* x, int64_t k,
                                                                    float* out) {
   constexpr int64_t kLine = 64 / V::kBytes;  // elements per cache line
-  // One row, or rows of at least kStreamPrefetchBytes: each row kStreamPrefetchBytes ahead of
-  // itself. Several short rows: the same place in the next group's rows (a row's own lead would
-  // land in rows this group is reading). Twice that with U > 1: two chains outrun a one-chain
-  // loop (llama-110m on a Zen 3, fast GEMVs alone, three alternated rounds: f32 12.3-14.5 ->
-  // 12.4-16.3 GB/s, tg64 30.4-31.1 -> 32.7-33.9 tok/s; f16 15.4-16.3 -> 15.5-18.7).
-  const int64_t row_bytes = k * V::kBytes;
-  const int64_t ahead = (R == 1 || row_bytes >= kStreamPrefetchBytes ? kStreamPrefetchBytes : R * row_bytes) * (U > 1 ? 2 : 1);
+  // One row: kStreamPrefetchBytes ahead of itself, twice that with U > 1 (two chains outrun a
+  // one-chain loop: llama-110m on a Zen 3, fast GEMVs alone, three alternated rounds: f32
+  // 12.3-14.5 -> 12.4-16.3 GB/s, tg64 30.4-31.1 -> 32.7-33.9 tok/s; f16 15.4-16.3 -> 15.5-18.7).
+  // Several rows: the same place in the next group's rows, whatever the rows' length (a row's
+  // own lead lands in rows this group is reading where rows are 4 KiB: f16 four rows, one
+  // thread, from memory on a Zen 5, best of six, twice: k = 2048 14.5-17.8 -> 26.3-27.6 GB/s,
+  // k = 4096 21.1-21.5 -> 26.0-31.5, k = 8192 23.1-24.4 -> 25.5-27.2).
+  const int64_t ahead = R == 1 ? kStreamPrefetchBytes * (U > 1 ? 2 : 1) : R * k * V::kBytes;
   __m256 acc[R][U];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -205,11 +206,6 @@ LLM42_AVX2 __attribute__((always_inline)) inline void GemvRowGroups(const uint8_
     GroupRows(w, row_bytes, g, rows);
     GemvRowsBody<V, L, R, U>(rows, x, k, out + g);
   }
-}
-template <typename V, typename L, int R, int U>
-LLM42_AVX512VL void GemvRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
-                             float* out) {
-  GemvRowGroups<V, L, R, U>(w, row_bytes, n_rows, x, k, out);
 }
 template <typename V, typename L, int R, int U>
 LLM42_AVX2 void GemvRowsAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows, const float* x, int64_t k,
@@ -381,30 +377,36 @@ WideGemv SelectFixedGemv4(GgmlType type, bool allow_simd) {
 
 WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd, int64_t row_bytes) {
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx512()) {
-    const bool fixed = family == DotFamily::kFixed;
-    // fast: 16-bit rows one at a time (a single sequential stream: measured 45 GB/s against 31-37
-    // for 8 interleaved rows on llama-110m f16), f32 rows eight at a time (the other way round).
-    const int rows = fixed ? kWideGemvRows : type == GgmlType::kF32 ? 8 : 1;
-    const GemvFn fn = Avx2ByType<GemvFn>(type, [fixed, rows](auto t) -> GemvFn {
-      using T = decltype(t);
-      if (fixed) return GemvRows<typename T::V, typename T::L, kWideGemvRows, 1>;
-      return rows == 8 ? GemvRows512<typename T::L, 8, 2> : GemvRows512<typename T::L, 1, 2>;
+  const bool fixed = family == DotFamily::kFixed;
+  const bool avx512 = allow_simd && CpuHasAvx512();
+  const bool long_rows = row_bytes >= kStreamPrefetchBytes;
+  // fast's long rows on AVX-512: 16-lane accumulators (other bits), f32 eight rows at a time, f16
+  // and bf16 one (two threads, from memory, best of six, three rounds on a Zen 5: f32 k = 2048
+  // 38-42 GB/s against the four-row kernel's 33-39, f16 k = 4096 29-44 against 33-36).
+  if (avx512 && long_rows && !fixed) {
+    const GemvFn fn = Avx2ByType<GemvFn>(type, [](auto t) -> GemvFn {
+      using L = typename decltype(t)::L;
+      return std::is_same_v<L, F32Loader> ? GemvRows512<L, 8, 2> : GemvRows512<L, 1, 2>;
     });
-    if (fn != nullptr) return {fn, rows};
+    if (fn != nullptr) return {fn, type == GgmlType::kF32 ? 8 : 1};
   }
-  if (allow_simd && CpuHasAvx2()) {
-    // AVX2: one row at a time, a single stream read ahead (kStreamPrefetchBytes); fixed with its
-    // one chain per row, fast with two (llama-110m f16 on a Zen 3, GEMVs alone, alternated
-    // rounds: fixed 7.7-11.6 GB/s with eight interleaved rows -> 11.6-14.9, fast 9.6-11.8 with the
-    // row dot's four accumulators -> 11.9-15.4). A lone chain waits on each fused multiply-add,
-    // which holds a core below its share of the bandwidth on long rows: rows of
-    // kStreamPrefetchBytes or more take the fixed four-row GEMV (SelectFixedGemv4), one chain
-    // each, for both families (f16, two threads, best of three: 8192 x 2048 fixed 19.8-20.1 ->
-    // 26.2-32.0 GB/s, fast's two chains 19.0-28.9 against 22.3-32.0, four rows with two chains
-    // each 20.9; at 24576 x 768 one row 22.0-23.4 against four 18.8-20.3).
-    if (row_bytes >= kStreamPrefetchBytes) return SelectFixedGemv4(type, allow_simd);
-    const bool fixed = family == DotFamily::kFixed;
+  // Four rows at a time with the fixed arithmetic (one chain each; a lone chain waits on each
+  // fused multiply-add, which holds a core below its share of the bandwidth): other long rows,
+  // both families (AVX2 on a Zen 3, f16, two threads, best of three: 8192 x 2048 fixed 19.8-20.1
+  // -> 26.2-32.0 GB/s, fast's two chains 19.0-28.9 against 22.3-32.0, four rows with two chains
+  // each 20.9), and every fixed row where the CPU has AVX-512 (on a Zen 5, two threads, from
+  // memory, best of six, three rounds, against the 256-bit sixteen-row kernel it replaces: f32
+  // k = 768 33-36 -> 34-39 GB/s, k = 2048 20-31 -> 38-41; f16 34-37 -> 32-34 and 27.5-34 ->
+  // 33-37; bf16 33-36 -> 32-37 and 30-34 -> 36-43; one thread, f16 k = 768, one row 22-23).
+  if (allow_simd && (long_rows || (fixed && avx512))) return SelectFixedGemv4(type, allow_simd);
+  // Otherwise one row at a time, a single stream read ahead (kStreamPrefetchBytes); fixed with
+  // its one chain per row, fast with two (llama-110m f16 on a Zen 3, GEMVs alone, alternated
+  // rounds: fixed 7.7-11.6 GB/s with eight interleaved rows -> 11.6-14.9, fast 9.6-11.8 with the
+  // row dot's four accumulators -> 11.9-15.4; at 24576 x 768 one row 22.0-23.4 against four
+  // 18.8-20.3). On a Zen 5 (one thread, from memory, best of six, two rounds, k = 768) fast's two
+  // 8-lane chains beat 16-lane ones: f32 29-37 GB/s against 21-23 (eight rows), f16 30-36 against
+  // 28-30 (one row), bf16 32-33 against 28-31.
+  if (allow_simd) {
     const GemvFn fn = Avx2ByType<GemvFn>(type, [fixed](auto t) -> GemvFn {
       using T = decltype(t);
       return fixed ? GemvRowsAvx2<typename T::V, typename T::L, 1, 1> : GemvRowsAvx2<typename T::V, typename T::L, 1, 2>;
@@ -415,6 +417,7 @@ WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd, int64_
   (void)type;
   (void)family;
   (void)allow_simd;
+  (void)row_bytes;
   return {};
 }
 

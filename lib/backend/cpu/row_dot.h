@@ -52,15 +52,16 @@ struct WideGemv {
 };
 // fixed: four weight rows at a time. fn nullptr where there is none.
 WideGemv SelectFixedGemv4(GgmlType type, bool allow_simd = true);
-// With AVX-512's 32 vector registers: fixed, sixteen rows at a time (sixteen independent 8-lane
-// chains with the fixed per-pair arithmetic); fast (other bits), 16-lane accumulators — f16 and
-// bf16 one row at a time (one sequential stream), f32 eight rows at a time. f32, f16 and bf16
-// where the CPU has AVX-512 F, DQ and VL; on AVX2 alone, rows shorter than
-// kStreamPrefetchBytes one at a time (fixed one chain, fast two), longer ones four at a time
-// with the fixed arithmetic for both families (four chains); fn nullptr otherwise. Each reads ahead of its rows with a software prefetch (weight_loaders.h's
-// kStreamPrefetchBytes). row_bytes: the matrix's (0: unknown, taken as short).
-inline constexpr int kWideGemvRows = 16;
+// The decode GEMV for f32, f16 and bf16 rows of row_bytes (0: unknown, taken as short): fast's
+// rows of kStreamPrefetchBytes or more on AVX-512 in 16-lane accumulators (f32 eight rows at a
+// time, f16 and bf16 one); SelectFixedGemv4 for other such rows (both families) and, where the
+// CPU has AVX-512, for every fixed row; other rows one at a time (fixed one 8-lane chain, fast
+// two). fn nullptr where the CPU lacks AVX2. The 256-bit kernels read ahead of their rows with a
+// software prefetch (weight_loaders.h's kStreamPrefetchBytes).
 WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd = true, int64_t row_bytes = 0);
+// The decode GEMVs' share of rows: guided chunks come in multiples of this many (every
+// WideGemv's rows divide it).
+inline constexpr int kWideGemvRows = 16;
 
 // Converts the first n weights of a row to f32 (embedding lookups).
 void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);

@@ -15,8 +15,6 @@
 #define LLM42_AVX2 __attribute__((target("avx2,fma,f16c")))
 // AVX-512 F and DQ (512-bit float kernels: 8-lane halves, broadcasts of 256-bit rows).
 #define LLM42_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
-// AVX-512 F and VL (256-bit kernels with 32 registers).
-#define LLM42_AVX512VL __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
 // AVX-512 with VNNI (integer dot products of bytes), BW and VL.
 #define LLM42_VNNI512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
 #endif
