@@ -20,8 +20,9 @@ namespace llm42::internal {
 
 // True when the build has BLIS (LLM42_WITH_BLIS): BlasGemm computes; false, it declines.
 bool BlasGemmBuilt();
-// BlasGemmBuilt(), the CPU has AVX2, and neither LLM42_CPU_BLAS nor LLM42_CPU_SIMD is off: the
-// backend sends fast prompts here.
+// BlasGemmBuilt(), the CPU has AVX2, BLIS has kernels for this CPU (its configuration for it is
+// not the generic one), and neither LLM42_CPU_BLAS nor LLM42_CPU_SIMD is off: the backend sends
+// fast prompts here.
 bool BlasGemmAvailable();
 
 // PackedGemm's contract (packed_gemm.h) for the fast family: y[rows[i] * ldy + r] = dot(weight row
