@@ -156,13 +156,15 @@ TEST(PortableMath, SpecialValues) {
   EXPECT_EQ(c, 1.0);
 }
 
-// The batch form (on AVX2 four groups of four lanes side by side, then single groups) gives
-// PortableExpf's bits for every argument: softmax-like inputs (first a long run inside the
+// The batch form (four groups of four lanes side by side on AVX2, of eight on AVX-512, then
+// single groups; the suite runs this file again as a CPU with AVX2 only, portable_math_avx2)
+// gives PortableExpf's bits for every argument: softmax-like inputs (first a long run inside the
 // polynomial's range, so the four-group path runs, then a wider spread that leaves it every few
 // values), the range edges, specials, and ragged lengths that end in the scalar loop. Checked to
-// fail when the vector polynomial's 0.5 coefficient is 0.5000001, and when the four-group path
-// uses group 0's reduction for group 1. PortableExpfShiftedSum gives the same values and their sum
-// added in index order (checked to fail with two lanes' additions swapped).
+// fail when the vector polynomial's 0.5 coefficient is 0.5000001 (in the AVX-512 kernel too), and
+// when the four-group path uses group 0's reduction for group 1. PortableExpfShiftedSum gives the
+// same values and their sum added in index order (checked to fail with two lanes' additions
+// swapped, in the AVX-512 kernel too).
 TEST(PortableMath, ExpfShiftedMatchesTheScalarBitForBit) {
   std::vector<float> x;
   uint32_t state = 12345;

@@ -6,6 +6,9 @@
 #include <limits>
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 headers build some intrinsics from _mm*_undefined_*() and then warn that the
+// undefined value "may be used uninitialized" (false positives; as in simd_targets.h).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #endif
 
@@ -145,23 +148,24 @@ __attribute__((target("avx2"))) inline void ExpGroups(const double (&c)[N], cons
   }
 }
 
-// out[i..] = f(i..) four values at a time while Group's range check passes, four groups side by
-// side where the next 16 values all pass; returns how many were done (the caller takes the
-// first value out of range by the scalar code).
+// out[i..] = f(i..) Group::kLanes values at a time while Group's range check passes, four groups
+// side by side where the next 4 kLanes values all pass; returns how many were done (the caller
+// takes the first value out of range by the scalar code). No instructions of its own: the
+// callers (flatten) inline it and Group's target-specific steps into themselves.
 template <typename Group>
-__attribute__((target("avx2"))) inline int64_t ExpBatch(int64_t n, Group& group) {
-  constexpr int kGroups = 4;
+inline int64_t ExpBatch(int64_t n, Group& group) {
+  constexpr int kGroups = 4, W = Group::kLanes;
   int64_t i = 0;
-  for (; i + 4 * kGroups <= n; i += 4 * kGroups) {
-    __m256d v[kGroups];
+  for (; i + W * kGroups <= n; i += W * kGroups) {
+    typename Group::V v[kGroups];
     bool in = true;
 #pragma GCC unroll 4
-    for (int g = 0; g < kGroups; ++g) in = group.Load(i + 4 * g, v[g]) && in;
+    for (int g = 0; g < kGroups; ++g) in = group.Load(i + W * g, v[g]) && in;
     if (!in) break;  // the single groups below find the first out of range
     group.template Store<kGroups>(i, v);
   }
-  for (; i + 4 <= n; i += 4) {
-    __m256d v[1];
+  for (; i + W <= n; i += W) {
+    typename Group::V v[1];
     if (!group.Load(i, v[0])) break;
     group.template Store<1>(i, v);
   }
@@ -173,6 +177,8 @@ __attribute__((target("avx2"))) inline int64_t ExpBatch(int64_t n, Group& group)
 // where a pass of its own afterwards is one 3-cycle addition after another).
 template <bool kSum>
 struct ExpfShiftedGroup {
+  using V = __m256d;
+  static constexpr int kLanes = 4;
   const float* x;
   float* out;
   __m128 shift;
@@ -202,6 +208,8 @@ struct ExpfShiftedGroup {
 
 // PortableExp((x[i] - shift) / divisor): range [-708, 709] (2^k a normal power of two; NaN fails).
 struct ExpScaledGroup {
+  using V = __m256d;
+  static constexpr int kLanes = 4;
   const float* x;
   double* out;
   __m256d shift, divisor;
@@ -220,20 +228,92 @@ struct ExpScaledGroup {
   }
 };
 
-// The values [0, done) and, with sum, *sum += them in order.
-__attribute__((target("avx2"))) int64_t ExpfShiftedAvx2(const float* x, float shift, float* out, int64_t n,
-                                                      float* sum) {
+// e^x on AVX-512: ExpGroups' steps on eight double lanes.
+template <int G, size_t N>
+__attribute__((target("avx512f,avx512dq"))) inline void ExpGroups512(const double (&c)[N], const __m512d (&x)[G],
+                                                                     __m512d (&out)[G]) {
+  __m512d kd[G], r[G], p[G];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    const __m512d t = _mm512_mul_pd(x[g], _mm512_set1_pd(kLog2E));
+    const __mmask8 neg = _mm512_cmp_pd_mask(t, _mm512_setzero_pd(), _CMP_LT_OQ);
+    const __m512d half = _mm512_mask_blend_pd(neg, _mm512_set1_pd(0.5), _mm512_set1_pd(-0.5));
+    kd[g] = _mm512_roundscale_pd(_mm512_add_pd(t, half), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    r[g] = _mm512_sub_pd(_mm512_sub_pd(x[g], _mm512_mul_pd(kd[g], _mm512_set1_pd(kLn2Hi))),
+                         _mm512_mul_pd(kd[g], _mm512_set1_pd(kLn2Lo)));
+    p[g] = _mm512_set1_pd(c[0]);
+  }
+#pragma GCC unroll 16
+  for (size_t i = 1; i < N; ++i) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) p[g] = _mm512_add_pd(_mm512_mul_pd(p[g], r[g]), _mm512_set1_pd(c[i]));
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    const __m512i k = _mm512_cvtpd_epi64(kd[g]);  // exact: kd is an integer
+    const __m512d pow2 = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(k, _mm512_set1_epi64(1023)), 52));
+    out[g] = _mm512_mul_pd(p[g], pow2);
+  }
+}
+
+// ExpfShiftedGroup on eight lanes.
+template <bool kSum>
+struct ExpfShiftedGroup512 {
+  using V = __m512d;
+  static constexpr int kLanes = 8;
+  const float* x;
+  float* out;
+  __m256 shift;
+  float sum = 0;
+  __attribute__((target("avx512f,avx512dq"))) bool Load(int64_t i, __m512d& v) const {
+    const __m256 f = _mm256_sub_ps(_mm256_loadu_ps(x + i), shift);
+    v = _mm512_cvtps_pd(f);
+    return _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-104.0f), _CMP_GE_OQ),
+                                            _mm256_cmp_ps(f, _mm256_set1_ps(88.8f), _CMP_LT_OQ))) == 0xFF;
+  }
+  template <int G>
+  __attribute__((target("avx512f,avx512dq"))) void Store(int64_t i, const __m512d (&v)[G]) {
+    __m512d e[G];
+    ExpGroups512<G>(kExpfTaylor, v, e);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const __m256 f = _mm512_cvtpd_ps(e[g]);
+      _mm256_storeu_ps(out + i + 8 * g, f);
+      if constexpr (kSum) {
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, f);
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; ++l) sum += lanes[l];
+      }
+    }
+  }
+};
+
+// The values [0, done) and, with sum, *sum += them in order (Group: ExpfShiftedGroup or
+// ExpfShiftedGroup512).
+template <template <bool> class Group, typename Shift>
+inline int64_t ExpfShiftedBatch(const float* x, Shift shift, float* out, int64_t n, float* sum) {
   if (sum == nullptr) {
-    ExpfShiftedGroup<false> group{x, out, _mm_set1_ps(shift)};
+    Group<false> group{x, out, shift};
     return ExpBatch(n, group);
   }
-  ExpfShiftedGroup<true> group{x, out, _mm_set1_ps(shift), *sum};
+  Group<true> group{x, out, shift, *sum};
   const int64_t done = ExpBatch(n, group);
   *sum = group.sum;
   return done;
 }
+__attribute__((target("avx512f,avx512dq"), flatten)) int64_t ExpfShiftedAvx512(const float* x, float shift,
+                                                                               float* out, int64_t n, float* sum) {
+  return ExpfShiftedBatch<ExpfShiftedGroup512>(x, _mm256_set1_ps(shift), out, n, sum);
+}
 
-__attribute__((target("avx2"))) int64_t ExpScaledAvx2(const float* x, double shift, double divisor, double* out,
+// The values [0, done) and, with sum, *sum += them in order.
+__attribute__((target("avx2"), flatten)) int64_t ExpfShiftedAvx2(const float* x, float shift, float* out, int64_t n,
+                                                      float* sum) {
+  return ExpfShiftedBatch<ExpfShiftedGroup>(x, _mm_set1_ps(shift), out, n, sum);
+}
+
+__attribute__((target("avx2"), flatten)) int64_t ExpScaledAvx2(const float* x, double shift, double divisor, double* out,
                                                      int64_t n) {
   ExpScaledGroup group{x, out, _mm256_set1_pd(shift), _mm256_set1_pd(divisor)};
   return ExpBatch(n, group);
@@ -268,10 +348,17 @@ void ExpfShifted(const float* x, float shift, float* out, int64_t n, float* sum)
     ++i;
   };
 #if defined(__x86_64__)
+  // A group out of range: its first element by the scalar code, then go on.
   static const bool avx2 = !SimdDisabledByEnvironment() && __builtin_cpu_supports("avx2");
+  static const bool avx512 = avx2 && !SimdCappedAtAvx2() && __builtin_cpu_supports("avx512f") &&
+                             __builtin_cpu_supports("avx512dq");
+  while (avx512 && i + 8 <= n) {
+    i += ExpfShiftedAvx512(x + i, shift, out + i, n - i, sum);
+    if (i + 8 <= n) scalar();
+  }
   while (avx2 && i + 4 <= n) {
     i += ExpfShiftedAvx2(x + i, shift, out + i, n - i, sum);
-    if (i + 4 <= n) scalar();  // a group out of range: its first element by the scalar code, then go on
+    if (i + 4 <= n) scalar();
   }
 #endif
   while (i < n) scalar();

@@ -73,8 +73,8 @@ inline float PortableExpf(float xf) {
 }
 
 // out[i] = PortableExpf(x[i] - shift) for i < n, the same bits (the subtraction in float, as a
-// caller of PortableExpf would write it), four at a time on AVX2 (the same double operations
-// lane by lane, unfused). out may be x.
+// caller of PortableExpf would write it), four at a time on AVX2 and eight on AVX-512 (the same
+// double operations lane by lane, unfused). out may be x.
 void PortableExpfShifted(const float* x, float shift, float* out, int64_t n);
 
 // PortableExpfShifted, returning the float sum of out[0, n) added one value at a time in index
