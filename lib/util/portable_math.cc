@@ -8,7 +8,9 @@
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers build some intrinsics from _mm*_undefined_*() and then warn that the
 // undefined value "may be used uninitialized" (false positives; as in simd_targets.h).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
@@ -181,10 +183,10 @@ struct ExpfShiftedGroup {
   static constexpr int kLanes = 4;
   const float* x;
   float* out;
-  __m128 shift;
+  float shift;
   float sum = 0;
   __attribute__((target("avx2"))) bool Load(int64_t i, __m256d& v) const {
-    const __m128 f = _mm_sub_ps(_mm_loadu_ps(x + i), shift);
+    const __m128 f = _mm_sub_ps(_mm_loadu_ps(x + i), _mm_set1_ps(shift));
     v = _mm256_cvtps_pd(f);
     return _mm_movemask_ps(_mm_and_ps(_mm_cmpge_ps(f, _mm_set1_ps(-104.0f)), _mm_cmplt_ps(f, _mm_set1_ps(88.8f)))) == 0xF;
   }
@@ -263,10 +265,10 @@ struct ExpfShiftedGroup512 {
   static constexpr int kLanes = 8;
   const float* x;
   float* out;
-  __m256 shift;
+  float shift;
   float sum = 0;
   __attribute__((target("avx512f,avx512dq"))) bool Load(int64_t i, __m512d& v) const {
-    const __m256 f = _mm256_sub_ps(_mm256_loadu_ps(x + i), shift);
+    const __m256 f = _mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(shift));
     v = _mm512_cvtps_pd(f);
     return _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-104.0f), _CMP_GE_OQ),
                                             _mm256_cmp_ps(f, _mm256_set1_ps(88.8f), _CMP_LT_OQ))) == 0xFF;
@@ -291,8 +293,8 @@ struct ExpfShiftedGroup512 {
 
 // The values [0, done) and, with sum, *sum += them in order (Group: ExpfShiftedGroup or
 // ExpfShiftedGroup512).
-template <template <bool> class Group, typename Shift>
-inline int64_t ExpfShiftedBatch(const float* x, Shift shift, float* out, int64_t n, float* sum) {
+template <template <bool> class Group>
+inline int64_t ExpfShiftedBatch(const float* x, float shift, float* out, int64_t n, float* sum) {
   if (sum == nullptr) {
     Group<false> group{x, out, shift};
     return ExpBatch(n, group);
@@ -304,13 +306,13 @@ inline int64_t ExpfShiftedBatch(const float* x, Shift shift, float* out, int64_t
 }
 __attribute__((target("avx512f,avx512dq"), flatten)) int64_t ExpfShiftedAvx512(const float* x, float shift,
                                                                                float* out, int64_t n, float* sum) {
-  return ExpfShiftedBatch<ExpfShiftedGroup512>(x, _mm256_set1_ps(shift), out, n, sum);
+  return ExpfShiftedBatch<ExpfShiftedGroup512>(x, shift, out, n, sum);
 }
 
 // The values [0, done) and, with sum, *sum += them in order.
 __attribute__((target("avx2"), flatten)) int64_t ExpfShiftedAvx2(const float* x, float shift, float* out, int64_t n,
                                                       float* sum) {
-  return ExpfShiftedBatch<ExpfShiftedGroup>(x, _mm_set1_ps(shift), out, n, sum);
+  return ExpfShiftedBatch<ExpfShiftedGroup>(x, shift, out, n, sum);
 }
 
 __attribute__((target("avx2"), flatten)) int64_t ExpScaledAvx2(const float* x, double shift, double divisor, double* out,

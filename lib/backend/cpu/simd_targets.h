@@ -7,7 +7,9 @@
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers build some intrinsics from _mm*_undefined_*() and then warn that
 // the undefined value "is (or may be) used uninitialized" (false positives of its own headers).
+#if !defined(__clang__)  // clang has no -Wmaybe-uninitialized (and no such false positives)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
