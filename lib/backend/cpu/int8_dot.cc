@@ -19,18 +19,11 @@ namespace {
 
 int32_t ActivationOffset(GgmlType type) { return type == GgmlType::kQ8_0 ? 128 : 8; }
 
-// Where block b of a row being quantized goes (int8_dot.h's records).
-struct BlockOut {
-  int8_t* q;
-  int32_t* bias;
-  float* d;  // eight copies
-};
-inline BlockOut OutBlock(ActivationPairQ8* row, int64_t b) {
-  ActivationPairQ8& p = row[b / 2];
-  const int h = static_cast<int>(b % 2);
-  return {p.q + 32 * h, p.bias + 8 * h, p.d + 8 * h};
+// A block's scale, all eight copies (o: ActivationFields of a row being quantized).
+template <typename Fields>
+void SetScale(const Fields& o, float d) {
+  std::fill(o.d, o.d + 8, d);
 }
-inline void SetScale(const BlockOut& o, float d) { std::fill(o.d, o.d + 8, d); }
 
 void QuantizeActivationsPortable(const float* x, int64_t k, GgmlType type, ActivationPairQ8* out) {
   const int32_t offset = ActivationOffset(type);
@@ -40,7 +33,7 @@ void QuantizeActivationsPortable(const float* x, int64_t k, GgmlType type, Activ
     for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
-    const BlockOut o = OutBlock(out, b);
+    const auto o = ActivationFields(out, b);
     SetScale(o, d);
     for (int i = 0; i < 32; ++i) o.q[i] = static_cast<int8_t>(std::lround(xb[i] * inv));
     for (int l = 0; l < 8; ++l) {
@@ -80,7 +73,7 @@ LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlTyp
     const float m = _mm512_reduce_max_ps(amax);
     const float d = m / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
-    const BlockOut o = OutBlock(out, b);
+    const auto o = ActivationFields(out, b);
     _mm256_store_ps(o.d, _mm256_set1_ps(d));
     const __m512 vinv = _mm512_set1_ps(inv);
     const __m128i q0 = _mm512_cvtepi32_epi8(RoundHalfAway(_mm512_mul_ps(lo, vinv)));
@@ -124,7 +117,7 @@ LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     const float d = _mm_cvtss_f32(m) / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
-    const BlockOut o = OutBlock(out, b);
+    const auto o = ActivationFields(out, b);
     _mm256_store_ps(o.d, _mm256_set1_ps(d));
     __m256i q[4];
     for (int i = 0; i < 4; ++i) {
@@ -145,7 +138,7 @@ LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type
 
 void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationPairQ8* out, bool allow_simd) {
   if (k / 32 % 2 != 0) {  // the last record's second half: zeros
-    const BlockOut o = OutBlock(out, k / 32);
+    const auto o = ActivationFields(out, k / 32);
     std::fill(o.q, o.q + 32, int8_t{0});
     std::fill(o.bias, o.bias + 8, 0);
     SetScale(o, 0.0f);

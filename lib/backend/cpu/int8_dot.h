@@ -48,6 +48,20 @@ struct alignas(64) ActivationPairQ8 {
 // Records per row of k values.
 inline int64_t ActivationPairs(int64_t k) { return (k / 32 + 1) / 2; }
 
+// Where block b of a row of records lies (Record: ActivationPairQ8, const or not): record b / 2,
+// half b % 2; d points at its eight copies.
+template <typename Record>
+auto ActivationFields(Record* row, int64_t b) {
+  Record& p = row[b / 2];
+  const int h = static_cast<int>(b % 2);
+  struct Fields {
+    decltype(&p.q[0]) q;
+    decltype(&p.bias[0]) bias;
+    decltype(&p.d[0]) d;
+  };
+  return Fields{p.q + 32 * h, p.bias + 8 * h, p.d + 8 * h};
+}
+
 // Block b of a quantized row, as the one-block kernels read it.
 struct ActivationBlockQ8 {
   const int8_t* q;
@@ -55,9 +69,8 @@ struct ActivationBlockQ8 {
   float d;
 };
 inline ActivationBlockQ8 ActivationBlock(const ActivationPairQ8* row, int64_t b) {
-  const ActivationPairQ8& p = row[b / 2];
-  const int h = static_cast<int>(b % 2);
-  return {p.q + 32 * h, p.bias + 8 * h, p.d[8 * h]};
+  const auto f = ActivationFields(row, b);
+  return {f.q, f.bias, *f.d};
 }
 
 // Row x (k a multiple of 32) quantized for weights of `type` (q8_0 or q4_0): the scalar
