@@ -525,12 +525,25 @@ LLM42_VNNI512 __attribute__((flatten)) void Int8Gemv512(const uint8_t* w, size_t
   OneRowEach<kOne>(w, row_bytes, n_rows, x, k, out);
 }
 
+// fixed decode rows two at a time (kTwo: two independent chains, where one row's chain waits on
+// each pair of blocks' fused multiply-add), a last odd row by kOne: the family's bits either way.
+template <Int8TileFn kTwo, Int8TileFn kOne>
+LLM42_VNNI512 __attribute__((flatten)) void Int8Gemv512Pairs(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                                             const ActivationPairQ8* x, int64_t k, float* out) {
+  int64_t r = 0;
+  for (; r + 2 <= n_rows; r += 2) {
+    const uint8_t* rows[2] = {w + static_cast<size_t>(r) * row_bytes, w + static_cast<size_t>(r + 1) * row_bytes};
+    kTwo(rows, &x, k, out + r);
+  }
+  OneRowEach<kOne>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, x, k, out + r);
+}
+
 template <typename W>
 Int8Kernels Vnni512Kernels(DotFamily family) {
   constexpr int kW = 4, kX = 4;
   if (family == DotFamily::kFixed) {
     return {Int8Tile512<W, 1, 1>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX,
-            Int8Gemv512<Int8Tile512<W, 1, 1>>};
+            Int8Gemv512Pairs<Int8Tile512<W, 2, 1>, Int8Tile512<W, 1, 1>>};
   }
   return {Int8Row512Fast<W>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX, Int8Gemv512<Int8Row512Fast<W>>};
 }
