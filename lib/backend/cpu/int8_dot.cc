@@ -74,7 +74,7 @@ LLM42_VNNI512 void QuantizeActivationsVnni512(const float* x, int64_t k, GgmlTyp
     const float d = m / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
     const auto o = ActivationFields(out, b);
-    _mm256_store_ps(o.d, _mm256_set1_ps(d));
+    SetScale(o, d);
     const __m512 vinv = _mm512_set1_ps(inv);
     const __m128i q0 = _mm512_cvtepi32_epi8(RoundHalfAway(_mm512_mul_ps(lo, vinv)));
     const __m128i q1 = _mm512_cvtepi32_epi8(RoundHalfAway(_mm512_mul_ps(hi, vinv)));
@@ -118,7 +118,7 @@ LLM42_AVX2 void QuantizeActivationsAvx2(const float* x, int64_t k, GgmlType type
     const float d = _mm_cvtss_f32(m) / 127.0f;
     const float inv = d > 0 ? 1.0f / d : 0.0f;
     const auto o = ActivationFields(out, b);
-    _mm256_store_ps(o.d, _mm256_set1_ps(d));
+    SetScale(o, d);
     __m256i q[4];
     for (int i = 0; i < 4; ++i) {
       q[i] = _mm256_and_si256(RoundHalfAway256(_mm256_mul_ps(v[i], _mm256_set1_ps(inv))), low_byte);
