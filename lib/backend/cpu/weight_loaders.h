@@ -90,6 +90,15 @@ inline void PrefetchSpan(const uint8_t* p, int64_t bytes) {
   }
 }
 
+// Asks for the cache lines of [p, p + kBytes) (kBytes a compile-time span of a few lines): every
+// 64 bytes from p and the last byte, so the loop unrolls to a few prefetches and no alignment test.
+template <int64_t kBytes>
+inline void PrefetchLines(const void* p) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t i = 0; i < kBytes; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
+  if constexpr (kBytes % 64 != 1) _mm_prefetch(c + kBytes - 1, _MM_HINT_T0);
+}
+
 // Eight weights starting at i (i a multiple of 8) as f32.
 struct F32Vec {
   static constexpr int kBytes = 4;  // per element in the row
