@@ -13,6 +13,7 @@
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/ggml_types.h"
+#include "lib/util/portable_math.h"
 #include "lib/util/simd_switch.h"
 #include "tests/backend_harness.h"
 #include "tests/op_reference.h"
@@ -409,6 +410,65 @@ TEST(Attention, BlockedQueriesGiveTheOneQueryBits) {
               ASSERT_TRUE(SameBits(&parts[j].sum, &pp.sum, 1)) << where;
             }
           }
+        }
+      }
+    }
+  }
+}
+
+// The portable one-query kernel computes attention.h's definition, written out again here from
+// the header's words (f32 keys and values): scores by eight lanes and the fixed tree, then the
+// tail; the running maximum one score at a time; PortableExpf(score - max) summed in position
+// order; each output element's products summed in position order. Every SIMD kernel is compared
+// with the portable one by the tests around this one, so this pins them all to the definition.
+// Lengths within a block and across shuffled blocks, head sizes with and without a tail, eight
+// random queries and one of zeros (every score +0). Checked to fail when the portable kernel's
+// maximum skips the last position.
+TEST(Attention, PortableKernelComputesTheDefinition) {
+  for (int64_t hd : {20, 64}) {
+    const StoredKv stored(KvDtype::kF32, hd, 2, 31);
+    const internal::KvLayerView& kv = stored.kv;
+    const int32_t* table = StoredKv::kTable;
+    const int64_t off = hd * 4;  // the second KV head
+    const internal::AttendRangeFn portable = internal::SelectAttendRange(KvDtype::kF32, false, hd);
+    auto at = [&](int64_t t, int64_t d, bool value) {
+      float f;
+      std::memcpy(&f, (value ? kv.value(table, t) : kv.key(table, t)) + off + 4 * d, 4);
+      return f;
+    };
+    for (uint32_t seed = 0; seed <= 8; ++seed) {  // eight random queries, then one of zeros
+      const bool zeros = seed == 8;
+      std::vector<float> q = RandomVector(static_cast<size_t>(hd), 32 + seed);
+      if (zeros) std::fill(q.begin(), q.end(), 0.0f);
+      for (int64_t begin : {int64_t{0}, int64_t{5}}) {
+        for (int64_t end : {begin + 1, begin + 9, begin + 16, begin + 37, int64_t{128}}) {
+          const int64_t n = end - begin;
+          std::vector<float> s(static_cast<size_t>(n));
+          float max = -INFINITY;
+          for (int64_t t = 0; t < n; ++t) {
+            float lane[8] = {};
+            int64_t i = 0;
+            for (; i + 8 <= hd; i += 8) {
+              for (int l = 0; l < 8; ++l) lane[l] += q[i + l] * at(begin + t, i + l, false);
+            }
+            float dot = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+            for (; i < hd; ++i) dot += q[i] * at(begin + t, i, false);
+            s[t] = dot * 0.125f;
+            max = std::max(max, s[t]);
+          }
+          float sum = 0;
+          std::vector<float> want(static_cast<size_t>(hd), 0.0f);
+          for (int64_t t = 0; t < n; ++t) {
+            const float e = PortableExpf(s[t] - max);
+            sum += e;
+            for (int64_t d = 0; d < hd; ++d) want[d] += e * at(begin + t, d, true);
+          }
+          std::vector<float> scores(static_cast<size_t>(n)), o(static_cast<size_t>(hd));
+          const internal::Partial p = portable(q.data(), kv, table, off, hd, 0.125f, begin, end, scores.data(), o.data());
+          const std::string where = absl::StrCat("hd ", hd, " zeros ", zeros, " begin ", begin, " end ", end);
+          EXPECT_TRUE(SameBits(o.data(), want.data(), want.size())) << where;
+          EXPECT_TRUE(SameBits(&p.sum, &sum, 1)) << where;
+          EXPECT_EQ(p.max, max) << where;  // the same value (a zero's sign is not part of it)
         }
       }
     }

@@ -134,6 +134,7 @@ TEST(PortableMath, ExpfIsCorrectlyRoundedOrOneUlpOff) {
 }
 
 TEST(PortableMath, SpecialValues) {
+  static constexpr float kOne = 1.0f;
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(PortableExp(0.0), 1.0);
   EXPECT_EQ(PortableExp(inf), inf);
@@ -147,6 +148,10 @@ TEST(PortableMath, SpecialValues) {
   EXPECT_TRUE(std::isnan(PortableLog(-1.0)));
   EXPECT_NEAR(PortableLog(std::numeric_limits<double>::denorm_min()), -744.4400719213812, 1e-12);
   EXPECT_EQ(PortableExpf(0.0f), 1.0f);
+  // Attention's maximum may come out as -0 where the scores hold both zeros (MaxScore):
+  // score - max is then +0 or -0, and both must give 1.
+  const float from_minus_zero = PortableExpf(-0.0f);
+  EXPECT_EQ(std::memcmp(&from_minus_zero, &kOne, sizeof kOne), 0);
   EXPECT_EQ(PortableExpf(100.0f), std::numeric_limits<float>::infinity());
   EXPECT_EQ(PortableExpf(-200.0f), 0.0f);
   EXPECT_TRUE(std::isnan(PortableExpf(std::nanf(""))));

@@ -26,17 +26,17 @@ class KvRows {
   bool valid() const { return p_ < end_; }
   const uint8_t* key(int64_t off) const { return row_ + off; }
   const uint8_t* value(int64_t off) const { return row_ + v_bytes_ + off; }
-  void Next() {
+  // Inlined into the kernels' loops, block-table lookup and all: a call here, even one per KV
+  // block, made the compiler keep every accumulator in memory across the loop (all vector
+  // registers are the caller's to save).
+  __attribute__((always_inline)) void Next() {
     ++p_;
-    if (p_ < block_end_) {
-      row_ += row_bytes_;
-    } else if (p_ < end_) {  // the table ends with the last position's block
-      Locate();
-    }
+    row_ += row_bytes_;
+    if (p_ >= block_end_ && p_ < end_) [[unlikely]] Locate();  // the table ends with the last position's block
   }
 
  private:
-  void Locate() {
+  __attribute__((always_inline)) void Locate() {
     row_ = kv_.key(table_, p_);
     block_end_ = (p_ / kv_.block_size + 1) * kv_.block_size;
   }
@@ -76,10 +76,30 @@ Partial AttendRangePortable(const float* q, const KvLayerView& kv, const int32_t
   return p;
 }
 
+// The largest of scores[0, n) (-inf for none; NaNs skipped, as std::max(running, s) skips
+// them): eight running maxima, score t in lane t mod 8, then the lanes in order — code the
+// compiler turns into vector max instructions, where one running maximum was a chain of scalar
+// compares (8-10 % of a prompt's attention on a Zen 5). The value is the one running maximum's
+// (AttendRangePortable's) except for the sign of a zero maximum where both +0 and -0 occur, which
+// nothing sees: score - max and max - max' are then the same nonzero value or a zero, and
+// PortableExpf of +0 and -0 is 1 (portable_math_test).
+float MaxScore(const float* s, int64_t n) {
+  float lane[8];
+  std::fill(lane, lane + 8, -INFINITY);
+  int64_t t = 0;
+  for (; t + 8 <= n; t += 8) {
+    for (int l = 0; l < 8; ++l) lane[l] = s[t + l] > lane[l] ? s[t + l] : lane[l];
+  }
+  for (; t < n; ++t) lane[t % 8] = s[t] > lane[t % 8] ? s[t] : lane[t % 8];
+  float m = -INFINITY;
+  for (float v : lane) m = std::max(m, v);
+  return m;
+}
+
 // Softmax over scores[0, n): the state, with scores replaced by their exponentials.
 Partial Exponentiate(float* scores, int64_t n) {
   Partial p;
-  for (int64_t t = 0; t < n; ++t) p.max = std::max(p.max, scores[t]);
+  p.max = MaxScore(scores, n);
   p.sum = PortableExpfShiftedSum(scores, p.max, scores, n);  // PortableExpf's bits; summed in order
   return p;
 }
@@ -482,8 +502,10 @@ LLM42_AVX512 inline void Scores4(const float* qp, int64_t steps, const uint8_t* 
 template <int Q, int C, typename L>
 LLM42_AVX512 inline void ValueSums(const KvLayerView& kv, const int32_t* table, int64_t off, int64_t d0, int64_t t0,
                                    int64_t t1, const float* const* e, float* const* o, bool accumulate) {
-  __m512 acc[Q][C];
+  __m512 acc[Q][C];  // every loop over it unrolled in full, so that it stays in registers
+#pragma GCC unroll 8
   for (int j = 0; j < Q; ++j) {
+#pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       acc[j][c] = accumulate ? _mm512_loadu_ps(o[j] + d0 + 16 * c) : _mm512_setzero_ps();
     }
@@ -502,7 +524,9 @@ LLM42_AVX512 inline void ValueSums(const KvLayerView& kv, const int32_t* table, 
       for (int c = 0; c < C; ++c) acc[j][c] = _mm512_add_ps(acc[j][c], _mm512_mul_ps(ej, vv[c]));
     }
   }
+#pragma GCC unroll 8
   for (int j = 0; j < Q; ++j) {
+#pragma GCC unroll 4
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(o[j] + d0 + 16 * c, acc[j][c]);
   }
 }

@@ -20,7 +20,7 @@ struct KvLayerView {
   int64_t kv_dim = 0;
   int64_t elem = 4;
 
-  const uint8_t* key(const int32_t* table, int64_t p) const {
+  __attribute__((always_inline)) const uint8_t* key(const int32_t* table, int64_t p) const {
     return base + (table[p / block_size] * block_stride + (p % block_size) * kv_dim) * elem;
   }
   const uint8_t* value(const int32_t* table, int64_t p) const { return key(table, p) + v_offset * elem; }
