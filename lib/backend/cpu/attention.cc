@@ -104,6 +104,38 @@ Partial Exponentiate(float* scores, int64_t n) {
   return p;
 }
 
+// sums[l] = e[l][0] + e[l][1] + ... + e[l][n[l] - 1], from 0 in index order, for K rows at once:
+// K independent chains side by side over the positions all of them have, then each row's rest.
+template <int K>
+void SumsInOrder(float* const* e, const int64_t* n, Partial* parts) {
+  int64_t common = n[0];
+  for (int l = 1; l < K; ++l) common = std::min(common, n[l]);
+  float s[K] = {};
+  for (int64_t t = 0; t < common; ++t) {
+#pragma GCC unroll 8
+    for (int l = 0; l < K; ++l) s[l] += e[l][t];
+  }
+  for (int l = 0; l < K; ++l) {
+    for (int64_t t = common; t < n[l]; ++t) s[l] += e[l][t];
+    parts[l].sum = s[l];
+  }
+}
+
+// Exponentiate for `count` rows of scores (rows of n[j] scores): the same states and
+// exponentials, the sums computed eight rows side by side. One row's in-order sum is a chain of
+// dependent additions, which held the exponentials to 0.88 ns a value where they take 0.53
+// alone (a Zen 5, AVX-512).
+void ExponentiateAll(float* const* scores, const int64_t* n, int count, Partial* parts) {
+  for (int j = 0; j < count; ++j) {
+    parts[j].max = MaxScore(scores[j], n[j]);
+    PortableExpfShifted(scores[j], parts[j].max, scores[j], n[j]);  // PortableExpf's bits
+  }
+  int j = 0;
+  for (; j + 8 <= count; j += 8) SumsInOrder<8>(scores + j, n + j, parts + j);
+  for (; j + 4 <= count; j += 4) SumsInOrder<4>(scores + j, n + j, parts + j);
+  for (; j < count; ++j) SumsInOrder<1>(scores + j, n + j, parts + j);
+}
+
 #if defined(__x86_64__)
 // q . k on 256-bit vectors with the arithmetic above (no scale).
 template <typename V, typename L>
@@ -277,13 +309,15 @@ template <typename V, typename L>
 LLM42_AVX2 void ScoreRemainders(const PaddedQueries& pq, int n, const KvLayerView& kv, const int32_t* table,
                                 int64_t off, int64_t hd, float scale, int64_t begin, int64_t t, const int64_t* end,
                                 Partial* parts) {
+  int64_t len[kMaxBlockQueries];
   for (int j = 0; j < n; ++j) {
     KvRows keys(kv, table, t, end[j]);
     for (int64_t u = t; u < end[j]; ++u, keys.Next()) {
       pq.scores[j][u - begin] = ScoreOne<V, L>(pq.q[j], keys.key(off), hd) * scale;
     }
-    parts[j] = Exponentiate(pq.scores[j], end[j] - begin);
+    len[j] = end[j] - begin;
   }
+  ExponentiateAll(pq.scores, len, n, parts);
 }
 
 // The blocked kernel on 256-bit registers (AttendBlockFn; hd % 8 == 0): queries in groups of
@@ -399,7 +433,16 @@ LLM42_AVX2 void AttendHeadsAvx2(const float* q, int64_t h0, int64_t h1, int64_t 
       }
     }
   }
-  for (int64_t h = h0; h < h1; ++h) parts[h] = Exponentiate(score(h), n);
+  for (int64_t h = h0; h < h1; h += 8) {
+    const int count = static_cast<int>(std::min<int64_t>(8, h1 - h));
+    float* rows[8];
+    int64_t len[8];
+    for (int i = 0; i < count; ++i) {
+      rows[i] = score(h + i);
+      len[i] = n;
+    }
+    ExponentiateAll(rows, len, count, parts + h);
+  }
   // Each head's output in registers over a window's value rows (still in cache for the next heads).
   for (int64_t t0 = 0; t0 < n; t0 += W) {
     const int64_t t1 = std::min(n, t0 + W);
