@@ -157,23 +157,29 @@ TEST_P(MatMulTest, FixedIsRowInvariantAndSimdIndependent) {
   }
 }
 
-// The packed GEMM at a long K: its weight panels packed a group at a time (1 MiB of them: eight
-// 4-row panels at k = 8192, so 50 weight rows make two groups) and the activation rows in blocks
-// of 48 (100 rows: three blocks, the last short) give the portable kernels' bits for every row.
-// Checked to fail when a later group's panels are read from the first group's place, and when
-// the later row blocks are skipped.
+// The packed GEMM at a long K (packed_gemm.cc: rows over 4096 values run 2048 at a time, the
+// tiles' accumulators kept between chunks, the weight panels packed a group at a time — 64 weight
+// rows at these lengths on both kernels, so 130 rows make three groups, the last of two rows —
+// and the activation rows in blocks of 48: 100 rows, three blocks, the last short) gives the
+// portable kernels' bits for every row: k = 8192 (four chunks) and 4107 (two chunks, a chunk of
+// one step, then three elements past the steps). Checked to fail when a later group's panels
+// are read from the first group's place, when the later row blocks are skipped, and when a
+// chunk starts from zeros instead of its tile's state.
 TEST(MatMulFixed, PackedGemmInPanelGroupsAndRowBlocksGivesThePortableBits) {
   SKIP_WITHOUT_AVX2_KERNELS("there is no packed GEMM to compare");
   std::mt19937 rng(61);
-  const int64_t rows = 50, cols = 8192, m = 100;
-  const TestMatrix w = MakeMatrix(GgmlType::kF16, rows, cols, rng);
-  const WeightMatrix wm{GgmlType::kF16, w.bytes.data(), rows, cols, w.row_bytes};
-  const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), 62);
-  std::vector<float> packed(static_cast<size_t>(m * rows)), portable(packed.size());
-  ASSERT_TRUE(CpuBackend(1, true).MatMul(x.data(), m, wm, packed.data(), Schedule::kFixed).ok());
-  ASSERT_TRUE(CpuBackend(1, false).MatMul(x.data(), m, wm, portable.data(), Schedule::kFixed).ok());
-  for (int64_t i = 0; i < m; ++i) {
-    ASSERT_TRUE(SameBits(packed.data() + i * rows, portable.data() + i * rows, static_cast<size_t>(rows))) << "row " << i;
+  const int64_t rows = 130, m = 100;
+  for (int64_t cols : {8192, 4107}) {
+    const TestMatrix w = MakeMatrix(GgmlType::kF16, rows, cols, rng);
+    const WeightMatrix wm{GgmlType::kF16, w.bytes.data(), rows, cols, w.row_bytes};
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), 62);
+    std::vector<float> packed(static_cast<size_t>(m * rows)), portable(packed.size());
+    ASSERT_TRUE(CpuBackend(1, true).MatMul(x.data(), m, wm, packed.data(), Schedule::kFixed).ok());
+    ASSERT_TRUE(CpuBackend(1, false).MatMul(x.data(), m, wm, portable.data(), Schedule::kFixed).ok());
+    for (int64_t i = 0; i < m; ++i) {
+      ASSERT_TRUE(SameBits(packed.data() + i * rows, portable.data() + i * rows, static_cast<size_t>(rows)))
+          << "k " << cols << " row " << i;
+    }
   }
 }
 

@@ -60,11 +60,21 @@ struct PanelAhead {
   }
 };
 
+// The 8-element steps [s0, s1) of K a kernel call runs, and where a tile keeps its accumulators
+// between calls (state: nullptr where one call runs every step). A tile continues from its
+// state where s0 > 0 and leaves its accumulators there where s1 < k / 8, so each accumulator
+// sees the same fused multiply-adds in the same order however K is cut: the same bits.
+struct Steps {
+  int64_t s0 = 0, s1 = 0;
+  float* state = nullptr;
+};
+
 // Every group of up to K::kRows activation rows against weight rows [c0, c0 + K::kCols), a kernel
-// call (K::RunTile) per group, each group first asking for its share of what src reads ahead.
+// call (K::RunTile) per group over steps.s0..s1 (group g's state K::kStateFloats floats on from
+// steps.state), each group first asking for its share of what src reads ahead.
 template <typename K, typename Src>
 void RowGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, const Src& src,
-               const float* x, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
+               const float* x, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy, Steps steps) {
   const float* xr[K::kRows];
   float* yr[K::kRows];
   for (int64_t i = 0; i < n_rows; i += K::kRows) {
@@ -74,7 +84,9 @@ void RowGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
       xr[j] = x + rows[i + j] * k;
       yr[j] = y + rows[i + j] * ldy;
     }
-    K::RunTile(nr, type, w, row_bytes, c0, r1, src, k, xr, yr);
+    Steps group = steps;
+    if (steps.state != nullptr) group.state = steps.state + i / K::kRows * K::kStateFloats;
+    K::RunTile(nr, type, w, row_bytes, c0, r1, src, k, xr, yr, group);
   }
 }
 
@@ -82,6 +94,7 @@ void RowGroups(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
 // activation values broadcast to both halves; 6 activation rows x 4 such registers.
 struct Avx512Kernel {
   static constexpr int kRows = 6, kPairs = 4, kCols = 2 * kPairs;
+  static constexpr int64_t kStateFloats = kRows * kPairs * 16;
 
   // Where a tile's weights come from: a packed panel, or (Direct) the rows themselves,
   // converted in registers.
@@ -101,14 +114,18 @@ struct Avx512Kernel {
 
   template <int R, typename Src>
   LLM42_AVX512 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+                                const Src& src, int64_t k, const float* const* xr, float* const* yr, Steps steps) {
     const int64_t k8 = k / 8;
     __m512 acc[R][kPairs];
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      for (int p = 0; p < kPairs; ++p) acc[r][p] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+      for (int p = 0; p < kPairs; ++p) {
+        acc[r][p] = steps.s0 > 0 ? _mm512_loadu_ps(steps.state + (r * kPairs + p) * 16) : _mm512_setzero_ps();
+      }
     }
     // Unrolled in full so that the accumulators live in registers (GCC's -O2 leaves these loops).
-    for (int64_t s = 0; s < k8; ++s) {
+    for (int64_t s = steps.s0; s < steps.s1; ++s) {
       __m512 wv[kPairs];
 #pragma GCC unroll 4
       for (int p = 0; p < kPairs; ++p) wv[p] = src.Pair(p, s);
@@ -118,6 +135,14 @@ struct Avx512Kernel {
 #pragma GCC unroll 4
         for (int p = 0; p < kPairs; ++p) acc[r][p] = _mm512_fmadd_ps(wv[p], xv, acc[r][p]);
       }
+    }
+    if (steps.s1 < k8) {
+#pragma GCC unroll 6
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+        for (int p = 0; p < kPairs; ++p) _mm512_storeu_ps(steps.state + (r * kPairs + p) * 16, acc[r][p]);
+      }
+      return;
     }
     if (k % 8 == 0 && c0 + kCols <= r1) {
       // Whole panels without tail elements: two activation rows' 8 outputs reduced at once
@@ -143,14 +168,14 @@ struct Avx512Kernel {
   }
   template <typename Src>
   LLM42_AVX512 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                   const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+                                   const Src& src, int64_t k, const float* const* xr, float* const* yr, Steps steps) {
     switch (nr) {
-      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 3: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 4: return Tile<4>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 5: return Tile<5>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      default: return Tile<6>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
+      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
+      case 3: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
+      case 4: return Tile<4>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
+      case 5: return Tile<5>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
+      default: return Tile<6>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
     }
   }
 };
@@ -162,6 +187,7 @@ struct Avx512Kernel {
 // gain, as on AVX-512).
 struct Avx2Kernel {
   static constexpr int kRows = 3, kCols = 4;
+  static constexpr int64_t kStateFloats = kRows * kCols * 8;
 
   struct Panel : PanelAhead {
     const float* panel;
@@ -177,14 +203,18 @@ struct Avx2Kernel {
 
   template <int R, typename Src>
   LLM42_AVX2 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                              const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+                              const Src& src, int64_t k, const float* const* xr, float* const* yr, Steps steps) {
     const int64_t k8 = k / 8;
     __m256 acc[R][kCols];
+#pragma GCC unroll 3
     for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < kCols; ++c) acc[r][c] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+      for (int c = 0; c < kCols; ++c) {
+        acc[r][c] = steps.s0 > 0 ? _mm256_loadu_ps(steps.state + (r * kCols + c) * 8) : _mm256_setzero_ps();
+      }
     }
 #pragma GCC unroll 4
-    for (int64_t s = 0; s < k8; ++s) {
+    for (int64_t s = steps.s0; s < steps.s1; ++s) {
       __m256 xv[R];
 #pragma GCC unroll 3
       for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(xr[r] + 8 * s);
@@ -194,6 +224,14 @@ struct Avx2Kernel {
 #pragma GCC unroll 3
         for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv, xv[r], acc[r][c]);
       }
+    }
+    if (steps.s1 < k8) {
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+        for (int c = 0; c < kCols; ++c) _mm256_storeu_ps(steps.state + (r * kCols + c) * 8, acc[r][c]);
+      }
+      return;
     }
     // The outputs' tree sums in registers, two rows (eight outputs) at a time, then a lone row's
     // four; whole panels without tail elements store them as they are.
@@ -225,11 +263,11 @@ struct Avx2Kernel {
 
   template <typename Src>
   LLM42_AVX2 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                 const Src& src, int64_t k, const float* const* xr, float* const* yr) {
+                                 const Src& src, int64_t k, const float* const* xr, float* const* yr, Steps steps) {
     switch (nr) {
-      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr);
-      default: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr);
+      case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
+      case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
+      default: return Tile<3>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
     }
   }
 };
@@ -240,8 +278,19 @@ struct Avx2Kernel {
 // rows streamed the activations from memory once per panel: one Zen 3 core, 512 rows, k = 8192
 // (llama-1b's down projection) 37-43 -> 60-65 GFLOP/s (256 KiB groups: 45), k = 768 ~84 either
 // way, 200 rows at k = 768 80-82 -> 78.
+//
+// Rows longer than kChunkAbove steps (4096 values) run kChunkSteps steps (2048 values) at a time
+// instead, each tile's accumulators kept between chunks (Steps), and a group is as many panels as
+// have kChunkGroupBytes in one chunk (at most kPanelBufferBytes of whole panels): 1 MiB of whole
+// panels was two panels at k = 14336, so every activation row streamed from memory once per 16
+// weight rows. One Zen 5 core, 512 f16 rows, alternated rounds (a noisy machine): k = 14336 (an
+// 8B model's down projection) 99-107 -> 131-158 GFLOP/s, k = 8192 (llama-1b's) 142-153 ->
+// 137-175; 1 MiB groups or 1024-value chunks no better; k <= 4096 (185-214) as before.
 constexpr int64_t kPanelGroupBytes = int64_t{1} << 20;
 constexpr int64_t kRowBlock = 48;  // whole row groups of both kernels (3 and 6 rows)
+constexpr int64_t kChunkAbove = 512, kChunkSteps = 256;
+constexpr int64_t kChunkGroupBytes = int64_t{512} << 10;
+constexpr int64_t kPanelBufferBytes = int64_t{8} << 20;
 
 template <typename K>
 void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x, int64_t k,
@@ -249,32 +298,48 @@ void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
   static_assert(kRowBlock % K::kRows == 0, "row blocks of whole row groups");
   const int64_t k8 = k / 8;
   const int64_t panel_floats = std::max<int64_t>(1, k8) * K::kCols * 8;
+  constexpr auto kFloat = static_cast<int64_t>(sizeof(float));
+  const bool chunked = n_rows > kRowBlock && k8 > kChunkAbove;
+  const int64_t chunk = chunked ? kChunkSteps : std::max<int64_t>(1, k8);
   // One block of rows: one panel at a time, its buffer hot in L1 from one panel to the next.
-  const int64_t group_rows =
-      n_rows <= kRowBlock
-          ? K::kCols
-          : std::max<int64_t>(1, kPanelGroupBytes / (panel_floats * static_cast<int64_t>(sizeof(float)))) * K::kCols;
+  const int64_t group_panels =
+      n_rows <= kRowBlock ? 1
+      : chunked ? std::clamp<int64_t>(kChunkGroupBytes / (chunk * K::kCols * 8 * kFloat), 1,
+                                      kPanelBufferBytes / (panel_floats * kFloat))
+                : std::max<int64_t>(1, kPanelGroupBytes / (panel_floats * kFloat));
+  const int64_t group_rows = group_panels * K::kCols;
   panel.resize(static_cast<size_t>((std::min(group_rows, r1 - r0) + K::kCols - 1) / K::kCols * panel_floats));
+  // Chunked: the accumulators of every row group of every row block against every panel of the group.
+  const int64_t blocks = (n_rows + kRowBlock - 1) / kRowBlock, block_tiles = kRowBlock / K::kRows;
+  thread_local AlignedVector<float> state;
+  if (chunked) state.resize(static_cast<size_t>(blocks * group_panels * block_tiles * K::kStateFloats));
   typename K::Panel src;
   for (int64_t g0 = r0; g0 < r1; g0 += group_rows) {
     const int64_t g1 = std::min(r1, g0 + group_rows);
-    for (int64_t m0 = 0; m0 < n_rows; m0 += kRowBlock) {
-      const int64_t mb = std::min(kRowBlock, n_rows - m0);
-      for (int64_t c0 = g0; c0 < g1; c0 += K::kCols) {
-        float* slot = panel.data() + (c0 - g0) / K::kCols * panel_floats;
-        src.panel = slot;
-        src.next = nullptr;
-        if (m0 == 0) {  // the first row block packs each panel as it comes and asks for the next
-          Pack(K::kCols, type, w, row_bytes, c0, r1, k8, slot);
-          const int64_t next = c0 + K::kCols;
-          if (next < r1) {
-            src.next = w + static_cast<size_t>(next) * row_bytes;
-            src.bytes = std::min<int64_t>(K::kCols, r1 - next) * static_cast<int64_t>(row_bytes);
-            const int64_t groups = (mb + K::kRows - 1) / K::kRows;
-            src.share = ((src.bytes + groups - 1) / groups + 63) & ~int64_t{63};
+    for (int64_t s0 = 0; s0 < std::max<int64_t>(1, k8); s0 += chunk) {
+      for (int64_t m0 = 0; m0 < n_rows; m0 += kRowBlock) {
+        const int64_t mb = std::min(kRowBlock, n_rows - m0);
+        for (int64_t c0 = g0; c0 < g1; c0 += K::kCols) {
+          float* slot = panel.data() + (c0 - g0) / K::kCols * panel_floats;
+          src.panel = slot;
+          src.next = nullptr;
+          if (m0 == 0 && s0 == 0) {  // the first row block packs each panel as it comes and asks for the next
+            Pack(K::kCols, type, w, row_bytes, c0, r1, k8, slot);
+            const int64_t next = c0 + K::kCols;
+            if (next < r1) {
+              src.next = w + static_cast<size_t>(next) * row_bytes;
+              src.bytes = std::min<int64_t>(K::kCols, r1 - next) * static_cast<int64_t>(row_bytes);
+              const int64_t groups = (mb + K::kRows - 1) / K::kRows;
+              src.share = ((src.bytes + groups - 1) / groups + 63) & ~int64_t{63};
+            }
           }
+          Steps steps{s0, std::min(k8, s0 + chunk), nullptr};
+          if (chunked) {
+            const int64_t tile0 = (m0 / kRowBlock * group_panels + (c0 - g0) / K::kCols) * block_tiles;
+            steps.state = state.data() + tile0 * K::kStateFloats;
+          }
+          RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows + m0, mb, y, ldy, steps);
         }
-        RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows + m0, mb, y, ldy);
       }
     }
   }
@@ -286,7 +351,7 @@ void DirectGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
   for (int64_t c0 = r0; c0 < r1; c0 += K::kCols) {
     typename K::template Direct<V> src;
     for (int c = 0; c < K::kCols; ++c) src.row[c] = c0 + c < r1 ? w + static_cast<size_t>(c0 + c) * row_bytes : nullptr;
-    RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy);
+    RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy, Steps{0, k / 8, nullptr});
   }
 }
 
