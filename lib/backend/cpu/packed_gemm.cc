@@ -69,6 +69,38 @@ struct Steps {
   float* state = nullptr;
 };
 
+// A tile's accumulators (either kernel's vectors) at the start of its steps: from its state
+// where an earlier call ran the steps before, else zeros.
+template <typename Vec, int R, int C>
+__attribute__((always_inline)) inline void StartAccumulators(const Steps& steps, Vec (&acc)[R][C]) {
+  constexpr int kLanes = sizeof(Vec) / sizeof(float);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      if (steps.s0 > 0) {
+        std::memcpy(&acc[r][c], steps.state + (r * C + c) * kLanes, sizeof(Vec));
+      } else {
+        acc[r][c] = Vec{};
+      }
+    }
+  }
+}
+
+// After its steps: true (the accumulators kept in its state for the next call) where steps of K
+// remain, false where the tile goes on to its outputs.
+template <typename Vec, int R, int C>
+__attribute__((always_inline)) inline bool KeepAccumulators(const Steps& steps, int64_t k8, const Vec (&acc)[R][C]) {
+  if (steps.s1 >= k8) return false;
+  constexpr int kLanes = sizeof(Vec) / sizeof(float);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) std::memcpy(steps.state + (r * C + c) * kLanes, &acc[r][c], sizeof(Vec));
+  }
+  return true;
+}
+
 // Every group of up to K::kRows activation rows against weight rows [c0, c0 + K::kCols), a kernel
 // call (K::RunTile) per group over steps.s0..s1 (group g's state K::kStateFloats floats on from
 // steps.state), each group first asking for its share of what src reads ahead.
@@ -117,13 +149,7 @@ struct Avx512Kernel {
                                 const Src& src, int64_t k, const float* const* xr, float* const* yr, Steps steps) {
     const int64_t k8 = k / 8;
     __m512 acc[R][kPairs];
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-      for (int p = 0; p < kPairs; ++p) {
-        acc[r][p] = steps.s0 > 0 ? _mm512_loadu_ps(steps.state + (r * kPairs + p) * 16) : _mm512_setzero_ps();
-      }
-    }
+    StartAccumulators(steps, acc);
     // Unrolled in full so that the accumulators live in registers (GCC's -O2 leaves these loops).
     for (int64_t s = steps.s0; s < steps.s1; ++s) {
       __m512 wv[kPairs];
@@ -136,14 +162,7 @@ struct Avx512Kernel {
         for (int p = 0; p < kPairs; ++p) acc[r][p] = _mm512_fmadd_ps(wv[p], xv, acc[r][p]);
       }
     }
-    if (steps.s1 < k8) {
-#pragma GCC unroll 6
-      for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-        for (int p = 0; p < kPairs; ++p) _mm512_storeu_ps(steps.state + (r * kPairs + p) * 16, acc[r][p]);
-      }
-      return;
-    }
+    if (KeepAccumulators(steps, k8, acc)) return;
     if (k % 8 == 0 && c0 + kCols <= r1) {
       // Whole panels without tail elements: two activation rows' 8 outputs reduced at once
       // (FixedTreeSum16: quarter 0 holds row r's even columns, 1 its odd ones, 2 and 3 row r + 1's),
@@ -206,13 +225,7 @@ struct Avx2Kernel {
                               const Src& src, int64_t k, const float* const* xr, float* const* yr, Steps steps) {
     const int64_t k8 = k / 8;
     __m256 acc[R][kCols];
-#pragma GCC unroll 3
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-      for (int c = 0; c < kCols; ++c) {
-        acc[r][c] = steps.s0 > 0 ? _mm256_loadu_ps(steps.state + (r * kCols + c) * 8) : _mm256_setzero_ps();
-      }
-    }
+    StartAccumulators(steps, acc);
 #pragma GCC unroll 4
     for (int64_t s = steps.s0; s < steps.s1; ++s) {
       __m256 xv[R];
@@ -225,14 +238,7 @@ struct Avx2Kernel {
         for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv, xv[r], acc[r][c]);
       }
     }
-    if (steps.s1 < k8) {
-#pragma GCC unroll 3
-      for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-        for (int c = 0; c < kCols; ++c) _mm256_storeu_ps(steps.state + (r * kCols + c) * 8, acc[r][c]);
-      }
-      return;
-    }
+    if (KeepAccumulators(steps, k8, acc)) return;
     // The outputs' tree sums in registers, two rows (eight outputs) at a time, then a lone row's
     // four; whole panels without tail elements store them as they are.
     static_assert(kCols == 4, "the register epilogue reduces four columns per row");
