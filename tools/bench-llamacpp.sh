@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# llm42 and llama.cpp side by side, on this machine, the same GGUF files and thread count, runs
+# alternated (issue 12's comparison): llama-bench's pp512 and tg128 at depths 0, 512 and 1900
+# (the llama-110m presets' trained context is 2048; llm42 refuses a context past it), for every
+# weight type, llama-1b f16's pp512 and tg32, and llama-batched-bench's 128,128,1,4,8,16 on f16.
+# Both sides with an f16 KV cache (llama.cpp's default; llm42's is f32, so --kv_dtype f16).
+# Prints one markdown table of the best of ROUNDS rounds per side, with the ratios.
+#
+# llama.cpp is release v0.5.0 as the npm package node-llama-cpp 3.22.1 ships its source, built
+# for this CPU (GGML_NATIVE, CPU only) by that package's own `source build`: the package's
+# prebuilt libraries pick a CPU variant at run time and ran f16/bf16 prompts at half a native
+# build's speed on a Zen 5 (the issue's reference is a native build). Cached under
+# $LLM42_LLAMACPP_CACHE (default ~/.cache/llm42/node-llama-cpp-3.22.1; a first run installs and
+# builds it, about ten minutes on two cores). tools/llamacpp/bench_llamacpp.cc times the
+# llama.cpp side as llama-bench and llama-batched-bench do.
+#
+#   tools/bench-llamacpp.sh [BUILD_DIR] [MODEL_DIR]      (defaults: build, /tmp/llm42-models)
+#   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" BIG=1 BATCHED=1
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-build}
+models=${2:-/tmp/llm42-models}
+llm42="$build/tools/llm42"
+threads=${THREADS:-2}
+rounds=${ROUNDS:-2}
+read -r -a dtypes <<<"${DTYPES:-f32 f16 bf16 q8_0 q4_0}"
+cache=${LLM42_LLAMACPP_CACHE:-$HOME/.cache/llm42/node-llama-cpp-3.22.1}
+[[ -x $llm42 ]] || { echo "bench-llamacpp: $llm42 not built" >&2; exit 1; }
+command -v npm >/dev/null || { echo "bench-llamacpp: needs npm (Debian: apt-get install npm)" >&2; exit 1; }
+
+# llama.cpp, built once.
+pkg="$cache/node_modules/node-llama-cpp"
+if [[ ! -d $pkg/llama/localBuilds ]]; then
+  echo "bench-llamacpp: installing node-llama-cpp 3.22.1 and building its llama.cpp in $cache" >&2
+  mkdir -p "$cache"
+  npm install --prefix "$cache" --omit=optional --ignore-scripts --no-audit --no-fund node-llama-cpp@3.22.1 >&2
+  # `source download` takes the release from the git bundle inside the package (no network) and
+  # builds it for this CPU.
+  (cd "$cache" && npx --no-install node-llama-cpp source download --gpu false --noUsageExample) >&2
+fi
+libllama=$(find "$pkg/llama/localBuilds" -path '*/Release/*' -name 'libllama.v*.so' | head -1)
+libdir=$(dirname "$libllama")
+[[ -n $libllama ]] || { echo "bench-llamacpp: no libllama built under $pkg/llama/localBuilds" >&2; exit 1; }
+src="$pkg/llama/llama.cpp"
+harness="$cache/bench_llamacpp"
+if [[ ! -x $harness || $here/llamacpp/bench_llamacpp.cc -nt $harness ]]; then
+  g++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" -o "$harness" "$here/llamacpp/bench_llamacpp.cc" \
+    -L"$libdir" -l:"$(basename "$libllama")" -l:"$(basename "$(ls "$libdir"/libggml.v*.so | head -1)")" -l:libggml-base.so \
+    -Wl,-rpath,"$libdir"
+fi
+
+mkdir -p "$models"
+for d in "${dtypes[@]}"; do
+  m="$models/llama-110m-$d.gguf"
+  [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
+done
+big="$models/llama-1b-f16.gguf"
+if [[ ${BIG:-1} == 1 && ! -f $big ]]; then "$llm42" make-model --preset llama-1b --dtype f16 --out "$big" >/dev/null; fi
+
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+# One line per measurement: MODEL TEST SIDE T/S.
+lcpp() {  # MODEL-NAME FILE pp|tg N DEPTH
+  "$harness" "$libdir" "$2" "$threads" "$3" "$4" "$5" 2 | awk -v m="$1" '{print m, $1 "@d" substr($2, 2), "llama.cpp", $3}' >>"$raw"
+}
+ours() {  # MODEL-NAME FILE llm42-bench-flags...
+  local name=$1 file=$2
+  shift 2
+  "$llm42" bench --model "$file" --threads "$threads" --kv_dtype f16 --bandwidth=false "$@" 2>/dev/null |
+    awk -v m="$name" -F'|' '/^\| (fast|fixed) / {gsub(/ /, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4);
+      print m, $3, "llm42-" $2, $4}' >>"$raw"
+}
+batched() {  # FILE
+  for npl in 1 4 8 16; do
+    "$harness" "$libdir" "$1" "$threads" batched 128 128 "$npl" | awk '{print "f16", "batched-B" $3 "-S", "llama.cpp", $10}' >>"$raw"
+  done
+  "$llm42" bench --model "$1" --threads "$threads" --batched 128,128,1,4,8,16 2>/dev/null |
+    awk -F'|' '/^\| (fast|fixed) / {gsub(/ /, "", $2); gsub(/ /, "", $5); gsub(/ /, "", $12); print "f16", "batched-B" $5 "-S", "llm42-" $2, $12}' >>"$raw"
+}
+
+steps=$(( rounds * (${#dtypes[@]} + ${BIG:-1} + ${BATCHED:-1}) ))
+step=0
+for ((r = 1; r <= rounds; ++r)); do
+  for d in "${dtypes[@]}"; do
+    step=$((step + 1)); echo "[$step/$steps] round $r: $d" >&2
+    m="$models/llama-110m-$d.gguf"
+    lcpp "$d" "$m" pp 512 0
+    for depth in 0 512 1900; do lcpp "$d" "$m" tg 128 "$depth"; done
+    ours "$d" "$m" --pp 512 --tg 128
+    ours "$d" "$m" --tg 128 --depth 512
+    ours "$d" "$m" --tg 128 --depth 1900
+  done
+  if [[ ${BIG:-1} == 1 ]]; then
+    step=$((step + 1)); echo "[$step/$steps] round $r: llama-1b f16" >&2
+    lcpp 1b-f16 "$big" pp 512 0
+    lcpp 1b-f16 "$big" tg 32 0
+    ours 1b-f16 "$big" --pp 512 --tg 32
+  fi
+  if [[ ${BATCHED:-1} == 1 ]]; then
+    step=$((step + 1)); echo "[$step/$steps] round $r: batched" >&2
+    batched "$models/llama-110m-f16.gguf"
+  fi
+done
+
+echo "## llm42 and llama.cpp v0.5.0 side by side ($threads threads, best of $rounds alternated rounds, f16 KV cache)"
+echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); $(date -u +%F)"
+echo
+echo "| model | test | llama.cpp t/s | llm42 fast | llm42 fixed | fast / llama.cpp | fixed / llama.cpp |"
+echo "|---|---|---|---|---|---|---|"
+awk '{k = $1 " " $2; if (!(k in seen)) {seen[k] = 1; order[n++] = k}
+      if ($4 > best[k, $3]) best[k, $3] = $4}
+     END {for (i = 0; i < n; ++i) {k = order[i]; split(k, p, " ")
+       l = best[k, "llama.cpp"]; f = best[k, "llm42-fast"]; x = best[k, "llm42-fixed"]
+       printf "| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", p[1], p[2], l, f, x, (l > 0 ? f / l : 0), (l > 0 ? x / l : 0)}}' "$raw"
