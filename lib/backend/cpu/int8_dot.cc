@@ -17,8 +17,6 @@ namespace llm42::internal {
 
 namespace {
 
-int32_t ActivationOffset(GgmlType type) { return type == GgmlType::kQ8_0 ? 128 : 8; }
-
 // A block's scale, all eight copies (o: ActivationFields of a row being quantized).
 template <typename Fields>
 void SetScale(const Fields& o, float d) {
@@ -587,7 +585,24 @@ Int8Kernels Avx2Kernels(DotFamily family) {
 }
 #endif  // LLM42_X86
 
+#if LLM42_X86
+template <typename W>
+LLM42_VNNI512 void UnsignedWeightsT(const uint8_t* row, int64_t nb, uint8_t* out) {
+  const auto* w = reinterpret_cast<const typename W::Block*>(row);
+  for (int64_t b = 0; b < nb; ++b) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * b), W::LoadUnsigned(w[b]));
+}
+#endif
+
 }  // namespace
+
+void UnsignedWeights(GgmlType type, const uint8_t* row, int64_t nb, uint8_t* out) {
+#if LLM42_X86
+  if (type == GgmlType::kQ8_0) return UnsignedWeightsT<Q8_0Weights>(row, nb, out);
+  UnsignedWeightsT<Q4_0Weights>(row, nb, out);
+#else
+  (void)type, (void)row, (void)nb, (void)out;
+#endif
+}
 
 Int8Kernels SelectInt8Kernels(GgmlType type, DotFamily family, bool allow_simd) {
   if (!IsInt8Type(type)) return {};

@@ -82,6 +82,10 @@ void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationPai
 
 inline bool IsInt8Type(GgmlType type) { return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0; }
 
+// The unsigned shift of `type`'s weights for unsigned-by-signed byte products (the `offset` of the
+// biases above): 128 for q8_0, 8 for q4_0 (its nibbles are weight + 8).
+inline int32_t ActivationOffset(GgmlType type) { return type == GgmlType::kQ8_0 ? 128 : 8; }
+
 // out[r * NX + j] = dot(weight row w_rows[r], activation row x[j]) over k (whole blocks), for the
 // kernel's NW weight rows and NX activation rows.
 using Int8TileFn = void (*)(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k,
@@ -103,6 +107,11 @@ struct Int8Kernels {
   int tile_w = 0, tile_x = 0;
   Int8GemvFn gemv = nullptr;  // consecutive weight rows (SIMD kernels; else a call of `one` per row)
 };
+
+// The nb blocks of a weight row of `type` (q8_0 or q4_0) as 32 * nb unsigned bytes, element e of
+// block b at out[32 * b + e]: weight + ActivationOffset(type), as the VNNI kernels feed dpbusd.
+// Needs CpuHasVnni512().
+void UnsignedWeights(GgmlType type, const uint8_t* row, int64_t nb, uint8_t* out);
 
 // The kernels of `family` for `type`: AVX2 where the CPU has it (and LLM42_CPU_SIMD is not off)
 // and allow_simd; else, for fixed, the portable ones, and for fast none (the caller falls back to

@@ -1,0 +1,179 @@
+#include "lib/backend/cpu/int8_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/simd_targets.h"
+#include "lib/backend/cpu/weight_loaders.h"
+
+#if defined(__x86_64__)
+#define LLM42_X86 1
+#endif
+
+namespace llm42::internal {
+namespace {
+
+// An activation row's block as the kernel reads it besides its values: the whole block's bias
+// (int8_dot.h's eight lane biases added: -offset x the sum of its values) and its scale.
+struct BlockTerms {
+  int32_t bias;
+  float d;
+};
+
+void Terms(const ActivationPairQ8* x, int64_t nb, BlockTerms* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto f = ActivationFields(x, b);
+    out[b] = {std::accumulate(f.bias, f.bias + 8, 0), *f.d};
+  }
+}
+
+// One block of a 16-row panel: group g (0..7) holds values 4g..4g+3 of each row as unsigned
+// bytes (weight + the type's offset), row i at bytes 4i..4i+3, then the rows' 16 f32 scales.
+constexpr int kPanelRows = 16;
+constexpr int64_t kGroupBytes = 64, kBlockBytes = 8 * kGroupBytes + kPanelRows * 4;
+// Two panels (32 weight rows) per kernel call: 12 x 2 accumulators for 6 activation rows.
+constexpr int kPanels = 2, kTileX = 6;
+constexpr int64_t kPairRows = kPanels * kPanelRows;
+
+// Weight rows c0..c0 + 15 (zeros past r1) into one panel.
+template <typename QL>
+void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t nb, uint8_t* out) {
+  thread_local std::vector<uint8_t> unsigned_row;
+  unsigned_row.resize(static_cast<size_t>(32 * nb));
+  for (int i = 0; i < kPanelRows; ++i) {
+    const bool real = c0 + i < r1;
+    const uint8_t* row = w + static_cast<size_t>(c0 + i) * row_bytes;
+    if (real) {
+      UnsignedWeights(type, row, nb, unsigned_row.data());
+    } else {
+      std::fill(unsigned_row.begin(), unsigned_row.end(), 0);
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = out + b * kBlockBytes;
+      for (int g = 0; g < 8; ++g) std::memcpy(blk + g * kGroupBytes + 4 * i, &unsigned_row[32 * b + 4 * g], 4);
+      const float s = real ? QL::Scale(row, b) : 0.0f;
+      std::memcpy(blk + 8 * kGroupBytes + 4 * i, &s, sizeof(s));
+    }
+  }
+}
+
+#if LLM42_X86
+// kPanels panels (consecutive in `panel`, each nb blocks) against NX activation rows: out[j]
+// gets columns col..col + ncols of row j.
+template <int NX>
+LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const BlockTerms* const* terms,
+                        const ActivationPairQ8* const* x, float* const* out, int ncols) {
+  __m512 acc[kPanels][NX];
+  for (int p = 0; p < kPanels; ++p) {
+    for (int j = 0; j < NX; ++j) acc[p][j] = _mm512_setzero_ps();
+  }
+  const int64_t panel_bytes = nb * kBlockBytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + b * kBlockBytes;
+    const int8_t* xq[NX];
+    __m512i sum[kPanels][NX];
+#pragma GCC unroll 6
+    for (int j = 0; j < NX; ++j) {
+      xq[j] = ActivationFields(x[j], b).q;
+      sum[0][j] = sum[1][j] = _mm512_set1_epi32(terms[j][b].bias);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m512i w0 = _mm512_load_si512(blk + g * kGroupBytes);
+      const __m512i w1 = _mm512_load_si512(blk + panel_bytes + g * kGroupBytes);
+#pragma GCC unroll 6
+      for (int j = 0; j < NX; ++j) {
+        int32_t four;
+        std::memcpy(&four, xq[j] + 4 * g, sizeof(four));
+        const __m512i a = _mm512_set1_epi32(four);
+        sum[0][j] = _mm512_dpbusd_epi32(sum[0][j], w0, a);
+        sum[1][j] = _mm512_dpbusd_epi32(sum[1][j], w1, a);
+      }
+    }
+    const __m512 s0 = _mm512_load_ps(blk + 8 * kGroupBytes);
+    const __m512 s1 = _mm512_load_ps(blk + panel_bytes + 8 * kGroupBytes);
+#pragma GCC unroll 6
+    for (int j = 0; j < NX; ++j) {
+      const __m512 d = _mm512_set1_ps(terms[j][b].d);
+      acc[0][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0][j]), _mm512_mul_ps(s0, d), acc[0][j]);
+      acc[1][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[1][j]), _mm512_mul_ps(s1, d), acc[1][j]);
+    }
+  }
+  for (int j = 0; j < NX; ++j) {
+    for (int p = 0; p < kPanels; ++p) {
+      const int n = std::clamp(ncols - p * kPanelRows, 0, kPanelRows);
+      _mm512_mask_storeu_ps(out[j] + p * kPanelRows, static_cast<__mmask16>((1u << n) - 1), acc[p][j]);
+    }
+  }
+}
+
+using TileFn = void (*)(const uint8_t*, int64_t, const BlockTerms* const*,
+                        const ActivationPairQ8* const*, float* const*, int);
+constexpr TileFn kTiles[kTileX + 1] = {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>};
+#endif  // LLM42_X86
+
+}  // namespace
+
+bool Int8GemmAvailable(bool allow_simd) { return allow_simd && CpuHasVnni512(); }
+
+void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+              const ActivationPairQ8* act, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy,
+              AlignedVector<uint8_t>& panel) {
+#if LLM42_X86
+  const int64_t nb = k / 32, pairs = ActivationPairs(k);
+  thread_local std::vector<BlockTerms> terms;
+  terms.resize(static_cast<size_t>(n_rows * nb));
+  for (int64_t i = 0; i < n_rows; ++i) Terms(act + rows[i] * pairs, nb, terms.data() + i * nb);
+  panel.resize(static_cast<size_t>(kPanels * nb * kBlockBytes));
+  for (int64_t c0 = r0; c0 < r1; c0 += kPairRows) {
+    for (int p = 0; p < kPanels; ++p) {
+      uint8_t* dst = panel.data() + p * nb * kBlockBytes;
+      if (type == GgmlType::kQ8_0) {
+        PackPanel<Q8_0Loader>(type, w, row_bytes, c0 + p * kPanelRows, r1, nb, dst);
+      } else {
+        PackPanel<Q4_0Loader>(type, w, row_bytes, c0 + p * kPanelRows, r1, nb, dst);
+      }
+    }
+    const int ncols = static_cast<int>(std::min<int64_t>(kPairRows, r1 - c0));
+    for (int64_t j0 = 0; j0 < n_rows; j0 += kTileX) {
+      const int nx = static_cast<int>(std::min<int64_t>(kTileX, n_rows - j0));
+      const ActivationPairQ8* xs[kTileX];
+      const BlockTerms* ts[kTileX];
+      float* outs[kTileX];
+      for (int j = 0; j < nx; ++j) {
+        xs[j] = act + rows[j0 + j] * pairs;
+        ts[j] = terms.data() + (j0 + j) * nb;
+        outs[j] = y + rows[j0 + j] * ldy + c0;
+      }
+      kTiles[nx](panel.data(), nb, ts, xs, outs, ncols);
+    }
+  }
+#else
+  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)k, (void)rows, (void)n_rows, (void)y,
+      (void)ldy, (void)panel;
+#endif
+}
+
+namespace {
+template <typename QL>
+float ReferenceT(const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
+  float acc = 0;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const ActivationBlockQ8 xb = ActivationBlock(x, b);
+    int32_t p = 0;
+    for (int e = 0; e < 32; ++e) p += static_cast<int32_t>(QL::Q(w, 32 * b + e)) * xb.q[e];
+    acc = std::fma(static_cast<float>(p), QL::Scale(w, b) * xb.d, acc);
+  }
+  return acc;
+}
+}  // namespace
+
+float Int8GemmReference(GgmlType type, const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
+  return type == GgmlType::kQ8_0 ? ReferenceT<Q8_0Loader>(w, x, k) : ReferenceT<Q4_0Loader>(w, x, k);
+}
+
+}  // namespace llm42::internal

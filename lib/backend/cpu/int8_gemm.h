@@ -1,0 +1,43 @@
+#ifndef LLM42_BACKEND_CPU_INT8_GEMM_H_
+#define LLM42_BACKEND_CPU_INT8_GEMM_H_
+
+#include <cstdint>
+
+#include "lib/backend/cpu/int8_dot.h"
+#include "lib/util/aligned_vector.h"
+#include "lib/util/ggml_types.h"
+
+namespace llm42::internal {
+
+// The fast schedule's prompt GEMM for q8_0 and q4_0 weights on AVX-512 VNNI: weight rows packed
+// 16 to a panel, interleaved so that one 512-bit register holds the same four values of one block
+// of 16 rows; dpbusd against an activation's four values broadcast from memory adds them into 16
+// lanes, one per weight row, so eight dpbusd give 16 whole-block integer products (exact in
+// int32), and the block costs one conversion, multiply and fused multiply-add per 16 outputs.
+// int8_dot.h's kernels keep the fixed family's eight partial sums per block, each converted and
+// multiplied on its own: eight times the float work per block (one Zen 5 core, llama-110m's
+// matrices at 512 rows: see int8_gemm.cc).
+//
+// Arithmetic (the fast family's own bits): for weight row r and activation row j,
+// y = sum over blocks b in order of f32(p_b) * (f32(weight scale_b) * d_b), p_b the block's exact
+// integer dot product, one f32 accumulator per output. The same for every row of a batch, but not
+// the fixed family's definition (int8_dot.h), which the fixed schedule keeps.
+
+// True where the CPU has AVX-512 VNNI (and LLM42_CPU_SIMD is not off) and allow_simd.
+bool Int8GemmAvailable(bool allow_simd = true);
+
+// y[rows[i] * ldy + r] = dot(weight row r, activation row rows[i]) for r in [r0, r1) and every
+// i < n_rows; weight row r at w + r * row_bytes in `type`'s layout (q8_0 or q4_0, k a multiple
+// of 32); activation row a's records (QuantizeActivations for `type`) at act + a * ActivationPairs(k).
+// `panel` is the caller's scratch (one per thread). Needs Int8GemmAvailable().
+void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+              const ActivationPairQ8* act, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy,
+              AlignedVector<uint8_t>& panel);
+
+// Int8Gemm's arithmetic for one (weight row, activation row) pair, written out in scalar code:
+// the definition the kernel is tested against.
+float Int8GemmReference(GgmlType type, const uint8_t* w, const ActivationPairQ8* x, int64_t k);
+
+}  // namespace llm42::internal
+
+#endif  // LLM42_BACKEND_CPU_INT8_GEMM_H_
