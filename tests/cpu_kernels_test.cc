@@ -597,13 +597,68 @@ TEST(QuantizeActivations, SimdGivesTheScalarBits) {
   }
 }
 
-// The fast prompt GEMM for q8_0/q4_0 on AVX-512 VNNI (int8_gemm.h) against its definition
-// written out in scalar code, bit for bit: weight rows a share starting mid-matrix and ending in a
-// part-filled panel, activation rows not consecutive in every tile width (1 to 6) and a tail, odd
-// and even block counts; nothing written outside the share's columns. Then through the backend:
-// a prompt's fast rows give the same bits (the backend takes this kernel for them). Fails with a
-// panel's scales packed from the neighbouring row, with full-width stores at a panel's end, or
-// with the backend sending the rows to the fixed tiles (tried).
+// The fast prompt GEMM for q8_0/q4_0 on AVX-512 VNNI (int8_gemm.h) against its definition written
+// out in scalar code, bit for bit: weight rows a share starting mid-matrix and ending in a
+// part-filled panel, in one packed group or three, activation rows not consecutive in every tile
+// width (1 to 6), in one row block or two, odd and even block counts; nothing written outside the
+// share's columns. Then through the backend:
+// a prompt's fast rows give those bits (the backend takes this kernel for them). Fails with a
+// panel's scales packed from the neighbouring row, with full-width stores at a panel's end, with
+// a group's panels looked up from the share's start, or with the backend sending the rows to
+// int8_dot.h's tiles (tried).
+#if defined(__x86_64__)
+void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
+  const std::string what = GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
+  // k = 4096: one panel pair per packed group, so the share's 66 rows are three groups.
+  for (int64_t k : {32, 96, 768, 4096}) {
+    const int64_t n = 71, r0 = 5, r1 = 71, m = 121;
+    TestMatrix w = MakeMatrix(type, n, k, rng);
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), static_cast<uint32_t>(k));
+    const int64_t pairs = internal::ActivationPairs(k);
+    std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(m * pairs));
+    for (int64_t i = 0; i < m; ++i) internal::QuantizeActivations(x.data() + i * k, k, type, act.data() + i * pairs);
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < m; i += 2) rows.push_back(i);  // 61 rows: blocks of 48 and 13, tiles of 6 and a tail
+    for (size_t take : {rows.size(), size_t{1}, size_t{2}, size_t{4}, size_t{5}}) {
+      std::vector<float> y(static_cast<size_t>(m * n), NAN);
+      AlignedVector<uint8_t> panel;
+      internal::Int8Gemm(type, w.bytes.data(), w.row_bytes, r0, r1, act.data(), k, rows.data(),
+                         static_cast<int64_t>(take), y.data(), n, panel);
+      for (int64_t i = 0; i < m; ++i) {
+        const bool taken = i % 2 == 0 && static_cast<size_t>(i / 2) < take;
+        for (int64_t r = 0; r < n; ++r) {
+          const float got = y[static_cast<size_t>(i * n + r)];
+          if (!taken || r < r0 || r >= r1) {
+            ASSERT_TRUE(std::isnan(got)) << what << " wrote row " << i << " column " << r;
+            continue;
+          }
+          const float want = internal::Int8GemmReference(type, w.bytes.data() + r * w.row_bytes, act.data() + i * pairs, k);
+          ASSERT_TRUE(SameBits(&got, &want, 1))
+              << what << " k " << k << " row " << i << " column " << r << ": " << got << " vs " << want;
+        }
+      }
+    }
+  }
+  // The backend's fast prompt rows.
+  const int64_t n = 40, k = 256, m = 200;
+  TestMatrix w = MakeMatrix(type, n, k, rng);
+  WeightMatrix wm{type, w.bytes.data(), n, k, w.row_bytes};
+  const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), 5);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  CpuBackend backend(2);
+  ASSERT_TRUE(backend.MatMul(x.data(), m, wm, y.data(), Schedule::kFast).ok());
+  std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(internal::ActivationPairs(k)));
+  for (int64_t i = 0; i < m; ++i) {
+    internal::QuantizeActivations(x.data() + i * k, k, type, act.data());
+    for (int64_t r = 0; r < n; ++r) {
+      const float want = internal::Int8GemmReference(type, w.bytes.data() + r * w.row_bytes, act.data(), k);
+      ASSERT_TRUE(SameBits(&y[static_cast<size_t>(i * n + r)], &want, 1))
+          << what << " backend row " << i << " column " << r;
+    }
+  }
+}
+#endif
+
 TEST(Int8Gemm, ComputesItsDefinitionAndTakesFastPromptRows) {
 #if defined(__x86_64__)
   if (SimdDisabledByEnvironment() || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
@@ -616,51 +671,8 @@ TEST(Int8Gemm, ComputesItsDefinitionAndTakesFastPromptRows) {
   ASSERT_TRUE(internal::Int8GemmAvailable()) << "the CPU has AVX-512 VNNI but the library does not detect it";
   std::mt19937 rng(43);
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
-    for (int64_t k : {32, 96, 768}) {
-      const int64_t n = 71, r0 = 5, r1 = 71, m = 29;
-      TestMatrix w = MakeMatrix(type, n, k, rng);
-      const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), static_cast<uint32_t>(k));
-      const int64_t pairs = internal::ActivationPairs(k);
-      std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(m * pairs));
-      for (int64_t i = 0; i < m; ++i) internal::QuantizeActivations(x.data() + i * k, k, type, act.data() + i * pairs);
-      std::vector<int64_t> rows;
-      for (int64_t i = 0; i < m; i += 2) rows.push_back(i);  // 15 rows: tiles of 6, 6 and 3
-      for (size_t take : {rows.size(), size_t{1}, size_t{2}, size_t{4}, size_t{5}}) {
-        std::vector<float> y(static_cast<size_t>(m * n), NAN);
-        AlignedVector<uint8_t> panel;
-        internal::Int8Gemm(type, w.bytes.data(), w.row_bytes, r0, r1, act.data(), k, rows.data(),
-                           static_cast<int64_t>(take), y.data(), n, panel);
-        for (int64_t i = 0; i < m; ++i) {
-          const bool taken = i % 2 == 0 && static_cast<size_t>(i / 2) < take;
-          for (int64_t r = 0; r < n; ++r) {
-            const float got = y[static_cast<size_t>(i * n + r)];
-            if (!taken || r < r0 || r >= r1) {
-              ASSERT_TRUE(std::isnan(got)) << "wrote row " << i << " column " << r;
-              continue;
-            }
-            const float want = internal::Int8GemmReference(type, w.bytes.data() + r * w.row_bytes, act.data() + i * pairs, k);
-            ASSERT_TRUE(SameBits(&got, &want, 1)) << GetGgmlTypeInfo(static_cast<uint32_t>(type))->name << " k " << k
-                                                  << " row " << i << " column " << r << ": " << got << " vs " << want;
-          }
-        }
-      }
-    }
-    // The backend's fast prompt rows.
-    const int64_t n = 40, k = 256, m = 200;
-    TestMatrix w = MakeMatrix(type, n, k, rng);
-    WeightMatrix wm{type, w.bytes.data(), n, k, w.row_bytes};
-    const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), 5);
-    std::vector<float> y(static_cast<size_t>(m * n));
-    CpuBackend backend(2);
-    ASSERT_TRUE(backend.MatMul(x.data(), m, wm, y.data(), Schedule::kFast).ok());
-    std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(internal::ActivationPairs(k)));
-    for (int64_t i = 0; i < m; ++i) {
-      internal::QuantizeActivations(x.data() + i * k, k, type, act.data());
-      for (int64_t r = 0; r < n; ++r) {
-        const float want = internal::Int8GemmReference(type, w.bytes.data() + r * w.row_bytes, act.data(), k);
-        ASSERT_TRUE(SameBits(&y[static_cast<size_t>(i * n + r)], &want, 1)) << "backend row " << i << " column " << r;
-      }
-    }
+    CheckInt8Gemm(type, rng);
+    if (HasFatalFailure()) return;
   }
 #else
   GTEST_SKIP() << "not an x86-64 build";

@@ -13,15 +13,17 @@ namespace llm42::internal {
 // 16 to a panel, interleaved so that one 512-bit register holds the same four values of one block
 // of 16 rows; dpbusd against an activation's four values broadcast from memory adds them into 16
 // lanes, one per weight row, so eight dpbusd give 16 whole-block integer products (exact in
-// int32), and the block costs one conversion, multiply and fused multiply-add per 16 outputs.
-// int8_dot.h's kernels keep the fixed family's eight partial sums per block, each converted and
-// multiplied on its own: eight times the float work per block (one Zen 5 core, llama-110m's
-// matrices at 512 rows: see int8_gemm.cc).
+// int32), and a block costs one conversion, multiply and fused multiply-add per 16 outputs.
+// int8_dot.h's tiles keep the fixed family's eight partial sums per block, each converted and
+// multiplied on its own: three times the float work per product.
 //
 // Arithmetic (the fast family's own bits): for weight row r and activation row j,
 // y = sum over blocks b in order of f32(p_b) * (f32(weight scale_b) * d_b), p_b the block's exact
 // integer dot product, one f32 accumulator per output. The same for every row of a batch, but not
-// the fixed family's definition (int8_dot.h), which the fixed schedule keeps.
+// the fixed family's definition (int8_dot.h), which the fixed schedule keeps with its own tiles:
+// this layout computing that definition (a register per lane of the definition, 16 outputs each)
+// ran no faster than they do (same dpbusd count; float work 48 -> 34 operations per 1024
+// products; llama-110m GEMMs alone, alternated on a Zen 5: 233-395 against 258-396 GFLOP/s).
 
 // True where the CPU has AVX-512 VNNI (and LLM42_CPU_SIMD is not off) and allow_simd.
 bool Int8GemmAvailable(bool allow_simd = true);
