@@ -74,7 +74,7 @@ batched() {  # FILE
   for npl in 1 4 8 16; do
     "$harness" "$libdir" "$1" "$threads" batched 128 128 "$npl" | awk '{print "f16", "batched-B" $3 "-S", "llama.cpp", $10}' >>"$raw"
   done
-  "$llm42" bench --model "$1" --threads "$threads" --batched 128,128,1,4,8,16 2>/dev/null |
+  "$llm42" bench --model "$1" --threads "$threads" --kv_dtype f16 --batched 128,128,1,4,8,16 2>/dev/null |
     awk -F'|' '/^\| (fast|fixed) / {gsub(/ /, "", $2); gsub(/ /, "", $5); gsub(/ /, "", $12); print "f16", "batched-B" $5 "-S", "llm42-" $2, $12}' >>"$raw"
 }
 
