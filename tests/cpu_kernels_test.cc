@@ -616,13 +616,17 @@ void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
     const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), static_cast<uint32_t>(k));
     const int64_t pairs = internal::ActivationPairs(k);
     std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(m * pairs));
-    for (int64_t i = 0; i < m; ++i) internal::QuantizeActivations(x.data() + i * k, k, type, act.data() + i * pairs);
+    std::vector<int32_t> biases(static_cast<size_t>(m * (k / 32)));
+    for (int64_t i = 0; i < m; ++i) {
+      internal::QuantizeActivations(x.data() + i * k, k, type, act.data() + i * pairs);
+      internal::Int8GemmBiases(act.data() + i * pairs, k, biases.data() + i * (k / 32));
+    }
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < m; i += 2) rows.push_back(i);  // 61 rows: blocks of 48 and 13, tiles of 6 and a tail
     for (size_t take : {rows.size(), size_t{1}, size_t{2}, size_t{4}, size_t{5}}) {
       std::vector<float> y(static_cast<size_t>(m * n), NAN);
       AlignedVector<uint8_t> panel;
-      internal::Int8Gemm(type, w.bytes.data(), w.row_bytes, r0, r1, act.data(), k, rows.data(),
+      internal::Int8Gemm(type, w.bytes.data(), w.row_bytes, r0, r1, act.data(), biases.data(), k, rows.data(),
                          static_cast<int64_t>(take), y.data(), n, panel);
       for (int64_t i = 0; i < m; ++i) {
         const bool taken = i % 2 == 0 && static_cast<size_t>(i / 2) < take;
@@ -639,8 +643,8 @@ void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
       }
     }
   }
-  // The backend's fast prompt rows.
-  const int64_t n = 40, k = 256, m = 200;
+  // The backend's fast prompt rows, from kInt8GemmMinRows on.
+  const int64_t n = 40, k = 256, m = internal::kInt8GemmMinRows;
   TestMatrix w = MakeMatrix(type, n, k, rng);
   WeightMatrix wm{type, w.bytes.data(), n, k, w.row_bytes};
   const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), 5);

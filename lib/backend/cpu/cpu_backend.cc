@@ -190,10 +190,11 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows) {
     fast.int8 = {};
   }
-  // fast rows of a quantized matrix, many of them (a prompt), on AVX-512 VNNI: int8_gemm.h's
+  // fast rows of a quantized matrix, from kInt8GemmMinRows of them, on AVX-512 VNNI: int8_gemm.h's
   // whole-block integer products (llama-110m, two threads, GEMMs alone at 512 rows on a Zen 5,
   // alternated: q8_0 209-236 -> 560-620 GFLOP/s, q4_0 239-291 -> 561-735 against int8_dot.h's tiles).
-  const bool int8_gemm = internal::Int8GemmAvailable(simd_);
+  const bool int8_gemm = fast.int8.one != nullptr && internal::Int8GemmAvailable(simd_) &&
+                         static_cast<int64_t>(fast_rows_.size()) >= internal::kInt8GemmMinRows;
   // Activation row i quantized at act_q8_[i * pairs] for the families that use int8 kernels.
   const int64_t pairs = internal::ActivationPairs(k);
   if ((fast.int8.one != nullptr && !fast_rows_.empty()) || (fixed.int8.one != nullptr && !fixed_rows_.empty())) {
@@ -204,6 +205,10 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       }
     }
   }
+  if (int8_gemm) {
+    act_bias_.resize(static_cast<size_t>(m * (k / 32)));
+    for (int64_t i : fast_rows_) internal::Int8GemmBiases(act_q8_.data() + i * pairs, k, act_bias_.data() + i * (k / 32));
+  }
   // Rows [r0, r1) of weight matrix w into y (w.rows per activation row).
   auto rows_of = [&](const WeightMatrix& w, float* y, int64_t r0, int64_t r1) {
     const int64_t n = w.rows;
@@ -213,10 +218,10 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       const auto count = static_cast<int64_t>(f->rows.size());
       if (count == 0) continue;
       if (f->int8.one != nullptr) {
-        if (f == &fast && int8_gemm && count >= kPackedMinRows) {
+        if (f == &fast && int8_gemm) {
           thread_local AlignedVector<uint8_t> panel;
-          internal::Int8Gemm(w.type, w.data, w.row_bytes, r0, r1, act_q8_.data(), k, f->rows.data(), count, y, n,
-                             panel);
+          internal::Int8Gemm(w.type, w.data, w.row_bytes, r0, r1, act_q8_.data(), act_bias_.data(), k, f->rows.data(),
+                             count, y, n, panel);
           continue;
         }
         Int8Rows(f->int8, w, r0, r1, f->rows.data(), count, y, n);

@@ -17,20 +17,6 @@
 namespace llm42::internal {
 namespace {
 
-// An activation row's block as the kernel reads it besides its values: the whole block's bias
-// (int8_dot.h's eight lane biases added: -offset x the sum of its values) and its scale.
-struct BlockTerms {
-  int32_t bias;
-  float d;
-};
-
-void Terms(const ActivationPairQ8* x, int64_t nb, BlockTerms* out) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const auto f = ActivationFields(x, b);
-    out[b] = {std::accumulate(f.bias, f.bias + 8, 0), *f.d};
-  }
-}
-
 // One block of a 16-row panel: group g (0..7) holds values 4g..4g+3 of each row as unsigned
 // bytes (weight + the type's offset), row i at bytes 4i..4i+3, then the rows' 16 f32 scales.
 constexpr int kPanelRows = 16;
@@ -67,7 +53,7 @@ void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
 // kPanels panels (consecutive in `panel`, each nb blocks) against NX activation rows: out[j]
 // gets columns col..col + ncols of row j.
 template <int NX>
-LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const BlockTerms* const* terms,
+LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const int32_t* const* biases,
                         const ActivationPairQ8* const* x, float* const* out, int ncols) {
   __m512 acc[kPanels][NX];
   for (int p = 0; p < kPanels; ++p) {
@@ -77,11 +63,14 @@ LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const BlockTerms* cons
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + b * kBlockBytes;
     const int8_t* xq[NX];
+    const float* d[NX];
     __m512i sum[kPanels][NX];
 #pragma GCC unroll 6
     for (int j = 0; j < NX; ++j) {
-      xq[j] = ActivationFields(x[j], b).q;
-      sum[0][j] = sum[1][j] = _mm512_set1_epi32(terms[j][b].bias);
+      const auto f = ActivationFields(x[j], b);
+      xq[j] = f.q;
+      d[j] = f.d;
+      sum[0][j] = sum[1][j] = _mm512_set1_epi32(biases[j][b]);
     }
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
@@ -100,9 +89,9 @@ LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const BlockTerms* cons
     const __m512 s1 = _mm512_load_ps(blk + panel_bytes + 8 * kGroupBytes);
 #pragma GCC unroll 6
     for (int j = 0; j < NX; ++j) {
-      const __m512 d = _mm512_set1_ps(terms[j][b].d);
-      acc[0][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0][j]), _mm512_mul_ps(s0, d), acc[0][j]);
-      acc[1][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[1][j]), _mm512_mul_ps(s1, d), acc[1][j]);
+      const __m512 dj = _mm512_set1_ps(*d[j]);
+      acc[0][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0][j]), _mm512_mul_ps(s0, dj), acc[0][j]);
+      acc[1][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[1][j]), _mm512_mul_ps(s1, dj), acc[1][j]);
     }
   }
   for (int j = 0; j < NX; ++j) {
@@ -113,7 +102,7 @@ LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const BlockTerms* cons
   }
 }
 
-using TileFn = void (*)(const uint8_t*, int64_t, const BlockTerms* const*,
+using TileFn = void (*)(const uint8_t*, int64_t, const int32_t* const*,
                         const ActivationPairQ8* const*, float* const*, int);
 constexpr TileFn kTiles[kTileX + 1] = {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>};
 #endif  // LLM42_X86
@@ -122,14 +111,18 @@ constexpr TileFn kTiles[kTileX + 1] = {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<
 
 bool Int8GemmAvailable(bool allow_simd) { return allow_simd && CpuHasVnni512(); }
 
+void Int8GemmBiases(const ActivationPairQ8* row, int64_t k, int32_t* out) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const auto f = ActivationFields(row, b);
+    out[b] = std::accumulate(f.bias, f.bias + 8, 0);
+  }
+}
+
 void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
-              const ActivationPairQ8* act, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy,
-              AlignedVector<uint8_t>& panel) {
+              const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows, int64_t n_rows,
+              float* y, int64_t ldy, AlignedVector<uint8_t>& panel) {
 #if LLM42_X86
   const int64_t nb = k / 32, pairs = ActivationPairs(k);
-  thread_local std::vector<BlockTerms> terms;
-  terms.resize(static_cast<size_t>(n_rows * nb));
-  for (int64_t i = 0; i < n_rows; ++i) Terms(act + rows[i] * pairs, nb, terms.data() + i * nb);
   // Panels packed a group at a time (about kPanelGroupBytes), then activation rows a block at a time
   // against every panel of the group, so that both stay in L2: each panel against all 512 rows of
   // a prompt streamed the activation records (1.2 MB at k = 768) from L3 once per 16 weight rows.
@@ -155,20 +148,20 @@ void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
         for (int64_t j0 = m0; j0 < m1; j0 += kTileX) {
           const int nx = static_cast<int>(std::min<int64_t>(kTileX, m1 - j0));
           const ActivationPairQ8* xs[kTileX];
-          const BlockTerms* ts[kTileX];
+          const int32_t* bs[kTileX];
           float* outs[kTileX];
           for (int j = 0; j < nx; ++j) {
             xs[j] = act + rows[j0 + j] * pairs;
-            ts[j] = terms.data() + (j0 + j) * nb;
+            bs[j] = biases + rows[j0 + j] * nb;
             outs[j] = y + rows[j0 + j] * ldy + c0;
           }
-          kTiles[nx](pair, nb, ts, xs, outs, ncols);
+          kTiles[nx](pair, nb, bs, xs, outs, ncols);
         }
       }
     }
   }
 #else
-  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)k, (void)rows, (void)n_rows, (void)y,
+  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)biases, (void)k, (void)rows, (void)n_rows, (void)y,
       (void)ldy, (void)panel;
 #endif
 }

@@ -28,13 +28,25 @@ namespace llm42::internal {
 // True where the CPU has AVX-512 VNNI (and LLM42_CPU_SIMD is not off) and allow_simd.
 bool Int8GemmAvailable(bool allow_simd = true);
 
+// From how many activation rows the backend gives a fast MatMul to Int8Gemm rather than
+// int8_dot.h's tiles (llama-110m q8_0, two threads, GEMMs alone on a Zen 5, alternated: 8 rows
+// 95-138 against 137-152 GFLOP/s, 16 rows 205-243 against 199-266, 32 rows 285-404 against
+// 288-302, 64 rows 496-555 against 320-329).
+inline constexpr int64_t kInt8GemmMinRows = 32;
+
+// The whole-block biases Int8Gemm adds (int8_dot.h's eight lane biases of each block, summed) of
+// one activation row of k values: out[b] for block b. Once per row and MatMul, for every matrix
+// and thread.
+void Int8GemmBiases(const ActivationPairQ8* row, int64_t k, int32_t* out);
+
 // y[rows[i] * ldy + r] = dot(weight row r, activation row rows[i]) for r in [r0, r1) and every
 // i < n_rows; weight row r at w + r * row_bytes in `type`'s layout (q8_0 or q4_0, k a multiple
-// of 32); activation row a's records (QuantizeActivations for `type`) at act + a * ActivationPairs(k).
-// `panel` is the caller's scratch (one per thread). Needs Int8GemmAvailable().
+// of 32); activation row a's records (QuantizeActivations for `type`) at act + a * ActivationPairs(k),
+// its Int8GemmBiases at biases + a * (k / 32). `panel` is the caller's scratch (one per thread).
+// Needs Int8GemmAvailable().
 void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
-              const ActivationPairQ8* act, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy,
-              AlignedVector<uint8_t>& panel);
+              const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows, int64_t n_rows,
+              float* y, int64_t ldy, AlignedVector<uint8_t>& panel);
 
 // Int8Gemm's arithmetic for one (weight row, activation row) pair, written out in scalar code:
 // the definition the kernel is tested against.
