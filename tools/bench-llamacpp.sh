@@ -15,7 +15,7 @@
 # llama.cpp side as llama-bench and llama-batched-bench do.
 #
 #   tools/bench-llamacpp.sh [BUILD_DIR] [MODEL_DIR]      (defaults: build, /tmp/llm42-models)
-#   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" BIG=1 BATCHED=1
+#   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" BIG=1 BATCHED=1 PLOT=ratios.png
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
@@ -102,6 +102,8 @@ for ((r = 1; r <= rounds; ++r)); do
   fi
 done
 
+table=$(mktemp)
+trap 'rm -f "$raw" "$table"' EXIT
 echo "## llm42 and llama.cpp v0.5.0 side by side ($threads threads, best of $rounds alternated rounds, f16 KV cache)"
 echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); $(date -u +%F)"
 echo
@@ -111,4 +113,29 @@ awk '{k = $1 " " $2; if (!(k in seen)) {seen[k] = 1; order[n++] = k}
       if ($4 > best[k, $3]) best[k, $3] = $4}
      END {for (i = 0; i < n; ++i) {k = order[i]; split(k, p, " ")
        l = best[k, "llama.cpp"]; f = best[k, "llm42-fast"]; x = best[k, "llm42-fixed"]
-       printf "| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", p[1], p[2], l, f, x, (l > 0 ? f / l : 0), (l > 0 ? x / l : 0)}}' "$raw"
+       printf "| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", p[1], p[2], l, f, x, (l > 0 ? f / l : 0), (l > 0 ? x / l : 0)}}' "$raw" |
+  tee "$table"
+
+# The ratios as bars, one pair per model and test, against the parity line.
+if [[ -n ${PLOT:-} ]]; then
+  source "$here/need-gnuplot.sh"
+  awk -F'|' '{gsub(/ /, ""); print $2 ":" $3, $7, $8}' "$table" >"$table.dat"
+  gnuplot <<GP
+set terminal pngcairo size 1400,520 font ",10" noenhanced
+set output "$PLOT"
+set title "llm42 / llama.cpp v0.5.0, t/s ratio ($threads threads, best of $rounds alternated rounds, f16 KV cache)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8
+set yrange [0:*]
+set ylabel "llm42 / llama.cpp"
+set xtics rotate by -45
+set grid ytics
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2
+set arrow from graph 0, first 1.2 to graph 1, first 1.2 nohead dt 3 lw 1 lc rgb "red"
+set label "issue 12's prefill goal" at graph 0.01, first 1.24 tc rgb "red"
+plot "$table.dat" using 2:xtic(1) title "fast", "" using 3 title "fixed"
+GP
+  rm -f "$table.dat"
+  echo "wrote $PLOT" >&2
+fi

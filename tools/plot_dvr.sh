@@ -6,11 +6,7 @@ set -euo pipefail
 csv=$1
 png=$2
 temp=${3:-0.8}
-if ! command -v gnuplot >/dev/null; then
-  SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
-  $SUDO apt-get install -y -q --no-install-recommends gnuplot-nox=5.4.4+dfsg1-2+b2 ||
-    $SUDO apt-get install -y -q --no-install-recommends gnuplot-nox
-fi
+source "$(dirname "$0")/need-gnuplot.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Columns: 14 temperature, 15 DVR variant ("-" outside mode selective).
