@@ -2,7 +2,8 @@
 # llm42 and llama.cpp side by side, on this machine, the same GGUF files and thread count, runs
 # alternated (issue 12's comparison): llama-bench's pp512 and tg128 at depths 0, 512 and 1900
 # (the llama-110m presets' trained context is 2048; llm42 refuses a context past it), for every
-# weight type, llama-1b f16's pp512 and tg32, and llama-batched-bench's 128,128,1,4,8,16 on f16.
+# weight type, llama-1b's (f16 and q4_0) pp512 and tg32, and llama-batched-bench's 128,128,1,4,8,16
+# on f16.
 # Both sides with an f16 KV cache (llama.cpp's default; llm42's is f32, so --kv_dtype f16).
 # Prints one markdown table of the best of ROUNDS rounds per side, with the ratios.
 #
@@ -54,8 +55,13 @@ for d in "${dtypes[@]}"; do
   m="$models/llama-110m-$d.gguf"
   [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
 done
-big="$models/llama-1b-f16.gguf"
-if [[ ${BIG:-1} == 1 && ! -f $big ]]; then "$llm42" make-model --preset llama-1b --dtype f16 --out "$big" >/dev/null; fi
+bigs=(f16 q4_0)
+if [[ ${BIG:-1} == 1 ]]; then
+  for d in "${bigs[@]}"; do
+    m="$models/llama-1b-$d.gguf"
+    [[ -f $m ]] || "$llm42" make-model --preset llama-1b --dtype "$d" --out "$m" >/dev/null
+  done
+fi
 
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
@@ -78,7 +84,7 @@ batched() {  # FILE
     awk -F'|' '/^\| (fast|fixed) / {gsub(/ /, "", $2); gsub(/ /, "", $5); gsub(/ /, "", $12); print "f16", "batched-B" $5 "-S", "llm42-" $2, $12}' >>"$raw"
 }
 
-steps=$(( rounds * (${#dtypes[@]} + ${BIG:-1} + ${BATCHED:-1}) ))
+steps=$(( rounds * (${#dtypes[@]} + ${BIG:-1} * ${#bigs[@]} + ${BATCHED:-1}) ))
 step=0
 for ((r = 1; r <= rounds; ++r)); do
   for d in "${dtypes[@]}"; do
@@ -91,10 +97,13 @@ for ((r = 1; r <= rounds; ++r)); do
     ours "$d" "$m" --tg 128 --depth 1900
   done
   if [[ ${BIG:-1} == 1 ]]; then
-    step=$((step + 1)); echo "[$step/$steps] round $r: llama-1b f16" >&2
-    lcpp 1b-f16 "$big" pp 512 0
-    lcpp 1b-f16 "$big" tg 32 0
-    ours 1b-f16 "$big" --pp 512 --tg 32
+    for d in "${bigs[@]}"; do
+      step=$((step + 1)); echo "[$step/$steps] round $r: llama-1b $d" >&2
+      m="$models/llama-1b-$d.gguf"
+      lcpp "1b-$d" "$m" pp 512 0
+      lcpp "1b-$d" "$m" tg 32 0
+      ours "1b-$d" "$m" --pp 512 --tg 32
+    done
   fi
   if [[ ${BATCHED:-1} == 1 ]]; then
     step=$((step + 1)); echo "[$step/$steps] round $r: batched" >&2
