@@ -636,7 +636,8 @@ void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
             ASSERT_TRUE(std::isnan(got)) << what << " wrote row " << i << " column " << r;
             continue;
           }
-          const float want = internal::Int8GemmReference(type, w.bytes.data() + r * w.row_bytes, act.data() + i * pairs, k);
+          const float want =
+              internal::Int8GemmReference(type, w.bytes.data() + r * w.row_bytes, act.data() + i * pairs, k);
           ASSERT_TRUE(SameBits(&got, &want, 1))
               << what << " k " << k << " row " << i << " column " << r << ": " << got << " vs " << want;
         }

@@ -207,7 +207,9 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   }
   if (int8_gemm) {
     act_bias_.resize(static_cast<size_t>(m * (k / 32)));
-    for (int64_t i : fast_rows_) internal::Int8GemmBiases(act_q8_.data() + i * pairs, k, act_bias_.data() + i * (k / 32));
+    for (int64_t i : fast_rows_) {
+      internal::Int8GemmBiases(act_q8_.data() + i * pairs, k, act_bias_.data() + i * (k / 32));
+    }
   }
   // Rows [r0, r1) of weight matrix w into y (w.rows per activation row).
   auto rows_of = [&](const WeightMatrix& w, float* y, int64_t r0, int64_t r1) {

@@ -35,7 +35,7 @@ void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
   unsigned_row.resize(static_cast<size_t>(32 * nb));
   for (int i = 0; i < kPanelRows; ++i) {
     const bool real = c0 + i < r1;
-    const uint8_t* row = w + static_cast<size_t>(c0 + i) * row_bytes;
+    const uint8_t* row = real ? w + static_cast<size_t>(c0 + i) * row_bytes : nullptr;
     if (real) {
       UnsignedWeights(type, row, nb, unsigned_row.data());
     } else {
@@ -52,7 +52,7 @@ void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
 
 #if LLM42_X86
 // kPanels panels (consecutive in `panel`, each nb blocks) against NX activation rows: out[j]
-// gets columns col..col + ncols of row j.
+// gets activation row j's outputs for the panels' first ncols weight rows.
 template <int NX>
 LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const int32_t* const* biases,
                         const ActivationPairQ8* const* x, float* const* out, int ncols) {
@@ -125,8 +125,9 @@ void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
 #if LLM42_X86
   const int64_t nb = k / 32, pairs = ActivationPairs(k);
   // Panels packed a group at a time (about kPanelGroupBytes), then activation rows a block at a time
-  // against every panel of the group, so that both stay in L2: each panel against all 512 rows of
-  // a prompt streamed the activation records (1.2 MB at k = 768) from L3 once per 16 weight rows.
+  // against every panel of the group, so that both stay in L2: each panel pair against all 512
+  // rows of a prompt streamed the activation records (1.2 MB at k = 768) from L3 once per 32
+  // weight rows.
   const int64_t pair_bytes = kPanels * nb * kBlockBytes;
   const int64_t group_rows = kPairRows * std::max<int64_t>(1, kPanelGroupBytes / pair_bytes);
   // Activation rows per block: kRowBlock, or fewer where their records would pass kRowBlockBytes
@@ -167,8 +168,8 @@ void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
     }
   }
 #else
-  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)biases, (void)k, (void)rows, (void)n_rows, (void)y,
-      (void)ldy, (void)panel;
+  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)biases, (void)k, (void)rows,
+      (void)n_rows, (void)y, (void)ldy, (void)panel;
 #endif
 }
 
