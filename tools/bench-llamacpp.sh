@@ -130,7 +130,9 @@ if [[ -n ${PLOT:-} ]]; then
   source "$here/need-gnuplot.sh"
   awk -F'|' '{gsub(/ /, ""); print $2 ":" $3, $7, $8}' "$table" >"$table.dat"
   gnuplot <<GP
-set terminal pngcairo size 1400,520 font ",10" noenhanced
+set terminal pngcairo size 1400,560 font ",10" noenhanced
+set bmargin 9
+set rmargin 6
 set output "$PLOT"
 set title "llm42 / llama.cpp v0.5.0, t/s ratio ($threads threads, best of $rounds alternated rounds, f16 KV cache)"
 set style data histograms
@@ -142,7 +144,7 @@ set xtics rotate by -45
 set grid ytics
 set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2
 set arrow from graph 0, first 1.2 to graph 1, first 1.2 nohead dt 3 lw 1 lc rgb "red"
-set label "issue 12's prefill goal" at graph 0.01, first 1.24 tc rgb "red"
+set label "issue 12's prefill goal (1.2)" at graph 0.995, first 1.24 right tc rgb "red" front
 plot "$table.dat" using 2:xtic(1) title "fast", "" using 3 title "fixed"
 GP
   rm -f "$table.dat"
