@@ -102,8 +102,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
       RequestOptions ro;
       ro.has_prompt_tokens = true;
       for (int i = 0; i < prompt_len + out_len; ++i) {
-        const double u = PhiloxUniform(uint64_t{1} << 32 | static_cast<uint64_t>(r), static_cast<uint64_t>(i));
-        ro.prompt_tokens.push_back(3 + static_cast<int32_t>(u * (vocab - 3)));
+        ro.prompt_tokens.push_back(RandomToken(vocab, uint64_t{1} << 32 | static_cast<uint64_t>(r), i));
       }
       ro.max_tokens = 1;
       auto req = (*session)->Submit(ro, nullptr);
@@ -119,8 +118,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
     ro.has_prompt_tokens = true;
     ro.prompt_tokens.push_back((*session)->tokenizer().vocab().bos() >= 0 ? (*session)->tokenizer().vocab().bos() : 0);
     for (int i = 1; i < prompt_len; ++i) {
-      const double u = PhiloxUniform(static_cast<uint64_t>(r), static_cast<uint64_t>(i));
-      ro.prompt_tokens.push_back(3 + static_cast<int32_t>(u * (vocab - 3)));
+      ro.prompt_tokens.push_back(RandomToken(vocab, static_cast<uint64_t>(r), i));
     }
     ro.max_tokens = out_len;
     ro.ignore_eos = true;
@@ -185,7 +183,7 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len, uint64_
   ro.has_prompt_tokens = true;
   ro.prompt_tokens.push_back(std::max(0, s.tokenizer().vocab().bos()));
   for (int i = 1; i < prompt_len; ++i) {
-    ro.prompt_tokens.push_back(3 + static_cast<int32_t>(PhiloxUniform(seed, static_cast<uint64_t>(i)) * (vocab - 3)));
+    ro.prompt_tokens.push_back(RandomToken(vocab, seed, i));
   }
   ro.max_tokens = out_len;
   ro.ignore_eos = true;

@@ -8,6 +8,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "lib/engine/session.h"
+#include "lib/sampling/philox.h"
 
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(std::string, kv_dtype);
@@ -33,6 +34,12 @@ inline double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// Token i of random prompt `stream`: uniform over the vocabulary past its first three ids (the
+// special tokens of the presets), the same for the same stream and position.
+inline int32_t RandomToken(int32_t vocab, uint64_t stream, int64_t i) {
+  return 3 + static_cast<int32_t>(PhiloxUniform(stream, static_cast<uint64_t>(i)) * (vocab - 3));
 }
 
 // Pages the weights in and sizes the scratch buffers before a measurement starts.
