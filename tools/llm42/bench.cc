@@ -106,7 +106,11 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
       }
       ro.max_tokens = 1;
       auto req = (*session)->Submit(ro, nullptr);
-      if (req.ok()) warm.push_back(*req);
+      if (!req.ok()) {
+        std::cerr << "llm42 bench: warm-up: " << req.status().message() << "\n";
+        std::exit(1);
+      }
+      warm.push_back(*req);
     }
     for (auto& r : warm) r->Wait(-1);
   }

@@ -1,7 +1,6 @@
 #include "lib/backend/cpu/int8_gemm.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -171,24 +170,6 @@ void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
   (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)biases, (void)k, (void)rows,
       (void)n_rows, (void)y, (void)ldy, (void)panel;
 #endif
-}
-
-namespace {
-template <typename QL>
-float ReferenceT(const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
-  float acc = 0;
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const ActivationBlockQ8 xb = ActivationBlock(x, b);
-    int32_t p = 0;
-    for (int e = 0; e < 32; ++e) p += static_cast<int32_t>(QL::Q(w, 32 * b + e)) * xb.q[e];
-    acc = std::fma(static_cast<float>(p), QL::Scale(w, b) * xb.d, acc);
-  }
-  return acc;
-}
-}  // namespace
-
-float Int8GemmReference(GgmlType type, const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
-  return type == GgmlType::kQ8_0 ? ReferenceT<Q8_0Loader>(w, x, k) : ReferenceT<Q4_0Loader>(w, x, k);
 }
 
 }  // namespace llm42::internal

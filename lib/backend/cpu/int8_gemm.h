@@ -48,10 +48,6 @@ void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
               const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows, int64_t n_rows,
               float* y, int64_t ldy, AlignedVector<uint8_t>& panel);
 
-// Int8Gemm's arithmetic for one (weight row, activation row) pair, written out in scalar code:
-// the definition the kernel is tested against.
-float Int8GemmReference(GgmlType type, const uint8_t* w, const ActivationPairQ8* x, int64_t k);
-
 }  // namespace llm42::internal
 
 #endif  // LLM42_BACKEND_CPU_INT8_GEMM_H_
