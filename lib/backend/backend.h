@@ -93,8 +93,8 @@ inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
 
 // The version of the fixed schedule's arithmetic, bumped whenever any backend's fixed bits
 // change (saved conversations and receipts name it). 2: q8_0/q4_0 rows through 8-bit
-// activations (int8_dot.h).
-inline constexpr uint32_t kFixedScheduleVersion = 2;
+// activations (int8_dot.h). 3: their blocks' whole integer products in eight chains (int8_dot.h).
+inline constexpr uint32_t kFixedScheduleVersion = 3;
 
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
 // position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is

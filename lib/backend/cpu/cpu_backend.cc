@@ -190,11 +190,14 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows) {
     fast.int8 = {};
   }
-  // fast rows of a quantized matrix, from kInt8GemmMinRows of them, on AVX-512 VNNI: int8_gemm.h's
-  // whole-block integer products (llama-110m, two threads, GEMMs alone at 512 rows on a Zen 5,
-  // alternated: q8_0 209-236 -> 700-890 GFLOP/s, q4_0 239-291 -> 690-870 against int8_dot.h's tiles).
-  const bool int8_gemm = fast.int8.one != nullptr && internal::Int8GemmAvailable(simd_) &&
-                         static_cast<int64_t>(fast_rows_.size()) >= internal::kInt8GemmMinRows;
+  // A family's rows of a quantized matrix, from kInt8GemmMinRows of them, on AVX-512 VNNI:
+  // int8_gemm.h's whole-block integer products, the fixed definition's bits (llama-110m, two
+  // threads, GEMMs alone at 512 rows on a Zen 5, alternated: q8_0 209-236 -> 700-890 GFLOP/s, q4_0
+  // 239-291 -> 690-870 against version 2's tiles).
+  auto int8_gemm = [&](const Family& f) {
+    return f.int8.one != nullptr && internal::Int8GemmAvailable(simd_) &&
+           static_cast<int64_t>(f.rows.size()) >= internal::kInt8GemmMinRows;
+  };
   // Activation row i quantized at act_q8_[i * pairs] for the families that use int8 kernels.
   const int64_t pairs = internal::ActivationPairs(k);
   if ((fast.int8.one != nullptr && !fast_rows_.empty()) || (fixed.int8.one != nullptr && !fixed_rows_.empty())) {
@@ -205,10 +208,11 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       }
     }
   }
-  if (int8_gemm) {
+  if (int8_gemm(fast) || int8_gemm(fixed)) {
     act_bias_.resize(static_cast<size_t>(m * (k / 32)));
-    for (int64_t i : fast_rows_) {
-      internal::Int8GemmBiases(act_q8_.data() + i * pairs, k, act_bias_.data() + i * (k / 32));
+    for (const Family* f : {&fast, &fixed}) {
+      if (!int8_gemm(*f)) continue;
+      for (int64_t i : f->rows) internal::Int8GemmBiases(act_q8_.data() + i * pairs, k, act_bias_.data() + i * (k / 32));
     }
   }
   // Rows [r0, r1) of weight matrix w into y (w.rows per activation row).
@@ -220,7 +224,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       const auto count = static_cast<int64_t>(f->rows.size());
       if (count == 0) continue;
       if (f->int8.one != nullptr) {
-        if (f == &fast && int8_gemm) {
+        if (int8_gemm(*f)) {
           thread_local AlignedVector<uint8_t> panel;
           internal::Int8Gemm(w.type, w.data, w.row_bytes, r0, r1, act_q8_.data(), act_bias_.data(), k, f->rows.data(),
                              count, y, n, panel);

@@ -5,6 +5,17 @@
 // (row_dot.h), on a 256-bit register, eight of them at once on 256-bit registers and sixteen on
 // 512-bit ones: the definitions every AVX2/AVX-512 kernel uses, so their bits stay the portable
 // code's.
+namespace llm42::internal {
+
+// The tree on eight values in scalar code (the portable kernels).
+inline float FixedTreeSum(const float (&v)[8]) {
+  float h[4];
+  for (int l = 0; l < 4; ++l) h[l] = v[l] + v[l + 4];
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+}  // namespace llm42::internal
+
 #if defined(__x86_64__)
 #include "lib/backend/cpu/simd_targets.h"
 

@@ -150,23 +150,24 @@ void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationPai
 
 namespace {
 
-// The fixed family's definition (int8_dot.h), lane by lane.
+// The fixed family's definition (int8_dot.h) for blocks [b0, n) of weight row w against
+// activation row x, into the chains c (block b into c[b % 8]): the portable kernel's whole row,
+// and the SIMD kernels' blocks past their last group of eight.
+template <typename QL>
+void FixedInt8Blocks(const uint8_t* w, const ActivationPairQ8* x, int64_t b0, int64_t n, float (&c)[8]) {
+  for (int64_t b = b0; b < n; ++b) {
+    const ActivationBlockQ8 xb = ActivationBlock(x, b);
+    int32_t p = 0;
+    for (int i = 0; i < 32; ++i) p += static_cast<int32_t>(QL::Q(w, 32 * b + i)) * xb.q[i];
+    c[b % 8] = std::fma(static_cast<float>(p), QL::Scale(w, b) * xb.d, c[b % 8]);
+  }
+}
+
 template <typename QL>
 float PortableFixedInt8Dot(const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
-  float acc[2][8] = {};
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const ActivationBlockQ8 xb = ActivationBlock(x, b);
-    const float s = QL::Scale(w, b) * xb.d;
-    for (int l = 0; l < 8; ++l) {
-      int32_t p = 0;
-      for (int i = 4 * l; i < 4 * l + 4; ++i) p += static_cast<int32_t>(QL::Q(w, 32 * b + i)) * xb.q[i];
-      acc[b % 2][l] = std::fma(static_cast<float>(p), s, acc[b % 2][l]);
-    }
-  }
-  float v[8], h[4];
-  for (int l = 0; l < 8; ++l) v[l] = acc[0][l] + acc[1][l];
-  for (int l = 0; l < 4; ++l) h[l] = v[l] + v[l + 4];
-  return (h[0] + h[2]) + (h[1] + h[3]);
+  float c[8] = {};
+  FixedInt8Blocks<QL>(w, x, 0, k / 32, c);
+  return FixedTreeSum(c);
 }
 
 template <typename QL, int NW, int NX>
@@ -185,6 +186,7 @@ Int8Kernels PortableFixedKernels() {
 // The 32 integer weights of a block (byte i = element i).
 struct Q8_0Weights {
   using Block = BlockQ8_0;
+  using Loader = Q8_0Loader;
   LLM42_AVX2 static __m256i Load(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q)); }
   // AVX2 per-lane products (Int8Accumulate): maddubs of |w| by x with w's sign moved onto it.
   // The block's weights are read again for each sign (a load, not a register held: tiles of
@@ -214,6 +216,7 @@ struct Q8_0Weights {
 // q[j - 16]; weight = nibble - 8.
 struct Q4_0Weights {
   using Block = BlockQ4_0;
+  using Loader = Q4_0Loader;
   // For dpbusd and maddubs: the nibbles themselves (weight + 8), one block, or blocks b (low
   // half) and b + 1.
   LLM42_AVX2 static __m256i LoadUnsigned(const Block& b) {
@@ -285,8 +288,8 @@ LLM42_AVX2 __attribute__((always_inline)) inline void ZeroAccumulators(__m256 (&
   }
 }
 
-// NACC accumulators per pair over blocks b mod NACC, added in order, then the fixed tree. NACC =
-// 2 is the fixed family's definition.
+// fast: NACC accumulators per pair over blocks b mod NACC (eight per-lane partial sums of each
+// block), added in order, then the fixed tree: the fast family's own bits.
 template <typename W, int NW, int NX, int NACC>
 LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out) {
   const typename W::Block* w[NW];
@@ -325,26 +328,6 @@ LLM42_AVX2 void Int8Tile(const uint8_t* const* w_rows, const ActivationPairQ8* c
   }
 }
 
-// The fixed family's two chains one after the other: blocks 0, 2, 4, ... into one accumulator
-// per pair, then blocks 1, 3, 5, ..., then the two added lane by lane and the fixed tree (the
-// chains are independent, so these are Int8Tile<W, NW, NX, 2>'s bits). Half the accumulators of
-// running both at once.
-template <typename W, int NW, int NX>
-LLM42_AVX2 void Int8TileChains(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k,
-                               float* out) {
-  const typename W::Block* w[NW];
-  for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 chain[2][NW][NX];
-  for (int c = 0; c < 2; ++c) {
-    ZeroAccumulators(chain[c]);
-    for (int64_t b = c; b < k / 32; b += 2) Int8Accumulate<W, NW, NX>(w, x, b, ones, chain[c]);
-  }
-  for (int r = 0; r < NW; ++r) {
-    for (int j = 0; j < NX; ++j) out[r * NX + j] = FixedTreeSum(_mm256_add_ps(chain[0][r][j], chain[1][r][j]));
-  }
-}
-
 // The `one` kernel kOne over consecutive weight rows (Int8GemvFn). The wrappers below (one per
 // target) inline kOne into this loop (flatten): at k = 768 a call per row cost ~6 ns of a q4_0
 // row's ~40 on a Zen 3, a direct call still ~3.
@@ -380,51 +363,77 @@ LLM42_AVX2 inline __m256i BlockTotals8(const typename W::Block* w, const Activat
   return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
-// fast decode on AVX2 (Int8GemvFn): per weight row, blocks eight at a time — their whole integer
-// products (BlockTotals8) converted once and multiplied by their eight scales (f32 weight scale x
-// activation d) in one fused multiply-add, one chain over the groups of eight — and any last blocks
-// one at a time. Its own bits. Against the one-row kernel looped (Int8GemvAvx2, which converts and
-// multiplies every block's eight lanes): q4_0 at k = 768 from L2, best of six, alternated,
-// 1.57-1.62 -> 1.33-1.39 ns per block on a Zen 3.
+// f32 scales of weight blocks w[0..7].
 template <typename W>
-LLM42_AVX2 void Int8GemvAvx2Fast(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
-                                 int64_t k, float* out) {
-  using Block = typename W::Block;
-  constexpr int64_t kSize = sizeof(Block);
-  const int64_t n = k / 32;
-  thread_local std::vector<float> d;  // the activation scales, contiguous for vector loads
-  d.resize(static_cast<size_t>(n));
-  for (int64_t b = 0; b < n; ++b) d[static_cast<size_t>(b)] = ActivationBlock(x, b).d;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const auto* wr = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
-    __m256 acc = _mm256_setzero_ps();  // one chain: a group of eight takes longer than its latency
-    int64_t b = 0;
-    for (; b + 8 <= n; b += 8) {
-      const char* ahead = reinterpret_cast<const char*>(wr + b) + kStreamPrefetchBytes;
-#pragma GCC unroll 5
-      for (int64_t line = 0; line < 8 * kSize; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-      __m128i h = _mm_setzero_si128();
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b].scale), 0);
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 1].scale), 1);
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 2].scale), 2);
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 3].scale), 3);
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 4].scale), 4);
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 5].scale), 5);
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 6].scale), 6);
-      h = _mm_insert_epi16(h, static_cast<int16_t>(wr[b + 7].scale), 7);
-      const __m256 scales = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(d.data() + b));
-      const __m256 totals = _mm256_cvtepi32_ps(BlockTotals8<W>(wr, x, b));
-      acc = _mm256_fmadd_ps(totals, scales, acc);
-    }
-    float sum = FixedTreeSum(acc);
-    for (; b < n; ++b) {
-      const ActivationBlockQ8 xb = ActivationBlock(x, b);
-      const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q));
-      const __m256i p = W::ProductsAvx2(W::PrepareAvx2(wr[b]), xq, xb);
-      sum += FixedTreeSum(_mm256_cvtepi32_ps(p)) * (_cvtsh_ss(wr[b].scale) * xb.d);
-    }
-    out[r] = sum;
+LLM42_AVX2 inline __m256 WeightScales8(const typename W::Block* w) {
+  return _mm256_cvtph_ps(_mm_setr_epi16(
+      static_cast<int16_t>(w[0].scale), static_cast<int16_t>(w[1].scale), static_cast<int16_t>(w[2].scale),
+      static_cast<int16_t>(w[3].scale), static_cast<int16_t>(w[4].scale), static_cast<int16_t>(w[5].scale),
+      static_cast<int16_t>(w[6].scale), static_cast<int16_t>(w[7].scale)));
+}
+
+// One weight row against one activation row under the fixed definition, d the activation's block
+// scales in a row (ActivationScales): a SIMD kernel's groups of eight blocks, its lanes the eight
+// chains, then FixedInt8Blocks for the rest and the tree.
+using FixedRowFn = float (*)(const uint8_t* w, const ActivationPairQ8* x, const float* d, int64_t k);
+
+void ActivationScales(const ActivationPairQ8* x, int64_t n, float* out) {
+  for (int64_t b = 0; b < n; ++b) out[b] = ActivationBlock(x, b).d;
+}
+
+// The fixed definition on AVX2 (a FixedRowFn): blocks eight at a time, their whole integer
+// products (BlockTotals8) converted once and fused-multiply-added with their eight scales into
+// the eight chains. The rows are streamed (decode): each group asks for its bytes
+// kStreamPrefetchBytes on.
+template <typename W>
+LLM42_AVX2 float FixedRowAvx2(const uint8_t* row, const ActivationPairQ8* x, const float* d, int64_t k) {
+  const auto* w = reinterpret_cast<const typename W::Block*>(row);
+  const int64_t n = k / 32, n8 = n / 8 * 8;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n8; b += 8) {
+    PrefetchLines<8 * sizeof(typename W::Block)>(reinterpret_cast<const char*>(w + b) + kStreamPrefetchBytes);
+    const __m256 s = _mm256_mul_ps(WeightScales8<W>(w + b), _mm256_loadu_ps(d + b));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BlockTotals8<W>(w, x, b)), s, acc);
   }
+  alignas(32) float c[8];
+  _mm256_store_ps(c, acc);
+  FixedInt8Blocks<typename W::Loader>(row, x, n8, n, c);
+  return FixedTreeSum(c);
+}
+
+// NW weight rows x NX activation rows (an Int8TileFn) a pair at a time by kRow, each activation
+// row's scales gathered once.
+template <FixedRowFn kRow, int NW, int NX>
+__attribute__((always_inline)) inline void FixedPairs(const uint8_t* const* w_rows, const ActivationPairQ8* const* x,
+                                                      int64_t k, float* out) {
+  thread_local std::vector<float> d;
+  const int64_t n = k / 32;
+  d.resize(static_cast<size_t>(NX * n));
+  for (int j = 0; j < NX; ++j) ActivationScales(x[j], n, d.data() + j * n);
+  for (int r = 0; r < NW; ++r) {
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = kRow(w_rows[r], x[j], d.data() + j * n, k);
+  }
+}
+
+// Consecutive weight rows against one activation row (an Int8GemvFn) by kRow.
+template <FixedRowFn kRow>
+__attribute__((always_inline)) inline void FixedRows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                                     const ActivationPairQ8* x, int64_t k, float* out) {
+  thread_local std::vector<float> d;
+  d.resize(static_cast<size_t>(k / 32));
+  ActivationScales(x, k / 32, d.data());
+  for (int64_t r = 0; r < n_rows; ++r) out[r] = kRow(w + static_cast<size_t>(r) * row_bytes, x, d.data(), k);
+}
+
+template <typename W, int NW, int NX>
+LLM42_AVX2 __attribute__((flatten)) void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPairQ8* const* x,
+                                                       int64_t k, float* out) {
+  FixedPairs<FixedRowAvx2<W>, NW, NX>(w_rows, x, k, out);
+}
+template <typename W>
+LLM42_AVX2 __attribute__((flatten)) void FixedGemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                                       const ActivationPairQ8* x, int64_t k, float* out) {
+  FixedRows<FixedRowAvx2<W>>(w, row_bytes, n_rows, x, k, out);
 }
 
 // f32 weight scales of blocks b (low half) and b + 1.
@@ -452,54 +461,54 @@ LLM42_VNNI512 inline __m256 OneBlock(const typename W::Block& w, const Activatio
 // 36-49 (decode 154-158 -> 301-341 and 416-431 -> 562-662 tok/s).
 inline constexpr int64_t kDecodeAhead = kStreamPrefetchBytes;
 
-// The fixed definition on 512 bits: NW weight rows x NX activation rows, blocks two at a time
-// (chain 0 in the low half, chain 1 in the high half), an odd last block into chain 0, then
-// A[0] + A[1] and the fixed tree. Integer products by dpbusd on unsigned-shifted weights from
-// the activation's bias: exact, so they equal the AVX2 and portable kernels' lanes. Each pair's
-// activation values and scales stay in registers for the NW weight rows; its biases, the
-// accumulator dpbusd overwrites, are loaded again for each product.
+// Blocks b..b+7's whole integer products, lane a = block b + a (x: the activation's record
+// b / 2): dpbusd of four block pairs (block 2i's eight per-lane sums in the low half of p[i],
+// 2i + 1's in the high half), then the sums across lanes.
+template <typename W>
+LLM42_VNNI512 inline __m256i BlockTotals8Vnni(const typename W::Block* w, const ActivationPairQ8* x) {
+  __m512i p[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    p[i] = _mm512_dpbusd_epi32(_mm512_load_si512(x[i].bias), W::LoadUnsignedPair(w + 2 * i), _mm512_load_si512(x[i].q));
+  }
+  // Per 128-bit quarter: p0's and p1's four lanes folded to two each, likewise p2's and p3's,
+  // then [p0, p1, p2, p3] summed over the quarter.
+  const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+  const __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+  const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+  // Quarters 0 + 1 (blocks 0, 2, 4, 6) and 2 + 3 (blocks 1, 3, 5, 7), then in block order.
+  const __m512i t = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_castsi512_si256(
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 8, 1, 9, 2, 10, 3, 11), t));
+}
+
+// The fixed definition on AVX-512 VNNI (a FixedRowFn): FixedRowAvx2's steps with
+// BlockTotals8Vnni.
+template <typename W>
+LLM42_VNNI512 float FixedRow512(const uint8_t* row, const ActivationPairQ8* x, const float* d, int64_t k) {
+  const auto* w = reinterpret_cast<const typename W::Block*>(row);
+  const int64_t n = k / 32, n8 = n / 8 * 8;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n8; b += 8) {
+    PrefetchLines<8 * sizeof(typename W::Block)>(reinterpret_cast<const char*>(w + b) + kDecodeAhead);
+    const __m256 s = _mm256_mul_ps(WeightScales8<W>(w + b), _mm256_loadu_ps(d + b));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BlockTotals8Vnni<W>(w + b, x + b / 2)), s, acc);
+  }
+  alignas(32) float c[8];
+  _mm256_store_ps(c, acc);
+  FixedInt8Blocks<typename W::Loader>(row, x, n8, n, c);
+  return FixedTreeSum(c);
+}
+
 template <typename W, int NW, int NX>
-LLM42_VNNI512 void Int8Tile512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out) {
-  const typename W::Block* w[NW];
-  for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename W::Block*>(w_rows[r]);
-  __m512 acc[NW][NX];
-  for (int r = 0; r < NW; ++r) {
-    for (int j = 0; j < NX; ++j) acc[r][j] = _mm512_setzero_ps();
-  }
-  const int64_t n = k / 32;
-  int64_t b = 0;
-  for (; b + 2 <= n; b += 2) {
-    __m512i xq[NX];
-    __m512 xd[NX];
-#pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) {
-      xq[j] = _mm512_load_si512(x[j][b / 2].q);
-      xd[j] = _mm512_load_ps(x[j][b / 2].d);
-    }
-    if constexpr (NX == 1) {  // decode (Int8Gemv512Pairs): see kDecodeAhead
-#pragma GCC unroll 4
-      for (int r = 0; r < NW; ++r) {
-        PrefetchLines<2 * sizeof(typename W::Block)>(reinterpret_cast<const char*>(w[r] + b) + kDecodeAhead * NW);
-      }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < NW; ++r) {
-      const __m512i wu = W::LoadUnsignedPair(w[r] + b);
-      const __m512 dw = WeightScalePair<W>(w[r] + b);
-#pragma GCC unroll 4
-      for (int j = 0; j < NX; ++j) {
-        const __m512i p = _mm512_dpbusd_epi32(_mm512_load_si512(x[j][b / 2].bias), wu, xq[j]);
-        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, xd[j]), acc[r][j]);
-      }
-    }
-  }
-  for (int r = 0; r < NW; ++r) {
-    for (int j = 0; j < NX; ++j) {
-      __m256 a0 = _mm512_castps512_ps256(acc[r][j]);
-      if (b < n) a0 = OneBlock<W>(w[r][b], ActivationBlock(x[j], b), a0);
-      out[r * NX + j] = FixedTreeSum(_mm256_add_ps(a0, _mm512_extractf32x8_ps(acc[r][j], 1)));
-    }
-  }
+LLM42_VNNI512 __attribute__((flatten)) void FixedTile512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x,
+                                                         int64_t k, float* out) {
+  FixedPairs<FixedRow512<W>, NW, NX>(w_rows, x, k, out);
+}
+template <typename W>
+LLM42_VNNI512 __attribute__((flatten)) void FixedGemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                                         const ActivationPairQ8* x, int64_t k, float* out) {
+  FixedRows<FixedRow512<W>>(w, row_bytes, n_rows, x, k, out);
 }
 
 // acc += f32(p) * s for blocks b (low half) and b + 1 (high half).
@@ -539,49 +548,30 @@ LLM42_VNNI512 __attribute__((flatten)) void Int8Gemv512(const uint8_t* w, size_t
   OneRowEach<kOne>(w, row_bytes, n_rows, x, k, out);
 }
 
-// fixed decode rows two at a time (kTwo: two independent chains, where one row's chain waits on
-// each pair of blocks' fused multiply-add), a last odd row by kOne: the family's bits either way.
-template <Int8TileFn kTwo, Int8TileFn kOne>
-LLM42_VNNI512 __attribute__((flatten)) void Int8Gemv512Pairs(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                                             const ActivationPairQ8* x, int64_t k, float* out) {
-  int64_t r = 0;
-  for (; r + 2 <= n_rows; r += 2) {
-    const uint8_t* rows[2] = {w + static_cast<size_t>(r) * row_bytes, w + static_cast<size_t>(r + 1) * row_bytes};
-    kTwo(rows, &x, k, out + r);
-  }
-  OneRowEach<kOne>(w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, x, k, out + r);
-}
-
+// fixed: FixedRow512 for every shape (int8_gemm.h takes prompts); fast: its own one-row kernel
+// for decode and leftover rows, groups of four activation rows the fixed arithmetic.
 template <typename W>
 Int8Kernels Vnni512Kernels(DotFamily family) {
-  constexpr int kW = 4, kX = 4;
   if (family == DotFamily::kFixed) {
-    return {Int8Tile512<W, 1, 1>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX,
-            Int8Gemv512Pairs<Int8Tile512<W, 2, 1>, Int8Tile512<W, 1, 1>>};
+    return {FixedTile512<W, 1, 1>, FixedTile512<W, 1, 4>, nullptr, 0, 0, FixedGemv512<W>};
   }
-  return {Int8Row512Fast<W>, Int8Tile512<W, 1, 4>, Int8Tile512<W, kW, kX>, kW, kX, Int8Gemv512<Int8Row512Fast<W>>};
+  return {Int8Row512Fast<W>, FixedTile512<W, 1, 4>, nullptr, 0, 0, Int8Gemv512<Int8Row512Fast<W>>};
 }
 
-// fixed q8_0 prompts in 2 x 3 tiles, one chain at a time (Int8TileChains), q4_0 in 1 x 4 with
-// both chains: on a Zen 3, one thread, 384 x 768 weights against 512 rows, best of four
-// interleaved runs: q8_0 42 (2 x 4, both chains: 16 accumulators, spilled) -> 49 GFLOP/s (2 x 4 one
-// chain at a time 47, 3 x 3 48); q4_0 42 either way (2 x 3 one chain at a time 35).
+// fixed: FixedRowAvx2 for every shape. fast: q4_0 decode is compute-bound and takes the fixed
+// GEMV (eight-block totals: 1.57-1.62 -> 1.33-1.39 ns per block at k = 768 from L2 on a Zen 3,
+// best of six, against the fast one-row kernel looped); q8_0's reads twice the bytes per block
+// and kept up with them one block at a time (GEMVs alone, alternated, noisy: 17-24 against 17-21
+// GB/s with the eight-block kernel).
 template <typename W>
 Int8Kernels Avx2Kernels(DotFamily family) {
   if (family == DotFamily::kFixed) {
-    if constexpr (std::is_same_v<W, Q8_0Weights>) {
-      return {Int8Tile<W, 1, 1, 2>, Int8Tile<W, 1, 4, 2>, Int8TileChains<W, 2, 3>, 2, 3,
-              Int8GemvAvx2<Int8Tile<W, 1, 1, 2>>};
-    }
-    return {Int8Tile<W, 1, 1, 2>, Int8Tile<W, 1, 4, 2>, nullptr, 0, 0, Int8GemvAvx2<Int8Tile<W, 1, 1, 2>>};
+    return {FixedTileAvx2<W, 1, 1>, FixedTileAvx2<W, 1, 4>, nullptr, 0, 0, FixedGemvAvx2<W>};
   }
-  // q4_0 decode is compute-bound (eight-block totals); q8_0's reads twice the bytes per block and
-  // kept up with them one block at a time (GEMVs alone, alternated, noisy: 17-24 against 17-21 GB/s
-  // with the eight-block kernel).
   if constexpr (std::is_same_v<W, Q4_0Weights>) {
-    return {Int8Tile<W, 1, 1, 4>, Int8Tile<W, 1, 4, 2>, nullptr, 0, 0, Int8GemvAvx2Fast<W>};
+    return {Int8Tile<W, 1, 1, 4>, FixedTileAvx2<W, 1, 4>, nullptr, 0, 0, FixedGemvAvx2<W>};
   }
-  return {Int8Tile<W, 1, 1, 4>, Int8Tile<W, 1, 4, 2>, nullptr, 0, 0, Int8GemvAvx2<Int8Tile<W, 1, 1, 4>>};
+  return {Int8Tile<W, 1, 1, 4>, FixedTileAvx2<W, 1, 4>, nullptr, 0, 0, Int8GemvAvx2<Int8Tile<W, 1, 1, 4>>};
 }
 #endif  // LLM42_X86
 

@@ -18,19 +18,22 @@ namespace llm42::internal {
 //
 // Both schedules use it, in two families:
 // - fixed, exactly specified (the portable kernel spells it out and every SIMD kernel gives its
-//   bits): for block b and lane l (0..7), the integer p = sum of weight * activation over the
-//   block's elements 4l..4l+3 (exact in int32), and s = f32(weight scale) * activation d
-//   (rounded to f32); two 8-lane f32 accumulators, A[b mod 2][l] = fma(f32(p), s, A[b mod 2][l])
-//   in block order; then A[0] + A[1] lane by lane and row_dot.h's reduction tree
-//   ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). Nothing in it depends on how many weight or activation
-//   rows a kernel handles at once, so it is row-invariant by construction.
-// - fast: the same per-block integer products; full groups of four activation rows get the
-//   fixed arithmetic, other rows (decode, leftovers) four chains, so a row's bits depend on the
-//   batch it is in.
+//   bits; kFixedScheduleVersion 3): for block b, the integer p_b = sum of weight * activation
+//   over its 32 elements (exact in int32) and s_b = f32(weight scale) * activation d (rounded to
+//   f32); eight f32 chains over the blocks, C[b mod 8] = fma(f32(p_b), s_b, C[b mod 8]) in block
+//   order from +0; then row_dot.h's reduction tree ((C0+C4)+(C2+C6)) + ((C1+C5)+(C3+C7)).
+//   Nothing in it depends on how many weight or activation rows a kernel handles at once, so it
+//   is row-invariant by construction. Whole-block products let int8_gemm.h's panels (16 weight
+//   rows to a register) compute it with one conversion and fused multiply-add per block and 16
+//   outputs, and a row-major kernel with one per eight blocks (their products summed across
+//   lanes first). Version 2 kept eight 4-element partial sums per block, each converted and
+//   fused-multiply-added on its own, in two chains: three times the float work of a prompt, and
+//   no panel kernel could do better (int8_gemm.h).
+// - fast: the same per-block integer products; prompts, verify rows and full groups of four
+//   activation rows get the fixed arithmetic, other rows (decode, leftovers) the fast kernels'
+//   own chains, so a row's bits depend on the batch it is in.
 // Kernels: AVX2 (maddubs on sign-moved bytes for q8_0, on the nibbles with the bias for q4_0),
-// AVX-512 VNNI (two blocks per register — block b in the low half is chain b mod 2 = 0, block
-// b + 1 in the high half chain 1, so the fixed definition maps onto 512 bits exactly — and dpbusd
-// on unsigned-shifted weights with the activation's bias), portable.
+// AVX-512 VNNI (dpbusd on unsigned-shifted weights with the activation's bias), portable.
 // bias[l] = -offset * (q[4l] + q[4l+1] + q[4l+2] + q[4l+3]), offset the weight type's
 // unsigned shift (128 for q8_0, whose kernels add 128 to each weight; 8 for q4_0, whose nibbles
 // are weight + 8): VNNI's unsigned-by-signed byte products then sum to the signed ones exactly.

@@ -51,53 +51,64 @@ void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
 
 #if LLM42_X86
 // kPanels panels (consecutive in `panel`, each nb blocks) against NX activation rows: out[j]
-// gets activation row j's outputs for the panels' first ncols weight rows.
+// gets activation row j's outputs for the panels' first ncols weight rows. The definition's
+// eight chains one after the other (blocks c, c + 8, ... for chain c: the chains are
+// independent), each into the same accumulators, then the tree lane by lane.
 template <int NX>
 LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const int32_t* const* biases,
                         const ActivationPairQ8* const* x, float* const* out, int ncols) {
-  __m512 acc[kPanels][NX];
-  for (int p = 0; p < kPanels; ++p) {
-    for (int j = 0; j < NX; ++j) acc[p][j] = _mm512_setzero_ps();
-  }
   const int64_t panel_bytes = nb * kBlockBytes;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = panel + b * kBlockBytes;
-    const int8_t* xq[NX];
-    const float* d[NX];
-    __m512i sum[kPanels][NX];
-#pragma GCC unroll 6
-    for (int j = 0; j < NX; ++j) {
-      const auto f = ActivationFields(x[j], b);
-      xq[j] = f.q;
-      d[j] = f.d;
-      sum[0][j] = sum[1][j] = _mm512_set1_epi32(biases[j][b]);
+  __m512 chains[8][kPanels][NX];
+  for (int c = 0; c < 8; ++c) {
+    __m512 acc[kPanels][NX];
+    for (int p = 0; p < kPanels; ++p) {
+      for (int j = 0; j < NX; ++j) acc[p][j] = _mm512_setzero_ps();
     }
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      const __m512i w0 = _mm512_load_si512(blk + g * kGroupBytes);
-      const __m512i w1 = _mm512_load_si512(blk + panel_bytes + g * kGroupBytes);
+    for (int64_t b = c; b < nb; b += 8) {
+      const uint8_t* blk = panel + b * kBlockBytes;
+      const int8_t* xq[NX];
+      const float* d[NX];
+      __m512i sum[kPanels][NX];
 #pragma GCC unroll 6
       for (int j = 0; j < NX; ++j) {
-        int32_t four;
-        std::memcpy(&four, xq[j] + 4 * g, sizeof(four));
-        const __m512i a = _mm512_set1_epi32(four);
-        sum[0][j] = _mm512_dpbusd_epi32(sum[0][j], w0, a);
-        sum[1][j] = _mm512_dpbusd_epi32(sum[1][j], w1, a);
+        const auto f = ActivationFields(x[j], b);
+        xq[j] = f.q;
+        d[j] = f.d;
+        sum[0][j] = sum[1][j] = _mm512_set1_epi32(biases[j][b]);
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m512i w0 = _mm512_load_si512(blk + g * kGroupBytes);
+        const __m512i w1 = _mm512_load_si512(blk + panel_bytes + g * kGroupBytes);
+#pragma GCC unroll 6
+        for (int j = 0; j < NX; ++j) {
+          int32_t four;
+          std::memcpy(&four, xq[j] + 4 * g, sizeof(four));
+          const __m512i a = _mm512_set1_epi32(four);
+          sum[0][j] = _mm512_dpbusd_epi32(sum[0][j], w0, a);
+          sum[1][j] = _mm512_dpbusd_epi32(sum[1][j], w1, a);
+        }
+      }
+      const __m512 s0 = _mm512_load_ps(blk + 8 * kGroupBytes);
+      const __m512 s1 = _mm512_load_ps(blk + panel_bytes + 8 * kGroupBytes);
+#pragma GCC unroll 6
+      for (int j = 0; j < NX; ++j) {
+        const __m512 dj = _mm512_set1_ps(*d[j]);
+        acc[0][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0][j]), _mm512_mul_ps(s0, dj), acc[0][j]);
+        acc[1][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[1][j]), _mm512_mul_ps(s1, dj), acc[1][j]);
       }
     }
-    const __m512 s0 = _mm512_load_ps(blk + 8 * kGroupBytes);
-    const __m512 s1 = _mm512_load_ps(blk + panel_bytes + 8 * kGroupBytes);
-#pragma GCC unroll 6
-    for (int j = 0; j < NX; ++j) {
-      const __m512 dj = _mm512_set1_ps(*d[j]);
-      acc[0][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0][j]), _mm512_mul_ps(s0, dj), acc[0][j]);
-      acc[1][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[1][j]), _mm512_mul_ps(s1, dj), acc[1][j]);
+    for (int p = 0; p < kPanels; ++p) {
+      for (int j = 0; j < NX; ++j) chains[c][p][j] = acc[p][j];
     }
   }
   for (int j = 0; j < NX; ++j) {
     for (int p = 0; p < kPanels; ++p) {
+      const auto& C = chains;
+      const __m512 h0 = _mm512_add_ps(_mm512_add_ps(C[0][p][j], C[4][p][j]), _mm512_add_ps(C[2][p][j], C[6][p][j]));
+      const __m512 h1 = _mm512_add_ps(_mm512_add_ps(C[1][p][j], C[5][p][j]), _mm512_add_ps(C[3][p][j], C[7][p][j]));
       const int n = std::clamp(ncols - p * kPanelRows, 0, kPanelRows);
-      _mm512_mask_storeu_ps(out[j] + p * kPanelRows, static_cast<__mmask16>((1u << n) - 1), acc[p][j]);
+      _mm512_mask_storeu_ps(out[j] + p * kPanelRows, static_cast<__mmask16>((1u << n) - 1), _mm512_add_ps(h0, h1));
     }
   }
 }

@@ -9,29 +9,26 @@
 
 namespace llm42::internal {
 
-// The fast schedule's prompt GEMM for q8_0 and q4_0 weights on AVX-512 VNNI: weight rows packed
+// The prompt GEMM for q8_0 and q4_0 weights on AVX-512 VNNI, both schedules: weight rows packed
 // 16 to a panel, interleaved so that one 512-bit register holds the same four values of one block
 // of 16 rows; dpbusd against an activation's four values broadcast from memory adds them into 16
 // lanes, one per weight row, so eight dpbusd give 16 whole-block integer products (exact in
 // int32), and a block costs one conversion, multiply and fused multiply-add per 16 outputs.
-// int8_dot.h's tiles keep the fixed family's eight partial sums per block, each converted and
-// multiplied on its own: three times the float work per product.
 //
-// Arithmetic (the fast family's own bits): for weight row r and activation row j,
-// y = sum over blocks b in order of f32(p_b) * (f32(weight scale_b) * d_b), p_b the block's exact
-// integer dot product, one f32 accumulator per output. The same for every row of a batch, but not
-// the fixed family's definition (int8_dot.h), which the fixed schedule keeps with its own tiles:
-// this layout computing that definition (a register per lane of the definition, 16 outputs each)
-// ran no faster than they do (same dpbusd count; float work 48 -> 34 operations per 1024
-// products; llama-110m GEMMs alone, alternated on a Zen 5: 233-395 against 258-396 GFLOP/s).
+// Arithmetic: the fixed family's definition (int8_dot.h: whole-block products, eight chains over
+// blocks b mod 8, the tree), computed a chain at a time, so its bits are every fixed kernel's.
+// Version 2 of that definition (eight partial sums per block, each converted and multiplied on
+// its own) ran no faster in this layout than int8_dot.h's tiles (same dpbusd count; llama-110m
+// GEMMs alone, alternated on a Zen 5: 233-395 against 258-396 GFLOP/s), while whole-block
+// products reached 700-890: the reason for version 3.
 
 // True where the CPU has AVX-512 VNNI (and LLM42_CPU_SIMD is not off) and allow_simd.
 bool Int8GemmAvailable(bool allow_simd = true);
 
-// From how many activation rows the backend gives a fast MatMul to Int8Gemm rather than
-// int8_dot.h's tiles (llama-110m q8_0, two threads, GEMMs alone on a Zen 5, alternated: 8 rows
-// 95-138 against 137-152 GFLOP/s, 16 rows 205-243 against 199-266, 32 rows 285-404 against
-// 288-302, 64 rows 496-555 against 320-329).
+// From how many activation rows of a schedule the backend gives a MatMul to Int8Gemm rather than
+// int8_dot.h's row kernels (llama-110m q8_0, two threads, GEMMs alone on a Zen 5, alternated,
+// against version 2's tiles: 8 rows 95-138 against 137-152 GFLOP/s, 16 rows 205-243 against
+// 199-266, 32 rows 285-404 against 288-302, 64 rows 496-555 against 320-329).
 inline constexpr int64_t kInt8GemmMinRows = 32;
 
 // The whole-block biases Int8Gemm adds (int8_dot.h's eight lane biases of each block, summed) of

@@ -53,9 +53,7 @@ float PortableFixedDot(const uint8_t* w, const float* x, int64_t k) {
   for (; i + 8 <= k; i += 8) {
     for (int l = 0; l < 8; ++l) acc[l] = std::fma(L::At(w, i + l), x[i + l], acc[l]);
   }
-  float h[4];
-  for (int l = 0; l < 4; ++l) h[l] = acc[l] + acc[l + 4];
-  float s = (h[0] + h[2]) + (h[1] + h[3]);
+  float s = FixedTreeSum(acc);
   for (; i < k; ++i) s = std::fma(L::At(w, i), x[i], s);
   return s;
 }
