@@ -144,7 +144,9 @@ TEST_P(MatMulTest, PortableKernelsMatchFloat64Reference) {
 
 // DETERMINISM_TESTS.md item 8 for MatMul: row i of fixed(X[:M]) equals row i of fixed(X) for
 // M in {1, 3, 8, 33, 256}, at 1 and 2 threads, K on and off the kernel's steps, and the portable
-// kernels give the AVX2 kernels' bits.
+// kernels give the AVX2 kernels' bits. For q8_0/q4_0 (int8_dot.h, version 3) it fails with the
+// AVX-512 or the AVX2 row kernel's eight block totals out of order, and with int8_gemm.h's panels
+// in block order or its tree's C1 and C2 swapped (tried).
 TEST_P(MatMulTest, FixedIsRowInvariantAndSimdIndependent) {
   const GgmlType type = GetParam();
   std::mt19937 rng(21);
@@ -621,20 +623,22 @@ TEST(QuantizeActivations, SimdGivesTheScalarBits) {
   }
 }
 
-// The fast prompt GEMM for q8_0/q4_0 on AVX-512 VNNI (int8_gemm.h) against its definition written
-// out in scalar code (WholeBlockDot), bit for bit: weight rows a share starting mid-matrix and ending in a
-// part-filled panel, in one packed group or three, activation rows not consecutive in every tile
-// width (1 to 6), in one row block or two, odd and even block counts; nothing written outside the
-// share's columns. Then through the backend:
-// a prompt's fast rows give those bits (the backend takes this kernel for them). Fails with a
-// panel's scales packed from the neighbouring row, with full-width stores at a panel's end, with
-// a group's panels looked up from the share's start, or with the backend sending the rows to
-// int8_dot.h's tiles (tried).
-// The fixed int8 definition (int8_dot.h, version 3), written out here from GGUF's block layouts:
-// the blocks' exact integer products in order, each converted and fused-multiply-added with
-// f32(weight scale) x d (rounded to f32) into chain b mod 8 of eight f32 chains, then the tree
-// ((C0+C4)+(C2+C6)) + ((C1+C5)+(C3+C7)).
-float WholeBlockDot(GgmlType type, const uint8_t* row, const internal::ActivationPairQ8* x, int64_t k) {
+// The prompt GEMM for q8_0/q4_0 on AVX-512 VNNI (int8_gemm.h) against both families' definitions
+// written out in scalar code (WholeBlockDot), bit for bit: weight rows a share starting
+// mid-matrix and ending in a part-filled panel, in one packed group or three, activation rows not
+// consecutive in every tile width (1 to 6), in one row block or two, odd and even block counts,
+// fewer blocks than chains and more; nothing written outside the share's columns. Then through
+// the backend: a prompt's fast and fixed rows give those bits (the backend takes this kernel for
+// them). Fails with a panel's scales packed from the neighbouring row, with full-width stores at a
+// panel's end, with a group's panels looked up from the share's start, or with the backend sending
+// the rows to int8_dot.h's tiles (tried with version 2), with fixed's panels packed in block
+// order rather than chain by chain, and with the tree's C2 and C1 swapped (tried).
+// The int8 definitions written out here from GGUF's block layouts: the blocks' exact integer
+// products in order, each converted and fused-multiply-added with f32(weight scale) x d (rounded
+// to f32) into chain b mod `chains` of f32 chains from +0; fixed's (int8_dot.h, version 3) has
+// eight and the tree ((C0+C4)+(C2+C6)) + ((C1+C5)+(C3+C7)), fast's one.
+float WholeBlockDot(GgmlType type, const uint8_t* row, const internal::ActivationPairQ8* x, int64_t k,
+                    int chains) {
   float c[8] = {};
   for (int64_t b = 0; b < k / 32; ++b) {
     const internal::ActivationBlockQ8 xb = internal::ActivationBlock(x, b);
@@ -649,15 +653,16 @@ float WholeBlockDot(GgmlType type, const uint8_t* row, const internal::Activatio
       for (int e = 0; e < 32; ++e) p += ((e < 16 ? blk.q[e] & 0x0F : blk.q[e - 16] >> 4) - 8) * xb.q[e];
       scale = blk.scale;
     }
-    c[b % 8] = std::fma(static_cast<float>(p), Fp16ToFp32(scale) * xb.d, c[b % 8]);
+    c[b % chains] = std::fma(static_cast<float>(p), Fp16ToFp32(scale) * xb.d, c[b % chains]);
   }
+  if (chains == 1) return c[0];
   return ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7]));
 }
 
 void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
   const std::string what = GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
   // k = 4096: one panel pair per packed group, so the share's 66 rows are three groups.
-  for (int64_t k : {32, 96, 768, 4096}) {
+  for (int64_t k : {32, 96, 352, 768, 4096}) {
     const int64_t n = 71, r0 = 5, r1 = 71, m = 121;
     TestMatrix w = MakeMatrix(type, n, k, rng);
     const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), static_cast<uint32_t>(k));
@@ -670,46 +675,52 @@ void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
     }
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < m; i += 2) rows.push_back(i);  // 61 rows: blocks of 48 and 13, tiles of 6 and a tail
-    for (size_t take : {rows.size(), size_t{1}, size_t{2}, size_t{4}, size_t{5}}) {
-      std::vector<float> y(static_cast<size_t>(m * n), NAN);
-      AlignedVector<uint8_t> panel;
-      internal::Int8Gemm(type, w.bytes.data(), w.row_bytes, r0, r1, act.data(), biases.data(), k, rows.data(),
-                         static_cast<int64_t>(take), y.data(), n, panel);
-      for (int64_t i = 0; i < m; ++i) {
-        const bool taken = i % 2 == 0 && static_cast<size_t>(i / 2) < take;
-        for (int64_t r = 0; r < n; ++r) {
-          const float got = y[static_cast<size_t>(i * n + r)];
-          if (!taken || r < r0 || r >= r1) {
-            ASSERT_TRUE(std::isnan(got)) << what << " wrote row " << i << " column " << r;
-            continue;
+    for (auto [family, chains] :
+         {std::pair{internal::DotFamily::kFast, 1}, std::pair{internal::DotFamily::kFixed, 8}}) {
+      for (size_t take : {rows.size(), size_t{1}, size_t{2}, size_t{4}, size_t{5}}) {
+        std::vector<float> y(static_cast<size_t>(m * n), NAN);
+        AlignedVector<uint8_t> panel;
+        internal::Int8Gemm(family, type, w.bytes.data(), w.row_bytes, r0, r1, act.data(), biases.data(), k,
+                           rows.data(), static_cast<int64_t>(take), y.data(), n, panel);
+        for (int64_t i = 0; i < m; ++i) {
+          const bool taken = i % 2 == 0 && static_cast<size_t>(i / 2) < take;
+          for (int64_t r = 0; r < n; ++r) {
+            const float got = y[static_cast<size_t>(i * n + r)];
+            if (!taken || r < r0 || r >= r1) {
+              ASSERT_TRUE(std::isnan(got)) << what << " wrote row " << i << " column " << r;
+              continue;
+            }
+            const float want =
+                WholeBlockDot(type, w.bytes.data() + r * w.row_bytes, act.data() + i * pairs, k, chains);
+            ASSERT_TRUE(SameBits(&got, &want, 1)) << what << " chains " << chains << " k " << k << " row " << i
+                                                  << " column " << r << ": " << got << " vs " << want;
           }
-          const float want = WholeBlockDot(type, w.bytes.data() + r * w.row_bytes, act.data() + i * pairs, k);
-          ASSERT_TRUE(SameBits(&got, &want, 1))
-              << what << " k " << k << " row " << i << " column " << r << ": " << got << " vs " << want;
         }
       }
     }
   }
-  // The backend's fast prompt rows, from kInt8GemmMinRows on.
-  const int64_t n = 40, k = 256, m = internal::kInt8GemmMinRows;
+  // The backend's prompt rows of either schedule, from kInt8GemmMinRows on.
+  const int64_t n = 40, k = 352, m = internal::kInt8GemmMinRows;
   TestMatrix w = MakeMatrix(type, n, k, rng);
   WeightMatrix wm{type, w.bytes.data(), n, k, w.row_bytes};
   const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), 5);
-  std::vector<float> y(static_cast<size_t>(m * n));
-  CpuBackend backend(2);
-  ASSERT_TRUE(backend.MatMul(x.data(), m, wm, y.data(), Schedule::kFast).ok());
-  std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(internal::ActivationPairs(k)));
-  for (int64_t i = 0; i < m; ++i) {
-    internal::QuantizeActivations(x.data() + i * k, k, type, act.data());
-    for (int64_t r = 0; r < n; ++r) {
-      const float want = WholeBlockDot(type, w.bytes.data() + r * w.row_bytes, act.data(), k);
-      ASSERT_TRUE(SameBits(&y[static_cast<size_t>(i * n + r)], &want, 1))
-          << what << " backend row " << i << " column " << r;
+  for (auto [sched, chains] : {std::pair{Schedule::kFast, 1}, std::pair{Schedule::kFixed, 8}}) {
+    std::vector<float> y(static_cast<size_t>(m * n));
+    CpuBackend backend(2);
+    ASSERT_TRUE(backend.MatMul(x.data(), m, wm, y.data(), sched).ok());
+    std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(internal::ActivationPairs(k)));
+    for (int64_t i = 0; i < m; ++i) {
+      internal::QuantizeActivations(x.data() + i * k, k, type, act.data());
+      for (int64_t r = 0; r < n; ++r) {
+        const float want = WholeBlockDot(type, w.bytes.data() + r * w.row_bytes, act.data(), k, chains);
+        ASSERT_TRUE(SameBits(&y[static_cast<size_t>(i * n + r)], &want, 1))
+            << what << " chains " << chains << " backend row " << i << " column " << r;
+      }
     }
   }
 }
 
-TEST(Int8Gemm, ComputesItsDefinitionAndTakesFastPromptRows) {
+TEST(Int8Gemm, ComputesBothDefinitionsAndTakesPromptRows) {
   // Only a CPU without these kernels skips (they are its whole subject; such a CPU's fast
   // quantized prompts run int8_dot.h's tiles or the float GEMM, tested above); where the CPU has
   // them, a library that does not detect them fails.

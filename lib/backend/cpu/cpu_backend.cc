@@ -226,8 +226,9 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       if (f->int8.one != nullptr) {
         if (int8_gemm(*f)) {
           thread_local AlignedVector<uint8_t> panel;
-          internal::Int8Gemm(w.type, w.data, w.row_bytes, r0, r1, act_q8_.data(), act_bias_.data(), k, f->rows.data(),
-                             count, y, n, panel);
+          const auto family = f == &fast ? internal::DotFamily::kFast : internal::DotFamily::kFixed;
+          internal::Int8Gemm(family, w.type, w.data, w.row_bytes, r0, r1, act_q8_.data(), act_bias_.data(), k,
+                             f->rows.data(), count, y, n, panel);
           continue;
         }
         Int8Rows(f->int8, w, r0, r1, f->rows.data(), count, y, n);

@@ -27,9 +27,18 @@ constexpr int64_t kPairRows = kPanels * kPanelRows;
 // see Int8Gemm.
 constexpr int64_t kPanelGroupBytes = 256 << 10, kRowBlock = 48, kRowBlockBytes = 384 << 10;
 
+// Where block b of nb lies in a panel: chain by chain (blocks b mod chains; 8 for fixed, 1 for
+// fast), so that Tile, which runs the chains one after the other, reads its blocks in order.
+int64_t ChainSlot(int64_t b, int64_t nb, int chains) {
+  int64_t slot = b / chains;
+  for (int64_t c = 0; c < b % chains; ++c) slot += (nb - c + chains - 1) / chains;  // chain c's blocks
+  return slot;
+}
+
 // Weight rows c0..c0 + 15 (zeros past r1) into one panel.
 template <typename QL>
-void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t nb, uint8_t* out) {
+void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t nb, int chains,
+               uint8_t* out) {
   thread_local std::vector<uint8_t> unsigned_row;
   unsigned_row.resize(static_cast<size_t>(32 * nb));
   for (int i = 0; i < kPanelRows; ++i) {
@@ -41,7 +50,7 @@ void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
       std::fill(unsigned_row.begin(), unsigned_row.end(), 0);
     }
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = out + b * kBlockBytes;
+      uint8_t* blk = out + ChainSlot(b, nb, chains) * kBlockBytes;
       for (int g = 0; g < 8; ++g) std::memcpy(blk + g * kGroupBytes + 4 * i, &unsigned_row[32 * b + 4 * g], 4);
       const float s = real ? QL::Scale(row, b) : 0.0f;
       std::memcpy(blk + 8 * kGroupBytes + 4 * i, &s, sizeof(s));
@@ -51,21 +60,22 @@ void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
 
 #if LLM42_X86
 // kPanels panels (consecutive in `panel`, each nb blocks) against NX activation rows: out[j]
-// gets activation row j's outputs for the panels' first ncols weight rows. The definition's
-// eight chains one after the other (blocks c, c + 8, ... for chain c: the chains are
-// independent), each into the same accumulators, then the tree lane by lane.
-template <int NX>
+// gets activation row j's outputs for the panels' first ncols weight rows. kChains chains over
+// blocks b mod kChains one after the other (the chains are independent), each into the same
+// accumulators, then for fixed's eight the tree lane by lane. fast's one chain (int8_gemm.h)
+// spares the eight chains' stores and tree: 10 % of the GEMMs at k = 768.
+template <int NX, int kChains>
 LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const int32_t* const* biases,
                         const ActivationPairQ8* const* x, float* const* out, int ncols) {
   const int64_t panel_bytes = nb * kBlockBytes;
-  __m512 chains[8][kPanels][NX];
-  for (int c = 0; c < 8; ++c) {
+  __m512 chains[kChains][kPanels][NX];
+  const uint8_t* blk = panel;  // the panels' blocks in chain order (ChainSlot)
+  for (int c = 0; c < kChains; ++c) {
     __m512 acc[kPanels][NX];
     for (int p = 0; p < kPanels; ++p) {
       for (int j = 0; j < NX; ++j) acc[p][j] = _mm512_setzero_ps();
     }
-    for (int64_t b = c; b < nb; b += 8) {
-      const uint8_t* blk = panel + b * kBlockBytes;
+    for (int64_t b = c; b < nb; b += kChains, blk += kBlockBytes) {
       const int8_t* xq[NX];
       const float* d[NX];
       __m512i sum[kPanels][NX];
@@ -105,17 +115,26 @@ LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const int32_t* const* 
   for (int j = 0; j < NX; ++j) {
     for (int p = 0; p < kPanels; ++p) {
       const auto& C = chains;
+      const int n = std::clamp(ncols - p * kPanelRows, 0, kPanelRows);
+      const auto mask = static_cast<__mmask16>((1u << n) - 1);
+      if constexpr (kChains == 1) {
+        _mm512_mask_storeu_ps(out[j] + p * kPanelRows, mask, C[0][p][j]);
+        continue;
+      } else {
+        static_assert(kChains == 8);
+      }
       const __m512 h0 = _mm512_add_ps(_mm512_add_ps(C[0][p][j], C[4][p][j]), _mm512_add_ps(C[2][p][j], C[6][p][j]));
       const __m512 h1 = _mm512_add_ps(_mm512_add_ps(C[1][p][j], C[5][p][j]), _mm512_add_ps(C[3][p][j], C[7][p][j]));
-      const int n = std::clamp(ncols - p * kPanelRows, 0, kPanelRows);
-      _mm512_mask_storeu_ps(out[j] + p * kPanelRows, static_cast<__mmask16>((1u << n) - 1), _mm512_add_ps(h0, h1));
+      _mm512_mask_storeu_ps(out[j] + p * kPanelRows, mask, _mm512_add_ps(h0, h1));
     }
   }
 }
 
 using TileFn = void (*)(const uint8_t*, int64_t, const int32_t* const*,
                         const ActivationPairQ8* const*, float* const*, int);
-constexpr TileFn kTiles[kTileX + 1] = {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>};
+template <int kChains>
+constexpr TileFn kTiles[kTileX + 1] = {nullptr,           Tile<1, kChains>, Tile<2, kChains>, Tile<3, kChains>,
+                                       Tile<4, kChains>, Tile<5, kChains>, Tile<6, kChains>};
 #endif  // LLM42_X86
 
 }  // namespace
@@ -129,9 +148,10 @@ void Int8GemmBiases(const ActivationPairQ8* row, int64_t k, int32_t* out) {
   }
 }
 
-void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+void Int8Gemm(DotFamily family, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
               const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows, int64_t n_rows,
               float* y, int64_t ldy, AlignedVector<uint8_t>& panel) {
+  const int chains = family == DotFamily::kFixed ? 8 : 1;
 #if LLM42_X86
   const int64_t nb = k / 32, pairs = ActivationPairs(k);
   // Panels packed a group at a time (about kPanelGroupBytes), then activation rows a block at a time
@@ -152,9 +172,9 @@ void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
     for (int64_t c0 = g0; c0 < g1; c0 += kPanelRows) {
       uint8_t* dst = panel.data() + (c0 - g0) / kPanelRows * nb * kBlockBytes;
       if (type == GgmlType::kQ8_0) {
-        PackPanel<Q8_0Loader>(type, w, row_bytes, c0, g1, nb, dst);
+        PackPanel<Q8_0Loader>(type, w, row_bytes, c0, g1, nb, chains, dst);
       } else {
-        PackPanel<Q4_0Loader>(type, w, row_bytes, c0, g1, nb, dst);
+        PackPanel<Q4_0Loader>(type, w, row_bytes, c0, g1, nb, chains, dst);
       }
     }
     for (int64_t m0 = 0; m0 < n_rows; m0 += row_block) {
@@ -172,13 +192,13 @@ void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int
             bs[j] = biases + rows[j0 + j] * nb;
             outs[j] = y + rows[j0 + j] * ldy + c0;
           }
-          kTiles[nx](pair, nb, bs, xs, outs, ncols);
+          (chains == 8 ? kTiles<8> : kTiles<1>)[nx](pair, nb, bs, xs, outs, ncols);
         }
       }
     }
   }
 #else
-  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)biases, (void)k, (void)rows,
+  (void)family, (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)biases, (void)k, (void)rows,
       (void)n_rows, (void)y, (void)ldy, (void)panel;
 #endif
 }

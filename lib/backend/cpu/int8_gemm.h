@@ -15,8 +15,11 @@ namespace llm42::internal {
 // lanes, one per weight row, so eight dpbusd give 16 whole-block integer products (exact in
 // int32), and a block costs one conversion, multiply and fused multiply-add per 16 outputs.
 //
-// Arithmetic: the fixed family's definition (int8_dot.h: whole-block products, eight chains over
-// blocks b mod 8, the tree), computed a chain at a time, so its bits are every fixed kernel's.
+// Arithmetic: for fixed, the family's definition (int8_dot.h: whole-block products, eight chains
+// over blocks b mod 8, the tree), computed a chain at a time, so its bits are every fixed kernel's;
+// for fast, one chain over the blocks in order (its own bits, the same for every row of a batch;
+// the eight chains' stores and tree cost 10 % of the GEMMs at k = 768, alternated on a Zen 5: fast
+// q4_0 alone 706-909 GFLOP/s with one chain, 751-810 with eight).
 // Version 2 of that definition (eight partial sums per block, each converted and multiplied on
 // its own) ran no faster in this layout than int8_dot.h's tiles (same dpbusd count; llama-110m
 // GEMMs alone, alternated on a Zen 5: 233-395 against 258-396 GFLOP/s), while whole-block
@@ -36,12 +39,12 @@ inline constexpr int64_t kInt8GemmMinRows = 32;
 // and thread.
 void Int8GemmBiases(const ActivationPairQ8* row, int64_t k, int32_t* out);
 
-// y[rows[i] * ldy + r] = dot(weight row r, activation row rows[i]) for r in [r0, r1) and every
-// i < n_rows; weight row r at w + r * row_bytes in `type`'s layout (q8_0 or q4_0, k a multiple
-// of 32); activation row a's records (QuantizeActivations for `type`) at act + a * ActivationPairs(k),
-// its Int8GemmBiases at biases + a * (k / 32). `panel` is the caller's scratch (one per thread).
-// Needs Int8GemmAvailable().
-void Int8Gemm(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+// y[rows[i] * ldy + r] = dot(weight row r, activation row rows[i]) in `family`'s arithmetic, for
+// r in [r0, r1) and every i < n_rows; weight row r at w + r * row_bytes in `type`'s layout (q8_0
+// or q4_0, k a multiple of 32); activation row a's records (QuantizeActivations for `type`) at
+// act + a * ActivationPairs(k), its Int8GemmBiases at biases + a * (k / 32). `panel` is the
+// caller's scratch (one per thread). Needs Int8GemmAvailable().
+void Int8Gemm(DotFamily family, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
               const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows, int64_t n_rows,
               float* y, int64_t ldy, AlignedVector<uint8_t>& panel);
 
