@@ -372,68 +372,69 @@ LLM42_AVX2 inline __m256 WeightScales8(const typename W::Block* w) {
       static_cast<int16_t>(w[6].scale), static_cast<int16_t>(w[7].scale)));
 }
 
-// One weight row against one activation row under the fixed definition, d the activation's block
-// scales in a row (ActivationScales): a SIMD kernel's groups of eight blocks, its lanes the eight
-// chains, then FixedInt8Blocks for the rest and the tree.
-using FixedRowFn = float (*)(const uint8_t* w, const ActivationPairQ8* x, const float* d, int64_t k);
-
-void ActivationScales(const ActivationPairQ8* x, int64_t n, float* out) {
-  for (int64_t b = 0; b < n; ++b) out[b] = ActivationBlock(x, b).d;
+// The activation scales of blocks b..b+7 (xr: the row's record b / 2), lane a = block b + a's:
+// the first of each block's eight copies in the four records.
+LLM42_AVX2 inline __m256 ActivationScales8(const ActivationPairQ8* xr) {
+  return _mm256_setr_ps(xr[0].d[0], xr[0].d[8], xr[1].d[0], xr[1].d[8], xr[2].d[0], xr[2].d[8], xr[3].d[0], xr[3].d[8]);
 }
 
-// The fixed definition on AVX2 (a FixedRowFn): blocks eight at a time, their whole integer
-// products (BlockTotals8) converted once and fused-multiply-added with their eight scales into
-// the eight chains. The rows are streamed (decode): each group asks for its bytes
-// kStreamPrefetchBytes on.
+// The fixed definition's blocks past a kernel's last group of eight, then the tree: acc holds
+// the eight chains (lane c: chain c) of weight row w against activation row x.
 template <typename W>
-LLM42_AVX2 float FixedRowAvx2(const uint8_t* row, const ActivationPairQ8* x, const float* d, int64_t k) {
-  const auto* w = reinterpret_cast<const typename W::Block*>(row);
-  const int64_t n = k / 32, n8 = n / 8 * 8;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n8; b += 8) {
-    PrefetchLines<8 * sizeof(typename W::Block)>(reinterpret_cast<const char*>(w + b) + kStreamPrefetchBytes);
-    const __m256 s = _mm256_mul_ps(WeightScales8<W>(w + b), _mm256_loadu_ps(d + b));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BlockTotals8<W>(w, x, b)), s, acc);
-  }
+LLM42_AVX2 inline float FinishFixedInt8(__m256 acc, const uint8_t* w, const ActivationPairQ8* x, int64_t n8, int64_t n) {
   alignas(32) float c[8];
   _mm256_store_ps(c, acc);
-  FixedInt8Blocks<typename W::Loader>(row, x, n8, n, c);
+  FixedInt8Blocks<typename W::Loader>(w, x, n8, n, c);
   return FixedTreeSum(c);
 }
 
-// NW weight rows x NX activation rows (an Int8TileFn) a pair at a time by kRow, each activation
-// row's scales gathered once.
-template <FixedRowFn kRow, int NW, int NX>
-__attribute__((always_inline)) inline void FixedPairs(const uint8_t* const* w_rows, const ActivationPairQ8* const* x,
-                                                      int64_t k, float* out) {
-  thread_local std::vector<float> d;
-  const int64_t n = k / 32;
-  d.resize(static_cast<size_t>(NX * n));
-  for (int j = 0; j < NX; ++j) ActivationScales(x[j], n, d.data() + j * n);
+// The fixed definition for NW weight rows x NX activation rows on AVX2: per group of eight
+// blocks each weight row's scales converted once, then per pair the eight blocks' whole integer
+// products (BlockTotals8) converted and fused-multiply-added with their scales into the pair's
+// eight chains (lane c: chain c). Decode (NX = 1) streams the rows: each asks for its bytes
+// kStreamPrefetchBytes on.
+template <typename W, int NW, int NX>
+LLM42_AVX2 void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out) {
+  using Block = typename W::Block;
+  const Block* w[NW];
+  __m256 acc[NW][NX];
+#pragma GCC unroll 4
   for (int r = 0; r < NW; ++r) {
-    for (int j = 0; j < NX; ++j) out[r * NX + j] = kRow(w_rows[r], x[j], d.data() + j * n, k);
+    w[r] = reinterpret_cast<const Block*>(w_rows[r]);
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
+  }
+  const int64_t n = k / 32, n8 = n / 8 * 8;
+  for (int64_t b = 0; b < n8; b += 8) {
+    __m256 dx[NX];
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) dx[j] = ActivationScales8(x[j] + b / 2);
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) {
+      if constexpr (NX == 1) {
+        PrefetchLines<8 * sizeof(Block)>(reinterpret_cast<const char*>(w[r] + b) + kStreamPrefetchBytes);
+      }
+      const __m256 ws = WeightScales8<W>(w[r] + b);
+#pragma GCC unroll 4
+      for (int j = 0; j < NX; ++j) {
+        const __m256 t = _mm256_cvtepi32_ps(BlockTotals8<W>(w[r], x[j], b));
+        acc[r][j] = _mm256_fmadd_ps(t, _mm256_mul_ps(ws, dx[j]), acc[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < NW; ++r) {
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = FinishFixedInt8<W>(acc[r][j], w_rows[r], x[j], n8, n);
   }
 }
 
-// Consecutive weight rows against one activation row (an Int8GemvFn) by kRow.
-template <FixedRowFn kRow>
-__attribute__((always_inline)) inline void FixedRows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                                     const ActivationPairQ8* x, int64_t k, float* out) {
-  thread_local std::vector<float> d;
-  d.resize(static_cast<size_t>(k / 32));
-  ActivationScales(x, k / 32, d.data());
-  for (int64_t r = 0; r < n_rows; ++r) out[r] = kRow(w + static_cast<size_t>(r) * row_bytes, x, d.data(), k);
-}
-
-template <typename W, int NW, int NX>
-LLM42_AVX2 __attribute__((flatten)) void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPairQ8* const* x,
-                                                       int64_t k, float* out) {
-  FixedPairs<FixedRowAvx2<W>, NW, NX>(w_rows, x, k, out);
-}
+// Decode rows one at a time (AVX2's 16 registers: two rows' chains and blocks spill).
 template <typename W>
-LLM42_AVX2 __attribute__((flatten)) void FixedGemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                                       const ActivationPairQ8* x, int64_t k, float* out) {
-  FixedRows<FixedRowAvx2<W>>(w, row_bytes, n_rows, x, k, out);
+LLM42_AVX2 void FixedGemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
+                              int64_t k, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    FixedTileAvx2<W, 1, 1>(&row, &x, k, out + r);
+  }
 }
 
 // f32 weight scales of blocks b (low half) and b + 1.
@@ -461,16 +462,9 @@ LLM42_VNNI512 inline __m256 OneBlock(const typename W::Block& w, const Activatio
 // 36-49 (decode 154-158 -> 301-341 and 416-431 -> 562-662 tok/s).
 inline constexpr int64_t kDecodeAhead = kStreamPrefetchBytes;
 
-// Blocks b..b+7's whole integer products, lane a = block b + a (x: the activation's record
-// b / 2): dpbusd of four block pairs (block 2i's eight per-lane sums in the low half of p[i],
-// 2i + 1's in the high half), then the sums across lanes.
-template <typename W>
-LLM42_VNNI512 inline __m256i BlockTotals8Vnni(const typename W::Block* w, const ActivationPairQ8* x) {
-  __m512i p[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    p[i] = _mm512_dpbusd_epi32(_mm512_load_si512(x[i].bias), W::LoadUnsignedPair(w + 2 * i), _mm512_load_si512(x[i].q));
-  }
+// Four dpbusd results' sums across lanes (block 2i's eight per-lane sums in the low half of p[i],
+// block 2i + 1's in the high half): lane a = block a's total.
+LLM42_VNNI512 inline __m256i LaneTotals8(const __m512i (&p)[4]) {
   // Per 128-bit quarter: p0's and p1's four lanes folded to two each, likewise p2's and p3's,
   // then [p0, p1, p2, p3] summed over the quarter.
   const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
@@ -482,33 +476,75 @@ LLM42_VNNI512 inline __m256i BlockTotals8Vnni(const typename W::Block* w, const 
       _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 8, 1, 9, 2, 10, 3, 11), t));
 }
 
-// The fixed definition on AVX-512 VNNI (a FixedRowFn): FixedRowAvx2's steps with
-// BlockTotals8Vnni.
-template <typename W>
-LLM42_VNNI512 float FixedRow512(const uint8_t* row, const ActivationPairQ8* x, const float* d, int64_t k) {
-  const auto* w = reinterpret_cast<const typename W::Block*>(row);
-  const int64_t n = k / 32, n8 = n / 8 * 8;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n8; b += 8) {
-    PrefetchLines<8 * sizeof(typename W::Block)>(reinterpret_cast<const char*>(w + b) + kDecodeAhead);
-    const __m256 s = _mm256_mul_ps(WeightScales8<W>(w + b), _mm256_loadu_ps(d + b));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BlockTotals8Vnni<W>(w + b, x + b / 2)), s, acc);
-  }
-  alignas(32) float c[8];
-  _mm256_store_ps(c, acc);
-  FixedInt8Blocks<typename W::Loader>(row, x, n8, n, c);
-  return FixedTreeSum(c);
+// ActivationScales8 on AVX-512: two-source permutes of the records' scale fields, not eight
+// inserts.
+LLM42_VNNI512 inline __m256 ActivationScales8Vnni(const ActivationPairQ8* xr) {
+  const __m512i pick = _mm512_setr_epi32(0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24);
+  const __m512 a = _mm512_permutex2var_ps(_mm512_load_ps(xr[0].d), pick, _mm512_load_ps(xr[1].d));
+  const __m512 b = _mm512_permutex2var_ps(_mm512_load_ps(xr[2].d), pick, _mm512_load_ps(xr[3].d));
+  return _mm256_insertf128_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps128(b), 1);
 }
 
+// FixedTileAvx2 on AVX-512 VNNI: per group of eight blocks each weight row's bytes (unsigned
+// shifted, four block pairs) and scales loaded once, then per pair four dpbusd with the
+// activation's biases, their totals (LaneTotals8) and one fused multiply-add. Decode (NX = 1)
+// prefetches kDecodeAhead per row read at once.
 template <typename W, int NW, int NX>
-LLM42_VNNI512 __attribute__((flatten)) void FixedTile512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x,
-                                                         int64_t k, float* out) {
-  FixedPairs<FixedRow512<W>, NW, NX>(w_rows, x, k, out);
+LLM42_VNNI512 void FixedTile512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k,
+                                float* out) {
+  using Block = typename W::Block;
+  const Block* w[NW];
+  __m256 acc[NW][NX];
+#pragma GCC unroll 4
+  for (int r = 0; r < NW; ++r) {
+    w[r] = reinterpret_cast<const Block*>(w_rows[r]);
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
+  }
+  const int64_t n = k / 32, n8 = n / 8 * 8;
+  for (int64_t b = 0; b < n8; b += 8) {
+    __m256 dx[NX];
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) dx[j] = ActivationScales8Vnni(x[j] + b / 2);
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) {
+      if constexpr (NX == 1) {
+        PrefetchLines<8 * sizeof(Block)>(reinterpret_cast<const char*>(w[r] + b) + kDecodeAhead * NW);
+      }
+      __m512i wu[4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) wu[i] = W::LoadUnsignedPair(w[r] + b + 2 * i);
+      const __m256 ws = WeightScales8<W>(w[r] + b);
+#pragma GCC unroll 4
+      for (int j = 0; j < NX; ++j) {
+        const ActivationPairQ8* xr = x[j] + b / 2;
+        __m512i p[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          p[i] = _mm512_dpbusd_epi32(_mm512_load_si512(xr[i].bias), wu[i], _mm512_load_si512(xr[i].q));
+        }
+        acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LaneTotals8(p)), _mm256_mul_ps(ws, dx[j]), acc[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < NW; ++r) {
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = FinishFixedInt8<W>(acc[r][j], w_rows[r], x[j], n8, n);
+  }
 }
+
+// Decode rows two at a time (two independent chains), a last odd row alone.
 template <typename W>
-LLM42_VNNI512 __attribute__((flatten)) void FixedGemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                                         const ActivationPairQ8* x, int64_t k, float* out) {
-  FixedRows<FixedRow512<W>>(w, row_bytes, n_rows, x, k, out);
+LLM42_VNNI512 void FixedGemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
+                                int64_t k, float* out) {
+  int64_t r = 0;
+  for (; r + 2 <= n_rows; r += 2) {
+    const uint8_t* rows[2] = {w + static_cast<size_t>(r) * row_bytes, w + static_cast<size_t>(r + 1) * row_bytes};
+    FixedTile512<W, 2, 1>(rows, &x, k, out + r);
+  }
+  if (r < n_rows) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    FixedTile512<W, 1, 1>(&row, &x, k, out + r);
+  }
 }
 
 // acc += f32(p) * s for blocks b (low half) and b + 1 (high half).
@@ -553,9 +589,9 @@ LLM42_VNNI512 __attribute__((flatten)) void Int8Gemv512(const uint8_t* w, size_t
 template <typename W>
 Int8Kernels Vnni512Kernels(DotFamily family) {
   if (family == DotFamily::kFixed) {
-    return {FixedTile512<W, 1, 1>, FixedTile512<W, 1, 4>, nullptr, 0, 0, FixedGemv512<W>};
+    return {FixedTile512<W, 1, 1>, FixedTile512<W, 1, 4>, FixedTile512<W, 2, 4>, 2, 4, FixedGemv512<W>};
   }
-  return {Int8Row512Fast<W>, FixedTile512<W, 1, 4>, nullptr, 0, 0, Int8Gemv512<Int8Row512Fast<W>>};
+  return {Int8Row512Fast<W>, FixedTile512<W, 1, 4>, FixedTile512<W, 2, 4>, 2, 4, Int8Gemv512<Int8Row512Fast<W>>};
 }
 
 // fixed: FixedRowAvx2 for every shape. fast: q4_0 decode is compute-bound and takes the fixed
