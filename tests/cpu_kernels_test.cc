@@ -623,16 +623,17 @@ TEST(QuantizeActivations, SimdGivesTheScalarBits) {
   }
 }
 
-// The prompt GEMM for q8_0/q4_0 on AVX-512 VNNI (int8_gemm.h) against both families' definitions
-// written out in scalar code (WholeBlockDot), bit for bit: weight rows a share starting
-// mid-matrix and ending in a part-filled panel, in one packed group or three, activation rows not
+// The prompt GEMMs for q8_0/q4_0 on AVX-512 VNNI (int8_gemm.h: weight panels, and activation
+// panels for fewer rows) against both families' definitions written out in scalar code
+// (WholeBlockDot), bit for bit: weight rows a share starting mid-matrix and ending in a part-filled panel, in one packed group or three, activation rows not
 // consecutive in every tile width (1 to 6), in one row block or two, odd and even block counts,
 // fewer blocks than chains and more; nothing written outside the share's columns. Then through
 // the backend: a prompt's fast and fixed rows give those bits (the backend takes this kernel for
 // them). Fails with a panel's scales packed from the neighbouring row, with full-width stores at a
 // panel's end, with a group's panels looked up from the share's start, or with the backend sending
 // the rows to int8_dot.h's tiles (tried with version 2), with fixed's panels packed in block
-// order rather than chain by chain, and with the tree's C2 and C1 swapped (tried).
+// order rather than chain by chain, with the tree's C2 and C1 swapped, and with activation panels
+// taking every lane's bias from the first row or a tree of (C0+C2)+(C4+C6) (tried).
 // The int8 definitions written out here from GGUF's block layouts: the blocks' exact integer
 // products in order, each converted and fused-multiply-added with f32(weight scale) x d (rounded
 // to f32) into chain b mod `chains` of f32 chains from +0; fixed's (int8_dot.h, version 3) has
@@ -675,6 +676,30 @@ void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
     }
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < m; i += 2) rows.push_back(i);  // 61 rows: blocks of 48 and 13, tiles of 6 and a tail
+    // Int8GemmFewRows (fixed's definition) from activation panels: one panel, a full one and one
+    // more row, three with the last part-filled; the share's 66 weight rows end in two of a
+    // group of four.
+    for (size_t take : {size_t{1}, size_t{16}, size_t{17}, size_t{40}}) {
+      std::vector<float> y(static_cast<size_t>(m * n), NAN);
+      AlignedVector<uint8_t> panels(static_cast<size_t>(internal::ActivationPanelBytes(static_cast<int64_t>(take), k)));
+      internal::PackActivationPanels(act.data(), biases.data(), k, rows.data(), static_cast<int64_t>(take),
+                                     panels.data());
+      internal::Int8GemmFewRows(type, w.bytes.data(), w.row_bytes, r0, r1, panels.data(), k, rows.data(),
+                                static_cast<int64_t>(take), y.data(), n);
+      for (int64_t i = 0; i < m; ++i) {
+        const bool taken = i % 2 == 0 && static_cast<size_t>(i / 2) < take;
+        for (int64_t r = 0; r < n; ++r) {
+          const float got = y[static_cast<size_t>(i * n + r)];
+          if (!taken || r < r0 || r >= r1) {
+            ASSERT_TRUE(std::isnan(got)) << what << " few rows wrote row " << i << " column " << r;
+            continue;
+          }
+          const float want = WholeBlockDot(type, w.bytes.data() + r * w.row_bytes, act.data() + i * pairs, k, 8);
+          ASSERT_TRUE(SameBits(&got, &want, 1)) << what << " few rows, k " << k << " row " << i << " column " << r
+                                                << ": " << got << " vs " << want;
+        }
+      }
+    }
     for (auto [family, chains] :
          {std::pair{internal::DotFamily::kFast, 1}, std::pair{internal::DotFamily::kFixed, 8}}) {
       for (size_t take : {rows.size(), size_t{1}, size_t{2}, size_t{4}, size_t{5}}) {
@@ -699,22 +724,26 @@ void CheckInt8Gemm(GgmlType type, std::mt19937& rng) {
       }
     }
   }
-  // The backend's prompt rows of either schedule, from kInt8GemmMinRows on.
-  const int64_t n = 40, k = 352, m = internal::kInt8GemmMinRows;
+  // The backend's rows of either schedule: from kFewRowsMin through activation panels, from
+  // kInt8GemmMinRows through weight panels (fast's in its own arithmetic).
+  const int64_t n = 40, k = 352;
   TestMatrix w = MakeMatrix(type, n, k, rng);
   WeightMatrix wm{type, w.bytes.data(), n, k, w.row_bytes};
-  const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), 5);
-  for (auto [sched, chains] : {std::pair{Schedule::kFast, 1}, std::pair{Schedule::kFixed, 8}}) {
-    std::vector<float> y(static_cast<size_t>(m * n));
-    CpuBackend backend(2);
-    ASSERT_TRUE(backend.MatMul(x.data(), m, wm, y.data(), sched).ok());
-    std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(internal::ActivationPairs(k)));
-    for (int64_t i = 0; i < m; ++i) {
-      internal::QuantizeActivations(x.data() + i * k, k, type, act.data());
-      for (int64_t r = 0; r < n; ++r) {
-        const float want = WholeBlockDot(type, w.bytes.data() + r * w.row_bytes, act.data(), k, chains);
-        ASSERT_TRUE(SameBits(&y[static_cast<size_t>(i * n + r)], &want, 1))
-            << what << " chains " << chains << " backend row " << i << " column " << r;
+  for (int64_t m : {internal::kFewRowsMin, int64_t{40}, internal::kInt8GemmMinRows}) {
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m * k), static_cast<uint32_t>(m));
+    for (Schedule sched : {Schedule::kFast, Schedule::kFixed}) {
+      const int chains = sched == Schedule::kFast && m >= internal::kInt8GemmMinRows ? 1 : 8;
+      std::vector<float> y(static_cast<size_t>(m * n));
+      CpuBackend backend(2);
+      ASSERT_TRUE(backend.MatMul(x.data(), m, wm, y.data(), sched).ok());
+      std::vector<internal::ActivationPairQ8> act(static_cast<size_t>(internal::ActivationPairs(k)));
+      for (int64_t i = 0; i < m; ++i) {
+        internal::QuantizeActivations(x.data() + i * k, k, type, act.data());
+        for (int64_t r = 0; r < n; ++r) {
+          const float want = WholeBlockDot(type, w.bytes.data() + r * w.row_bytes, act.data(), k, chains);
+          ASSERT_TRUE(SameBits(&y[static_cast<size_t>(i * n + r)], &want, 1))
+              << what << " chains " << chains << " backend, " << m << " rows: row " << i << " column " << r;
+        }
       }
     }
   }

@@ -190,13 +190,18 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows) {
     fast.int8 = {};
   }
-  // A family's rows of a quantized matrix, from kInt8GemmMinRows of them, on AVX-512 VNNI:
-  // int8_gemm.h's whole-block integer products, the fixed definition's bits (llama-110m, two
-  // threads, GEMMs alone at 512 rows on a Zen 5, alternated: q8_0 209-236 -> 700-890 GFLOP/s, q4_0
-  // 239-291 -> 690-870 against version 2's tiles).
-  auto int8_gemm = [&](const Family& f) {
+  // A family's rows of a quantized matrix on AVX-512 VNNI, from kFewRowsMin of them: whole-block
+  // integer products in panels, the fixed definition's bits (fast's Int8Gemm its own), the
+  // activation rows packed (Int8GemmFewRows) or, from kInt8GemmMinRows, the weight rows (Int8Gemm).
+  // llama-110m, two threads, GEMMs alone at 512 rows on a Zen 5, alternated: q8_0 209-236 ->
+  // 700-890 GFLOP/s, q4_0 239-291 -> 690-870 against version 2's row tiles; int8_gemm.h has the
+  // split's measurements.
+  auto panel_rows = [&](const Family& f) {
     return f.int8.one != nullptr && internal::Int8GemmAvailable(simd_) &&
-           static_cast<int64_t>(f.rows.size()) >= internal::kInt8GemmMinRows;
+           static_cast<int64_t>(f.rows.size()) >= internal::kFewRowsMin;
+  };
+  auto int8_gemm = [&](const Family& f) {
+    return panel_rows(f) && static_cast<int64_t>(f.rows.size()) >= internal::kInt8GemmMinRows;
   };
   // Activation row i quantized at act_q8_[i * pairs] for the families that use int8 kernels.
   const int64_t pairs = internal::ActivationPairs(k);
@@ -208,11 +213,16 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       }
     }
   }
-  if (int8_gemm(fast) || int8_gemm(fixed)) {
+  if (panel_rows(fast) || panel_rows(fixed)) {
     act_bias_.resize(static_cast<size_t>(m * (k / 32)));
     for (const Family* f : {&fast, &fixed}) {
-      if (!int8_gemm(*f)) continue;
+      if (!panel_rows(*f)) continue;
       for (int64_t i : f->rows) internal::Int8GemmBiases(act_q8_.data() + i * pairs, k, act_bias_.data() + i * (k / 32));
+      if (int8_gemm(*f)) continue;
+      AlignedVector<uint8_t>& panels = act_panels_[f == &fixed];
+      panels.resize(static_cast<size_t>(internal::ActivationPanelBytes(static_cast<int64_t>(f->rows.size()), k)));
+      internal::PackActivationPanels(act_q8_.data(), act_bias_.data(), k, f->rows.data(),
+                                     static_cast<int64_t>(f->rows.size()), panels.data());
     }
   }
   // Rows [r0, r1) of weight matrix w into y (w.rows per activation row).
@@ -224,6 +234,11 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
       const auto count = static_cast<int64_t>(f->rows.size());
       if (count == 0) continue;
       if (f->int8.one != nullptr) {
+        if (panel_rows(*f) && !int8_gemm(*f)) {
+          internal::Int8GemmFewRows(w.type, w.data, w.row_bytes, r0, r1, act_panels_[f == &fixed].data(), k,
+                                    f->rows.data(), count, y, n);
+          continue;
+        }
         if (int8_gemm(*f)) {
           thread_local AlignedVector<uint8_t> panel;
           const auto family = f == &fast ? internal::DotFamily::kFast : internal::DotFamily::kFixed;

@@ -104,7 +104,8 @@ class CpuBackend final : public Backend {
   // is driven by one thread (the session's engine), like the pool.
   std::vector<int64_t> fast_rows_, fixed_rows_;
   std::vector<internal::ActivationPairQ8> act_q8_;  // MatMul's activation rows, quantized (int8_dot.h)
-  std::vector<int32_t> act_bias_;                    // their Int8GemmBiases, for the fast rows (int8_gemm.h)
+  std::vector<int32_t> act_bias_;                    // their Int8GemmBiases (int8_gemm.h)
+  AlignedVector<uint8_t> act_panels_[2];             // fast's and fixed's rows for Int8GemmFewRows
   // Attention's blocks of queries (token * n_head + head): block b is attention_queries_[
   // attention_blocks_[b], attention_blocks_[b + 1]).
   std::vector<int64_t> attention_queries_, attention_blocks_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "lib/backend/cpu/row_dot.h"
@@ -135,6 +136,65 @@ using TileFn = void (*)(const uint8_t*, int64_t, const int32_t* const*,
 template <int kChains>
 constexpr TileFn kTiles[kTileX + 1] = {nullptr,           Tile<1, kChains>, Tile<2, kChains>, Tile<3, kChains>,
                                        Tile<4, kChains>, Tile<5, kChains>, Tile<6, kChains>};
+
+// Int8GemmFewRows: NW weight rows (wu: their unsigned-shifted bytes, UnsignedWeights; ws: their
+// f32 block scales) against one activation panel of nb blocks, whose first `lanes` rows are
+// activation rows rows[0..lanes): y[rows[i] * ldy + col + r] for weight row r. The definition's
+// eight chains one after the other (blocks c, c + 8, ... for chain c), each block's panel groups
+// loaded once for the NW weight rows, then the tree lane by lane.
+template <int NW>
+LLM42_VNNI512 void FewRowsTile(const uint8_t* const* wu, const float* const* ws, const uint8_t* panel, int64_t nb,
+                               const int64_t* rows, int64_t lanes, float* y, int64_t ldy, int64_t col) {
+  __m512 chains[8][NW];
+  for (int c = 0; c < 8; ++c) {
+    __m512 acc[NW];
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = c; b < nb; b += 8) {
+      const uint8_t* pb = panel + b * kActivationPanelBlockBytes;
+      __m512i a[8];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) a[g] = _mm512_load_si512(pb + g * kGroupBytes);
+      const __m512i bias = _mm512_load_si512(pb + 8 * kGroupBytes);
+      const __m512 d = _mm512_load_ps(pb + 9 * kGroupBytes);
+#pragma GCC unroll 4
+      for (int r = 0; r < NW; ++r) {
+        __m512i sum = bias;
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          int32_t four;
+          std::memcpy(&four, wu[r] + 32 * b + 4 * g, sizeof(four));
+          sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi32(four), a[g]);
+        }
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(ws[r][b])), acc[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; ++r) chains[c][r] = acc[r];
+  }
+  for (int r = 0; r < NW; ++r) {
+    const auto& C = chains;
+    const __m512 h0 = _mm512_add_ps(_mm512_add_ps(C[0][r], C[4][r]), _mm512_add_ps(C[2][r], C[6][r]));
+    const __m512 h1 = _mm512_add_ps(_mm512_add_ps(C[1][r], C[5][r]), _mm512_add_ps(C[3][r], C[7][r]));
+    alignas(64) float v[kPanelRows];
+    _mm512_store_ps(v, _mm512_add_ps(h0, h1));
+    for (int64_t i = 0; i < lanes; ++i) y[rows[i] * ldy + col + r] = v[i];
+  }
+}
+
+// Weight rows per FewRowsTile call.
+constexpr int kFewRowsW = 4;
+using FewRowsFn = void (*)(const uint8_t* const*, const float* const*, const uint8_t*, int64_t, const int64_t*, int64_t,
+                           float*, int64_t, int64_t);
+
+// A weight row's unsigned-shifted bytes (UnsignedWeights) and f32 block scales for FewRowsTile.
+template <typename QL>
+LLM42_VNNI512 void PrepareFewRowsWeights(GgmlType type, const uint8_t* row, int64_t nb, uint8_t* wu, float* ws) {
+  UnsignedWeights(type, row, nb, wu);
+  using Block = std::conditional_t<std::is_same_v<QL, Q8_0Loader>, BlockQ8_0, BlockQ4_0>;
+  const auto* blocks = reinterpret_cast<const Block*>(row);
+  for (int64_t b = 0; b < nb; ++b) ws[b] = _cvtsh_ss(blocks[b].scale);
+}
 #endif  // LLM42_X86
 
 }  // namespace
@@ -200,6 +260,62 @@ void Int8Gemm(DotFamily family, GgmlType type, const uint8_t* w, size_t row_byte
 #else
   (void)family, (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)act, (void)biases, (void)k, (void)rows,
       (void)n_rows, (void)y, (void)ldy, (void)panel;
+#endif
+}
+
+int64_t ActivationPanelBytes(int64_t n_rows, int64_t k) {
+  return (n_rows + kPanelRows - 1) / kPanelRows * (k / 32) * kActivationPanelBlockBytes;
+}
+
+void PackActivationPanels(const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows,
+                          int64_t n_rows, uint8_t* out) {
+  const int64_t nb = k / 32, pairs = ActivationPairs(k);
+  std::memset(out, 0, static_cast<size_t>(ActivationPanelBytes(n_rows, k)));
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const ActivationPairQ8* x = act + rows[i] * pairs;
+    const int64_t lane = i % kPanelRows;
+    uint8_t* panel = out + i / kPanelRows * nb * kActivationPanelBlockBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = panel + b * kActivationPanelBlockBytes;
+      const auto f = ActivationFields(x, b);
+      for (int g = 0; g < 8; ++g) std::memcpy(blk + g * kGroupBytes + 4 * lane, f.q + 4 * g, 4);
+      std::memcpy(blk + 8 * kGroupBytes + 4 * lane, biases + rows[i] * nb + b, 4);
+      std::memcpy(blk + 9 * kGroupBytes + 4 * lane, f.d, 4);
+    }
+  }
+}
+
+void Int8GemmFewRows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                     const uint8_t* panels, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
+#if LLM42_X86
+  const int64_t nb = k / 32, n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
+  thread_local AlignedVector<uint8_t> unsigned_rows;
+  thread_local std::vector<float> scales;
+  unsigned_rows.resize(static_cast<size_t>(kFewRowsW * 32 * nb));
+  scales.resize(static_cast<size_t>(kFewRowsW * nb));
+  for (int64_t r = r0; r < r1; r += kFewRowsW) {
+    const int nw = static_cast<int>(std::min<int64_t>(kFewRowsW, r1 - r));
+    const uint8_t* wu[kFewRowsW];
+    const float* ws[kFewRowsW];
+    for (int q = 0; q < nw; ++q) {
+      const uint8_t* row = w + static_cast<size_t>(r + q) * row_bytes;
+      uint8_t* u = unsigned_rows.data() + q * 32 * nb;
+      float* s = scales.data() + q * nb;
+      (type == GgmlType::kQ8_0 ? PrepareFewRowsWeights<Q8_0Loader> : PrepareFewRowsWeights<Q4_0Loader>)(type, row, nb,
+                                                                                                      u, s);
+      wu[q] = u;
+      ws[q] = s;
+    }
+    constexpr FewRowsFn kByRows[kFewRowsW + 1] = {nullptr, FewRowsTile<1>, FewRowsTile<2>, FewRowsTile<3>, FewRowsTile<4>};
+    for (int64_t p = 0; p < n_panels; ++p) {
+      const uint8_t* panel = panels + p * nb * kActivationPanelBlockBytes;
+      const int64_t lanes = std::min<int64_t>(kPanelRows, n_rows - p * kPanelRows);
+      kByRows[nw](wu, ws, panel, nb, rows + p * kPanelRows, lanes, y, ldy, r);
+    }
+  }
+#else
+  (void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)panels, (void)k, (void)rows, (void)n_rows, (void)y,
+      (void)ldy;
 #endif
 }
 

@@ -28,11 +28,17 @@ namespace llm42::internal {
 // True where the CPU has AVX-512 VNNI (and LLM42_CPU_SIMD is not off) and allow_simd.
 bool Int8GemmAvailable(bool allow_simd = true);
 
-// From how many activation rows of a schedule the backend gives a MatMul to Int8Gemm rather than
-// int8_dot.h's row kernels (llama-110m q8_0, two threads, GEMMs alone on a Zen 5, alternated,
-// against version 2's tiles: 8 rows 95-138 against 137-152 GFLOP/s, 16 rows 205-243 against
-// 199-266, 32 rows 285-404 against 288-302, 64 rows 496-555 against 320-329).
-inline constexpr int64_t kInt8GemmMinRows = 32;
+// How the backend splits a schedule's activation rows of a quantized MatMul on AVX-512 VNNI
+// (both give the fixed family's bits, and fast's Int8Gemm its own): from kInt8GemmMinRows rows
+// Int8Gemm (weight panels), from kFewRowsMin Int8GemmFewRows (activation panels), fewer
+// int8_dot.h's row kernels. Single thread, q8_0 and q4_0 at k = 768 and 2048, fixed, GFLOP/s:
+// rows       4        6        8        16       32       128      256      512
+// row kern.  141-145  121-124  144-148  140-141  89
+// few rows   93-101   143-151  190-198  347-374  412-466  444-519  452-489  425-438
+// Int8Gemm                              135-145  213-224  429-454  498-507  506-536
+// (version 2's row tiles, for comparison: 233-240 at 8 rows.)
+inline constexpr int64_t kFewRowsMin = 6;
+inline constexpr int64_t kInt8GemmMinRows = 256;
 
 // The whole-block biases Int8Gemm adds (int8_dot.h's eight lane biases of each block, summed) of
 // one activation row of k values: out[b] for block b. Once per row and MatMul, for every matrix
@@ -47,6 +53,28 @@ void Int8GemmBiases(const ActivationPairQ8* row, int64_t k, int32_t* out);
 void Int8Gemm(DotFamily family, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
               const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows, int64_t n_rows,
               float* y, int64_t ldy, AlignedVector<uint8_t>& panel);
+
+// Few activation rows (a verify window, a short prompt): the activation rows packed 16 to a panel
+// instead of the weights, the weight rows read as they are. Per block of a panel: group g (0..7)
+// holds values 4g..4g+3 of each row (row i at bytes 4i..4i+3), then the rows' 16 whole-block
+// biases (Int8GemmBiases) and 16 scales; lanes past the last row are zeros.
+inline constexpr int64_t kActivationPanelBlockBytes = 8 * 64 + 64 + 64;
+// Bytes of the panels of n_rows activation rows of k values.
+int64_t ActivationPanelBytes(int64_t n_rows, int64_t k);
+// Activation rows rows[0..n_rows) (records at act + row * ActivationPairs(k), Int8GemmBiases at
+// biases + row * (k / 32)) into panels at out (ActivationPanelBytes).
+void PackActivationPanels(const ActivationPairQ8* act, const int32_t* biases, int64_t k, const int64_t* rows,
+                          int64_t n_rows, uint8_t* out);
+
+// y[rows[i] * ldy + r] = dot(weight row r, activation row rows[i]) for r in [r0, r1) and every
+// i < n_rows, in the fixed family's arithmetic, from the panels PackActivationPanels made of
+// those rows: per weight row and block, eight dpbusd of the weight's four unsigned-shifted values
+// (broadcast) against a panel's groups give 16 rows' whole-block products, one conversion,
+// multiply and fused multiply-add per 16 outputs, no sums across lanes (int8_dot.h's row kernels
+// need them) and no weight panels (Int8Gemm packs them, which a few rows do not repay). Needs
+// Int8GemmAvailable().
+void Int8GemmFewRows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                     const uint8_t* panels, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy);
 
 }  // namespace llm42::internal
 
