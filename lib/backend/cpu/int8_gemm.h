@@ -36,9 +36,13 @@ bool Int8GemmAvailable(bool allow_simd = true);
 // row kern.  141-145  121-124  144-148  140-141  89
 // few rows   93-101   143-151  190-198  347-374  412-466  444-519  452-489  425-438
 // Int8Gemm                              135-145  213-224  429-454  498-507  506-536
-// (version 2's row tiles, for comparison: 233-240 at 8 rows.)
+// (version 2's row tiles, for comparison: 233-240 at 8 rows.) Two threads, llama-110m q4_0, GEMMs
+// alone, alternated, noisy, fixed / fast against version 2: 8 rows 178-196 / 207-219 against
+// 182-222 / 253-286; 16 rows 291-418 / 304-426 against 240-253 / 265; 64 rows 386-506 / 453-540
+// against 202-287 / 469-501; 128 rows through few rows 438-494 / 473-633 against 277-293 / 629-665
+// (fast's Int8Gemm, one chain), hence Int8Gemm from 128.
 inline constexpr int64_t kFewRowsMin = 6;
-inline constexpr int64_t kInt8GemmMinRows = 256;
+inline constexpr int64_t kInt8GemmMinRows = 128;
 
 // The whole-block biases Int8Gemm adds (int8_dot.h's eight lane biases of each block, summed) of
 // one activation row of k values: out[b] for block b. Once per row and MatMul, for every matrix
