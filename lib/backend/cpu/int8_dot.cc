@@ -150,23 +150,16 @@ void QuantizeActivations(const float* x, int64_t k, GgmlType type, ActivationPai
 
 namespace {
 
-// The fixed family's definition (int8_dot.h) for blocks [b0, n) of weight row w against
-// activation row x, into the chains c (block b into c[b % 8]): the portable kernel's whole row,
-// and the SIMD kernels' blocks past their last group of eight.
+// The fixed family's definition (int8_dot.h), block by block.
 template <typename QL>
-void FixedInt8Blocks(const uint8_t* w, const ActivationPairQ8* x, int64_t b0, int64_t n, float (&c)[8]) {
-  for (int64_t b = b0; b < n; ++b) {
+float PortableFixedInt8Dot(const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
+  float c[8] = {};
+  for (int64_t b = 0; b < k / 32; ++b) {
     const ActivationBlockQ8 xb = ActivationBlock(x, b);
     int32_t p = 0;
     for (int i = 0; i < 32; ++i) p += static_cast<int32_t>(QL::Q(w, 32 * b + i)) * xb.q[i];
     c[b % 8] = std::fma(static_cast<float>(p), QL::Scale(w, b) * xb.d, c[b % 8]);
   }
-}
-
-template <typename QL>
-float PortableFixedInt8Dot(const uint8_t* w, const ActivationPairQ8* x, int64_t k) {
-  float c[8] = {};
-  FixedInt8Blocks<QL>(w, x, 0, k / 32, c);
   return FixedTreeSum(c);
 }
 
@@ -186,7 +179,6 @@ Int8Kernels PortableFixedKernels() {
 // The 32 integer weights of a block (byte i = element i).
 struct Q8_0Weights {
   using Block = BlockQ8_0;
-  using Loader = Q8_0Loader;
   LLM42_AVX2 static __m256i Load(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q)); }
   // AVX2 per-lane products (Int8Accumulate): maddubs of |w| by x with w's sign moved onto it.
   // The block's weights are read again for each sign (a load, not a register held: tiles of
@@ -216,7 +208,6 @@ struct Q8_0Weights {
 // q[j - 16]; weight = nibble - 8.
 struct Q4_0Weights {
   using Block = BlockQ4_0;
-  using Loader = Q4_0Loader;
   // For dpbusd and maddubs: the nibbles themselves (weight + 8), one block, or blocks b (low
   // half) and b + 1.
   LLM42_AVX2 static __m256i LoadUnsigned(const Block& b) {
@@ -379,12 +370,23 @@ LLM42_AVX2 inline __m256 ActivationScales8(const ActivationPairQ8* xr) {
 }
 
 // The fixed definition's blocks past a kernel's last group of eight, then the tree: acc holds
-// the eight chains (lane c: chain c) of weight row w against activation row x.
+// the eight chains (lane c: chain c) of weight row w against activation row x. Each block's
+// per-lane products (W::ProductsAvx2, exact, so any kernel's) summed across lanes, then the
+// definition's fused multiply-add in scalar code: a row of 28 blocks (k = 896) has four of them.
 template <typename W>
 LLM42_AVX2 inline float FinishFixedInt8(__m256 acc, const uint8_t* w, const ActivationPairQ8* x, int64_t n8, int64_t n) {
   alignas(32) float c[8];
   _mm256_store_ps(c, acc);
-  FixedInt8Blocks<typename W::Loader>(w, x, n8, n, c);
+  const auto* blocks = reinterpret_cast<const typename W::Block*>(w);
+  for (int64_t b = n8; b < n; ++b) {
+    const ActivationBlockQ8 xb = ActivationBlock(x, b);
+    const __m256i p = W::ProductsAvx2(W::PrepareAvx2(blocks[b]), _mm256_load_si256(reinterpret_cast<const __m256i*>(xb.q)), xb);
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 1, 1, 1)));
+    const auto total = static_cast<float>(_mm_cvtsi128_si32(h));
+    c[b % 8] = std::fma(total, _cvtsh_ss(blocks[b].scale) * xb.d, c[b % 8]);
+  }
   return FixedTreeSum(c);
 }
 
