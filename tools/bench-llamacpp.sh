@@ -16,7 +16,7 @@
 # llama.cpp side as llama-bench and llama-batched-bench do.
 #
 #   tools/bench-llamacpp.sh [BUILD_DIR] [MODEL_DIR]      (defaults: build, /tmp/llm42-models)
-#   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" BIG=1 BATCHED=1 PLOT=ratios.png
+#   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" BIG=1 BIGS="f16 q4_0" BATCHED=1 PLOT=ratios.png
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
@@ -55,7 +55,7 @@ for d in "${dtypes[@]}"; do
   m="$models/llama-110m-$d.gguf"
   [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
 done
-bigs=(f16 q4_0)
+read -r -a bigs <<<"${BIGS:-f16 q4_0}"
 if [[ ${BIG:-1} == 1 ]]; then
   for d in "${bigs[@]}"; do
     m="$models/llama-1b-$d.gguf"

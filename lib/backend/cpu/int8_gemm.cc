@@ -28,18 +28,21 @@ constexpr int64_t kPairRows = kPanels * kPanelRows;
 // see Int8Gemm.
 constexpr int64_t kPanelGroupBytes = 256 << 10, kRowBlock = 48, kRowBlockBytes = 384 << 10;
 
-// Where block b of nb lies in a panel: chain by chain (blocks b mod chains; 8 for fixed, 1 for
-// fast), so that Tile, which runs the chains one after the other, reads its blocks in order.
-int64_t ChainSlot(int64_t b, int64_t nb, int chains) {
-  int64_t slot = b / chains;
-  for (int64_t c = 0; c < b % chains; ++c) slot += (nb - c + chains - 1) / chains;  // chain c's blocks
-  return slot;
+// Where each of nb blocks lies in a panel (slots[b]): chain by chain (blocks b mod chains; 8 for
+// fixed, 1 for fast), so that Tile, which runs the chains one after the other, reads its blocks
+// in order.
+void ChainSlots(int64_t nb, int chains, std::vector<int64_t>& slots) {
+  slots.resize(static_cast<size_t>(nb));
+  int64_t next = 0;
+  for (int c = 0; c < chains; ++c) {
+    for (int64_t b = c; b < nb; b += chains) slots[static_cast<size_t>(b)] = next++;
+  }
 }
 
-// Weight rows c0..c0 + 15 (zeros past r1) into one panel.
+// Weight rows c0..c0 + 15 (zeros past r1) into one panel, block b at slots[b].
 template <typename QL>
-void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t nb, int chains,
-               uint8_t* out) {
+void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t nb,
+               const int64_t* slots, uint8_t* out) {
   thread_local std::vector<uint8_t> unsigned_row;
   unsigned_row.resize(static_cast<size_t>(32 * nb));
   for (int i = 0; i < kPanelRows; ++i) {
@@ -51,7 +54,7 @@ void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, in
       std::fill(unsigned_row.begin(), unsigned_row.end(), 0);
     }
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = out + ChainSlot(b, nb, chains) * kBlockBytes;
+      uint8_t* blk = out + slots[b] * kBlockBytes;
       for (int g = 0; g < 8; ++g) std::memcpy(blk + g * kGroupBytes + 4 * i, &unsigned_row[32 * b + 4 * g], 4);
       const float s = real ? QL::Scale(row, b) : 0.0f;
       std::memcpy(blk + 8 * kGroupBytes + 4 * i, &s, sizeof(s));
@@ -70,7 +73,7 @@ LLM42_VNNI512 void Tile(const uint8_t* panel, int64_t nb, const int32_t* const* 
                         const ActivationPairQ8* const* x, float* const* out, int ncols) {
   const int64_t panel_bytes = nb * kBlockBytes;
   __m512 chains[kChains][kPanels][NX];
-  const uint8_t* blk = panel;  // the panels' blocks in chain order (ChainSlot)
+  const uint8_t* blk = panel;  // the panels' blocks in chain order (ChainSlots)
   for (int c = 0; c < kChains; ++c) {
     __m512 acc[kPanels][NX];
     for (int p = 0; p < kPanels; ++p) {
@@ -227,14 +230,16 @@ void Int8Gemm(DotFamily family, GgmlType type, const uint8_t* w, size_t row_byte
   const int64_t row_block = std::clamp<int64_t>(kRowBlockBytes / record_bytes / kTileX * kTileX, kTileX, kRowBlock);
   panel.resize(static_cast<size_t>(std::min(group_rows, (r1 - r0 + kPairRows - 1) / kPairRows * kPairRows) /
                                    kPairRows * pair_bytes));
+  thread_local std::vector<int64_t> slots;
+  ChainSlots(nb, chains, slots);
   for (int64_t g0 = r0; g0 < r1; g0 += group_rows) {
     const int64_t g1 = std::min(r1, g0 + group_rows);
     for (int64_t c0 = g0; c0 < g1; c0 += kPanelRows) {
       uint8_t* dst = panel.data() + (c0 - g0) / kPanelRows * nb * kBlockBytes;
       if (type == GgmlType::kQ8_0) {
-        PackPanel<Q8_0Loader>(type, w, row_bytes, c0, g1, nb, chains, dst);
+        PackPanel<Q8_0Loader>(type, w, row_bytes, c0, g1, nb, slots.data(), dst);
       } else {
-        PackPanel<Q4_0Loader>(type, w, row_bytes, c0, g1, nb, chains, dst);
+        PackPanel<Q4_0Loader>(type, w, row_bytes, c0, g1, nb, slots.data(), dst);
       }
     }
     for (int64_t m0 = 0; m0 < n_rows; m0 += row_block) {
