@@ -340,7 +340,7 @@ LLM42_AVX2 __attribute__((flatten)) void Int8GemvAvx2(const uint8_t* w, size_t r
 // block b + a: three levels of horizontal adds and a swap of halves instead of a conversion and
 // a fused multiply-add per block.
 template <typename W>
-LLM42_AVX2 inline __m256i BlockTotals8(const typename W::Block* w, const ActivationPairQ8* x, int64_t b) {
+LLM42_AVX2 __attribute__((always_inline)) inline __m256i BlockTotals8(const typename W::Block* w, const ActivationPairQ8* x, int64_t b) {
   __m256i p[8];
 #pragma GCC unroll 8
   for (int a = 0; a < 8; ++a) {
@@ -361,6 +361,15 @@ LLM42_AVX2 inline __m256 WeightScales8(const typename W::Block* w) {
       static_cast<int16_t>(w[0].scale), static_cast<int16_t>(w[1].scale), static_cast<int16_t>(w[2].scale),
       static_cast<int16_t>(w[3].scale), static_cast<int16_t>(w[4].scale), static_cast<int16_t>(w[5].scale),
       static_cast<int16_t>(w[6].scale), static_cast<int16_t>(w[7].scale)));
+}
+
+// Activation row x's block scales in a row (k values), in a per-thread buffer: decode's, loaded
+// by every weight row.
+const float* ActivationScaleRow(const ActivationPairQ8* x, int64_t k) {
+  thread_local std::vector<float> scales;
+  scales.resize(static_cast<size_t>(k / 32));
+  for (int64_t b = 0; b < k / 32; ++b) scales[static_cast<size_t>(b)] = ActivationBlock(x, b).d;
+  return scales.data();
 }
 
 // The activation scales of blocks b..b+7 (xr: the row's record b / 2), lane a = block b + a's:
@@ -395,8 +404,10 @@ LLM42_AVX2 inline float FinishFixedInt8(__m256 acc, const uint8_t* w, const Acti
 // products (BlockTotals8) converted and fused-multiply-added with their scales into the pair's
 // eight chains (lane c: chain c). Decode (NX = 1) streams the rows: each asks for its bytes
 // kStreamPrefetchBytes on.
+// (scales: x[0]'s block scales in a row for decode, ActivationScaleRow, or null.)
 template <typename W, int NW, int NX>
-LLM42_AVX2 void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out) {
+LLM42_AVX2 void FixedRowsAvx2(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out,
+                              const float* scales) {
   using Block = typename W::Block;
   const Block* w[NW];
   __m256 acc[NW][NX];
@@ -410,7 +421,9 @@ LLM42_AVX2 void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPair
   for (int64_t b = 0; b < n8; b += 8) {
     __m256 dx[NX];
 #pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) dx[j] = ActivationScales8(x[j] + b / 2);
+    for (int j = 0; j < NX; ++j) {
+      dx[j] = scales != nullptr ? _mm256_loadu_ps(scales + b) : ActivationScales8(x[j] + b / 2);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < NW; ++r) {
       if constexpr (NX == 1) {
@@ -429,13 +442,20 @@ LLM42_AVX2 void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPair
   }
 }
 
-// Decode rows one at a time (AVX2's 16 registers: two rows' chains and blocks spill).
+template <typename W, int NW, int NX>
+LLM42_AVX2 void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out) {
+  FixedRowsAvx2<W, NW, NX>(w_rows, x, k, out, nullptr);
+}
+
+// Decode rows one at a time (AVX2's 16 registers: two rows' chains and blocks spill), the
+// activation's scales gathered once.
 template <typename W>
-LLM42_AVX2 void FixedGemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
+LLM42_AVX2 __attribute__((flatten)) void FixedGemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
                               int64_t k, float* out) {
+  const float* scales = ActivationScaleRow(x, k);
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-    FixedTileAvx2<W, 1, 1>(&row, &x, k, out + r);
+    FixedRowsAvx2<W, 1, 1>(&row, &x, k, out + r, scales);
   }
 }
 
@@ -492,8 +512,8 @@ LLM42_VNNI512 inline __m256 ActivationScales8Vnni(const ActivationPairQ8* xr) {
 // activation's biases, their totals (LaneTotals8) and one fused multiply-add. Decode (NX = 1)
 // prefetches kDecodeAhead per row read at once.
 template <typename W, int NW, int NX>
-LLM42_VNNI512 void FixedTile512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k,
-                                float* out) {
+LLM42_VNNI512 void FixedRows512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out,
+                                const float* scales) {
   using Block = typename W::Block;
   const Block* w[NW];
   __m256 acc[NW][NX];
@@ -507,7 +527,9 @@ LLM42_VNNI512 void FixedTile512(const uint8_t* const* w_rows, const ActivationPa
   for (int64_t b = 0; b < n8; b += 8) {
     __m256 dx[NX];
 #pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) dx[j] = ActivationScales8Vnni(x[j] + b / 2);
+    for (int j = 0; j < NX; ++j) {
+      dx[j] = scales != nullptr ? _mm256_loadu_ps(scales + b) : ActivationScales8Vnni(x[j] + b / 2);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < NW; ++r) {
       if constexpr (NX == 1) {
@@ -534,18 +556,26 @@ LLM42_VNNI512 void FixedTile512(const uint8_t* const* w_rows, const ActivationPa
   }
 }
 
-// Decode rows two at a time (two independent chains), a last odd row alone.
+template <typename W, int NW, int NX>
+LLM42_VNNI512 void FixedTile512(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k,
+                                float* out) {
+  FixedRows512<W, NW, NX>(w_rows, x, k, out, nullptr);
+}
+
+// Decode rows two at a time (two independent chains), a last odd row alone, the activation's
+// scales gathered once.
 template <typename W>
-LLM42_VNNI512 void FixedGemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
+LLM42_VNNI512 __attribute__((flatten)) void FixedGemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
                                 int64_t k, float* out) {
+  const float* scales = ActivationScaleRow(x, k);
   int64_t r = 0;
   for (; r + 2 <= n_rows; r += 2) {
     const uint8_t* rows[2] = {w + static_cast<size_t>(r) * row_bytes, w + static_cast<size_t>(r + 1) * row_bytes};
-    FixedTile512<W, 2, 1>(rows, &x, k, out + r);
+    FixedRows512<W, 2, 1>(rows, &x, k, out + r, scales);
   }
   if (r < n_rows) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-    FixedTile512<W, 1, 1>(&row, &x, k, out + r);
+    FixedRows512<W, 1, 1>(&row, &x, k, out + r, scales);
   }
 }
 
