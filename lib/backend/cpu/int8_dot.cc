@@ -403,8 +403,9 @@ LLM42_AVX2 inline float FinishFixedInt8(__m256 acc, const uint8_t* w, const Acti
 // blocks each weight row's scales converted once, then per pair the eight blocks' whole integer
 // products (BlockTotals8) converted and fused-multiply-added with their scales into the pair's
 // eight chains (lane c: chain c). Decode (NX = 1) streams the rows: each asks for its bytes
-// kStreamPrefetchBytes on.
-// (scales: x[0]'s block scales in a row for decode, ActivationScaleRow, or null.)
+// kStreamPrefetchBytes on, and passes x[0]'s block scales in a row (ActivationScaleRow; else
+// null). FixedRows512 is the same loop on AVX-512 VNNI: a function's target decides which
+// intrinsics inline into it, so the two are written out apart.
 template <typename W, int NW, int NX>
 LLM42_AVX2 void FixedRowsAvx2(const uint8_t* const* w_rows, const ActivationPairQ8* const* x, int64_t k, float* out,
                               const float* scales) {
@@ -450,8 +451,8 @@ LLM42_AVX2 void FixedTileAvx2(const uint8_t* const* w_rows, const ActivationPair
 // Decode rows one at a time (AVX2's 16 registers: two rows' chains and blocks spill), the
 // activation's scales gathered once.
 template <typename W>
-LLM42_AVX2 __attribute__((flatten)) void FixedGemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
-                              int64_t k, float* out) {
+LLM42_AVX2 __attribute__((flatten)) void FixedGemvAvx2(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                                       const ActivationPairQ8* x, int64_t k, float* out) {
   const float* scales = ActivationScaleRow(x, k);
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
@@ -565,8 +566,8 @@ LLM42_VNNI512 void FixedTile512(const uint8_t* const* w_rows, const ActivationPa
 // Decode rows two at a time (two independent chains), a last odd row alone, the activation's
 // scales gathered once.
 template <typename W>
-LLM42_VNNI512 __attribute__((flatten)) void FixedGemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationPairQ8* x,
-                                int64_t k, float* out) {
+LLM42_VNNI512 __attribute__((flatten)) void FixedGemv512(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                                         const ActivationPairQ8* x, int64_t k, float* out) {
   const float* scales = ActivationScaleRow(x, k);
   int64_t r = 0;
   for (; r + 2 <= n_rows; r += 2) {
