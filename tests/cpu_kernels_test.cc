@@ -11,6 +11,7 @@
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/int8_gemm.h"
+#include "lib/backend/cpu/round_row.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/ggml_types.h"
@@ -587,6 +588,49 @@ TEST(Attention, PromptRowsGiveTheirAloneBits) {
           << "position " << rows[i].second << " fixed " << (s == Schedule::kFixed);
     }
   }
+}
+
+// The KV cache's rounding to f16 and bf16 (round_row.h) on AVX2 gives the scalar conversions'
+// bits: a million random bit patterns (every exponent, NaNs with payloads of both signs), then
+// the edges — zeros, infinities, the largest finite f16 and the first value that overflows it,
+// ties to even around f16's and bf16's last bits, f16 subnormals and the smallest value that does
+// not flush — at row lengths on and off the 8-lane steps. Fails with F16C's NaNs kept as they are
+// (payload bits survive), with the bf16 rounding's tie-to-even term dropped, and with
+// round-toward-zero for f16 (tried).
+TEST(RoundRow, SimdGivesTheScalarBits) {
+  SKIP_WITHOUT_AVX2_KERNELS("rows are rounded by the scalar code only");
+  std::vector<uint32_t> bits;
+  std::mt19937 rng(83);
+  for (int i = 0; i < (1 << 20); ++i) bits.push_back(static_cast<uint32_t>(rng()));
+  for (uint32_t b : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u,
+                     0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0x3F801000u, 0x3F803000u, 0x3F808000u,
+                     0x3F818000u, 0x33000000u, 0x33000001u, 0x387FC000u, 0x38800000u, 0x00000001u, 0x7F7FFFFFu}) {
+    bits.push_back(b);
+  }
+  for (int64_t n : {static_cast<int64_t>(bits.size()), int64_t{13}, int64_t{7}}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    std::memcpy(x.data(), bits.data() + bits.size() - static_cast<size_t>(n), x.size() * sizeof(float));
+    std::vector<uint8_t> simd(2 * x.size()), scalar(simd.size());
+    internal::RoundRowToF16(x.data(), n, simd.data(), true);
+    internal::RoundRowToF16(x.data(), n, scalar.data(), false);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&simd[2 * i], &scalar[2 * i], 2), 0) << "f16 of 0x" << std::hex << bits[bits.size() - n + i];
+    }
+    internal::RoundRowToBf16(x.data(), n, simd.data(), true);
+    internal::RoundRowToBf16(x.data(), n, scalar.data(), false);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&simd[2 * i], &scalar[2 * i], 2), 0) << "bf16 of 0x" << std::hex << bits[bits.size() - n + i];
+    }
+  }
+  // The scalar conversions themselves at two edges, against their definitions: 65520 (halfway
+  // between f16's largest finite value 65504 and 2^16) rounds to infinity, 1 + 2^-8 (a bf16 tie)
+  // to even (1.0).
+  uint8_t h[2];
+  const float edge[2] = {65520.0f, 1.0f + 0x1p-8f};
+  internal::RoundRowToF16(edge, 1, h, false);
+  EXPECT_EQ(h[0] | h[1] << 8, 0x7C00);
+  internal::RoundRowToBf16(edge + 1, 1, h, false);
+  EXPECT_EQ(h[0] | h[1] << 8, 0x3F80);
 }
 
 // Activation quantization (int8_dot.h) on AVX-512 (or AVX2, where the CPU lacks AVX-512 VNNI or

@@ -14,6 +14,7 @@
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/int8_gemm.h"
 #include "lib/backend/cpu/packed_gemm.h"
+#include "lib/backend/cpu/round_row.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/portable_math.h"
@@ -468,22 +469,12 @@ absl::Status CpuBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> ho
 absl::Status CpuBackend::StoreKv(int64_t layer, const float* k, const float* v) {
   const int64_t kv = kv_shape_.kv_dim, matrix = int64_t{kv_shape_.block_size} * kv;
   const auto elem = static_cast<int64_t>(kv_element_bytes());
-  // Rounded to the storage type element by element (scalar conversions: the same bits on every
-  // CPU); the row's values sit `matrix` elements after its keys.
+  // Rounded to the storage type (round_row.h: the scalar conversions' bits on every CPU); the
+  // row's values sit `matrix` elements after its keys.
   auto store = [&](const float* src, uint8_t* dst) {
     switch (kv_dtype_) {
-      case KvDtype::kF16:
-        for (int64_t j = 0; j < kv; ++j) {
-          const uint16_t h = Fp32ToFp16(src[j]);
-          std::memcpy(dst + 2 * j, &h, 2);
-        }
-        break;
-      case KvDtype::kBf16:
-        for (int64_t j = 0; j < kv; ++j) {
-          const uint16_t h = Fp32ToBf16(src[j]);
-          std::memcpy(dst + 2 * j, &h, 2);
-        }
-        break;
+      case KvDtype::kF16: internal::RoundRowToF16(src, kv, dst, simd_); break;
+      case KvDtype::kBf16: internal::RoundRowToBf16(src, kv, dst, simd_); break;
       default: std::memcpy(dst, src, static_cast<size_t>(kv) * sizeof(float));
     }
   };
