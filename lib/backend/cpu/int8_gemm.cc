@@ -10,10 +10,6 @@
 #include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
 
-#if defined(__x86_64__)
-#define LLM42_X86 1
-#endif
-
 namespace llm42::internal {
 namespace {
 

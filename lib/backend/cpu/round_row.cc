@@ -6,10 +6,6 @@
 #include "lib/backend/cpu/simd_targets.h"
 #include "lib/util/ggml_types.h"
 
-#if defined(__x86_64__)
-#define LLM42_X86 1
-#endif
-
 namespace llm42::internal {
 namespace {
 
@@ -48,26 +44,33 @@ LLM42_AVX2 int64_t RoundRowToBf16Avx2(const float* src, int64_t n, uint8_t* dst)
 
 }  // namespace
 
-void RoundRowToF16(const float* src, int64_t n, uint8_t* dst, bool allow_simd) {
-  int64_t i = 0;
-#if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) i = RoundRowToF16Avx2(src, n, dst);
-#endif
-  for (; i < n; ++i) {
-    const uint16_t h = Fp32ToFp16(src[i]);
+namespace {
+
+// Values [0, simd_done) already rounded by a SIMD kernel; the rest by kScalar.
+template <uint16_t (*kScalar)(float)>
+void RoundRest(const float* src, int64_t simd_done, int64_t n, uint8_t* dst) {
+  for (int64_t i = simd_done; i < n; ++i) {
+    const uint16_t h = kScalar(src[i]);
     std::memcpy(dst + 2 * i, &h, sizeof(h));
   }
 }
 
-void RoundRowToBf16(const float* src, int64_t n, uint8_t* dst, bool allow_simd) {
-  int64_t i = 0;
+}  // namespace
+
+void RoundRowToF16(const float* src, int64_t n, uint8_t* dst, bool allow_simd) {
+  int64_t done = 0;
 #if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) i = RoundRowToBf16Avx2(src, n, dst);
+  if (allow_simd && CpuHasAvx2()) done = RoundRowToF16Avx2(src, n, dst);
 #endif
-  for (; i < n; ++i) {
-    const uint16_t h = Fp32ToBf16(src[i]);
-    std::memcpy(dst + 2 * i, &h, sizeof(h));
-  }
+  RoundRest<Fp32ToFp16>(src, done, n, dst);
+}
+
+void RoundRowToBf16(const float* src, int64_t n, uint8_t* dst, bool allow_simd) {
+  int64_t done = 0;
+#if LLM42_X86
+  if (allow_simd && CpuHasAvx2()) done = RoundRowToBf16Avx2(src, n, dst);
+#endif
+  RoundRest<Fp32ToBf16>(src, done, n, dst);
 }
 
 }  // namespace llm42::internal

@@ -15,7 +15,6 @@
 #include <cpuid.h>
 
 #include "lib/backend/cpu/simd_targets.h"
-#define LLM42_X86 1
 #endif
 
 

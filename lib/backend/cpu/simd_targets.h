@@ -13,6 +13,9 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+// The kernels' x86 sections (#if LLM42_X86): one definition for every file.
+#define LLM42_X86 1
+
 // AVX2 with FMA and F16C (every weight type's conversions).
 #define LLM42_AVX2 __attribute__((target("avx2,fma,f16c")))
 // AVX-512 F and DQ (512-bit float kernels: 8-lane halves, broadcasts of 256-bit rows).
