@@ -211,9 +211,10 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len, uint64_
 // weights, this many threads), per schedule, without attention, norms and the rest of a forward
 // pass: for a prompt (one layer's matrices) the GEMM kernels' speed against the FMA peak; for one
 // row (decode; every matrix of the model, so the weights stream from memory as in a decode step)
-// the weight bytes they read per second against the read bandwidth.
-void BenchGemms(const std::vector<WeightMatrix>& matrices, int rows, const std::vector<bool>& schedules, int threads,
-                double peak, double bandwidth) {
+// the weight bytes they read per second against the read bandwidth; for a batched decode step
+// (every matrix, B rows) both.
+void BenchGemms(const std::vector<WeightMatrix>& matrices, bool every, int rows, const std::vector<bool>& schedules,
+                int threads, double peak, double bandwidth) {
   CpuBackend be(threads);
   int64_t widest = 0, longest = 0;
   for (const WeightMatrix& w : matrices) {
@@ -239,6 +240,12 @@ void BenchGemms(const std::vector<WeightMatrix>& matrices, int rows, const std::
       std::cout << absl::StrFormat("%s GEMVs alone (every matrix, 1 row): %.1f GB/s of weights, %.2f of the "
                                    "read bandwidth\n",
                                    fixed ? "fixed" : "fast ", bytes / seconds / 1e9,
+                                   bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
+    } else if (every) {
+      std::cout << absl::StrFormat("%s GEMMs alone (every matrix, %d rows): %.1f GFLOP/s, %.1f %% of the FMA peak; "
+                                   "%.1f GB/s of weights, %.2f of the read bandwidth\n",
+                                   fixed ? "fixed" : "fast ", rows, flops / seconds / 1e9,
+                                   peak > 0 ? 100 * flops / seconds / peak : 0.0, bytes / seconds / 1e9,
                                    bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
     } else {
       std::cout << absl::StrFormat("%s GEMMs alone (one layer's matrices, %d rows): %.1f GFLOP/s, %.1f %% of the "
@@ -400,9 +407,9 @@ int Bench() {
                                  model, weight_bytes / 1e6, gemm.PerDecodedToken() / 1e9, threads, peak256 / 1e9,
                                  peak512 / 1e9, bandwidth / 1e9);
     if (on_cpu && absl::GetFlag(FLAGS_pp) > 0) {
-      BenchGemms(layer0, absl::GetFlag(FLAGS_pp), schedules, threads, peak, bandwidth);
+      BenchGemms(layer0, false, absl::GetFlag(FLAGS_pp), schedules, threads, peak, bandwidth);
     }
-    if (on_cpu && absl::GetFlag(FLAGS_tg) > 0) BenchGemms(all, 1, schedules, threads, peak, bandwidth);
+    if (on_cpu && absl::GetFlag(FLAGS_tg) > 0) BenchGemms(all, true, 1, schedules, threads, peak, bandwidth);
     return BenchPpTg(model, schedules, gemm, peak, bandwidth, weight_bytes, threads);
   }
 
@@ -440,6 +447,13 @@ int Bench() {
   std::cout << absl::StrFormat("FMA peak on %d threads: %.0f GFLOP/s with 256-bit vectors, %.0f with 512-bit "
                                "(0: not available); GEMM work %.2f GFLOP per prompt token, %.2f per generated token\n",
                                threads, peak256 / 1e9, peak512 / 1e9, gemm.layers / 1e9, gemm.PerDecodedToken() / 1e9);
+  if (batched && on_cpu) {
+    // A decode step of B sequences without attention and the rest: every matrix with B rows,
+    // the weights streaming from memory as in the step.
+    for (int c : levels) {
+      if (c > 1) BenchGemms(all, true, c, schedules, threads, peak, bandwidth);
+    }
+  }
   if (batched) {
     std::cout << "\n| sched | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |\n"
                  "|---|---|---|---|---|---|---|---|---|---|---|\n";
