@@ -65,6 +65,33 @@ struct Steps {
   float* state = nullptr;
 };
 
+// A tile's weight rows read in place (DirectGemm): kCols consecutive rows of a matrix, those past
+// its end repeating its last row (their outputs are not stored), and the read-ahead of the rows
+// after them: each 8-element step asks for the step's share of the panel kLeadPanels on, so the
+// next panels arrive while this one runs. (Without it, small batches left the weights streaming
+// at well under the read bandwidth.)
+template <typename V, int kCols>
+struct DirectRows {
+  static constexpr int64_t kLeadPanels = 2;
+  static constexpr int kStepBytes = kCols * 8 * V::kBytes;  // a step's share of a panel: whole cache lines
+  static_assert(kStepBytes % 64 == 0, "a step reads whole cache lines of the panel");
+  const uint8_t* row[kCols];
+  uintptr_t lead;  // the panel kLeadPanels on, else (the last panels) this one: no test per step
+  static void Ahead(int64_t) {}
+  void Place(const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1) {
+    for (int c = 0; c < kCols; ++c) row[c] = w + static_cast<size_t>(std::min(c0 + c, r1 - 1)) * row_bytes;
+    // The panels' rows are consecutive, so the one kLeadPanels on starts that many panels later;
+    // its steps' shares cover it where its rows are as long as these. (A prefetch past the
+    // matrix's end, in the last panels, asks for nothing and cannot fault.)
+    const int64_t ahead = c0 + kLeadPanels * kCols;
+    lead = reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(ahead + kCols <= r1 ? ahead : c0) * row_bytes;
+  }
+  void Fetch(int64_t s) const {
+    const uintptr_t at = lead + static_cast<uintptr_t>(s * kStepBytes);
+    for (int b = 0; b < kStepBytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(at + b), _MM_HINT_T0);
+  }
+};
+
 // A tile's accumulators (either kernel's vectors) at the start of its steps: from its state
 // where an earlier call ran the steps before, else zeros.
 template <typename Vec, int R, int C>
@@ -129,14 +156,13 @@ struct Avx512Kernel {
   struct Panel : PanelAhead {
     const float* panel;
     LLM42_AVX512 __m512 Pair(int p, int64_t s) const { return _mm512_loadu_ps(panel + (s * kCols + 2 * p) * 8); }
+    static void Fetch(int64_t) {}
   };
   template <typename V>
-  struct Direct : PanelAhead {
-    const uint8_t* row[kCols];  // nullptr past r1: zeros
+  struct Direct : DirectRows<V, kCols> {
     LLM42_AVX512 __m512 Pair(int p, int64_t s) const {
-      const __m256 lo = row[2 * p] != nullptr ? V::Load8(row[2 * p], 8 * s) : _mm256_setzero_ps();
-      const __m256 hi = row[2 * p + 1] != nullptr ? V::Load8(row[2 * p + 1], 8 * s) : _mm256_setzero_ps();
-      return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+      return _mm512_insertf32x8(_mm512_castps256_ps512(V::Load8(this->row[2 * p], 8 * s)),
+                                V::Load8(this->row[2 * p + 1], 8 * s), 1);
     }
   };
 
@@ -148,6 +174,7 @@ struct Avx512Kernel {
     StartAccumulators(steps, acc);
     // Unrolled in full so that the accumulators live in registers (GCC's -O2 leaves these loops).
     for (int64_t s = steps.s0; s < steps.s1; ++s) {
+      src.Fetch(s);
       __m512 wv[kPairs];
 #pragma GCC unroll 4
       for (int p = 0; p < kPairs; ++p) wv[p] = src.Pair(p, s);
@@ -207,13 +234,11 @@ struct Avx2Kernel {
   struct Panel : PanelAhead {
     const float* panel;
     LLM42_AVX2 __m256 Col(int c, int64_t s) const { return _mm256_loadu_ps(panel + (s * kCols + c) * 8); }
+    static void Fetch(int64_t) {}
   };
   template <typename V>
-  struct Direct : PanelAhead {
-    const uint8_t* row[kCols];  // nullptr past r1: zeros
-    LLM42_AVX2 __m256 Col(int c, int64_t s) const {
-      return row[c] != nullptr ? V::Load8(row[c], 8 * s) : _mm256_setzero_ps();
-    }
+  struct Direct : DirectRows<V, kCols> {
+    LLM42_AVX2 __m256 Col(int c, int64_t s) const { return V::Load8(this->row[c], 8 * s); }
   };
 
   template <int R, typename Src>
@@ -224,6 +249,7 @@ struct Avx2Kernel {
     StartAccumulators(steps, acc);
 #pragma GCC unroll 4
     for (int64_t s = steps.s0; s < steps.s1; ++s) {
+      src.Fetch(s);
       __m256 xv[R];
 #pragma GCC unroll 3
       for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(xr[r] + 8 * s);
@@ -352,7 +378,7 @@ void DirectGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
                  const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
   for (int64_t c0 = r0; c0 < r1; c0 += K::kCols) {
     typename K::template Direct<V> src;
-    for (int c = 0; c < K::kCols; ++c) src.row[c] = c0 + c < r1 ? w + static_cast<size_t>(c0 + c) * row_bytes : nullptr;
+    src.Place(w, row_bytes, c0, r1);
     RowGroups<K>(type, w, row_bytes, c0, r1, src, x, k, rows, n_rows, y, ldy, Steps{0, k / 8, nullptr});
   }
 }
