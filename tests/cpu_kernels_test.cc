@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/attention.h"
+#include "lib/backend/cpu/bf16_gemm.h"
 #include "lib/backend/cpu/blas_gemm.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/int8_dot.h"
@@ -59,6 +60,20 @@ std::string NoVnni512Kernels() {
       !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512bw") ||
       !__builtin_cpu_supports("avx512vnni")) {
     return "this CPU lacks AVX-512 F/DQ/VL/BW/VNNI";
+  }
+#endif
+  return "";
+}
+
+// Why this machine has no AVX-512 BF16 kernel to test (bf16_gemm.h), read the same way.
+std::string NoBf16Dot512Kernels() {
+  if (std::string why = NoAvx2Kernels(); !why.empty()) return why;
+#if defined(__x86_64__)
+  if (SimdCappedAtAvx2()) return "LLM42_CPU_SIMD=avx2 stands for a CPU with AVX2 only";
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512bf16")) {
+    return "this CPU lacks AVX-512 F/DQ/VL/BW/BF16";
   }
 #endif
   return "";
@@ -332,6 +347,81 @@ TEST(BlasGemm, MatchesFloat64ReferenceAndReadsEveryTypeExactly) {
   AlignedVector<float> scratch;
   EXPECT_FALSE(internal::BlasGemm(GgmlType::kF32, w.bytes.data(), w.row_bytes, 0, 8, x.data(), cols, gaps.data(), m,
                                   y.data(), 8, scratch));
+}
+
+// bf16_gemm.h, the fast schedule's bf16 prompts on AVX-512 BF16: each output within f32
+// rounding (two roundings per pair, k / 2 pairs) of a float64 dot product of the weights with the
+// activations rounded to bf16 by the scalar rule (Fp32ToBf16, to nearest even), and outside that
+// bound of the unrounded activations' product on at least one output (so the rounding is there;
+// checked up to k = 200), over odd and
+// even K (one and two chunks of K), three panels of which the last is short, a share starting
+// mid-panel, activation rows that are not consecutive and a tile of fewer rows, and an output
+// stride wider than the matrix. Then the backend's dispatch: fast rows of a bf16 MatMul from 96
+// rows give the kernel's bits, fixed rows do not come here (the packed GEMM's bits, which the
+// fixed tests above pin). Fails with the transpose's 128-bit lanes swapped, chunks after the first
+// started from zero, or the mask of the short panel dropped (each tried).
+TEST(Bf16Gemm, RoundsActivationsAndMatchesTheReference) {
+  if (const std::string why = NoBf16Dot512Kernels(); !why.empty()) {
+    GTEST_SKIP() << why << ": no Bf16Gemm to test (bf16 prompts take the f32 packed GEMM, tested above)";
+  }
+  ASSERT_TRUE(internal::Bf16GemmAvailable()) << "the CPU has AVX-512 BF16 but the library does not detect it";
+  std::mt19937 rng(47);
+  const int64_t rows = 37, ldy = rows + 3;
+  for (int64_t cols : {43, 64, 96, 200, 2089}) {
+    TestMatrix w = MakeMatrix(GgmlType::kBF16, rows, cols, rng);
+    const int64_t m = 26;
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), static_cast<uint32_t>(cols));
+    std::vector<float> rounded(x.size());
+    for (size_t i = 0; i < x.size(); ++i) rounded[i] = Bf16ToFp32(Fp32ToBf16(x[i]));
+    std::vector<double> ref, mag, unrounded, unused;
+    testing::ReferenceMatMul(rounded, m, w.values, rows, cols, &ref, &mag);
+    testing::ReferenceMatMul(x, m, w.values, rows, cols, &unrounded, &unused);
+    std::vector<int64_t> picked;  // every other activation row: 13, a tile of 12 and one of 1
+    for (int64_t i = 0; i < m; i += 2) picked.push_back(i);
+    std::vector<uint32_t> xb(static_cast<size_t>(m * internal::Bf16Pairs(cols)));
+    internal::RoundActivationsToBf16(x.data(), cols, picked.data(), static_cast<int64_t>(picked.size()), xb.data());
+    std::vector<float> y(static_cast<size_t>(m * ldy), -7.0f);
+    AlignedVector<uint32_t> panel;
+    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 21}, {21, rows}}) {
+      internal::Bf16Gemm(w.bytes.data(), w.row_bytes, r0, r1, xb.data(), cols, picked.data(),
+                         static_cast<int64_t>(picked.size()), y.data(), ldy, panel);
+    }
+    double farthest = 0;  // from the unrounded activations' product, in units of its bound
+    const double bound = static_cast<double>(cols + 2) * std::ldexp(1.0, -23);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < ldy; ++r) {
+        const float got = y[static_cast<size_t>(i * ldy + r)];
+        if (i % 2 == 1 || r >= rows) {  // rows not picked and columns past the matrix: untouched
+          ASSERT_EQ(got, -7.0f) << "k " << cols << " row " << i << " column " << r;
+          continue;
+        }
+        const size_t o = static_cast<size_t>(i * rows + r);
+        ASSERT_NEAR(got, ref[o], bound * mag[o] + 1e-30) << "k " << cols << " row " << i << " column " << r;
+        farthest = std::max(farthest, std::fabs(got - unrounded[o]) / (bound * mag[o]));
+      }
+    }
+    // (At k = 2089 the bound, linear in k, outgrows the rounding's effect, which is not.)
+    if (cols <= 200) {
+      EXPECT_GT(farthest, 1.0) << "k " << cols << ": no output shows the activations' rounding to bf16";
+    }
+  }
+  // The backend: fast rows of a bf16 matrix from the packed GEMM's 96 rows take the kernel.
+  const int64_t cols = 200, m = 100;
+  TestMatrix w = MakeMatrix(GgmlType::kBF16, rows, cols, rng);
+  WeightMatrix wm{GgmlType::kBF16, w.bytes.data(), rows, cols, w.row_bytes};
+  const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), 5);
+  std::vector<int64_t> all(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<uint32_t> xb(static_cast<size_t>(m * internal::Bf16Pairs(cols)));
+  internal::RoundActivationsToBf16(x.data(), cols, all.data(), m, xb.data());
+  std::vector<float> direct(static_cast<size_t>(m * rows)), fast(direct.size()), fixed(direct.size());
+  AlignedVector<uint32_t> panel;
+  internal::Bf16Gemm(w.bytes.data(), w.row_bytes, 0, rows, xb.data(), cols, all.data(), m, direct.data(), rows, panel);
+  CpuBackend backend(2);
+  ASSERT_TRUE(backend.MatMul(x.data(), m, wm, fast.data(), Schedule::kFast).ok());
+  ASSERT_TRUE(backend.MatMul(x.data(), m, wm, fixed.data(), Schedule::kFixed).ok());
+  EXPECT_TRUE(SameBits(fast.data(), direct.data(), fast.size()));
+  EXPECT_FALSE(SameBits(fixed.data(), direct.data(), fixed.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest,

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/backend/cpu/bf16_gemm.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/engine/session.h"
 #include "lib/model/llama_model.h"
@@ -207,6 +208,22 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len, uint64_
   return out;
 }
 
+// What a schedule's GEMMs are measured against: the FMA peak of the widest vector unit, and for
+// fast prompts of bf16 weights where the CPU has AVX-512 BF16 (bf16_gemm.h) the peak of its
+// bf16 dot products, which compute twice the FMA's multiply-adds per instruction.
+struct Peaks {
+  double fma = 0, bf16_dot = 0;
+  double For(bool fixed) const { return !fixed && bf16_dot > 0 ? bf16_dot : fma; }
+  const char* Name(bool fixed) const { return !fixed && bf16_dot > 0 ? "bf16 dot-product peak" : "FMA peak"; }
+};
+
+void PrintBf16DotPeak(const Peaks& peaks) {
+  if (peaks.bf16_dot > 0) {
+    std::cout << absl::StrFormat("bf16 dot-product peak %.0f GFLOP/s (fast bf16 prompts are measured against it)\n",
+                                 peaks.bf16_dot / 1e9);
+  }
+}
+
 // The matrices alone, as MatMul runs them for `rows` tokens (random activations, the model's
 // weights, this many threads), per schedule, without attention, norms and the rest of a forward
 // pass: for a prompt (one layer's matrices) the GEMM kernels' speed against the FMA peak; for one
@@ -214,7 +231,7 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len, uint64_
 // the weight bytes they read per second against the read bandwidth; for a batched decode step
 // (every matrix, B rows) both.
 void BenchGemms(const std::vector<WeightMatrix>& matrices, bool every, int rows, const std::vector<bool>& schedules,
-                int threads, double peak, double bandwidth) {
+                int threads, const Peaks& peaks, double bandwidth) {
   CpuBackend be(threads);
   int64_t widest = 0, longest = 0;
   for (const WeightMatrix& w : matrices) {
@@ -241,17 +258,17 @@ void BenchGemms(const std::vector<WeightMatrix>& matrices, bool every, int rows,
                                    "read bandwidth\n",
                                    fixed ? "fixed" : "fast ", bytes / seconds / 1e9,
                                    bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
-    } else if (every) {
-      std::cout << absl::StrFormat("%s GEMMs alone (every matrix, %d rows): %.1f GFLOP/s, %.1f %% of the FMA peak; "
-                                   "%.1f GB/s of weights, %.2f of the read bandwidth\n",
-                                   fixed ? "fixed" : "fast ", rows, flops / seconds / 1e9,
-                                   peak > 0 ? 100 * flops / seconds / peak : 0.0, bytes / seconds / 1e9,
-                                   bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
     } else {
-      std::cout << absl::StrFormat("%s GEMMs alone (one layer's matrices, %d rows): %.1f GFLOP/s, %.1f %% of the "
-                                   "FMA peak\n",
-                                   fixed ? "fixed" : "fast ", rows, flops / seconds / 1e9,
-                                   peak > 0 ? 100 * flops / seconds / peak : 0.0);
+      const double peak = peaks.For(fixed);
+      std::cout << absl::StrFormat("%s GEMMs alone (%s, %d rows): %.1f GFLOP/s, %.1f %% of the %s",
+                                   fixed ? "fixed" : "fast ", every ? "every matrix" : "one layer's matrices", rows,
+                                   flops / seconds / 1e9, peak > 0 ? 100 * flops / seconds / peak : 0.0,
+                                   peaks.Name(fixed));
+      if (every) {
+        std::cout << absl::StrFormat("; %.1f GB/s of weights, %.2f of the read bandwidth", bytes / seconds / 1e9,
+                                     bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
+      }
+      std::cout << "\n";
     }
   }
 }
@@ -261,7 +278,7 @@ void BenchGemms(const std::vector<WeightMatrix>& matrices, bool every, int rows,
 // same tokens ran just before; each run's tokens are new, so only those D are found), as
 // llama-bench keeps the depth's KV and times the N alone; tg from the spacing of N generated
 // tokens after a D-token prompt. The best of two runs.
-int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, const GemmWork& gemm, double peak,
+int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, const GemmWork& gemm, const Peaks& peaks,
               double bandwidth, int64_t weight_bytes, int threads) {
   const int pp = absl::GetFlag(FLAGS_pp), tg = absl::GetFlag(FLAGS_tg), depth = absl::GetFlag(FLAGS_depth);
   std::vector<std::string> rows;
@@ -292,8 +309,10 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, cons
         best = std::min(best, StreamTimes(**session, depth + pp, 1, seed).front());
       }
       const double tps = pp / best, flops = gemm.Prefill(pp) / best;
-      rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | GEMM work at %.1f GFLOP/s, %.1f %% of the FMA peak |",
-                                     sched, pp, depth, tps, flops / 1e9, peak > 0 ? 100 * flops / peak : 0.0));
+      const double peak = peaks.For(fixed);
+      rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | GEMM work at %.1f GFLOP/s, %.1f %% of the %s |",
+                                     sched, pp, depth, tps, flops / 1e9, peak > 0 ? 100 * flops / peak : 0.0,
+                                     peaks.Name(fixed)));
     }
     if (tg > 0) {
       double best = 0;
@@ -400,17 +419,22 @@ int Bench() {
   double bandwidth = 0;
   if (absl::GetFlag(FLAGS_bandwidth) && on_cpu) bandwidth = MeasureReadBandwidth(threads);
   const double peak256 = on_cpu ? MeasureFmaPeak(threads, 256) : 0, peak512 = on_cpu ? MeasureFmaPeak(threads, 512) : 0;
-  const double peak = std::max(peak256, peak512);
+  Peaks peaks;
+  peaks.fma = std::max(peak256, peak512);
+  if (on_cpu && all.front().type == GgmlType::kBF16 && internal::Bf16GemmAvailable()) {
+    peaks.bf16_dot = MeasureBf16DotPeak(threads);
+  }
   if (absl::GetFlag(FLAGS_pp) > 0 || absl::GetFlag(FLAGS_tg) > 0) {
     std::cout << absl::StrFormat("model %s: %.1f MB of weights per token, %.2f GFLOP of GEMMs per token; %d threads; "
                                  "FMA peak %.0f GFLOP/s (256-bit) / %.0f (512-bit); read bandwidth %.2f GB/s\n",
                                  model, weight_bytes / 1e6, gemm.PerDecodedToken() / 1e9, threads, peak256 / 1e9,
                                  peak512 / 1e9, bandwidth / 1e9);
+    PrintBf16DotPeak(peaks);
     if (on_cpu && absl::GetFlag(FLAGS_pp) > 0) {
-      BenchGemms(layer0, false, absl::GetFlag(FLAGS_pp), schedules, threads, peak, bandwidth);
+      BenchGemms(layer0, false, absl::GetFlag(FLAGS_pp), schedules, threads, peaks, bandwidth);
     }
-    if (on_cpu && absl::GetFlag(FLAGS_tg) > 0) BenchGemms(all, true, 1, schedules, threads, peak, bandwidth);
-    return BenchPpTg(model, schedules, gemm, peak, bandwidth, weight_bytes, threads);
+    if (on_cpu && absl::GetFlag(FLAGS_tg) > 0) BenchGemms(all, true, 1, schedules, threads, peaks, bandwidth);
+    return BenchPpTg(model, schedules, gemm, peaks, bandwidth, weight_bytes, threads);
   }
 
   std::vector<std::string> rows;
@@ -432,7 +456,8 @@ int Bench() {
       rows.push_back(absl::StrFormat(
           "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d |",
           fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / 1e9,
-          peak > 0 ? 100 * r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / peak : 0.0, r.ttft_p50, r.ttft_p99,
+          peaks.For(fixed) > 0 ? 100 * r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / peaks.For(fixed) : 0.0,
+          r.ttft_p50, r.ttft_p99,
           r.itl_p50, r.itl_p99, r.decode_tps, r.preemptions));
     }
   }
@@ -447,11 +472,12 @@ int Bench() {
   std::cout << absl::StrFormat("FMA peak on %d threads: %.0f GFLOP/s with 256-bit vectors, %.0f with 512-bit "
                                "(0: not available); GEMM work %.2f GFLOP per prompt token, %.2f per generated token\n",
                                threads, peak256 / 1e9, peak512 / 1e9, gemm.layers / 1e9, gemm.PerDecodedToken() / 1e9);
+  PrintBf16DotPeak(peaks);
   if (batched && on_cpu) {
     // A decode step of B sequences without attention and the rest: every matrix with B rows,
     // the weights streaming from memory as in the step.
     for (int c : levels) {
-      if (c > 1) BenchGemms(all, true, c, schedules, threads, peak, bandwidth);
+      if (c > 1) BenchGemms(all, true, c, schedules, threads, peaks, bandwidth);
     }
   }
   if (batched) {

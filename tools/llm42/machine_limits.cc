@@ -56,6 +56,26 @@ __attribute__((target("avx512f"))) float FmaLoop512(float seed) {
   for (float f : lanes) total += f;
   return total;
 }
+
+// vdpbf16ps (AVX-512 BF16): two bf16 products and their sum added into each f32 lane, the
+// fast schedule's bf16 prompt GEMMs (bf16_gemm.h). Four FLOPs per lane.
+__attribute__((target("avx512f,avx512bf16"))) float Bf16DotLoop(float seed) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-7f), _mm512_set1_ps(1e-7f));
+  for (long i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+  }
+  __m512 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, s);
+  float total = 0;
+  for (float f : lanes) total += f;
+  return total;
+}
 #endif
 
 // A streaming read that the core cannot be the limit of: eight independent vector additions per
@@ -126,25 +146,47 @@ double MeasureReadBandwidth(int threads) {
   return best;
 }
 
-double MeasureFmaPeak(int threads, int bits) {
 #if defined(__x86_64__)
-  if (bits == 512 ? !__builtin_cpu_supports("avx512f") : !__builtin_cpu_supports("fma")) return 0;
+namespace {
+
+// FLOP/s of `loop` (flops_per_lane FLOPs per lane and instruction, `lanes` lanes) on `threads`
+// threads, the best of three passes.
+template <typename Loop>
+double MeasurePeak(int threads, Loop loop, double flops_per_lane, int lanes) {
   ThreadPool pool(threads);
   std::atomic<int> sink{0};
   double best = 0;
   for (int pass = 0; pass < 3; ++pass) {
     const auto t0 = Clock::now();
     pool.RunOnAll([&](int t) {
-      const float r = bits == 512 ? FmaLoop512(static_cast<float>(t)) : FmaLoop256(static_cast<float>(t));
-      if (r == 12345.0f) sink.fetch_add(1);
+      if (loop(static_cast<float>(t)) == 12345.0f) sink.fetch_add(1);
     });
     const double s = Seconds(t0, Clock::now());
-    const double flops = 2.0 * (bits / 32) * kChains * static_cast<double>(kIterations) * threads;
+    const double flops = flops_per_lane * lanes * kChains * static_cast<double>(kIterations) * threads;
     best = std::max(best, flops / s);
   }
   return best;
+}
+
+}  // namespace
+#endif
+
+double MeasureFmaPeak(int threads, int bits) {
+#if defined(__x86_64__)
+  if (bits == 512 ? !__builtin_cpu_supports("avx512f") : !__builtin_cpu_supports("fma")) return 0;
+  return MeasurePeak(threads, bits == 512 ? FmaLoop512 : FmaLoop256, 2, bits / 32);
 #else
   (void)threads, (void)bits;
+  return 0;
+#endif
+}
+
+double MeasureBf16DotPeak(int threads) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) return 0;
+  return MeasurePeak(threads, Bf16DotLoop, 4, 16);
+#else
+  (void)threads;
   return 0;
 #endif
 }

@@ -13,6 +13,10 @@ double MeasureReadBandwidth(int threads);
 // when the CPU lacks them): independent accumulator chains, enough to cover the latency.
 double MeasureFmaPeak(int threads, int bits);
 
+// FLOP/s of AVX-512 BF16 dot products (vdpbf16ps: four FLOPs per lane) on `threads` threads; 0
+// when the CPU lacks them.
+double MeasureBf16DotPeak(int threads);
+
 }  // namespace llm42::cli
 
 #endif  // LLM42_TOOLS_LLM42_MACHINE_LIMITS_H_

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/attention.h"
+#include "lib/backend/cpu/bf16_gemm.h"
 #include "lib/backend/cpu/blas_gemm.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/int8_gemm.h"
@@ -178,9 +179,13 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   const internal::TileDotFn tile = internal::SelectTileDot(w0.type, simd_);
   const internal::WideGemv gemv4 = internal::SelectFixedGemv4(w0.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w0.type);
+  // fast prompt rows of bf16 weights on AVX-512 BF16: bf16 dot products on the rows rounded to
+  // bf16 (bf16_gemm.h), from as many rows as the packed GEMM.
+  const bool bf16_dot = w0.type == GgmlType::kBF16 && packed && internal::Bf16GemmAvailable(simd_) &&
+                        static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows;
   // fast prompts through BLIS (blas_gemm.h): one chunk of weight rows per thread, each BLAS call
   // packing all the activation rows again.
-  const bool blas = internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows &&
+  const bool blas = !bf16_dot && internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows &&
                     k >= kBlasMinSide && total >= kBlasMinSide;
   if (blas && grain < total) grain = (total + pool_.size() - 1) / pool_.size();
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
@@ -226,6 +231,11 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
                                      static_cast<int64_t>(f->rows.size()), panels.data());
     }
   }
+  if (bf16_dot) {
+    act_bf16_.resize(static_cast<size_t>(m * internal::Bf16Pairs(k)));
+    internal::RoundActivationsToBf16(x, k, fast_rows_.data(), static_cast<int64_t>(fast_rows_.size()),
+                                     act_bf16_.data());
+  }
   // Rows [r0, r1) of weight matrix w into y (w.rows per activation row).
   auto rows_of = [&](const WeightMatrix& w, float* y, int64_t r0, int64_t r1) {
     const int64_t n = w.rows;
@@ -248,6 +258,11 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
           continue;
         }
         Int8Rows(f->int8, w, r0, r1, f->rows.data(), count, y, n);
+        continue;
+      }
+      if (f == &fast && bf16_dot) {
+        thread_local AlignedVector<uint32_t> panel;
+        internal::Bf16Gemm(w.data, w.row_bytes, r0, r1, act_bf16_.data(), k, f->rows.data(), count, y, n, panel);
         continue;
       }
       if (packed && count >= kPackedMinRows) {

@@ -106,6 +106,7 @@ class CpuBackend final : public Backend {
   std::vector<internal::ActivationPairQ8> act_q8_;  // MatMul's activation rows, quantized (int8_dot.h)
   std::vector<int32_t> act_bias_;                    // their Int8GemmBiases (int8_gemm.h)
   AlignedVector<uint8_t> act_panels_[2];             // fast's and fixed's rows for Int8GemmFewRows
+  std::vector<uint32_t> act_bf16_;                   // fast's rows rounded to bf16 pairs (bf16_gemm.h)
   // Attention's blocks of queries (token * n_head + head): block b is attention_queries_[
   // attention_blocks_[b], attention_blocks_[b + 1]).
   std::vector<int64_t> attention_queries_, attention_blocks_;

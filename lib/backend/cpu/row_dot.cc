@@ -306,6 +306,16 @@ bool CpuHasVnni512() {
 #endif
 }
 
+bool CpuHasBf16Dot512() {
+#if LLM42_X86
+  static const bool has =
+      CpuHasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 template <template <typename> class Portable>

@@ -74,6 +74,8 @@ bool CpuHasAvx2();
 bool CpuHasAvx512();
 // CpuHasAvx512() and AVX-512 BW and VNNI: the 512-bit int8 kernels and activation quantization.
 bool CpuHasVnni512();
+// CpuHasAvx512() and AVX-512 BW and BF16: bf16 dot products (bf16_gemm.h).
+bool CpuHasBf16Dot512();
 
 }  // namespace llm42::internal
 

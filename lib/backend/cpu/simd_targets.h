@@ -22,6 +22,8 @@
 #define LLM42_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
 // AVX-512 with VNNI (integer dot products of bytes), BW and VL.
 #define LLM42_VNNI512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+// AVX-512 with BF16 (dot products of bf16 pairs into f32: the fast schedule's bf16 prompts).
+#define LLM42_BF16DOT512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,f16c")))
 #endif
 
 #endif  // LLM42_BACKEND_CPU_SIMD_TARGETS_H_
