@@ -603,10 +603,10 @@ TEST(Attention, PortableKernelComputesTheDefinition) {
 // The heads kernel (attention.h: a decode row's query heads over each position's whole KV row)
 // gives each head the one-query kernel's bits and the portable code's, writes only heads
 // [h0, h1): head sizes 16 to 128, every KV type, 1 and 3 query heads per KV head, ranges within
-// one block and across shuffled blocks, all heads and a slice of them. Checked to fail when a
-// query head reads KV head h % 4 instead of h / group, when the four-head score loop sums its
-// lanes in order instead of the fixed tree, and when the second position's value sum is off by
-// an ulp (all three tried).
+// one block and across shuffled blocks, all heads and slices of them (an odd number too).
+// Checked to fail when a query head reads KV head h % 4 instead of h / group, when the four-head
+// score loop sums its lanes in order instead of the fixed tree, and when the second position's
+// value sum is off by an ulp (all three tried).
 TEST(Attention, HeadsKernelGivesTheOneQueryBits) {
   SKIP_WITHOUT_AVX2_KERNELS("the heads kernel does not exist to compare");
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
@@ -621,7 +621,7 @@ TEST(Attention, HeadsKernelGivesTheOneQueryBits) {
         const internal::KvLayerView& kv = stored.kv;
         const std::vector<float> q = RandomVector(static_cast<size_t>(n_head * hd), 32);
         const std::pair<int64_t, int64_t> ranges[] = {{0, 1}, {0, 17}, {13, 100}, {5, 128}};
-        const std::pair<int64_t, int64_t> slices[] = {{0, n_head}, {group, 3 * group}};
+        const std::pair<int64_t, int64_t> slices[] = {{0, n_head}, {group, 3 * group}, {1, n_head}};
         for (const auto& [begin, end] : ranges) {
           for (const auto& [h0, h1] : slices) {
             std::vector<float> scores(static_cast<size_t>((h1 - h0) * (end - begin)));
