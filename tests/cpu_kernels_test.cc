@@ -13,6 +13,7 @@
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/int8_gemm.h"
 #include "lib/backend/cpu/round_row.h"
+#include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/util/ggml_types.h"
@@ -687,6 +688,36 @@ TEST(Attention, PromptRowsGiveTheirAloneBits) {
 // not flush — at row lengths on and off the 8-lane steps. Fails with F16C's NaNs kept as they are
 // (payload bits survive), with the bf16 rounding's tie-to-even term dropped, and with
 // round-toward-zero for f16 (tried).
+// RMSNorm's sums of squares: the AVX2 kernel (eight rows at once, a row per f64 lane) gives the
+// scalar loop's bits for every row, over row counts on and off the groups of eight and lengths on
+// and off the four-column steps, with values spread over many magnitudes (so that the order of
+// the f64 additions shows). Fails with a group's columns added out of order, or the columns past
+// the last four left out (both tried).
+TEST(SumSquares, SimdGivesTheScalarBits) {
+  SKIP_WITHOUT_AVX2_KERNELS("there is no SIMD kernel to compare");
+  std::mt19937 rng(53);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (int64_t n : {1, 3, 4, 7, 64, 768, 771}) {
+    for (int64_t rows : {1, 7, 8, 9, 16, 21}) {
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      for (float& v : x) v = std::ldexp(mantissa(rng), exponent(rng));
+      std::vector<double> simd(static_cast<size_t>(rows)), scalar(simd.size());
+      internal::SumSquares(x.data(), n, rows, simd.data(), true);
+      internal::SumSquares(x.data(), n, rows, scalar.data(), false);
+      for (int64_t i = 0; i < rows; ++i) {
+        double expected = 0;  // the definition, written out
+        for (int64_t j = 0; j < n; ++j) {
+          const float v = x[static_cast<size_t>(i * n + j)];
+          expected += static_cast<double>(v * v);
+        }
+        ASSERT_EQ(std::memcmp(&simd[static_cast<size_t>(i)], &expected, sizeof(double)), 0) << "n " << n << " row " << i;
+        ASSERT_EQ(std::memcmp(&scalar[static_cast<size_t>(i)], &expected, sizeof(double)), 0) << "n " << n << " row " << i;
+      }
+    }
+  }
+}
+
 TEST(RoundRow, SimdGivesTheScalarBits) {
   SKIP_WITHOUT_AVX2_KERNELS("rows are rounded by the scalar code only");
   std::vector<uint32_t> bits;

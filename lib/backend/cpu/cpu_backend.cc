@@ -17,6 +17,7 @@
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/round_row.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/portable_math.h"
 #include "lib/util/status.h"
@@ -113,6 +114,7 @@ absl::Status CpuBackend::CopyToHost(float* host, const float* src, size_t n) {
 
 absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
   batch_ = plan;
+  rope_cs_.clear();
   // The decode rows and their chunks, once per step rather than per layer: a token alone in its
   // sequence's run of the batch (prompts and verify windows are runs of several).
   const auto n_tokens = static_cast<int64_t>(plan.positions.size());
@@ -401,11 +403,13 @@ void CpuBackend::ForRows(int64_t m, int64_t n, const std::function<void(int64_t,
 absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n,
                                  float eps, float* y, Schedules) {
   ForRows(m, n, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<double> sums;
+    sums.resize(static_cast<size_t>(i1 - i0));
+    internal::SumSquares(x + i0 * n, n, i1 - i0, sums.data(), simd_);
     for (int64_t i = i0; i < i1; ++i) {
       const float* xi = x + i * n;
       float* yi = y + i * n;
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(xi[j] * xi[j]);
+      const double sum = sums[static_cast<size_t>(i - i0)];
       const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
       for (int64_t j = 0; j < n; ++j) yi[j] = xi[j] * scale * weight[j];
     }
@@ -441,23 +445,35 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
   // Pair p rotates elements (first(p), first(p) + stride).
   const int64_t stride = rope.neox ? half : 1;
   const int64_t step = rope.neox ? 1 : 2;
-  ForRows(m, n_heads * head_dim, [&](int64_t r0, int64_t r1) {
-    thread_local std::vector<float> cs;
-    cs.resize(static_cast<size_t>(rope.n_rot));
-    for (int64_t i = r0; i < r1; ++i) {
-      float theta = static_cast<float>(positions[i]) * rope.freq_scale;
-      for (int64_t p = 0; p < half; ++p) {
-        const float t = rope.freq_factors != nullptr ? theta / rope.freq_factors[p] : theta;
-        double sin_t, cos_t;
-        PortableSinCos(t, &sin_t, &cos_t);
-        cs[static_cast<size_t>(2 * p)] = static_cast<float>(cos_t);
-        cs[static_cast<size_t>(2 * p) + 1] = static_cast<float>(sin_t);
-        theta *= theta_scale;
+  // The rows' angles: once per step (every layer's queries and keys rotate by the same ones).
+  const bool same = !rope_cs_.empty() && rope_params_.n_rot == rope.n_rot &&
+                    rope_params_.freq_base == rope.freq_base && rope_params_.freq_scale == rope.freq_scale &&
+                    rope_params_.freq_factors == rope.freq_factors;
+  if (!same) {
+    rope_params_ = rope;
+    rope_cs_.resize(static_cast<size_t>(m * rope.n_rot));
+    ForRows(m, half * 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1; ++i) {
+        float* cs = rope_cs_.data() + i * rope.n_rot;
+        float theta = static_cast<float>(positions[i]) * rope.freq_scale;
+        for (int64_t p = 0; p < half; ++p) {
+          const float t = rope.freq_factors != nullptr ? theta / rope.freq_factors[p] : theta;
+          double sin_t, cos_t;
+          PortableSinCos(t, &sin_t, &cos_t);
+          cs[2 * p] = static_cast<float>(cos_t);
+          cs[2 * p + 1] = static_cast<float>(sin_t);
+          theta *= theta_scale;
+        }
       }
+    });
+  }
+  ForRows(m, n_heads * head_dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* cs = rope_cs_.data() + i * rope.n_rot;
       for (int64_t h = 0; h < n_heads; ++h) {
         float* v = x + (i * n_heads + h) * head_dim;
         for (int64_t p = 0; p < half; ++p) {
-          const float c = cs[static_cast<size_t>(2 * p)], sn = cs[static_cast<size_t>(2 * p) + 1];
+          const float c = cs[2 * p], sn = cs[2 * p + 1];
           float* a = v + p * step;
           const float x0 = a[0], x1 = a[stride];
           a[0] = x0 * c - x1 * sn;

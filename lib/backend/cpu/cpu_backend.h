@@ -127,6 +127,12 @@ class CpuBackend final : public Backend {
   KvDtype kv_dtype_;
   LargeBuffer kv_;  // [block][layer][k|v][block_size][kv_dim] of kv_dtype_, pages touched lazily
   BatchPlan batch_;
+  // The step's rotary cos/sin, cs[i * n_rot + 2p] = cos and + 1 = sin of row i's pair p: the same
+  // for every layer and for queries and keys, so computed by the step's first Rope and reused
+  // while rope_params_ match (BeginBatch clears it).
+  std::vector<float> rope_cs_;
+  RopeParams rope_params_;
+
 };
 
 int DefaultThreadCount();
