@@ -16,6 +16,7 @@
 #include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/row_ops.h"
 #include "lib/util/ggml_types.h"
 #include "lib/util/portable_math.h"
 #include "lib/util/simd_switch.h"
@@ -715,6 +716,46 @@ TEST(SumSquares, SimdGivesTheScalarBits) {
         ASSERT_EQ(std::memcmp(&scalar[static_cast<size_t>(i)], &expected, sizeof(double)), 0) << "n " << n << " row " << i;
       }
     }
+  }
+}
+
+// row_ops.h's element-wise steps: the AVX-512 loops give the scalar loops' bits, every length
+// from 0 to 40 (masked last steps) and a long one, on values of many magnitudes with zeros of
+// both signs, infinities, NaNs and subnormals among them. Fails with SwiGLU's quotient taken as
+// a product by the reciprocal, or the norm's product in the other order (both tried). A CPU
+// without AVX-512 (or LLM42_CPU_SIMD=avx2 standing for one) runs the scalar loops both times.
+TEST(RowOps, SimdGivesTheScalarBits) {
+  std::mt19937 rng(59);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-140, 60);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-42f, -3e-39f};
+  auto values = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = rng() % 16 == 0 ? specials[rng() % 7] : std::ldexp(mantissa(rng), exponent(rng));
+    return v;
+  };
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) { return SameBits(a.data(), b.data(), a.size()); };
+  std::vector<int64_t> lengths;
+  for (int64_t n = 0; n <= 40; ++n) lengths.push_back(n);
+  lengths.push_back(1000);
+  for (int64_t n : lengths) {
+    const std::vector<float> x = values(n), w = values(n), up = values(n), e = values(n);
+    const float scale = std::ldexp(mantissa(rng), exponent(rng) / 4);
+    std::vector<float> a(x.size()), b(x.size());
+    internal::ScaleByWeights(x.data(), scale, w.data(), n, a.data(), true);
+    internal::ScaleByWeights(x.data(), scale, w.data(), n, b.data(), false);
+    ASSERT_TRUE(same(a, b)) << "ScaleByWeights n " << n;
+    a = w;
+    b = w;
+    internal::AddInPlace(a.data(), x.data(), n, true);
+    internal::AddInPlace(b.data(), x.data(), n, false);
+    ASSERT_TRUE(same(a, b)) << "AddInPlace n " << n;
+    internal::SwiGluFinish(x.data(), up.data(), e.data(), n, a.data(), true);
+    internal::SwiGluFinish(x.data(), up.data(), e.data(), n, b.data(), false);
+    ASSERT_TRUE(same(a, b)) << "SwiGluFinish n " << n;
+    internal::Negate(x.data(), n, a.data(), true);
+    internal::Negate(x.data(), n, b.data(), false);
+    ASSERT_TRUE(same(a, b)) << "Negate n " << n;
   }
 }
 

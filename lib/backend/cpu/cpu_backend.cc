@@ -17,6 +17,7 @@
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/round_row.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/row_ops.h"
 #include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/portable_math.h"
@@ -411,7 +412,7 @@ absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m,
       float* yi = y + i * n;
       const double sum = sums[static_cast<size_t>(i - i0)];
       const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
-      for (int64_t j = 0; j < n; ++j) yi[j] = xi[j] * scale * weight[j];
+      internal::ScaleByWeights(xi, scale, weight, n, yi, simd_);
     }
   });
   return absl::OkStatus();
@@ -430,7 +431,8 @@ absl::Status CpuBackend::Add(float* y, const float* x, size_t n) {
   constexpr int64_t kRow = 1024;  // elements per work item
   const int64_t items = (static_cast<int64_t>(n) + kRow - 1) / kRow;
   ForRows(items, kRow, [&](int64_t i0, int64_t i1) {
-    for (auto i = static_cast<size_t>(i0 * kRow); i < std::min(n, static_cast<size_t>(i1 * kRow)); ++i) y[i] += x[i];
+    const auto j0 = static_cast<size_t>(i0 * kRow), j1 = std::min(n, static_cast<size_t>(i1 * kRow));
+    internal::AddInPlace(y + j0, x + j0, static_cast<int64_t>(j1 - j0), simd_);
   });
   return absl::OkStatus();
 }
@@ -686,9 +688,9 @@ absl::Status CpuBackend::SwiGlu(const float* gate, const float* up, int64_t m, i
     float e[kChunk];
     for (int64_t i0 = c0 * kChunk; i0 < std::min(total, c1 * kChunk); i0 += kChunk) {
       const int64_t len = std::min(kChunk, total - i0);
-      for (int64_t j = 0; j < len; ++j) e[j] = -gate[i0 + j];
+      internal::Negate(gate + i0, len, e, simd_);
       PortableExpfShifted(e, 0.0f, e, len);  // e^(-g - 0) = e^-g, bit for bit
-      for (int64_t j = 0; j < len; ++j) out[i0 + j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
+      internal::SwiGluFinish(gate + i0, up + i0, e, len, out + i0, simd_);
     }
   });
   return absl::OkStatus();
