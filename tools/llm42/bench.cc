@@ -208,13 +208,15 @@ std::vector<double> StreamTimes(Session& s, int prompt_len, int out_len, uint64_
   return out;
 }
 
-// What a schedule's GEMMs are measured against: the FMA peak of the widest vector unit, and for
-// fast prompts of bf16 weights where the CPU has AVX-512 BF16 (bf16_gemm.h) the peak of its
-// bf16 dot products, which compute twice the FMA's multiply-adds per instruction.
+// What a schedule's GEMMs of `rows` rows are measured against: the FMA peak of the widest vector
+// unit, and for fast prompts of bf16 weights where the CPU has AVX-512 BF16 (bf16_gemm.h, from
+// kBf16GemmMinRows rows) the peak of its bf16 dot products, which compute twice the FMA's
+// multiply-adds per instruction.
 struct Peaks {
   double fma = 0, bf16_dot = 0;
-  double For(bool fixed) const { return !fixed && bf16_dot > 0 ? bf16_dot : fma; }
-  const char* Name(bool fixed) const { return !fixed && bf16_dot > 0 ? "bf16 dot-product peak" : "FMA peak"; }
+  bool Dot(bool fixed, int64_t rows) const { return !fixed && bf16_dot > 0 && rows >= internal::kBf16GemmMinRows; }
+  double For(bool fixed, int64_t rows) const { return Dot(fixed, rows) ? bf16_dot : fma; }
+  const char* Name(bool fixed, int64_t rows) const { return Dot(fixed, rows) ? "bf16 dot-product peak" : "FMA peak"; }
 };
 
 void PrintBf16DotPeak(const Peaks& peaks) {
@@ -259,11 +261,11 @@ void BenchGemms(const std::vector<WeightMatrix>& matrices, bool every, int rows,
                                    fixed ? "fixed" : "fast ", bytes / seconds / 1e9,
                                    bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
     } else {
-      const double peak = peaks.For(fixed);
+      const double peak = peaks.For(fixed, rows);
       std::cout << absl::StrFormat("%s GEMMs alone (%s, %d rows): %.1f GFLOP/s, %.1f %% of the %s",
                                    fixed ? "fixed" : "fast ", every ? "every matrix" : "one layer's matrices", rows,
                                    flops / seconds / 1e9, peak > 0 ? 100 * flops / seconds / peak : 0.0,
-                                   peaks.Name(fixed));
+                                   peaks.Name(fixed, rows));
       if (every) {
         std::cout << absl::StrFormat("; %.1f GB/s of weights, %.2f of the read bandwidth", bytes / seconds / 1e9,
                                      bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
@@ -309,10 +311,12 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, cons
         best = std::min(best, StreamTimes(**session, depth + pp, 1, seed).front());
       }
       const double tps = pp / best, flops = gemm.Prefill(pp) / best;
-      const double peak = peaks.For(fixed);
+      // A prompt runs in passes of up to --max_batch_tokens rows.
+      const int64_t pass = std::min(pp, absl::GetFlag(FLAGS_max_batch_tokens));
+      const double peak = peaks.For(fixed, pass);
       rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | GEMM work at %.1f GFLOP/s, %.1f %% of the %s |",
                                      sched, pp, depth, tps, flops / 1e9, peak > 0 ? 100 * flops / peak : 0.0,
-                                     peaks.Name(fixed)));
+                                     peaks.Name(fixed, pass)));
     }
     if (tg > 0) {
       double best = 0;
@@ -456,7 +460,9 @@ int Bench() {
       rows.push_back(absl::StrFormat(
           "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d |",
           fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / 1e9,
-          peaks.For(fixed) > 0 ? 100 * r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / peaks.For(fixed) : 0.0,
+          peaks.For(fixed, prompt_len) > 0
+              ? 100 * r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / peaks.For(fixed, prompt_len)
+              : 0.0,
           r.ttft_p50, r.ttft_p99,
           r.itl_p50, r.itl_p99, r.decode_tps, r.preemptions));
     }

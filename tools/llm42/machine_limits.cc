@@ -40,14 +40,12 @@ __attribute__((target("avx2,fma"))) float FmaLoop256(float seed) {
   return _mm256_cvtss_f32(s);
 }
 
-__attribute__((target("avx512f"))) float FmaLoop512(float seed) {
-  __m512 acc[kChains];
+// The 512-bit loops' chains from the seed, and their lanes added up at the end (so that the
+// work is kept).
+__attribute__((target("avx512f"), always_inline)) inline void Seed512(float seed, __m512 (&acc)[kChains]) {
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (long i = 0; i < kIterations; ++i) {
-#pragma GCC unroll 16
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
-  }
+}
+__attribute__((target("avx512f"), always_inline)) inline float Total512(const __m512 (&acc)[kChains]) {
   __m512 s = acc[0];
   for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
   float lanes[16];
@@ -57,24 +55,29 @@ __attribute__((target("avx512f"))) float FmaLoop512(float seed) {
   return total;
 }
 
+__attribute__((target("avx512f"))) float FmaLoop512(float seed) {
+  __m512 acc[kChains];
+  Seed512(seed, acc);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (long i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  }
+  return Total512(acc);
+}
+
 // vdpbf16ps (AVX-512 BF16): two bf16 products and their sum added into each f32 lane, the
 // fast schedule's bf16 prompt GEMMs (bf16_gemm.h). Four FLOPs per lane.
 __attribute__((target("avx512f,avx512bf16"))) float Bf16DotLoop(float seed) {
   __m512 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
+  Seed512(seed, acc);
   const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
   const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-7f), _mm512_set1_ps(1e-7f));
   for (long i = 0; i < kIterations; ++i) {
 #pragma GCC unroll 16
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
   }
-  __m512 s = acc[0];
-  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
-  float lanes[16];
-  _mm512_storeu_ps(lanes, s);
-  float total = 0;
-  for (float f : lanes) total += f;
-  return total;
+  return Total512(acc);
 }
 #endif
 

@@ -27,6 +27,10 @@ namespace llm42::internal {
 // True where the CPU has AVX-512 BF16 (and LLM42_CPU_SIMD neither off nor avx2) and allow_simd.
 bool Bf16GemmAvailable(bool allow_simd = true);
 
+// A MatMul's fast rows of bf16 weights take Bf16Gemm from this many (the packed f32 GEMM's
+// threshold; fewer rows run its direct tiles on the exact weights and activations).
+inline constexpr int64_t kBf16GemmMinRows = 96;
+
 // K pairs of a row: bf16 activations and packed weights come as 32-bit pairs of consecutive K
 // values (element 2p in the low half), an odd K's last pair padded with zero.
 inline int64_t Bf16Pairs(int64_t k) { return (k + 1) / 2; }

@@ -183,9 +183,9 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   const internal::WideGemv gemv4 = internal::SelectFixedGemv4(w0.type, simd_);
   const bool packed = internal::PackedGemmAvailable(simd_) && internal::PackedGemmSupports(w0.type);
   // fast prompt rows of bf16 weights on AVX-512 BF16: bf16 dot products on the rows rounded to
-  // bf16 (bf16_gemm.h), from as many rows as the packed GEMM.
+  // bf16 (bf16_gemm.h).
   const bool bf16_dot = w0.type == GgmlType::kBF16 && packed && internal::Bf16GemmAvailable(simd_) &&
-                        static_cast<int64_t>(fast_rows_.size()) >= kPackedMinRows;
+                        static_cast<int64_t>(fast_rows_.size()) >= internal::kBf16GemmMinRows;
   // fast prompts through BLIS (blas_gemm.h): one chunk of weight rows per thread, each BLAS call
   // packing all the activation rows again.
   const bool blas = !bf16_dot && internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows &&
