@@ -66,7 +66,8 @@ LLM42_BF16DOT512 void PackPanel(const uint8_t* w, size_t row_bytes, int64_t c0, 
   for (; p + 16 <= whole; p += 16) {
     __m512i r[16];
     for (int i = 0; i < 16; ++i) {
-      r[i] = i < valid ? _mm512_loadu_si512(w + static_cast<size_t>(c0 + i) * row_bytes + 4 * p) : _mm512_setzero_si512();
+      r[i] = i < valid ? _mm512_loadu_si512(w + static_cast<size_t>(c0 + i) * row_bytes + 4 * p)
+                       : _mm512_setzero_si512();
     }
     Transpose16(r);
     for (int i = 0; i < 16; ++i) _mm512_store_si512(out + (p - q0 + i) * kCols, r[i]);
@@ -143,7 +144,8 @@ LLM42_BF16DOT512 void RoundRows(const float* x, int64_t k, const int64_t* rows, 
       const int64_t n = std::min<int64_t>(32, k - t);
       const auto lo = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, n)) - 1);
       const auto hi = static_cast<__mmask16>((uint32_t{1} << std::max<int64_t>(0, n - 16)) - 1);
-      const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + t + 16), _mm512_maskz_loadu_ps(lo, src + t));
+      const __m512bh b =
+          _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + t + 16), _mm512_maskz_loadu_ps(lo, src + t));
       const int64_t words = 2 * ((n + 1) / 2);  // with an odd k's zero pad
       const auto store = words == 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint32_t{1} << words) - 1);
       _mm512_mask_storeu_epi16(dst + t, store, (__m512i)b);

@@ -188,8 +188,9 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
                         static_cast<int64_t>(fast_rows_.size()) >= internal::kBf16GemmMinRows;
   // fast prompts through BLIS (blas_gemm.h): one chunk of weight rows per thread, each BLAS call
   // packing all the activation rows again.
-  const bool blas = !bf16_dot && internal::BlasGemmAvailable() && static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows &&
-                    k >= kBlasMinSide && total >= kBlasMinSide;
+  const bool blas = !bf16_dot && internal::BlasGemmAvailable() &&
+                    static_cast<int64_t>(fast_rows_.size()) >= kBlasMinRows && k >= kBlasMinSide &&
+                    total >= kBlasMinSide;
   if (blas && grain < total) grain = (total + pool_.size() - 1) / pool_.size();
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
   // on the weights' exact f32 values beats the AVX2 int8 kernels there (llama-110m on a Zen 3,
@@ -454,7 +455,7 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
   if (!same) {
     rope_params_ = rope;
     rope_cs_.resize(static_cast<size_t>(m * rope.n_rot));
-    ForRows(m, half * 64, [&](int64_t r0, int64_t r1) {
+    ForRows(m, half * 64, [&](int64_t r0, int64_t r1) {  // (a pair's sine and cosine: ~64 multiply-adds)
       for (int64_t i = r0; i < r1; ++i) {
         float* cs = rope_cs_.data() + i * rope.n_rot;
         float theta = static_cast<float>(positions[i]) * rope.freq_scale;

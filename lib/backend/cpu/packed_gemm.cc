@@ -168,7 +168,8 @@ struct Avx512Kernel {
 
   template <int R, typename Src>
   LLM42_AVX512 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                const Src& src, int64_t k, const float* const* xr, float* const* yr, const Steps& steps) {
+                                const Src& src, int64_t k, const float* const* xr, float* const* yr,
+                                const Steps& steps) {
     const int64_t k8 = k / 8;
     __m512 acc[R][kPairs];
     StartAccumulators(steps, acc);
@@ -210,7 +211,8 @@ struct Avx512Kernel {
   }
   template <typename Src>
   LLM42_AVX512 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                   const Src& src, int64_t k, const float* const* xr, float* const* yr, const Steps& steps) {
+                                   const Src& src, int64_t k, const float* const* xr, float* const* yr,
+                                   const Steps& steps) {
     switch (nr) {
       case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
       case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
@@ -243,7 +245,8 @@ struct Avx2Kernel {
 
   template <int R, typename Src>
   LLM42_AVX2 static void Tile(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                              const Src& src, int64_t k, const float* const* xr, float* const* yr, const Steps& steps) {
+                              const Src& src, int64_t k, const float* const* xr, float* const* yr,
+                              const Steps& steps) {
     const int64_t k8 = k / 8;
     __m256 acc[R][kCols];
     StartAccumulators(steps, acc);
@@ -291,7 +294,8 @@ struct Avx2Kernel {
 
   template <typename Src>
   LLM42_AVX2 static void RunTile(int nr, GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1,
-                                 const Src& src, int64_t k, const float* const* xr, float* const* yr, const Steps& steps) {
+                                 const Src& src, int64_t k, const float* const* xr, float* const* yr,
+                                 const Steps& steps) {
     switch (nr) {
       case 1: return Tile<1>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
       case 2: return Tile<2>(type, w, row_bytes, c0, r1, src, k, xr, yr, steps);
