@@ -19,7 +19,10 @@ namespace llm42::internal {
 // at most 2^-9 per element, as llama.cpp's) and vdpbf16ps's own order and rounding of its two
 // products, which is fixed by the instruction, not by the batch: a row's outputs do not depend
 // on the other rows (each output is one lane's chain over K in order). The fixed schedule never
-// comes here (its bf16 arithmetic is f32 on the exact weights, packed_gemm.h's).
+// comes here (its bf16 arithmetic is f32 on the exact weights, packed_gemm.h's). A decode step of
+// kBf16GemmMinRows or more fast rows comes here too: deterministic requests decoded under `fast`
+// then part from `fixed` somewhat more often (the rounded activations), which verification
+// catches as rollbacks, never in an output (not measured: the DVR benchmarks run 16 requests).
 //
 // No portable or AVX2 version: where the CPU has no AVX-512 BF16, bf16 prompts take the f32
 // GEMM (packed_gemm.h), as before.
