@@ -42,14 +42,19 @@ LLM42_AVX2 int64_t RoundRowToBf16Avx2(const float* src, int64_t n, uint8_t* dst)
 }
 #endif
 
-}  // namespace
+using Avx2Round = int64_t (*)(const float* src, int64_t n, uint8_t* dst);
+#if LLM42_X86
+constexpr Avx2Round kF16Avx2 = RoundRowToF16Avx2, kBf16Avx2 = RoundRowToBf16Avx2;
+#else
+constexpr Avx2Round kF16Avx2 = nullptr, kBf16Avx2 = nullptr;
+#endif
 
-namespace {
-
-// Values [0, simd_done) already rounded by a SIMD kernel; the rest by kScalar.
+// The AVX2 kernel's values where allowed and the CPU has it (it returns how many it rounded),
+// kScalar's for the rest.
 template <uint16_t (*kScalar)(float)>
-void RoundRest(const float* src, int64_t simd_done, int64_t n, uint8_t* dst) {
-  for (int64_t i = simd_done; i < n; ++i) {
+void RoundRow(Avx2Round avx2, const float* src, int64_t n, uint8_t* dst, bool allow_simd) {
+  const int64_t done = avx2 != nullptr && allow_simd && CpuHasAvx2() ? avx2(src, n, dst) : 0;
+  for (int64_t i = done; i < n; ++i) {
     const uint16_t h = kScalar(src[i]);
     std::memcpy(dst + 2 * i, &h, sizeof(h));
   }
@@ -58,19 +63,11 @@ void RoundRest(const float* src, int64_t simd_done, int64_t n, uint8_t* dst) {
 }  // namespace
 
 void RoundRowToF16(const float* src, int64_t n, uint8_t* dst, bool allow_simd) {
-  int64_t done = 0;
-#if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) done = RoundRowToF16Avx2(src, n, dst);
-#endif
-  RoundRest<Fp32ToFp16>(src, done, n, dst);
+  RoundRow<Fp32ToFp16>(kF16Avx2, src, n, dst, allow_simd);
 }
 
 void RoundRowToBf16(const float* src, int64_t n, uint8_t* dst, bool allow_simd) {
-  int64_t done = 0;
-#if LLM42_X86
-  if (allow_simd && CpuHasAvx2()) done = RoundRowToBf16Avx2(src, n, dst);
-#endif
-  RoundRest<Fp32ToBf16>(src, done, n, dst);
+  RoundRow<Fp32ToBf16>(kBf16Avx2, src, n, dst, allow_simd);
 }
 
 }  // namespace llm42::internal
