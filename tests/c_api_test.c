@@ -197,6 +197,8 @@ static void TestConversation(void) {
   EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
   EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
   EXPECT_STATUS(llm42_session_options_set_prefix_caching(so, 0), LLM42_OK);
+  /* Its KV resident from the start: the same outputs as the lazily paged session's (below). */
+  EXPECT_STATUS(llm42_session_options_set_kv_prefault(so, 1), LLM42_OK);
   EXPECT_STATUS(llm42_session_create(so, &cold), LLM42_OK);
   llm42_session_options_destroy(so);
 

@@ -22,10 +22,12 @@ TEST(SessionConfig, AppliesEveryFieldItSets) {
     context_length: 1024
     backend: "cpu"
     kv_dtype: "bf16"
+    kv_prefault: true
     determinism { mode: OFF window: 16 verify_group: 2 default_seed: 7 decode_path: FIXED }
   )pb")).ok());
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.kv_dtype, "bf16");
+  EXPECT_TRUE(o.kv_prefault);
   EXPECT_EQ(o.determinism.decode_path, DecodePath::kFixed);
   EXPECT_EQ(o.model_path, "m.gguf");
   EXPECT_EQ(o.threads, 3);  // untouched

@@ -286,6 +286,9 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   void set_prefix_caching(bool enable) {
     llm42_swig::Check(llm42_session_options_set_prefix_caching(llm42_swig::Handle($self, "SessionOptions"), enable ? 1 : 0));
   }
+  void set_kv_prefault(bool enable) {
+    llm42_swig::Check(llm42_session_options_set_kv_prefault(llm42_swig::Handle($self, "SessionOptions"), enable ? 1 : 0));
+  }
   void set_kv_dtype(const std::string& dtype) {
     llm42_swig::Check(llm42_session_options_set_kv_dtype(llm42_swig::Handle($self, "SessionOptions"), dtype.c_str()));
   }

@@ -147,6 +147,11 @@ class SessionOptions {
     detail::Check(llm42_session_options_set_prefix_caching(h_.get(), enable ? 1 : 0));
     return *this;
   }
+  // llm42_session_options_set_kv_prefault.
+  SessionOptions& SetKvPrefault(bool enable) {
+    detail::Check(llm42_session_options_set_kv_prefault(h_.get(), enable ? 1 : 0));
+    return *this;
+  }
   SessionOptions& SetThreads(int32_t n) {
     detail::Check(llm42_session_options_set_threads(h_.get(), n));
     return *this;

@@ -154,6 +154,10 @@ class Backend {
   virtual absl::StatusOr<float*> Workspace(int slot, size_t n_floats) = 0;
   // (Re)allocates the paged KV storage; what it held is gone.
   virtual absl::Status AllocateKv(const KvShape& shape) = 0;
+  // Makes the whole KV storage resident now (SessionOptions::kv_prefault) where the backend's
+  // memory is paged in lazily, at each page's first store; its contents do not change. Device
+  // memory is resident once allocated: nothing to do.
+  virtual absl::Status PrefaultKv() { return absl::OkStatus(); }
   virtual KvDtype kv_dtype() const = 0;  // never kAuto
   // Bytes of one stored key or value element (4 for f32, 2 for f16 and bf16).
   size_t kv_element_bytes() const { return kv_dtype() == KvDtype::kF32 ? 4 : 2; }

@@ -289,6 +289,11 @@ llm42_status llm42_session_options_set_prefix_caching(llm42_session_options* o, 
     f.prefix_caching = enable != 0;
   });
 }
+llm42_status llm42_session_options_set_kv_prefault(llm42_session_options* o, int32_t enable) {
+  return SetField(o, [&](llm42::SessionOptions& f) {
+    f.kv_prefault = enable != 0;
+  });
+}
 llm42_status llm42_session_options_set_kv_dtype(llm42_session_options* o, const char* dtype) {
   if (dtype == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "kv dtype is NULL");
   return SetField(o, [&](llm42::SessionOptions& f) { f.kv_dtype = dtype; });

@@ -113,6 +113,7 @@ absl::Status SessionOptions::LoadConfig(const std::string& path) {
   if (config.has_kv_cache_tokens()) o.kv_cache_tokens = config.kv_cache_tokens();
   if (config.has_kv_dtype()) o.kv_dtype = config.kv_dtype();
   if (config.has_prefix_caching()) o.prefix_caching = config.prefix_caching();
+  if (config.has_kv_prefault()) o.kv_prefault = config.kv_prefault();
   if (config.has_context_length()) o.context_length = config.context_length();
   if (config.has_determinism()) {
     const DeterminismConfig& d = config.determinism();

@@ -126,6 +126,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a KV cache of ", kv_tokens,
                                                      " tokens on ", s->backend_->name(), ": ", kv.message()));
   }
+  if (options.kv_prefault) LLM42_RETURN_IF_ERROR(s->backend_->PrefaultKv());
   s->max_sequence_ = std::min<int64_t>(s->context_length_, s->cache_->capacity_tokens());
   EngineConfig config;
   config.limits = SchedulerLimits{options.max_batch_tokens, options.max_running_requests,

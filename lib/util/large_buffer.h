@@ -23,6 +23,10 @@ class LargeBuffer {
   // An empty buffer when the memory cannot be mapped.
   static LargeBuffer Allocate(size_t bytes);
 
+  // Makes every page resident now rather than at its first touch (the kernel's zeroing of a
+  // fresh page, or of a 2 MiB huge page, then happens here); the contents do not change.
+  void Prefault();
+
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   explicit operator bool() const { return data_ != nullptr; }

@@ -85,9 +85,10 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running_requests = std::max(16, concurrency);
   o.context_length = prompt_len + out_len + 1;
-  // A KV cache of the run's size (llama-batched-bench's n_kv), every page of it touched by the
-  // warm-up below: the kernel's zeroing of fresh pages (8 % of a 16 x (128 + 128) run's samples)
-  // stays outside the timing, as llama-batched-bench clears its KV buffer when it makes a context.
+  // A KV cache of the run's size (llama-batched-bench's n_kv), resident from the start
+  // (BenchSessionOptions): the kernel's zeroing of fresh pages (2-6 % of a 16 x (128 + 128) run's
+  // samples where the warm-up below was to touch them, which it did not: it reuses its own freed
+  // blocks) stays outside the timing.
   o.kv_cache_tokens = int64_t{concurrency} * o.context_length;
   o.determinism.mode = fixed ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;
   auto session = Session::Create(o);
@@ -291,10 +292,8 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, cons
     o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
     o.context_length = depth + std::max(pp, tg) + 2;
     o.prefix_caching = depth > 0;  // keeps the depth's KV for pp (see above)
-    // A KV cache of one context: the second run reuses the first's blocks. Fresh blocks' first
-    // touch (the kernel zeroing their pages: 8 % of a pp512 run at depth 1024 in a VM) is then
-    // outside the best run, as llama-bench, which clears its whole KV buffer when it makes a
-    // context, keeps it outside its timings.
+    // A KV cache of one context, resident from the start (BenchSessionOptions: fresh pages' first
+    // touch was 8 % of a pp512 run at depth 1024 in a VM).
     o.kv_cache_tokens = o.context_length;
     o.determinism.mode = fixed ? DeterminismMode::kBatchInvariant : DeterminismMode::kSelective;
     auto session = Session::Create(o);

@@ -46,6 +46,9 @@ ABSL_FLAG(double, fast_path_noise, 0.0,
 ABSL_FLAG(std::string, backend, "auto", "Where to run: auto (CUDA when a usable GPU exists), cpu or cuda");
 ABSL_FLAG(bool, prefix_caching, true,
           "Reuse cached KV blocks for prompts that start with the same tokens (bitwise exact for deterministic requests)");
+ABSL_FLAG(bool, kv_prefault, false,
+          "Make the whole KV cache resident at startup, so that no generation step waits on the system "
+          "zeroing fresh pages (llm42 bench always does, as llama.cpp's tools)");
 ABSL_FLAG(std::string, kv_dtype, "auto",
           "KV cache element type: auto (the backend's), f32, f16 or bf16 (half the memory and attention reads)");
 ABSL_FLAG(std::string, decode_path, "auto",
@@ -145,7 +148,8 @@ api::SessionOptions SessionOptionsFromFlags() {
       .SetThreads(absl::GetFlag(FLAGS_threads))
       .SetBackend(absl::GetFlag(FLAGS_backend))
       .SetKvDtype(absl::GetFlag(FLAGS_kv_dtype))
-      .SetPrefixCaching(absl::GetFlag(FLAGS_prefix_caching));
+      .SetPrefixCaching(absl::GetFlag(FLAGS_prefix_caching))
+      .SetKvPrefault(absl::GetFlag(FLAGS_kv_prefault));
   if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
   api::DeterminismPolicy policy;
   policy.SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)).SetDecodePath(DecodePathFromFlag());
