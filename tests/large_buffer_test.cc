@@ -35,13 +35,13 @@ TEST(LargeBuffer, PrefaultMakesEveryPageResidentAndKeepsTheContents) {
   ASSERT_TRUE(b);
   EXPECT_EQ(ResidentPages(b), 0u) << "Allocate maps its pages lazily";
   b.data()[page + 1] = 7;  // one page stored into before the prefault
-  b.Prefault();
+  EXPECT_TRUE(b.Prefault());
   EXPECT_EQ(ResidentPages(b), pages);
   for (size_t i = 0; i < b.size(); ++i) {
     if (b.data()[i] != (i == page + 1 ? 7 : 0)) FAIL() << "byte " << i << " changed to " << int{b.data()[i]};
   }
   LargeBuffer empty;
-  empty.Prefault();  // nothing to do, and no crash
+  EXPECT_TRUE(empty.Prefault());  // nothing to do, and no crash
 }
 #endif
 

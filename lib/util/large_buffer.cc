@@ -5,6 +5,8 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <cerrno>
 #else
 #include <cstdlib>
 #include <cstring>
@@ -30,13 +32,20 @@ LargeBuffer LargeBuffer::Allocate(size_t bytes) {
   return b;
 }
 
-void LargeBuffer::Prefault() {
-  if (data_ == nullptr) return;
+bool LargeBuffer::Prefault() {
+  if (data_ == nullptr) return true;
 #if defined(__linux__)
 #if !defined(MADV_POPULATE_WRITE)
 #define MADV_POPULATE_WRITE 23  // Linux 5.14's; older kernels refuse it (EINVAL) and we touch
 #endif
-  if (madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return;
+  int rc;
+  do {
+    rc = madvise(data_, size_, MADV_POPULATE_WRITE);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) return true;
+  // Out of memory (ENOMEM) or anything but an older kernel's refusal: touching the pages would
+  // end in the OOM killer instead.
+  if (errno != EINVAL) return false;
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 #else
   const size_t page = 4096;
@@ -44,6 +53,7 @@ void LargeBuffer::Prefault() {
   // A write per page, of the byte already there.
   volatile uint8_t* p = data_;
   for (size_t i = 0; i < size_; i += page) p[i] = p[i];
+  return true;
 }
 
 LargeBuffer::~LargeBuffer() {

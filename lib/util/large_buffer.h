@@ -24,8 +24,9 @@ class LargeBuffer {
   static LargeBuffer Allocate(size_t bytes);
 
   // Makes every page resident now rather than at its first touch (the kernel's zeroing of a
-  // fresh page, or of a 2 MiB huge page, then happens here); the contents do not change.
-  void Prefault();
+  // fresh page, or of a 2 MiB huge page, then happens here); the contents do not change. False
+  // where the system has not the memory for all of it (what it could page in stays).
+  bool Prefault();
 
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

@@ -86,6 +86,12 @@ absl::StatusOr<float*> CpuBackend::Workspace(int slot, size_t n_floats) {
   return w.data();
 }
 
+absl::Status CpuBackend::PrefaultKv() {
+  if (kv_.Prefault()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("cannot make the ", kv_.size() >> 20,
+                                                   " MiB KV cache resident: the system has not the memory"));
+}
+
 absl::Status CpuBackend::AllocateKv(const KvShape& shape) {
   const auto n = static_cast<size_t>(shape.n_blocks * shape.block_elements()) * kv_element_bytes();
   kv_ = LargeBuffer::Allocate(n);

@@ -38,10 +38,7 @@ class CpuBackend final : public Backend {
   absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;
   absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
   absl::Status AllocateKv(const KvShape& shape) override;
-  absl::Status PrefaultKv() override {
-    kv_.Prefault();
-    return absl::OkStatus();
-  }
+  absl::Status PrefaultKv() override;
   KvDtype kv_dtype() const override { return kv_dtype_; }
   absl::Status ReadKvBlock(int32_t block, std::span<uint8_t> host) override;
   absl::Status WriteKvBlock(int32_t block, std::span<const uint8_t> host) override;
