@@ -7,6 +7,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "tools/llm42/commands.h"
 
 namespace {
@@ -60,12 +61,18 @@ std::vector<std::string> NormalizeFlags(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  // --help lists flags under the file that defines them: its name, not the build machine's path.
+  // --help lists flags under the file that defines them: its path from the source tree's
+  // tools/llm42/ (the tool's own flags), else its name; never the build machine's path.
   absl::FlagsUsageConfig usage;
   usage.normalize_filename = [](absl::string_view path) {
+    const size_t tool = path.rfind("tools/llm42/");
+    if (tool != absl::string_view::npos) return std::string(path.substr(tool));
     const size_t slash = path.rfind('/');
     return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
   };
+  // `llm42 COMMAND --help` lists the tool's own flags (absl's default picks the files named after
+  // the program, and the command stands in argv[0]'s place, so it listed none).
+  usage.contains_help_flags = [](absl::string_view path) { return absl::StartsWith(path, "tools/llm42/"); };
   absl::SetFlagsUsageConfig(usage);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
     std::cerr << kUsage << "\n";
