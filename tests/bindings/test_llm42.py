@@ -268,6 +268,7 @@ class BindingTest(unittest.TestCase):
             so.set_model_path(MODEL)
             so.set_threads(1)
             so.set_kv_dtype("f16")
+            so.set_kv_prefault(True)  # resident KV changes no output: the KV type alone differs
             f16 = llm42.Session(so)
         try:
             check = f16.verify_receipt(receipt)
