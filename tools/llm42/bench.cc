@@ -218,6 +218,11 @@ struct Peaks {
   bool Dot(bool fixed, int64_t rows) const { return !fixed && bf16_dot > 0 && rows >= internal::kBf16GemmMinRows; }
   double For(bool fixed, int64_t rows) const { return Dot(fixed, rows) ? bf16_dot : fma; }
   const char* Name(bool fixed, int64_t rows) const { return Dot(fixed, rows) ? "bf16 dot-product peak" : "FMA peak"; }
+  // flops_per_s as a percentage of that peak (0 where it was not measured).
+  double Percent(double flops_per_s, bool fixed, int64_t rows) const {
+    const double peak = For(fixed, rows);
+    return peak > 0 ? 100 * flops_per_s / peak : 0.0;
+  }
 };
 
 void PrintBf16DotPeak(const Peaks& peaks) {
@@ -262,10 +267,9 @@ void BenchGemms(const std::vector<WeightMatrix>& matrices, bool every, int rows,
                                    fixed ? "fixed" : "fast ", bytes / seconds / 1e9,
                                    bandwidth > 0 ? bytes / seconds / bandwidth : 0.0);
     } else {
-      const double peak = peaks.For(fixed, rows);
       std::cout << absl::StrFormat("%s GEMMs alone (%s, %d rows): %.1f GFLOP/s, %.1f %% of the %s",
                                    fixed ? "fixed" : "fast ", every ? "every matrix" : "one layer's matrices", rows,
-                                   flops / seconds / 1e9, peak > 0 ? 100 * flops / seconds / peak : 0.0,
+                                   flops / seconds / 1e9, peaks.Percent(flops / seconds, fixed, rows),
                                    peaks.Name(fixed, rows));
       if (every) {
         std::cout << absl::StrFormat("; %.1f GB/s of weights, %.2f of the read bandwidth", bytes / seconds / 1e9,
@@ -312,9 +316,8 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, cons
       const double tps = pp / best, flops = gemm.Prefill(pp) / best;
       // A prompt runs in passes of up to --max_batch_tokens rows.
       const int64_t pass = std::min(pp, absl::GetFlag(FLAGS_max_batch_tokens));
-      const double peak = peaks.For(fixed, pass);
       rows.push_back(absl::StrFormat("| %-5s | pp%d @ d%d | %9.1f | GEMM work at %.1f GFLOP/s, %.1f %% of the %s |",
-                                     sched, pp, depth, tps, flops / 1e9, peak > 0 ? 100 * flops / peak : 0.0,
+                                     sched, pp, depth, tps, flops / 1e9, peaks.Percent(flops, fixed, pass),
                                      peaks.Name(fixed, pass)));
     }
     if (tg > 0) {
@@ -456,14 +459,12 @@ int Bench() {
                                        c * (out_len - 1) / t_tg, r.t_total, c * (prompt_len + out_len) / r.t_total));
         continue;
       }
+      const double prefill_flops = r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len;  // per second
       rows.push_back(absl::StrFormat(
           "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d |",
-          fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / 1e9,
-          peaks.For(fixed, prompt_len) > 0
-              ? 100 * r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len / peaks.For(fixed, prompt_len)
-              : 0.0,
-          r.ttft_p50, r.ttft_p99,
-          r.itl_p50, r.itl_p99, r.decode_tps, r.preemptions));
+          fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, prefill_flops / 1e9,
+          peaks.Percent(prefill_flops, fixed, prompt_len), r.ttft_p50, r.ttft_p99, r.itl_p50, r.itl_p99,
+          r.decode_tps, r.preemptions));
     }
   }
   std::fprintf(stderr, "\n");

@@ -464,10 +464,11 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
   // Pair p rotates elements (first(p), first(p) + stride).
   const int64_t stride = rope.neox ? half : 1;
   const int64_t step = rope.neox ? 1 : 2;
-  // The rows' angles: once per step (every layer's queries and keys rotate by the same ones).
-  const bool same = !rope_cs_.empty() && rope_params_.n_rot == rope.n_rot &&
-                    rope_params_.freq_base == rope.freq_base && rope_params_.freq_scale == rope.freq_scale &&
-                    rope_params_.freq_factors == rope.freq_factors;
+  // The rows' angles: once per step (every layer's queries and keys rotate by the same ones;
+  // BeginBatch drops them, and rows or parameters unlike the cached ones recompute them).
+  const bool same = m > 0 && rope_cs_.size() == static_cast<size_t>(m * rope.n_rot) &&
+                    rope_params_.n_rot == rope.n_rot && rope_params_.freq_base == rope.freq_base &&
+                    rope_params_.freq_scale == rope.freq_scale && rope_params_.freq_factors == rope.freq_factors;
   if (!same) {
     rope_params_ = rope;
     rope_cs_.resize(static_cast<size_t>(m * rope.n_rot));

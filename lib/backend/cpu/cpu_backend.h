@@ -133,7 +133,6 @@ class CpuBackend final : public Backend {
   // while rope_params_ match (BeginBatch clears it).
   std::vector<float> rope_cs_;
   RopeParams rope_params_;
-
 };
 
 int DefaultThreadCount();

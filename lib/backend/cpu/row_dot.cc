@@ -296,25 +296,24 @@ bool CpuHasAvx512() {
 #endif
 }
 
-bool CpuHasVnni512() {
 #if LLM42_X86
-  static const bool has =
-      CpuHasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-  return has;
-#else
-  return false;
-#endif
-}
+namespace {
+// The AVX-512 kernels that need BW and one more extension (`extension`: the CPU's own answer).
+bool Avx512BwAnd(bool extension) { return CpuHasAvx512() && __builtin_cpu_supports("avx512bw") && extension; }
+}  // namespace
 
-bool CpuHasBf16Dot512() {
-#if LLM42_X86
-  static const bool has =
-      CpuHasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+bool CpuHasVnni512() {
+  static const bool has = Avx512BwAnd(__builtin_cpu_supports("avx512vnni"));
   return has;
-#else
-  return false;
-#endif
 }
+bool CpuHasBf16Dot512() {
+  static const bool has = Avx512BwAnd(__builtin_cpu_supports("avx512bf16"));
+  return has;
+}
+#else
+bool CpuHasVnni512() { return false; }
+bool CpuHasBf16Dot512() { return false; }
+#endif
 
 namespace {
 
