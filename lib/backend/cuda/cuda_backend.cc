@@ -40,18 +40,9 @@ std::string CudaBackend::device_name() const {
   return prop.name;
 }
 
-absl::Status CudaBackend::Reserve(DeviceBuffer& b, size_t bytes) {
-  if (b.bytes() >= bytes) return absl::OkStatus();
-  b = DeviceBuffer();  // free first: the old contents are not kept
-  auto grown = DeviceBuffer::Allocate(std::max<size_t>(bytes, 256));
-  if (!grown.ok()) return grown.status();
-  b = std::move(grown).value();
-  return absl::OkStatus();
-}
-
 absl::Status CudaBackend::UploadInts(DeviceBuffer& b, std::span<const int32_t> host) {
   if (host.empty()) return absl::OkStatus();
-  if (absl::Status s = Reserve(b, host.size_bytes()); !s.ok()) return s;
+  if (absl::Status s = b.Grow(host.size_bytes()); !s.ok()) return s;
   // From pageable memory the copy is staged before the call returns, so `host` may change after.
   LLM42_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(b.get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream_.get()));
@@ -109,7 +100,7 @@ absl::StatusOr<float*> CudaBackend::Workspace(int slot, size_t n_floats) {
   if (b.bytes() < n_floats * sizeof(float)) {
     // A buffer may still be in use by queued work: wait before freeing it.
     if (absl::Status s = Synchronize(); !s.ok()) return s;
-    if (absl::Status s = Reserve(b, n_floats * sizeof(float)); !s.ok()) return s;
+    if (absl::Status s = b.Grow(n_floats * sizeof(float)); !s.ok()) return s;
   }
   return b.as<float>();
 }
@@ -195,7 +186,7 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, int64_t m
 }
 
 absl::Status CudaBackend::Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed) {
-  if (absl::Status s = Reserve(half_x_, static_cast<size_t>(m * w.cols) * 2); !s.ok()) return s;
+  if (absl::Status s = half_x_.Grow(static_cast<size_t>(m * w.cols) * 2); !s.ok()) return s;
   LLM42_CUDA_RETURN_IF_ERROR(
       LaunchToHalf(x, static_cast<size_t>(m * w.cols), HalfOf(w.type), half_x_.get(), stream_.get()));
   return gemm_.Run(half_x_.get(), m, w.data, w.rows, w.cols, CudaTypeOf(w.type), y, fixed);
@@ -210,8 +201,8 @@ absl::Status CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& 
   for (const std::vector<int32_t>* rows : {&fast_rows_, &fixed_rows_}) {
     const auto n_rows = static_cast<int64_t>(rows->size());
     if (absl::Status st = UploadInts(gather_idx_, *rows); !st.ok()) return st;
-    if (absl::Status st = Reserve(gathered_x_, static_cast<size_t>(n_rows * w.cols) * sizeof(float)); !st.ok()) return st;
-    if (absl::Status st = Reserve(gathered_y_, static_cast<size_t>(n_rows * w.rows) * sizeof(float)); !st.ok()) return st;
+    if (absl::Status st = gathered_x_.Grow(static_cast<size_t>(n_rows * w.cols) * sizeof(float)); !st.ok()) return st;
+    if (absl::Status st = gathered_y_.Grow(static_cast<size_t>(n_rows * w.rows) * sizeof(float)); !st.ok()) return st;
     LLM42_CUDA_RETURN_IF_ERROR(
         LaunchGatherRows(x, w.cols, gather_idx_.as<int32_t>(), n_rows, gathered_x_.as<float>(), stream_.get()));
     if (absl::Status st = Gemm(gathered_x_.as<float>(), n_rows, w, gathered_y_.as<float>(), rows == &fixed_rows_);

@@ -57,8 +57,6 @@ class CudaBackend final : public Backend {
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override;
 
  private:
-  // Grows `b` to at least `bytes` (contents not kept).
-  static absl::Status Reserve(DeviceBuffer& b, size_t bytes);
   // Copies host ints into `b` (grown as needed) on the stream.
   absl::Status UploadInts(DeviceBuffer& b, std::span<const int32_t> host);
   // One GEMM over rows that all run under one schedule.

@@ -36,6 +36,16 @@ class DeviceBuffer {
     return b;
   }
 
+  // Grows to at least `bytes` (256 at least); the contents are not kept.
+  absl::Status Grow(size_t bytes) {
+    if (bytes_ >= bytes) return absl::OkStatus();
+    Reset();  // free first: the old contents are not kept
+    auto grown = Allocate(bytes < 256 ? 256 : bytes);
+    if (!grown.ok()) return grown.status();
+    *this = std::move(grown).value();
+    return absl::OkStatus();
+  }
+
   void* get() const { return p_; }
   template <typename T>
   T* as() const { return static_cast<T*>(p_); }

@@ -172,10 +172,6 @@ cudaError_t Launch(FixedGemmKind kind, const void* xv, const void* wv, float* y,
 
 }  // namespace
 
-const char* FixedGemmKindName(FixedGemmKind kind) {
-  return kind == FixedGemmKind::kTensorCore ? "tensor-core kernel" : "FMA-chain kernel";
-}
-
 cudaError_t LaunchFixedGemm(FixedGemmKind kind, const void* x, const void* w, Half type, float* y, int64_t m,
                             int64_t n, int64_t k, cudaStream_t stream) {
   if (m == 0 || n == 0) return cudaSuccess;

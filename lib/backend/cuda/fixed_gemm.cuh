@@ -2,7 +2,8 @@
 #define LLM42_BACKEND_CUDA_FIXED_GEMM_CUH_
 
 // llm42's own batch-invariant GEMMs, for the `fixed` schedule where no cuBLASLt algorithm passes
-// LtGemm's row-invariance check (on an H200 with cuBLAS 13.1 none did: docs/gpu-determinism.md).
+// LtGemm's row-invariance check (lib/backend/fixed_gemm_choice.h; on an H200 with cuBLAS 13.1
+// none passed its first version: docs/gpu-determinism.md).
 //
 // Both compute y[m][n] (f32) = x[m][k] * w[n][k]^T with x and w of the same 16-bit type, and
 // both are row-invariant by construction: an output's arithmetic is a fixed sequence of
@@ -28,8 +29,6 @@ enum class FixedGemmKind {
   // that a device can always run.
   kFmaChain,
 };
-
-const char* FixedGemmKindName(FixedGemmKind kind);
 
 cudaError_t LaunchFixedGemm(FixedGemmKind kind, const void* x, const void* w, Half type, float* y, int64_t m,
                             int64_t n, int64_t k, cudaStream_t stream);

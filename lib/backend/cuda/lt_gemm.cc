@@ -1,10 +1,9 @@
 #include "lib/backend/cuda/lt_gemm.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,37 +16,133 @@
 namespace llm42::cuda {
 namespace {
 
-// Batch sizes a pinned fixed algorithm must support (a verify group, a prefill chunk, a decode
-// batch: anything up to the largest max_batch_tokens a session takes).
-constexpr int64_t kProbeMs[] = {1, 2, 3, 7, 8, 17, 64, 100, 256, 512, 1000, 2048, 4096, 8192, 16384};
-// The candidates are the heuristic's for m = kCheckM (verify passes and prefill chunks are that
-// big or bigger; decode is smaller and memory-bound either way); the self-check compares the
-// rows of m = 1, 7 and 64 against m = kCheckM.
-constexpr int64_t kCheckM = 256;
+// How many of the heuristic's algorithms a row count's candidates are.
 constexpr int kCandidates = 8;
 
 Half HalfOf(cudaDataType_t t) { return t == CUDA_R_16F ? Half::kF16 : Half::kBf16; }
 
-// "" when `got` equals `ref` (both rows of n) to within f32 rounding of a different summation
-// order: per row, 2e-3 of the row's largest |ref| plus 1e-5. A wrong kernel (a misplaced
-// fragment, a skipped k step) misses by the size of the values themselves.
-std::string DisagreementWithReference(const std::vector<float>& got, const std::vector<float>& ref, int64_t n) {
-  for (size_t row0 = 0; row0 < ref.size(); row0 += static_cast<size_t>(n)) {
-    float scale = 0;
-    for (int64_t j = 0; j < n; ++j) scale = std::max(scale, std::abs(ref[row0 + static_cast<size_t>(j)]));
-    const float tolerance = 2e-3f * scale + 1e-5f;
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t i = row0 + static_cast<size_t>(j);
-      if (!(std::abs(got[i] - ref[i]) <= tolerance)) {
-        return absl::StrCat("output (", row0 / static_cast<size_t>(n), ", ", j, ") is ", got[i],
-                            " where the FMA chains give ", ref[i]);
-      }
-    }
-  }
-  return "";
+FixedGemmKind OwnKind(GemmWay::Kind kind) {
+  return kind == GemmWay::Kind::kTensorCore ? FixedGemmKind::kTensorCore : FixedGemmKind::kFmaChain;
 }
 
 }  // namespace
+
+// ChooseFixedGemm's device: one weight's GEMMs over the check input (its 256 rows repeated up to
+// max_rows), cuBLASLt's algorithms in the shape's table (`algos`, which GemmWay ids index).
+class LtGemm::CheckDevice final : public FixedGemmDevice {
+ public:
+  CheckDevice(LtGemm& lt, const void* w, int64_t n, int64_t k, cudaDataType_t type, int64_t max_rows,
+              std::vector<cublasLtMatmulAlgo_t>& algos)
+      : lt_(lt), w_(w), n_(n), k_(k), type_(type), max_rows_(max_rows), algos_(algos) {}
+
+  absl::Status Init() {
+    const std::vector<float> input = FixedGemmCheckInput(k_);
+    const int64_t first = std::min(kFixedGemmCheckRows, max_rows_);
+    std::vector<uint16_t> half(static_cast<size_t>(first * k_));
+    for (size_t i = 0; i < half.size(); ++i) half[i] = type_ == CUDA_R_16F ? Fp32ToFp16(input[i]) : Fp32ToBf16(input[i]);
+    LLM42_RETURN_IF_ERROR(x_.Grow(static_cast<size_t>(max_rows_ * k_) * 2));
+    LLM42_RETURN_IF_ERROR(y_.Grow(static_cast<size_t>(max_rows_ * n_) * sizeof(float)));
+    auto* x = x_.as<uint8_t>();
+    LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x, half.data(), half.size() * 2, cudaMemcpyHostToDevice, lt_.stream_));
+    // Row r holds check row r % kFixedGemmCheckRows: the rows so far, copied after themselves.
+    for (int64_t have = first; have < max_rows_; have *= 2) {
+      const int64_t more = std::min(have, max_rows_ - have);
+      LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x + have * k_ * 2, x, static_cast<size_t>(more * k_) * 2,
+                                                 cudaMemcpyDeviceToDevice, lt_.stream_));
+    }
+    LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(lt_.stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<int>> LibraryCandidates(int64_t m) override {
+    Plan probe;
+    LLM42_RETURN_IF_ERROR(lt_.Describe(Key{m, n_, k_, static_cast<int>(type_), true}, probe));
+    cublasLtMatmulPreference_t pref = nullptr;
+    LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t no_workspace = 0;
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &no_workspace, sizeof no_workspace);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatmulAlgoGetHeuristic(lt_.handle_, probe.desc, probe.a, probe.b, probe.c, probe.c, pref,
+                                          kCandidates, results, &found);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+      return FromCublas(st, "cublasLtMatmulAlgoGetHeuristic");
+    }
+    std::vector<int> ids;
+    for (int i = 0; i < found; ++i) {
+      cublasLtMatmulAlgo_t algo = results[i].algo;
+      // Split-K off where the heuristic turned it on (with no workspace it should not have).
+      int32_t splits = 1;
+      size_t written = 0;
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
+      if (splits != 1) {
+        const int32_t one_split = 1;
+        const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split,
+                                                 sizeof one_split) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
+                                                 sizeof no_reduction) != CUBLAS_STATUS_SUCCESS) {
+          continue;
+        }
+      }
+      // The same configuration has the same id, whichever row count the heuristic gave it for.
+      size_t id = 0;
+      while (id < algos_.size() && std::memcmp(&algos_[id], &algo, sizeof algo) != 0) ++id;
+      if (id == algos_.size()) algos_.push_back(algo);
+      if (std::find(ids.begin(), ids.end(), static_cast<int>(id)) == ids.end()) ids.push_back(static_cast<int>(id));
+    }
+    return ids;
+  }
+
+  absl::StatusOr<GemmRun> Run(const GemmWay& way, int64_t m, std::span<const int64_t> rows) override {
+    GemmRun out;
+    if (way.kind == GemmWay::Kind::kLibrary) {
+      Plan p;
+      LLM42_RETURN_IF_ERROR(lt_.Describe(Key{m, n_, k_, static_cast<int>(type_), true}, p));
+      p.algo = algos_[static_cast<size_t>(way.algo)];
+      cublasLtMatmulHeuristicResult_t check{};
+      const cublasStatus_t cs = cublasLtMatmulAlgoCheck(lt_.handle_, p.desc, p.a, p.b, p.c, p.c, &p.algo, &check);
+      if (cs != CUBLAS_STATUS_SUCCESS) {
+        out.refused = absl::StrCat("not supported (cuBLAS status ", static_cast<int>(cs), ")");
+      } else if (check.workspaceSize != 0) {
+        out.refused = absl::StrCat("needs ", check.workspaceSize, " bytes of workspace");
+      } else {
+        LLM42_RETURN_IF_ERROR(lt_.Launch(p, x_.get(), w_, y_.as<float>(), true));
+      }
+    } else {
+      LLM42_CUDA_RETURN_IF_ERROR(
+          LaunchFixedGemm(OwnKind(way.kind), x_.get(), w_, HalfOf(type_), y_.as<float>(), m, n_, k_, lt_.stream_));
+    }
+    if (!out.refused.empty()) return out;
+    // The rows asked for, a run of consecutive ones per copy.
+    out.rows.resize(rows.size() * static_cast<size_t>(n_));
+    for (size_t i = 0; i < rows.size();) {
+      size_t j = i + 1;
+      while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+      LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.rows.data() + i * static_cast<size_t>(n_),
+                                                 y_.as<float>() + rows[i] * n_,
+                                                 (j - i) * static_cast<size_t>(n_) * sizeof(float),
+                                                 cudaMemcpyDeviceToHost, lt_.stream_));
+      i = j;
+    }
+    LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(lt_.stream_));
+    return out;
+  }
+
+ private:
+  LtGemm& lt_;
+  const void* w_;
+  int64_t n_, k_;
+  cudaDataType_t type_;
+  int64_t max_rows_;
+  std::vector<cublasLtMatmulAlgo_t>& algos_;
+  DeviceBuffer x_, y_;
+};
 
 LtGemm::Plan::~Plan() {
   if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
@@ -88,160 +183,24 @@ absl::Status LtGemm::Describe(const Key& key, Plan& p) {
 absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t n, int64_t k, cudaDataType_t type) {
   const ShapeKey shape{n, k, static_cast<int>(type)};
   if (auto it = fixed_.find(shape); it != fixed_.end()) return &it->second;
-
-  // The self-check's data: kCheckM random rows (a fixed xorshift, so every run checks the same).
-  std::vector<uint16_t> host_x(static_cast<size_t>(kCheckM * k));
-  uint32_t r = 2463534242u;
-  for (uint16_t& v : host_x) {
-    r ^= r << 13;
-    r ^= r >> 17;
-    r ^= r << 5;
-    const float f = static_cast<float>(r >> 8) * 0x1.0p-23f - 1.0f;
-    v = type == CUDA_R_16F ? Fp32ToFp16(f) : Fp32ToBf16(f);
-  }
-  LLM42_ASSIGN_OR_RETURN(DeviceBuffer dx, DeviceBuffer::Allocate(host_x.size() * 2));
-  LLM42_ASSIGN_OR_RETURN(DeviceBuffer dy, DeviceBuffer::Allocate(static_cast<size_t>(kCheckM * n) * sizeof(float)));
-  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpy(dx.get(), host_x.data(), host_x.size() * 2, cudaMemcpyHostToDevice));
-  std::vector<float> full(static_cast<size_t>(kCheckM * n)), part(full.size());
-  auto fetch = [&](std::vector<float>& dst, int64_t m) -> absl::Status {
-    LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), dy.get(), static_cast<size_t>(m * n) * sizeof(float),
-                                               cudaMemcpyDeviceToHost, stream_));
-    LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    return absl::OkStatus();
-  };
-  // Runs `run(m)` (writing m x n outputs into dy) at m = kCheckM, 1, 7 and 64; "" when every
-  // row of the smaller runs equals the same row of m = kCheckM bitwise, else why not. Leaves the
-  // m = kCheckM outputs in `full`.
-  auto row_invariance = [&](const std::function<absl::Status(int64_t)>& run) -> absl::StatusOr<std::string> {
-    for (int64_t m : {kCheckM, int64_t{1}, int64_t{7}, int64_t{64}}) {
-      if (absl::Status s = run(m); !s.ok()) return s;
-      if (absl::Status s = fetch(m == kCheckM ? full : part, m); !s.ok()) return s;
-      if (m != kCheckM && std::memcmp(part.data(), full.data(), static_cast<size_t>(m * n) * sizeof(float)) != 0) {
-        return absl::StrCat("rows of m = ", m, " differ from those of m = ", kCheckM);
-      }
-    }
-    return std::string();
-  };
-
   // LLM42_CUDA_OWN_FIXED_GEMM=1 skips cuBLASLt, =fma the tensor-core kernel too.
-  const char* force_env = std::getenv("LLM42_CUDA_OWN_FIXED_GEMM");
-  std::string force = force_env == nullptr ? "" : force_env;
-  if (force != "1" && force != "fma") force.clear();
-  Fixed choice;
-  std::string rejected;  // why each candidate failed, for the log
-  auto reject = [&](const std::string& who, const std::string& why) {
-    absl::StrAppend(&rejected, rejected.empty() ? "" : "; ", who, ": ", why);
-  };
-
-  // 1. A pinned cuBLASLt algorithm: candidates are the heuristic's for m = kCheckM, no workspace.
-  int found = 0;
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-  if (force.empty()) {
-    Plan probe;
-    if (absl::Status s = Describe(Key{kCheckM, n, k, static_cast<int>(type), true}, probe); !s.ok()) return s;
-    cublasLtMatmulPreference_t pref = nullptr;
-    LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t no_workspace = 0;
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &no_workspace, sizeof no_workspace);
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      st = cublasLtMatmulAlgoGetHeuristic(handle_, probe.desc, probe.a, probe.b, probe.c, probe.c, pref, kCandidates,
-                                          results, &found);
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
-      return FromCublas(st, "cublasLtMatmulAlgoGetHeuristic");
-    }
+  const char* env = std::getenv("LLM42_CUDA_OWN_FIXED_GEMM");
+  const std::string force_name = env == nullptr ? "" : env;
+  const FixedGemmForce force = force_name == "1"     ? FixedGemmForce::kOwnKernels
+                               : force_name == "fma" ? FixedGemmForce::kFmaChain
+                                                     : FixedGemmForce::kNone;
+  Fixed f;
+  {
+    CheckDevice device(*this, w, n, k, type, FixedGemmMaxRows(n), f.algos);
+    LLM42_RETURN_IF_ERROR(device.Init());
+    LLM42_ASSIGN_OR_RETURN(f.choice, ChooseFixedGemm(device, n, FixedGemmMaxRows(n), force));
   }
-  for (int i = 0; i < found; ++i) {
-    cublasLtMatmulAlgo_t algo = results[i].algo;
-    const std::string who = absl::StrCat("cuBLASLt candidate ", i + 1);
-    // Split-K off where the heuristic turned it on (with no workspace it should not have).
-    int32_t splits = 1;
-    size_t written = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
-    if (splits != 1) {
-      const int32_t one_split = 1;
-      const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split, sizeof one_split) !=
-              CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
-                                               sizeof no_reduction) != CUBLAS_STATUS_SUCCESS) {
-        reject(who, absl::StrCat("split-K ", splits, " cannot be turned off"));
-        continue;
-      }
-    }
-    std::string unsupported;
-    for (int64_t m : kProbeMs) {
-      if (m * n > (int64_t{1} << 31)) break;  // outputs this large are not this engine's batches
-      Plan p;
-      if (absl::Status s = Describe(Key{m, n, k, static_cast<int>(type), true}, p); !s.ok()) return s;
-      cublasLtMatmulHeuristicResult_t check{};
-      const cublasStatus_t cs = cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &algo, &check);
-      if (cs != CUBLAS_STATUS_SUCCESS) {
-        unsupported = absl::StrCat("not supported at m = ", m, " (cuBLAS status ", static_cast<int>(cs), ")");
-      } else if (check.workspaceSize != 0) {
-        unsupported = absl::StrCat("needs ", check.workspaceSize, " bytes of workspace at m = ", m);
-      }
-      if (!unsupported.empty()) break;
-    }
-    if (!unsupported.empty()) {
-      reject(who, unsupported);
-      continue;
-    }
-    LLM42_ASSIGN_OR_RETURN(std::string differs, row_invariance([&](int64_t m) -> absl::Status {
-      Plan p;
-      if (absl::Status s = Describe(Key{m, n, k, static_cast<int>(type), true}, p); !s.ok()) return s;
-      p.algo = algo;
-      return Launch(p, dx.get(), m, w, n, k, type, dy.as<float>(), true);
-    }));
-    if (!differs.empty()) {
-      reject(who, differs);
-      continue;
-    }
-    int32_t id = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &written);
-    choice.own.reset();
-    choice.algo = algo;
-    choice.why = absl::StrCat("cublasLt algo ", id, " (candidate ", i + 1, " of ", found, ", checked)");
-    break;
-  }
-
-  // 2. The tensor-core kernel: row-invariant, and within rounding of the FMA chains.
-  if (choice.own.has_value() && force != "fma") {
-    auto own = [&](FixedGemmKind kind, int64_t m) -> absl::Status {
-      LLM42_CUDA_RETURN_IF_ERROR(LaunchFixedGemm(kind, dx.get(), w, HalfOf(type), dy.as<float>(), m, n, k, stream_));
-      return absl::OkStatus();
-    };
-    LLM42_ASSIGN_OR_RETURN(std::string why, row_invariance([&](int64_t m) {
-      return own(FixedGemmKind::kTensorCore, m);
-    }));
-    if (why.empty()) {
-      if (absl::Status s = own(FixedGemmKind::kFmaChain, kCheckM); !s.ok()) return s;
-      if (absl::Status s = fetch(part, kCheckM); !s.ok()) return s;
-      why = DisagreementWithReference(full, part, n);
-    }
-    if (why.empty()) {
-      choice.own = FixedGemmKind::kTensorCore;
-    } else {
-      reject(FixedGemmKindName(FixedGemmKind::kTensorCore), why);
-    }
-  }
-  const bool fallback = choice.own == FixedGemmKind::kFmaChain;
-  if (choice.own.has_value()) {
-    choice.why = absl::StrCat(FixedGemmKindName(*choice.own), force.empty() ? "" : absl::StrCat(" (LLM42_CUDA_OWN_FIXED_GEMM=", force, ")"),
-                              rejected.empty() ? "" : absl::StrCat(": ", rejected));
-  }
-  Log(fallback ? LogLevel::kWarning : LogLevel::kInfo, "cuda: fixed GEMM ", n, "x", k, ": ", choice.why);
-  return &fixed_.emplace(shape, choice).first->second;
+  Log(f.choice.fallback ? LogLevel::kWarning : LogLevel::kInfo, "cuda: fixed GEMM ", n, "x", k, ": ", f.choice.why,
+      force == FixedGemmForce::kNone ? "" : absl::StrCat(" (LLM42_CUDA_OWN_FIXED_GEMM=", force_name, ")"));
+  return &fixed_.emplace(shape, std::move(f)).first->second;
 }
 
-absl::Status LtGemm::Launch(const Plan& p, const void* x, int64_t m, const void* w, int64_t n, int64_t k,
-                            cudaDataType_t type, float* y, bool fixed) {
-  if (p.own.has_value()) {
-    LLM42_CUDA_RETURN_IF_ERROR(LaunchFixedGemm(*p.own, x, w, HalfOf(type), y, m, n, k, stream_));
-    return absl::OkStatus();
-  }
+absl::Status LtGemm::Launch(const Plan& p, const void* x, const void* w, float* y, bool fixed) {
   const float alpha = 1.0f, beta = 0.0f;
   LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo,
                                               fixed ? nullptr : workspace_.get(), fixed ? 0 : kWorkspaceBytes,
@@ -249,48 +208,73 @@ absl::Status LtGemm::Launch(const Plan& p, const void* x, int64_t m, const void*
   return absl::OkStatus();
 }
 
-absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type,
-                         float* y, bool fixed) {
-  if (m == 0) return absl::OkStatus();
-  const Key key{m, n, k, static_cast<int>(type), fixed};
+absl::Status LtGemm::RunFixedWay(const Fixed& f, const GemmWay& way, const void* x, int64_t m, const void* w,
+                                 int64_t n, int64_t k, cudaDataType_t type, float* y) {
+  if (way.kind != GemmWay::Kind::kLibrary) {
+    LLM42_CUDA_RETURN_IF_ERROR(LaunchFixedGemm(OwnKind(way.kind), x, w, HalfOf(type), y, m, n, k, stream_));
+    return absl::OkStatus();
+  }
+  const Key key{m, n, k, static_cast<int>(type), true};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     auto plan = std::make_unique<Plan>();
-    if (absl::Status s = Describe(key, *plan); !s.ok()) return s;
-    if (fixed) {
-      LLM42_ASSIGN_OR_RETURN(const Fixed* choice, ChooseFixed(w, n, k, type));
-      plan->own = choice->own;
-      plan->algo = choice->algo;
-      cublasLtMatmulHeuristicResult_t check{};
-      if (!plan->own.has_value() &&
-          (cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &plan->algo, &check) !=
-               CUBLAS_STATUS_SUCCESS ||
-           check.workspaceSize != 0)) {
-        return absl::InternalError(absl::StrCat("cuBLASLt refuses the fixed GEMM's pinned algorithm for ", n, "x", k,
-                                                " at m = ", m, " (it passed at every probed m)"));
-      }
-    } else {
-      cublasLtMatmulPreference_t pref = nullptr;
-      LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-      const uint64_t ws = kWorkspaceBytes;
-      cublasLtMatmulHeuristicResult_t result{};
-      int found = 0;
-      cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-      if (s == CUBLAS_STATUS_SUCCESS) {
-        s = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
-                                           &found);
-      }
-      cublasLtMatmulPreferenceDestroy(pref);
-      LLM42_CUBLAS_RETURN_IF_ERROR(s);
-      if (found == 0) {
-        return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", n, "x", k,
-                                                     " GEMM of this type"));
-      }
-      plan->algo = result.algo;
-    }
+    LLM42_RETURN_IF_ERROR(Describe(key, *plan));
+    plan->algo = f.algos[static_cast<size_t>(way.algo)];
     it = plans_.emplace(key, std::move(plan)).first;
   }
-  return Launch(*it->second, x, m, w, n, k, type, y, fixed);
+  return Launch(*it->second, x, w, y, true);
+}
+
+absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type,
+                         float* y, bool fixed) {
+  if (m == 0) return absl::OkStatus();
+  if (fixed) {
+    LLM42_ASSIGN_OR_RETURN(const Fixed* f, ChooseFixed(w, n, k, type));
+    for (const FixedGemmChoice::Chunk& c : f->choice.Chunks(m)) {
+      const auto* xc = static_cast<const uint8_t*>(x) + c.first_row * k * 2;
+      float* yc = y + c.first_row * n;
+      if (c.padded_rows == c.rows) {
+        LLM42_RETURN_IF_ERROR(RunFixedWay(*f, c.way, xc, c.rows, w, n, k, type, yc));
+        continue;
+      }
+      // Padded: the rows into a buffer of the checked row count (the rest zero), back out after.
+      LLM42_RETURN_IF_ERROR(pad_x_.Grow(static_cast<size_t>(c.padded_rows * k) * 2));
+      LLM42_RETURN_IF_ERROR(pad_y_.Grow(static_cast<size_t>(c.padded_rows * n) * sizeof(float)));
+      const size_t in_bytes = static_cast<size_t>(c.rows * k) * 2;
+      LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pad_x_.get(), xc, in_bytes, cudaMemcpyDeviceToDevice, stream_));
+      LLM42_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(pad_x_.as<uint8_t>() + in_bytes, 0,
+                                                 static_cast<size_t>((c.padded_rows - c.rows) * k) * 2, stream_));
+      LLM42_RETURN_IF_ERROR(RunFixedWay(*f, c.way, pad_x_.get(), c.padded_rows, w, n, k, type, pad_y_.as<float>()));
+      LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(yc, pad_y_.get(), static_cast<size_t>(c.rows * n) * sizeof(float),
+                                                 cudaMemcpyDeviceToDevice, stream_));
+    }
+    return absl::OkStatus();
+  }
+  const Key key{m, n, k, static_cast<int>(type), false};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    auto plan = std::make_unique<Plan>();
+    LLM42_RETURN_IF_ERROR(Describe(key, *plan));
+    cublasLtMatmulPreference_t pref = nullptr;
+    LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = kWorkspaceBytes;
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      s = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
+                                         &found);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    LLM42_CUBLAS_RETURN_IF_ERROR(s);
+    if (found == 0) {
+      return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", n, "x", k,
+                                                   " GEMM of this type"));
+    }
+    plan->algo = result.algo;
+    it = plans_.emplace(key, std::move(plan)).first;
+  }
+  return Launch(*it->second, x, w, y, false);
 }
 
 }  // namespace llm42::cuda

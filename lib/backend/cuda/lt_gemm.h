@@ -6,14 +6,16 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "lib/backend/cuda/device_buffer.h"
 #include "lib/backend/cuda/fixed_gemm.cuh"
+#include "lib/backend/fixed_gemm_choice.h"
 
 namespace llm42::cuda {
 
@@ -26,16 +28,12 @@ namespace llm42::cuda {
 //
 // `fixed` must give every row the same bits whatever m is. cuBLAS promises nothing about that,
 // and its heuristic picks different kernels for different m (on an H200, a 50x96 weight's row
-// differed between m = 1 and m = 256 even with no workspace). So fixed pins ONE GEMM per
-// (n, k, type), chosen at its first use, in this order:
-//  1. the first of the heuristic's candidates for m = 256 with no workspace that, with split-K
-//     forced to 1, is supported at every m of a probe list (1 to 16384) and passes a bitwise
-//     self-check on the real weight (rows of m = 1, 7 and 64 against m = 256);
-//  2. else llm42's tensor-core kernel (fixed_gemm.cuh), if it passes the same self-check and
-//     agrees with the FMA-chain kernel to within rounding (a guard against a kernel that is
-//     invariant but wrong, or compiled out on a device older than sm_80);
-//  3. else the FMA-chain kernel (slow, invariant by construction).
-// LLM42_CUDA_OWN_FIXED_GEMM=1 skips step 1, =fma steps 1 and 2 (the device script tests each).
+// differed between m = 1 and m = 256 even with no workspace). So fixed runs, per (n, k, type),
+// what ChooseFixedGemm (lib/backend/fixed_gemm_choice.h) picks at the shape's first fixed GEMM by
+// experiment on the real weight: cuBLASLt algorithms (no workspace, split-K off) at checked row
+// counts, a call padded up to the next one; else llm42's tensor-core kernel; else its FMA
+// chains (fixed_gemm.cuh). The choice never changes during a session. LLM42_CUDA_OWN_FIXED_GEMM=1
+// skips cuBLASLt, =fma the tensor-core kernel too (the device script tests each).
 // docs/gpu-determinism.md says which of this cuBLAS documents (none of the invariance) and what
 // we rely on.
 class LtGemm {
@@ -54,22 +52,23 @@ class LtGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    std::optional<FixedGemmKind> own;  // fixed only: an own kernel instead of cuBLASLt
     ~Plan();
   };
-  // The pinned choice for a fixed (n, k, type).
+  // A fixed (n, k, type)'s choice, and the cuBLASLt algorithms its GemmWay ids name.
   struct Fixed {
-    std::optional<FixedGemmKind> own = FixedGemmKind::kFmaChain;
-    cublasLtMatmulAlgo_t algo{};
-    std::string why;
+    FixedGemmChoice choice;
+    std::vector<cublasLtMatmulAlgo_t> algos;
   };
+  class CheckDevice;  // ChooseFixedGemm's view of one shape (lt_gemm.cc)
   using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // m, n, k, type, fixed
   using ShapeKey = std::tuple<int64_t, int64_t, int>;             // n, k, type
   // Descriptors and layouts of a plan (no algorithm yet).
   absl::Status Describe(const Key& key, Plan& plan);
   absl::StatusOr<const Fixed*> ChooseFixed(const void* w, int64_t n, int64_t k, cudaDataType_t type);
-  absl::Status Launch(const Plan& p, const void* x, int64_t m, const void* w, int64_t n, int64_t k,
-                      cudaDataType_t type, float* y, bool fixed);
+  // One fixed GEMM of m rows, run as `way` (a chunk of a call, padded to a checked row count).
+  absl::Status RunFixedWay(const Fixed& f, const GemmWay& way, const void* x, int64_t m, const void* w, int64_t n,
+                           int64_t k, cudaDataType_t type, float* y);
+  absl::Status Launch(const Plan& p, const void* x, const void* w, float* y, bool fixed);
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   cublasLtHandle_t handle_ = nullptr;
@@ -77,6 +76,8 @@ class LtGemm {
   DeviceBuffer workspace_;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> plans_;
   absl::flat_hash_map<ShapeKey, Fixed> fixed_;
+  // A padded fixed chunk's inputs and outputs.
+  DeviceBuffer pad_x_, pad_y_;
 };
 
 }  // namespace llm42::cuda
