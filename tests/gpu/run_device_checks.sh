@@ -13,7 +13,8 @@
 #   tests/gpu/run_device_checks.sh build-gpu 480
 #
 # Results go to $OUT (the device tool's output folder) when set: report.md (commit it to
-# docs/gpu-results.md) and each step's full log.
+# docs/gpu-results.md), each step's full log, and the experiment's CSVs (tools/plot_dvr.sh
+# dvr-offline.csv docs/gpu-dvr.png makes its plot on the development machine).
 set -uo pipefail
 build=${1:-build-gpu}
 deadline=${2:-480}
@@ -85,15 +86,22 @@ wait $maker
 say "make-model: exit $? after $((SECONDS - t0)) s more ($(du -h "$model" 2>/dev/null | cut -f1))"
 bench=(--backend cuda --model "$model" --bandwidth=false)
 # Host-side draws on this machine's cores (a step's rows run on a pool of up to 16 host threads).
-step sampling 20 "$bench_lines" "$cli" bench-sampling --vocab_sizes 128256 --rows 256 --threads 16
-# Greedy first, then T = 0.8 (the first device run's host sampling made T > 0 far too slow: a
-# flat draw over 128256 tokens took 8 ms on one thread; now about 2, on 16 threads a step).
-step dvr_8b 120 "$bench_lines" "$cli" bench-dvr "${bench[@]}" --workload fixed --prompt_tokens 256 \
-  --output_tokens 128 --requests 64 --rate 1000 --temperatures 0,0.8 --fractions 0.1 --windows= --variants=false \
-  --max_batch_tokens 2048
+step sampling 15 "$bench_lines" "$cli" bench-sampling --vocab_sizes 128256 --rows 256 --threads 16
 step single_stream 40 "$bench_lines" "$cli" bench "${bench[@]}" --pp 2048 --tg 128 --max_batch_tokens 2048
-step concurrency_128_128 110 "$bench_lines" "$cli" bench "${bench[@]}" --schedules fast,fixed \
-  --concurrency 1,16,64,256 --prompt_tokens 128 --output_tokens 128 --max_batch_tokens 2048
+
+# The LLM-42 experiment (issue 13), last: ShareGPT-like lengths at full scale (~230 prompt and
+# ~240 output tokens a request on average), modes off, batch_invariant and selective at 2, 10,
+# 20, 50 and 100 % deterministic (the engine's own decode path), offline at T = 0.8 and greedy,
+# then Poisson arrivals near saturation at T = 0.8. Sized to fit: the first device run decoded
+# this model at 1200-1400 output tok/s with 64-256 requests in flight, so 64 requests (~15k
+# output tokens) take ~13 s a mode, plus ~3 s to load the model per mode: 7 modes x 2
+# temperatures offline ~220 s, and 7 Poisson modes at 4 req/s (arrivals over ~16 s) ~140 s. Each
+# row prints as its run ends, and each step stops at its limit, so a slower device still reports
+# the rows it finished, the most important first.
+dvr=(bench-dvr "${bench[@]}" --workload sharegpt --scale 1 --requests 64 --windows= --variants=false
+  --both_paths=false --max_batch_tokens 2048)
+step experiment_offline 230 "$bench_lines" "$cli" "${dvr[@]}" --rate 0 --temperatures 0.8,0 --csv "$out/dvr-offline.csv"
+step experiment_poisson 150 "$bench_lines" "$cli" "${dvr[@]}" --rate 4 --temperatures 0.8 --csv "$out/dvr-poisson.csv"
 
 echo
 echo "==== report ===="

@@ -28,7 +28,7 @@ ABSL_FLAG(std::string, workload, "sharegpt",
           "/ --output_tokens)");
 ABSL_FLAG(double, scale, 0.25, "sharegpt: length scale (1 = ShareGPT's means, ~230 in / ~240 out)");
 ABSL_FLAG(int32_t, requests, 24, "Requests in the workload");
-ABSL_FLAG(double, rate, 4.0, "Poisson arrival rate, requests per second");
+ABSL_FLAG(double, rate, 4.0, "Poisson arrival rate, requests per second (0: offline, every request at once)");
 ABSL_FLAG(std::string, fractions, "0.02,0.1,0.2,0.5,1", "Deterministic shares for mode selective");
 ABSL_FLAG(std::string, windows, "16,32,64,128", "Window sizes of the sweep (empty: no sweep)");
 ABSL_FLAG(std::string, groups, "1,4,16", "Verify group sizes of the sweep");
@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, temperatures, "0,0.8,1",
           "Sampling temperatures; every experiment runs at each (0 = greedy)");
 ABSL_FLAG(bool, variants, true,
           "At 100 % deterministic, also run the paper's fixed window and each refinement alone");
+ABSL_FLAG(bool, both_paths, true,
+          "At each deterministic share, run the engine's per-step choice (auto) and verification "
+          "alone (adaptive+early); false: auto only");
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, prompt_tokens);
@@ -56,7 +59,7 @@ struct Job {
 };
 
 // Lognormal lengths with ShareGPT-like medians and spread (scaled), clipped, and exponential
-// inter-arrival gaps; everything drawn from Philox with a fixed seed.
+// inter-arrival gaps (none offline: --rate 0); everything drawn from Philox with a fixed seed.
 std::vector<Job> MakeWorkload(int32_t vocab, int32_t bos) {
   const int n = absl::GetFlag(FLAGS_requests);
   const bool fixed = absl::GetFlag(FLAGS_workload) == "fixed";
@@ -69,7 +72,9 @@ std::vector<Job> MakeWorkload(int32_t vocab, int32_t bos) {
   };
   for (int i = 0; i < n; ++i) {
     Job j;
-    t += -std::log(std::max(PhiloxUniform(4242, static_cast<uint64_t>(i), 1), 1e-12)) / absl::GetFlag(FLAGS_rate);
+    if (absl::GetFlag(FLAGS_rate) > 0) {
+      t += -std::log(std::max(PhiloxUniform(4242, static_cast<uint64_t>(i), 1), 1e-12)) / absl::GetFlag(FLAGS_rate);
+    }
     j.arrival_s = t;
     int in, out;
     if (fixed) {
@@ -246,10 +251,11 @@ int BenchDvr() {
   const int32_t w0 = 64, g0 = 8;  // the policy's defaults
   // Each row is printed as its run ends, so a run cut short still reports what it measured.
   std::cout << absl::StrFormat(
-      "workload %s: %d requests, %d prompt + %d output tokens in all, Poisson %.2f req/s; "
-      "model %s; %d threads\n\n",
-      absl::GetFlag(FLAGS_workload), jobs.size(), in_tokens, out_tokens, absl::GetFlag(FLAGS_rate), model,
-      absl::GetFlag(FLAGS_threads));
+      "workload %s: %d requests, %d prompt + %d output tokens in all, %s; model %s; %d threads\n\n",
+      absl::GetFlag(FLAGS_workload), jobs.size(), in_tokens, out_tokens,
+      absl::GetFlag(FLAGS_rate) > 0 ? absl::StrFormat("Poisson %.2f req/s", absl::GetFlag(FLAGS_rate))
+                                    : std::string("offline (every request at once)"),
+      model, absl::GetFlag(FLAGS_threads));
   std::cout << "| T | mode | det % | path | W | G | output tok/s | vs off | recomputed % | verify passes | "
                "rollbacks | decoded under fixed | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
@@ -286,7 +292,9 @@ int BenchDvr() {
     emit(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, at + "batch_invariant", 1, t, kBoth));
     for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
       MarkDeterministic(jobs, f);
-      for (const Variant& v : {kAuto, kBoth}) {
+      std::vector<Variant> paths = {kAuto};
+      if (absl::GetFlag(FLAGS_both_paths)) paths.push_back(kBoth);
+      for (const Variant& v : paths) {
         emit(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
                  at + absl::StrFormat("selective %g%% %s", f * 100, v.name), f, t, v));
       }
