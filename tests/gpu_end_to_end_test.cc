@@ -162,9 +162,10 @@ TEST_F(GpuEndToEndTest, BatchingPreemptionAndCancellation) {
   EXPECT_EQ(busy->kv_blocks_in_use(), 0);
 }
 
-// shared/docs/GPU.md measured that cuBLASLt with no workspace (our fixed GEMM) keeps every row's
-// bits independent of M on an H200 while the default heuristic with a workspace (our fast GEMM)
-// does not; cuBLAS does not document either. Checked here through the backend's MatMul on
+// shared/docs/GPU.md measured that cuBLASLt with no workspace keeps every row's bits independent
+// of M on an H200 while the default heuristic with a workspace (our fast GEMM) does not; cuBLAS
+// does not document either, and our fixed GEMM runs only algorithms it checked at each row count
+// (lib/backend/fixed_gemm_choice.h), padding the rest. Checked here through the backend's MatMul on
 // Llama-3.1-8B's five weight shapes: rows 0 and M-1 of fixed(X[:M]) equal those of fixed(X)
 // for every M; the control counts the M at which fast's row 0 differs from fast(X[:1]), and
 // must find some (else the fast path would not be batch-variant and the check proves nothing).
