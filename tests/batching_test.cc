@@ -1,5 +1,6 @@
 // Continuous batching, the paged KV cache and preemption, under load from many threads.
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <random>
 #include <thread>
@@ -44,6 +45,36 @@ std::vector<int32_t> Prompt(int length, int salt) {
   std::vector<int32_t> p = {1};
   for (int i = 1; i < length; ++i) p.push_back(3 + (i * 7919 + salt * 104729) % 500);
   return p;
+}
+
+// The steps' time split (EngineStats::StepTimes, in the stats JSON and `llm42 bench`): every step
+// is counted once, the three parts are never negative, the forward passes take time, and together
+// they fit in the wall time the requests took (a part counted twice, or a step's start taken
+// from an earlier step, would not).
+TEST(Batching, StepTimesSplitEachStepOnce) {
+  LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(model);
+  auto s = Open(model, DeterminismMode::kSelective, 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Request>> reqs;
+  for (int i = 0; i < 4; ++i) reqs.push_back(*s->Submit(Greedy(Prompt(20 + i, i), 12), nullptr));
+  for (auto& r : reqs) ASSERT_TRUE(r->Wait(60000));
+  // The last step finishes the requests before it records its times: wait for that.
+  EngineStats::StepTimes t = s->step_times();
+  for (int i = 0; i < 6000 && t.steps != s->stat(Stat::kDecodeSteps); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    t = s->step_times();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(t.steps, s->stat(Stat::kDecodeSteps));
+  EXPECT_GT(t.forward_s, 0);
+  EXPECT_GE(t.logits_s, 0);
+  EXPECT_GT(t.host_s, 0);
+  EXPECT_LE(t.forward_s + t.logits_s + t.host_s, wall);
+  const std::string json = s->StatsJson();
+  EXPECT_NE(json.find("\"step_forward_us\":" + std::to_string(static_cast<int64_t>(t.forward_s * 1e6))),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"step_host_us\":"), std::string::npos) << json;
 }
 
 TEST(Batching, RequestsShareForwardPasses) {

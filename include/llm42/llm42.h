@@ -263,7 +263,9 @@ LLM42_API llm42_status llm42_session_fingerprint(llm42_session* session, char* b
 /* Session-wide counter; INVALID_ARGUMENT for LLM42_STAT_TIME_TO_FIRST_TOKEN_US. */
 LLM42_API llm42_status llm42_session_stat(llm42_session* session, llm42_stat which,
                                           int64_t* value);
-/* Every session counter as one JSON object. */
+/* Every session counter as one JSON object, with where the steps' time went (totals in
+ * microseconds: step_forward_us, the forward passes until the device finished them;
+ * step_logits_us, copying their logits to the host; step_host_us, the rest of each step). */
 LLM42_API llm42_status llm42_session_stats_json(llm42_session* session, char* buf,
                                                 size_t capacity, size_t* n_bytes);
 

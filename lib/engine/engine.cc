@@ -117,6 +117,7 @@ bool Engine::VerifyEntry(Sequence& s, int64_t n,
 }
 
 bool Engine::Step() {
+  const auto step_start = std::chrono::steady_clock::now();
   // Cancellations first: they free cache for everyone else.
   for (auto& s : scheduler_.TakeCancelled()) {
     Finish(*s, FinishReason::kCancelled, absl::CancelledError("cancelled"));
@@ -183,14 +184,17 @@ bool Engine::Step() {
   const auto n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
   logits_.resize(logit_rows.size() * n_vocab);
   const auto start = std::chrono::steady_clock::now();
-  if (absl::Status st = forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules},
-                                 logits_.data());
+  double logits_s = 0;
+  if (absl::Status st = forward_(
+          ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules, &logits_s}, logits_.data());
       !st.ok()) {
     Log(LogLevel::kError, "forward pass failed: ", st.message());
     FinishAll(FinishReason::kError, st);
     return true;
   }
-  dvr_.ObserveStep(shape, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const auto forwarded = std::chrono::steady_clock::now();
+  const double pass_s = std::chrono::duration<double>(forwarded - start).count();
+  dvr_.ObserveStep(shape, pass_s);
   // What each row wrote into the cache, for the prefix cache: a deterministic request's rows
   // under fast are candidates, which a rollback may rewrite.
   for (size_t e = 0; e < plan.size(); ++e) {
@@ -300,6 +304,8 @@ bool Engine::Step() {
     }
   }
   for (Sequence* s : finished) scheduler_.Remove(s);
+  const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  stats_.AddStepTimes(pass_s - logits_s, logits_s, step_s - pass_s);
   return true;
 }
 

@@ -10,7 +10,6 @@
 
 namespace llm42 {
 
-
 // The engine's counters: written by the engine thread, read from any thread.
 class EngineStats {
  public:
@@ -27,6 +26,16 @@ class EngineStats {
   void Check(bool ok, const char* invariant);
   int64_t invariant_violations() const { return violations_.load(); }
 
+  // Where the engine thread's steps spent their time, in total over the session: the forward
+  // pass until the device had finished it, copying its logits to the host, and the rest of the
+  // step on the host (scheduling, draws, commits, callbacks).
+  struct StepTimes {
+    int64_t steps = 0;
+    double forward_s = 0, logits_s = 0, host_s = 0;
+  };
+  void AddStepTimes(double forward_s, double logits_s, double host_s);
+  StepTimes step_times() const;
+
   std::string Json(int64_t kv_cache_tokens) const;
 
  private:
@@ -34,6 +43,7 @@ class EngineStats {
 
   std::array<std::atomic<int64_t>, kStatCount> counters_{};
   std::atomic<int64_t> blocks_in_use_{0}, violations_{0};
+  std::atomic<int64_t> steps_timed_{0}, forward_ns_{0}, logits_ns_{0}, host_ns_{0};
 };
 
 }  // namespace llm42

@@ -83,6 +83,8 @@ class Session {
 
   int64_t stat(Stat which) const;
   std::string StatsJson() const;
+  // Where the steps' time went so far (EngineStats::StepTimes).
+  EngineStats::StepTimes step_times() const { return stats_.step_times(); }
   // KV blocks in use; 0 once every request has finished (engine thread quiescent).
   int64_t kv_blocks_in_use() const { return stats_.blocks_in_use(); }
   // Times an invariant of docs/deterministic-requests.md failed (logged as errors); tests

@@ -1,5 +1,7 @@
 #include "lib/model/llama_runner.h"
 
+#include <chrono>
+
 #include "lib/kv/kv_cache.h"
 #include "lib/util/status.h"
 
@@ -113,6 +115,7 @@ absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batc
   }
 
   const size_t n_out = batch.logit_rows.size();
+  if (batch.logits_copy_seconds != nullptr) *batch.logits_copy_seconds = 0;
   if (n_out == 0) return be.Synchronize();
   const auto rows = static_cast<int64_t>(n_out);
   LLM42_ASSIGN_OR_RETURN(float* sel, be.Workspace(kLogitsIn, n_out * static_cast<size_t>(e)));
@@ -123,7 +126,12 @@ absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batc
   const Schedules out_sc(logit_schedules_.data());
   LLM42_RETURN_IF_ERROR(be.RmsNorm(sel, output_norm_, rows, e, c.rms_eps, sel, out_sc));
   LLM42_RETURN_IF_ERROR(be.MatMul(sel, rows, output_, out, out_sc));
-  return be.CopyToHost(logits, out, n_out * static_cast<size_t>(c.n_vocab));
+  if (batch.logits_copy_seconds == nullptr) return be.CopyToHost(logits, out, n_out * static_cast<size_t>(c.n_vocab));
+  LLM42_RETURN_IF_ERROR(be.Synchronize());  // the pass done: what follows is the copy alone
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status copied = be.CopyToHost(logits, out, n_out * static_cast<size_t>(c.n_vocab));
+  *batch.logits_copy_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return copied;
 }
 
 }  // namespace llm42

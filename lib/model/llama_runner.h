@@ -26,6 +26,9 @@ struct ForwardBatch {
   std::span<const int32_t> logit_rows;
   Schedule schedule = Schedule::kFast;
   std::span<const Schedule> schedules = {};
+  // When set, receives the seconds that copying the logits to the host took once the device had
+  // finished the pass (a step's time split: EngineStats::StepTimes).
+  double* logits_copy_seconds = nullptr;
 };
 
 // A LlamaModel on a Backend: its weights uploaded there, the backend's KV storage sized for a

@@ -88,6 +88,10 @@ bench=(--backend cuda --model "$model" --bandwidth=false)
 # Host-side draws on this machine's cores (a step's rows run on a pool of up to 16 host threads).
 step sampling 15 "$bench_lines" "$cli" bench-sampling --vocab_sizes 128256 --rows 256 --threads 16
 step single_stream 40 "$bench_lines" "$cli" bench "${bench[@]}" --pp 2048 --tg 128 --max_batch_tokens 2048
+# Where a busy step's time goes (the first run's 256-request steps took 168 ms, their GEMMs ~5):
+# the table's last column splits each step into the forward pass, the logits' copy and the host.
+step concurrency 60 "$bench_lines" "$cli" bench "${bench[@]}" --schedules fast,fixed --concurrency 64,256 \
+  --prompt_tokens 128 --output_tokens 64 --max_batch_tokens 2048
 
 # The LLM-42 experiment (issue 13), last: ShareGPT-like lengths at full scale (~230 prompt and
 # ~240 output tokens a request on average), modes off, batch_invariant and selective at 2, 10,

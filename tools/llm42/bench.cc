@@ -77,6 +77,9 @@ struct Result {
   double output_tps, prefill_tps, ttft_p50, ttft_p99, itl_p50, itl_p99, decode_tps;
   double t_prefill, t_total;  // seconds: until every request's first token; the whole run
   int64_t preemptions;
+  // Per step of the timed run, ms: the forward pass on the device, the logits' copy to the host,
+  // and the rest on the host (scheduling, draws, commits).
+  double step_forward_ms, step_logits_ms, step_host_ms;
 };
 
 Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_len, int out_len,
@@ -118,6 +121,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   }
   std::vector<std::unique_ptr<Trace>> traces;
   std::vector<std::shared_ptr<Request>> requests;
+  const EngineStats::StepTimes times_before = (*session)->step_times();
   const auto start = Clock::now();
   for (int r = 0; r < concurrency; ++r) {
     RequestOptions ro;
@@ -177,6 +181,11 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   res.itl_p99 = Percentile(itl, 0.99);
   res.decode_tps = decode_tps / static_cast<double>(traces.size());
   res.preemptions = (*session)->stat(Stat::kPreemptions);
+  const EngineStats::StepTimes t = (*session)->step_times();
+  const double steps = static_cast<double>(std::max<int64_t>(1, t.steps - times_before.steps));
+  res.step_forward_ms = (t.forward_s - times_before.forward_s) / steps * 1000;
+  res.step_logits_ms = (t.logits_s - times_before.logits_s) / steps * 1000;
+  res.step_host_ms = (t.host_s - times_before.host_s) / steps * 1000;
   return res;
 }
 
@@ -461,10 +470,10 @@ int Bench() {
       }
       const double prefill_flops = r.prefill_tps * gemm.Prefill(prompt_len) / prompt_len;  // per second
       rows.push_back(absl::StrFormat(
-          "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d |",
+          "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d | %.2f / %.2f / %.2f |",
           fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, prefill_flops / 1e9,
           peaks.Percent(prefill_flops, fixed, prompt_len), r.ttft_p50, r.ttft_p99, r.itl_p50, r.itl_p99,
-          r.decode_tps, r.preemptions));
+          r.decode_tps, r.preemptions, r.step_forward_ms, r.step_logits_ms, r.step_host_ms));
     }
   }
   std::fprintf(stderr, "\n");
@@ -493,8 +502,9 @@ int Bench() {
     return 0;
   }
   std::cout << "\n| sched | reqs | output tok/s | prefill tok/s | prefill GEMM GFLOP/s | of FMA peak | TTFT p50 ms | "
-               "TTFT p99 ms | ITL p50 ms | ITL p99 ms | per-stream tok/s | preemptions |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "TTFT p99 ms | ITL p50 ms | ITL p99 ms | per-stream tok/s | preemptions | "
+               "ms per step: forward / logits copy / host |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& r : rows) std::cout << r << "\n";
   return 0;
 }
