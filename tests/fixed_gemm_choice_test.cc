@@ -83,30 +83,30 @@ class FakeDevice : public FixedGemmDevice {
         return acc;
       }
       case GemmWay::Kind::kTensorCore: {
-        const int64_t chunk = tc_chunk(m), end = tc_drops_last_chunk ? kK - chunk : kK;
-        float acc = 0;
-        for (int64_t c = 0; c < end; c += chunk) {
-          float part = 0;
-          for (int64_t i = c; i < std::min(c + chunk, end); ++i) part += x[i] * w[i];
-          acc += part;
-        }
-        return acc;
+        const int64_t chunk = tc_chunk(m);
+        return ChunkedDot(x, w, chunk, tc_drops_last_chunk ? kK - chunk : kK);
       }
       case GemmWay::Kind::kLibrary: {
-        const int64_t parts = algos.at(way.algo).splits(m), len = (kK + parts - 1) / parts;
-        float acc = 0;
-        for (int64_t c = 0; c < kK; c += len) {
-          float part = 0;
-          for (int64_t i = c; i < std::min(c + len, kK); ++i) part += x[i] * w[i];
-          acc += part;
-        }
-        return acc;
+        const int64_t parts = algos.at(way.algo).splits(m);
+        return ChunkedDot(x, w, (kK + parts - 1) / parts, kK);
       }
     }
     return 0;
   }
 
  private:
+  // The dot product of the first `end` elements, summed in chunks of `chunk`, then the chunks'
+  // sums in order.
+  static float ChunkedDot(const float* x, const float* w, int64_t chunk, int64_t end) {
+    float acc = 0;
+    for (int64_t c = 0; c < end; c += chunk) {
+      float part = 0;
+      for (int64_t i = c; i < std::min(c + chunk, end); ++i) part += x[i] * w[i];
+      acc += part;
+    }
+    return acc;
+  }
+
   std::vector<float> x_, w_;
 };
 
@@ -128,13 +128,24 @@ std::vector<uint32_t> CallThroughChoice(const FakeDevice& d, const FixedGemmChoi
   return bits;
 }
 
-std::vector<int> LibraryAlgos(const FixedGemmChoice& c) {
-  std::vector<int> a;
-  for (const GemmWay& w : c.ways) {
-    EXPECT_EQ(w.kind, GemmWay::Kind::kLibrary);
-    a.push_back(w.algo);
+absl::StatusOr<FixedGemmChoice> Choose(FakeDevice& d, FixedGemmForce force = FixedGemmForce::kNone) {
+  return ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), force);
+}
+
+// The library offers algorithm `id` first at every row count, then the invariant algorithm 0.
+void OfferFirst(FakeDevice& d, int id, FakeAlgo algo) {
+  d.algos[0] = {};
+  d.algos[id] = std::move(algo);
+  d.candidates = [id](int64_t) { return std::vector<int>{id, 0}; };
+}
+
+// Every row count of `c` runs library algorithm algo_at(row count).
+void ExpectLibraryAlgos(const FixedGemmChoice& c, const std::function<int(int64_t)>& algo_at) {
+  ASSERT_EQ(c.ways.size(), c.rows.size());
+  for (size_t i = 0; i < c.rows.size(); ++i) {
+    EXPECT_EQ(c.ways[i].kind, GemmWay::Kind::kLibrary);
+    EXPECT_EQ(c.ways[i].algo, algo_at(c.rows[i])) << c.rows[i] << " rows";
   }
-  return a;
 }
 
 TEST(FixedGemmChoice, RowCountsAndTheLargestCall) {
@@ -185,10 +196,10 @@ TEST(FixedGemmChoice, ChunksPadToTheNextCheckedRowCount) {
 TEST(FixedGemmChoice, OneInvariantAlgorithmServesEveryRowCount) {
   FakeDevice d;
   d.algos[0] = {};
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  auto c = Choose(d);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->rows, FixedGemmBuckets(FixedGemmMaxRows(kN)));
-  EXPECT_EQ(LibraryAlgos(*c), std::vector<int>(c->rows.size(), 0));
+  ExpectLibraryAlgos(*c, [](int64_t) { return 0; });
   EXPECT_FALSE(c->fallback);
   EXPECT_NE(c->why.find("library algo 0 over 38 row counts"), std::string::npos) << c->why;
   // Every (way, row count) ran once.
@@ -200,16 +211,12 @@ TEST(FixedGemmChoice, OneInvariantAlgorithmServesEveryRowCount) {
 // there, another candidate with the reference's bits.
 TEST(FixedGemmChoice, RowCountsWhoseBestAlgorithmSplitsKTakeOneThatAgrees) {
   FakeDevice d;
-  d.algos[0] = {};
-  d.algos[1] = {[](int64_t m) { return m <= 64 ? 4 : 1; }};
-  d.candidates = [](int64_t) { return std::vector<int>{1, 0}; };
+  OfferFirst(d, 1, {[](int64_t m) { return m <= 64 ? 4 : 1; }});
   // The fake is sensitive: algorithm 1 at one row gives other bits than at 256.
   ASSERT_NE(d.Output({GemmWay::Kind::kLibrary, 1}, 1, 0, 0), d.Output({GemmWay::Kind::kLibrary, 1}, 256, 0, 0));
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  auto c = Choose(d);
   ASSERT_TRUE(c.ok()) << c.status();
-  for (size_t i = 0; i < c->rows.size(); ++i) {
-    EXPECT_EQ(c->ways[i].algo, c->rows[i] <= 64 ? 0 : 1) << c->rows[i] << " rows";
-  }
+  ExpectLibraryAlgos(*c, [](int64_t rows) { return rows <= 64 ? 0 : 1; });
   EXPECT_NE(c->why.find("library algos 0, 1 over 38 row counts to 2048, checked against library algo 1"),
             std::string::npos)
       << c->why;
@@ -218,14 +225,10 @@ TEST(FixedGemmChoice, RowCountsWhoseBestAlgorithmSplitsKTakeOneThatAgrees) {
 // A reference whose bits no algorithm reproduces at some row count is replaced by the next.
 TEST(FixedGemmChoice, AReferenceNoRowCountReproducesIsReplaced) {
   FakeDevice d;
-  d.algos[0] = {};
-  d.algos[2] = {[](int64_t m) { return m >= 256 ? 3 : 1; }};
-  d.candidates = [](int64_t) { return std::vector<int>{2, 0}; };
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  OfferFirst(d, 2, {[](int64_t m) { return m >= 256 ? 3 : 1; }});
+  auto c = Choose(d);
   ASSERT_TRUE(c.ok()) << c.status();
-  for (size_t i = 0; i < c->rows.size(); ++i) {
-    EXPECT_EQ(c->ways[i].algo, c->rows[i] >= 256 ? 0 : 2) << c->rows[i] << " rows";
-  }
+  ExpectLibraryAlgos(*c, [](int64_t rows) { return rows >= 256 ? 0 : 2; });
   EXPECT_NE(c->why.find("checked against library algo 0"), std::string::npos) << c->why;
   EXPECT_NE(c->why.find("not reference library algo 2: at 1 rows none of 2 algorithms reproduces its rows"),
             std::string::npos)
@@ -235,12 +238,10 @@ TEST(FixedGemmChoice, AReferenceNoRowCountReproducesIsReplaced) {
 // A candidate the library refuses at some row count (unsupported, wants a workspace) is passed over there.
 TEST(FixedGemmChoice, RefusedRowCountsTakeAnotherAlgorithm) {
   FakeDevice d;
-  d.algos[0] = {};
-  d.algos[1] = {[](int64_t) { return 1; }, [](int64_t m) { return m <= 512; }};
-  d.candidates = [](int64_t) { return std::vector<int>{1, 0}; };
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  OfferFirst(d, 1, {[](int64_t) { return 1; }, [](int64_t m) { return m <= 512; }});
+  auto c = Choose(d);
   ASSERT_TRUE(c.ok()) << c.status();
-  for (size_t i = 0; i < c->rows.size(); ++i) EXPECT_EQ(c->ways[i].algo, c->rows[i] <= 512 ? 1 : 0);
+  ExpectLibraryAlgos(*c, [](int64_t rows) { return rows <= 512 ? 1 : 0; });
 }
 
 TEST(FixedGemmChoice, NoInvariantLibraryAlgorithmMeansTheTensorCoreKernel) {
@@ -249,7 +250,7 @@ TEST(FixedGemmChoice, NoInvariantLibraryAlgorithmMeansTheTensorCoreKernel) {
   // reference's bits at one row.
   for (int a : {0, 1, 2, 3}) d.algos[a] = {[a](int64_t m) { return m == 1 ? a + 5 : a + 1; }};
   d.candidates = [](int64_t) { return std::vector<int>{0, 1, 2, 3}; };
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  auto c = Choose(d);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->ways.size(), 1u);
   EXPECT_EQ(c->ways[0].kind, GemmWay::Kind::kTensorCore);
@@ -268,7 +269,7 @@ TEST(FixedGemmChoice, AWrongTensorCoreKernelFallsToTheFmaChains) {
   FakeDevice d;
   d.candidates = [](int64_t) { return std::vector<int>{}; };
   d.tc_drops_last_chunk = true;  // invariant, and wrong
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  auto c = Choose(d);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->ways.size(), 1u);
   EXPECT_EQ(c->ways[0].kind, GemmWay::Kind::kFmaChain);
@@ -281,7 +282,7 @@ TEST(FixedGemmChoice, ATensorCoreKernelThatVariesFallsToTheFmaChains) {
   FakeDevice d;
   d.candidates = [](int64_t) { return std::vector<int>{}; };
   d.tc_chunk = [](int64_t m) { return m < 64 ? 16 : 32; };
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  auto c = Choose(d);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->ways[0].kind, GemmWay::Kind::kFmaChain);
   EXPECT_NE(c->why.find("tensor-core kernel: row 0 of 1 differs"), std::string::npos) << c->why;
@@ -290,13 +291,13 @@ TEST(FixedGemmChoice, ATensorCoreKernelThatVariesFallsToTheFmaChains) {
 TEST(FixedGemmChoice, ForcedChoicesSkipWhatTheyMust) {
   FakeDevice d;
   d.algos[0] = {};
-  auto own = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kOwnKernels);
+  auto own = Choose(d, FixedGemmForce::kOwnKernels);
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_EQ(own->ways[0].kind, GemmWay::Kind::kTensorCore);
   EXPECT_EQ(own->why, "tensor-core kernel (forced)");
   EXPECT_EQ(d.library_queries, 0);
   d.runs.clear();
-  auto fma = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kFmaChain);
+  auto fma = Choose(d, FixedGemmForce::kFmaChain);
   ASSERT_TRUE(fma.ok()) << fma.status();
   EXPECT_EQ(fma->ways[0].kind, GemmWay::Kind::kFmaChain);
   EXPECT_TRUE(d.runs.empty()) << "the FMA chains are not checked";
@@ -306,7 +307,7 @@ TEST(FixedGemmChoice, DeviceErrorsAreReturned) {
   FakeDevice d;
   d.algos[0] = {};
   d.fail = true;
-  auto c = ChooseFixedGemm(d, kN, FixedGemmMaxRows(kN), FixedGemmForce::kNone);
+  auto c = Choose(d);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("fell over"), std::string::npos);
 }
@@ -319,9 +320,7 @@ TEST(FixedGemmChoice, DeviceErrorsAreReturned) {
 // invariant.
 TEST(FixedGemmChoice, RunningThroughTheChoiceIsRowInvariant) {
   FakeDevice d;
-  d.algos[0] = {};
-  d.algos[1] = {[](int64_t m) { return m <= 16 ? 2 : 1; }, [](int64_t m) { return m <= 1024; }};
-  d.candidates = [](int64_t) { return std::vector<int>{1, 0}; };
+  OfferFirst(d, 1, {[](int64_t m) { return m <= 16 ? 2 : 1; }, [](int64_t m) { return m <= 1024; }});
   for (int64_t max_rows : {FixedGemmMaxRows(kN), int64_t{64}}) {  // the second: calls chunk
     auto c = ChooseFixedGemm(d, kN, max_rows, FixedGemmForce::kNone);
     ASSERT_TRUE(c.ok()) << c.status();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -214,15 +215,23 @@ absl::Status LtGemm::RunFixedWay(const Fixed& f, const GemmWay& way, const void*
     LLM42_CUDA_RETURN_IF_ERROR(LaunchFixedGemm(OwnKind(way.kind), x, w, HalfOf(type), y, m, n, k, stream_));
     return absl::OkStatus();
   }
-  const Key key{m, n, k, static_cast<int>(type), true};
+  LLM42_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan(Key{m, n, k, static_cast<int>(type), true}, [&](Plan& p) {
+    p.algo = f.algos[static_cast<size_t>(way.algo)];
+    return absl::OkStatus();
+  }));
+  return Launch(*plan, x, w, y, true);
+}
+
+absl::StatusOr<const LtGemm::Plan*> LtGemm::CachedPlan(const Key& key,
+                                                       const std::function<absl::Status(Plan&)>& choose) {
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     auto plan = std::make_unique<Plan>();
     LLM42_RETURN_IF_ERROR(Describe(key, *plan));
-    plan->algo = f.algos[static_cast<size_t>(way.algo)];
+    LLM42_RETURN_IF_ERROR(choose(*plan));
     it = plans_.emplace(key, std::move(plan)).first;
   }
-  return Launch(*it->second, x, w, y, true);
+  return it->second.get();
 }
 
 absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type,
@@ -250,11 +259,8 @@ absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int
     }
     return absl::OkStatus();
   }
-  const Key key{m, n, k, static_cast<int>(type), false};
-  auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    auto plan = std::make_unique<Plan>();
-    LLM42_RETURN_IF_ERROR(Describe(key, *plan));
+  // fast: the heuristic's first algorithm for this m, with the workspace.
+  LLM42_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan(Key{m, n, k, static_cast<int>(type), false}, [&](Plan& p) {
     cublasLtMatmulPreference_t pref = nullptr;
     LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = kWorkspaceBytes;
@@ -262,8 +268,7 @@ absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int
     int found = 0;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     if (s == CUBLAS_STATUS_SUCCESS) {
-      s = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result,
-                                         &found);
+      s = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
     }
     cublasLtMatmulPreferenceDestroy(pref);
     LLM42_CUBLAS_RETURN_IF_ERROR(s);
@@ -271,10 +276,10 @@ absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int
       return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", k, " by ", n, "x", k,
                                                    " GEMM of this type"));
     }
-    plan->algo = result.algo;
-    it = plans_.emplace(key, std::move(plan)).first;
-  }
-  return Launch(*it->second, x, w, y, false);
+    p.algo = result.algo;
+    return absl::OkStatus();
+  }));
+  return Launch(*plan, x, w, y, false);
 }
 
 }  // namespace llm42::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -68,6 +69,8 @@ class LtGemm {
   // One fixed GEMM of m rows, run as `way` (a chunk of a call, padded to a checked row count).
   absl::Status RunFixedWay(const Fixed& f, const GemmWay& way, const void* x, int64_t m, const void* w, int64_t n,
                            int64_t k, cudaDataType_t type, float* y);
+  // The plan of `key`, made at its first use (described, then its algorithm set by `choose`).
+  absl::StatusOr<const Plan*> CachedPlan(const Key& key, const std::function<absl::Status(Plan&)>& choose);
   absl::Status Launch(const Plan& p, const void* x, const void* w, float* y, bool fixed);
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
