@@ -182,6 +182,9 @@ TEST(FixedGemmChoice, ChunksPadToTheNextCheckedRowCount) {
   EXPECT_EQ(chunks[2].rows, 44);
   EXPECT_EQ(chunks[2].padded_rows, 64);
   EXPECT_EQ(chunks[2].way.algo, 6);
+  EXPECT_EQ(c.PaddedRows(300), 320);
+  EXPECT_EQ(c.PaddedRows(3), 4);
+  EXPECT_EQ(c.PaddedRows(128), 128);
   // One way, no row counts: any call as it is, in chunks of max_rows.
   FixedGemmChoice own;
   own.ways = {{GemmWay::Kind::kTensorCore}};
@@ -191,6 +194,7 @@ TEST(FixedGemmChoice, ChunksPadToTheNextCheckedRowCount) {
   EXPECT_EQ(chunks[1].rows, 36);
   EXPECT_EQ(chunks[1].padded_rows, 36);
   EXPECT_EQ(chunks[1].way.kind, GemmWay::Kind::kTensorCore);
+  EXPECT_EQ(own.PaddedRows(100), 100);
 }
 
 TEST(FixedGemmChoice, OneInvariantAlgorithmServesEveryRowCount) {

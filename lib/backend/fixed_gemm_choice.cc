@@ -199,6 +199,11 @@ std::vector<FixedGemmChoice::Chunk> FixedGemmChoice::Chunks(int64_t m) const {
   return chunks;
 }
 
+int64_t FixedGemmChoice::PaddedRows(int64_t m) const {
+  const std::vector<Chunk> chunks = Chunks(m);
+  return chunks.empty() ? 0 : chunks.back().first_row + chunks.back().padded_rows;
+}
+
 std::vector<int64_t> FixedGemmBuckets(int64_t max_rows) {
   std::vector<int64_t> b;
   for (int64_t m = 1; m <= std::min<int64_t>(64, max_rows); m *= 2) b.push_back(m);

@@ -75,6 +75,10 @@ struct FixedGemmChoice {
   };
   // A call of m rows: chunks of max_rows, the last padded up to the next checked row count.
   std::vector<Chunk> Chunks(int64_t m) const;
+  // The rows a call of m rows reads and writes once padded: the last chunk's end (only the last
+  // is padded), so a caller whose buffers hold this many rows lets the padding run in place (what
+  // the rows past m hold does not matter: no row's outputs depend on another row's inputs).
+  int64_t PaddedRows(int64_t m) const;
 };
 
 // Row counts a library GEMM is checked and run at, up to max_rows: the powers of two to 64, then

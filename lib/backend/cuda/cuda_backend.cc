@@ -186,10 +186,7 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, int64_t m
 }
 
 absl::Status CudaBackend::Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed) {
-  if (absl::Status s = half_x_.Grow(static_cast<size_t>(m * w.cols) * 2); !s.ok()) return s;
-  LLM42_CUDA_RETURN_IF_ERROR(
-      LaunchToHalf(x, static_cast<size_t>(m * w.cols), HalfOf(w.type), half_x_.get(), stream_.get()));
-  return gemm_.Run(half_x_.get(), m, w.data, w.rows, w.cols, CudaTypeOf(w.type), y, fixed);
+  return gemm_.Run(x, m, w.data, w.rows, w.cols, CudaTypeOf(w.type), y, fixed);
 }
 
 absl::Status CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {

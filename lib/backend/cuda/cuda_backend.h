@@ -73,8 +73,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer tokens_, positions_, tables_;
   int64_t batch_rows_ = 0, max_blocks_ = 0;
   std::vector<int32_t> tables_host_;
-  // MatMul's scratch: 16-bit activations, and gathered rows when schedules mix.
-  DeviceBuffer half_x_, rows_idx_, gathered_x_, gathered_y_, gather_idx_;
+  // MatMul's scratch: gathered rows when schedules mix.
+  DeviceBuffer rows_idx_, gathered_x_, gathered_y_, gather_idx_;
   std::vector<int32_t> fast_rows_, fixed_rows_;
   bool logged_conversion_ = false;
   std::unique_ptr<ThreadPool> host_pool_;

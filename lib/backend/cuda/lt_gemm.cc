@@ -234,26 +234,28 @@ absl::StatusOr<const LtGemm::Plan*> LtGemm::CachedPlan(const Key& key,
   return it->second.get();
 }
 
-absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type,
+absl::Status LtGemm::Run(const float* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type,
                          float* y, bool fixed) {
   if (m == 0) return absl::OkStatus();
+  const Fixed* f = nullptr;
   if (fixed) {
-    LLM42_ASSIGN_OR_RETURN(const Fixed* f, ChooseFixed(w, n, k, type));
+    LLM42_ASSIGN_OR_RETURN(f, ChooseFixed(w, n, k, type));
+  }
+  // Rounded in place for the padding: rows past m keep whatever they held (no row's outputs
+  // depend on another row's inputs).
+  LLM42_RETURN_IF_ERROR(half_x_.Grow(static_cast<size_t>((fixed ? f->choice.PaddedRows(m) : m) * k) * 2));
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchToHalf(x, static_cast<size_t>(m * k), HalfOf(type), half_x_.get(), stream_));
+  if (fixed) {
     for (const FixedGemmChoice::Chunk& c : f->choice.Chunks(m)) {
-      const auto* xc = static_cast<const uint8_t*>(x) + c.first_row * k * 2;
+      const auto* xc = half_x_.as<uint8_t>() + c.first_row * k * 2;
       float* yc = y + c.first_row * n;
       if (c.padded_rows == c.rows) {
         LLM42_RETURN_IF_ERROR(RunFixedWay(*f, c.way, xc, c.rows, w, n, k, type, yc));
         continue;
       }
-      // Padded: the rows into a buffer of the checked row count (the rest zero), back out after.
-      LLM42_RETURN_IF_ERROR(pad_x_.Grow(static_cast<size_t>(c.padded_rows * k) * 2));
+      // Padded (the last chunk): its outputs into a buffer of the checked row count, then its rows out.
       LLM42_RETURN_IF_ERROR(pad_y_.Grow(static_cast<size_t>(c.padded_rows * n) * sizeof(float)));
-      const size_t in_bytes = static_cast<size_t>(c.rows * k) * 2;
-      LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pad_x_.get(), xc, in_bytes, cudaMemcpyDeviceToDevice, stream_));
-      LLM42_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(pad_x_.as<uint8_t>() + in_bytes, 0,
-                                                 static_cast<size_t>((c.padded_rows - c.rows) * k) * 2, stream_));
-      LLM42_RETURN_IF_ERROR(RunFixedWay(*f, c.way, pad_x_.get(), c.padded_rows, w, n, k, type, pad_y_.as<float>()));
+      LLM42_RETURN_IF_ERROR(RunFixedWay(*f, c.way, xc, c.padded_rows, w, n, k, type, pad_y_.as<float>()));
       LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(yc, pad_y_.get(), static_cast<size_t>(c.rows * n) * sizeof(float),
                                                  cudaMemcpyDeviceToDevice, stream_));
     }
@@ -279,7 +281,7 @@ absl::Status LtGemm::Run(const void* x, int64_t m, const void* w, int64_t n, int
     p.algo = result.algo;
     return absl::OkStatus();
   }));
-  return Launch(*plan, x, w, y, false);
+  return Launch(*plan, half_x_.get(), w, y, false);
 }
 
 }  // namespace llm42::cuda

@@ -20,8 +20,8 @@
 
 namespace llm42::cuda {
 
-// Row-major y[m][n] (f32) = x[m][k] * w[n][k]^T with x and w both bf16 or both f16, f32
-// accumulation, through cuBLASLt.
+// Row-major y[m][n] (f32) = x[m][k] * w[n][k]^T with x (f32) rounded to w's type (bf16 or f16),
+// f32 accumulation, through cuBLASLt.
 //
 // `fast` takes the heuristic's first algorithm for each (m, n, k) with a 32 MiB workspace:
 // split-K where it pays, so a row's bits may depend on m (measured: shared/docs/GPU.md and
@@ -45,7 +45,7 @@ class LtGemm {
   ~LtGemm();
 
   absl::Status Init(cudaStream_t stream);
-  absl::Status Run(const void* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type, float* y,
+  absl::Status Run(const float* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type, float* y,
                    bool fixed);
 
  private:
@@ -79,8 +79,9 @@ class LtGemm {
   DeviceBuffer workspace_;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> plans_;
   absl::flat_hash_map<ShapeKey, Fixed> fixed_;
-  // A padded fixed chunk's inputs and outputs.
-  DeviceBuffer pad_x_, pad_y_;
+  // The activations rounded to 16 bits (as many rows as the fixed GEMM's padding reads), and a
+  // padded fixed chunk's outputs.
+  DeviceBuffer half_x_, pad_y_;
 };
 
 }  // namespace llm42::cuda
