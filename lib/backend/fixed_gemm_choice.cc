@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/util/stable_hash.h"
@@ -113,7 +113,7 @@ class Runs {
   using Key = std::tuple<GemmWay::Kind, int, int64_t>;
   FixedGemmDevice& device_;
   int64_t n_;
-  absl::flat_hash_map<Key, Result> done_;
+  absl::node_hash_map<Key, Result> done_;  // Results stay where they are: callers hold them
 };
 
 // Step 1 of ChooseFixedGemm: nullopt when no reference passes at every row count (each

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lib/backend/cuda/device_buffer.h"
@@ -78,7 +79,7 @@ class LtGemm {
   cudaStream_t stream_ = nullptr;
   DeviceBuffer workspace_;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> plans_;
-  absl::flat_hash_map<ShapeKey, Fixed> fixed_;
+  absl::node_hash_map<ShapeKey, Fixed> fixed_;  // a choice stays where it is: Run holds it
   // The activations rounded to 16 bits (as many rows as the fixed GEMM's padding reads), and a
   // padded fixed chunk's outputs.
   DeviceBuffer half_x_, pad_y_;
