@@ -186,8 +186,9 @@ std::vector<float> FixedGemmCheckInput(int64_t k) {
 
 std::vector<FixedGemmChoice::Chunk> FixedGemmChoice::Chunks(int64_t m) const {
   std::vector<Chunk> chunks;
-  for (int64_t first = 0; first < m; first += max_rows) {
-    Chunk c{first, std::min(max_rows, m - first), 0, ways[0]};
+  const int64_t most = max_rows > 0 ? max_rows : m;  // (a choice always sets max_rows)
+  for (int64_t first = 0; first < m; first += most) {
+    Chunk c{first, std::min(most, m - first), 0, ways[0]};
     c.padded_rows = c.rows;
     if (!rows.empty()) {
       const auto at = std::lower_bound(rows.begin(), rows.end(), c.rows);

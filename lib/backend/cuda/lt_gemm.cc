@@ -76,6 +76,7 @@ class LtGemm::CheckDevice final : public FixedGemmDevice {
     }
     std::vector<int> ids;
     for (int i = 0; i < found; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;  // a slot the heuristic could not fill
       cublasLtMatmulAlgo_t algo = results[i].algo;
       // Split-K off where the heuristic turned it on (with no workspace it should not have).
       int32_t splits = 1;
