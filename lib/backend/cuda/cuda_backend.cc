@@ -186,13 +186,32 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, int64_t m
 }
 
 absl::Status CudaBackend::Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed) {
-  return gemm_.Run(x, m, w.data, w.rows, w.cols, CudaTypeOf(w.type), y, fixed);
+  const LtGemm::Output out{w.data, w.rows, y};
+  return gemm_.Run(x, m, w.cols, CudaTypeOf(w.type), {&out, 1}, fixed);
 }
 
-absl::Status CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
+void CudaBackend::SplitRows(int64_t m, Schedules s) {
   fast_rows_.clear();
   fixed_rows_.clear();
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed_rows_ : fast_rows_).push_back(static_cast<int32_t>(i));
+}
+
+absl::Status CudaBackend::MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) {
+  LLM42_RETURN_IF_ERROR(SameWidth(outs));
+  SplitRows(m, s);
+  bool one_type = true;
+  for (const MatMulOutput& o : outs) one_type = one_type && o.w->type == outs[0].w->type;
+  // Rows of both schedules, or weights of two 16-bit types: each matrix as MatMul runs it.
+  if (outs.empty() || !one_type || (!fast_rows_.empty() && !fixed_rows_.empty())) {
+    return Backend::MatMulShared(x, m, outs, s);
+  }
+  std::vector<LtGemm::Output> targets;
+  for (const MatMulOutput& o : outs) targets.push_back(LtGemm::Output{o.w->data, o.w->rows, o.y});
+  return gemm_.Run(x, m, outs[0].w->cols, CudaTypeOf(outs[0].w->type), targets, fast_rows_.empty());
+}
+
+absl::Status CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
+  SplitRows(m, s);
   if (fast_rows_.empty() || fixed_rows_.empty()) return Gemm(x, m, w, y, fast_rows_.empty());
   // Mixed: each schedule's rows gathered, multiplied, and scattered back.
   for (const std::vector<int32_t>* rows : {&fast_rows_, &fixed_rows_}) {

@@ -47,6 +47,9 @@ class CudaBackend final : public Backend {
   // fast rows: cuBLASLt's heuristic with a workspace; fixed rows: gathered and run with no
   // workspace (LtGemm).
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) override;
+  // The activations rounded to 16 bits once for every matrix (where all rows share a schedule
+  // and the matrices a type; else as MatMul per matrix).
+  absl::Status MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) override;
   absl::Status AddBias(float* y, int64_t m, int64_t n, const float* bias) override;
   absl::Status Add(float* y, const float* x, size_t n) override;
   absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules s) override;
@@ -61,6 +64,8 @@ class CudaBackend final : public Backend {
   absl::Status UploadInts(DeviceBuffer& b, std::span<const int32_t> host);
   // One GEMM over rows that all run under one schedule.
   absl::Status Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed);
+  // fast_rows_ and fixed_rows_: the rows of each schedule.
+  void SplitRows(int64_t m, Schedules s);
   KvArgs Kv() const;
 
   Stream stream_;

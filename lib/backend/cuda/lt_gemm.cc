@@ -235,34 +235,48 @@ absl::StatusOr<const LtGemm::Plan*> LtGemm::CachedPlan(const Key& key,
   return it->second.get();
 }
 
-absl::Status LtGemm::Run(const float* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type,
-                         float* y, bool fixed) {
-  if (m == 0) return absl::OkStatus();
-  const Fixed* f = nullptr;
+absl::Status LtGemm::Run(const float* x, int64_t m, int64_t k, cudaDataType_t type, std::span<const Output> outs,
+                         bool fixed) {
+  if (m == 0 || outs.empty()) return absl::OkStatus();
+  std::vector<const Fixed*> chosen(outs.size(), nullptr);
+  int64_t rows = m;
   if (fixed) {
-    LLM42_ASSIGN_OR_RETURN(f, ChooseFixed(w, n, k, type));
-  }
-  // Rounded in place for the padding: rows past m keep whatever they held (no row's outputs
-  // depend on another row's inputs).
-  LLM42_RETURN_IF_ERROR(half_x_.Grow(static_cast<size_t>((fixed ? f->choice.PaddedRows(m) : m) * k) * 2));
-  LLM42_CUDA_RETURN_IF_ERROR(LaunchToHalf(x, static_cast<size_t>(m * k), HalfOf(type), half_x_.get(), stream_));
-  if (fixed) {
-    for (const FixedGemmChoice::Chunk& c : f->choice.Chunks(m)) {
-      const auto* xc = half_x_.as<uint8_t>() + c.first_row * k * 2;
-      float* yc = y + c.first_row * n;
-      if (c.padded_rows == c.rows) {
-        LLM42_RETURN_IF_ERROR(RunFixedWay(*f, c.way, xc, c.rows, w, n, k, type, yc));
-        continue;
-      }
-      // Padded (the last chunk): its outputs into a buffer of the checked row count, then its rows out.
-      LLM42_RETURN_IF_ERROR(pad_y_.Grow(static_cast<size_t>(c.padded_rows * n) * sizeof(float)));
-      LLM42_RETURN_IF_ERROR(RunFixedWay(*f, c.way, xc, c.padded_rows, w, n, k, type, pad_y_.as<float>()));
-      LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(yc, pad_y_.get(), static_cast<size_t>(c.rows * n) * sizeof(float),
-                                                 cudaMemcpyDeviceToDevice, stream_));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      LLM42_ASSIGN_OR_RETURN(chosen[i], ChooseFixed(outs[i].w, outs[i].n, k, type));
+      rows = std::max(rows, chosen[i]->choice.PaddedRows(m));
     }
-    return absl::OkStatus();
   }
-  // fast: the heuristic's first algorithm for this m, with the workspace.
+  // Rounded once for every output, with room for the padding: rows past m keep whatever they
+  // held (no row's outputs depend on another row's inputs).
+  LLM42_RETURN_IF_ERROR(half_x_.Grow(static_cast<size_t>(rows * k) * 2));
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchToHalf(x, static_cast<size_t>(m * k), HalfOf(type), half_x_.get(), stream_));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Output& o = outs[i];
+    LLM42_RETURN_IF_ERROR(fixed ? RunFixed(*chosen[i], m, o.w, o.n, k, type, o.y) : RunFast(m, o.w, o.n, k, type, o.y));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LtGemm::RunFixed(const Fixed& f, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type,
+                              float* y) {
+  for (const FixedGemmChoice::Chunk& c : f.choice.Chunks(m)) {
+    const auto* xc = half_x_.as<uint8_t>() + c.first_row * k * 2;
+    float* yc = y + c.first_row * n;
+    if (c.padded_rows == c.rows) {
+      LLM42_RETURN_IF_ERROR(RunFixedWay(f, c.way, xc, c.rows, w, n, k, type, yc));
+      continue;
+    }
+    // Padded (the last chunk): its outputs into a buffer of the checked row count, then its rows out.
+    LLM42_RETURN_IF_ERROR(pad_y_.Grow(static_cast<size_t>(c.padded_rows * n) * sizeof(float)));
+    LLM42_RETURN_IF_ERROR(RunFixedWay(f, c.way, xc, c.padded_rows, w, n, k, type, pad_y_.as<float>()));
+    LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(yc, pad_y_.get(), static_cast<size_t>(c.rows * n) * sizeof(float),
+                                               cudaMemcpyDeviceToDevice, stream_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LtGemm::RunFast(int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type, float* y) {
+  // The heuristic's first algorithm for this m, with the workspace.
   LLM42_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan(Key{m, n, k, static_cast<int>(type), false}, [&](Plan& p) {
     cublasLtMatmulPreference_t pref = nullptr;
     LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));

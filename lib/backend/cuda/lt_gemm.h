@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -46,7 +47,14 @@ class LtGemm {
   ~LtGemm();
 
   absl::Status Init(cudaStream_t stream);
-  absl::Status Run(const float* x, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type, float* y,
+  // One weight's output: y[m][n] for the weight w[n][k].
+  struct Output {
+    const void* w;
+    int64_t n;
+    float* y;
+  };
+  // Every output's GEMM against the same activations x[m][k], rounded to `type` once.
+  absl::Status Run(const float* x, int64_t m, int64_t k, cudaDataType_t type, std::span<const Output> outs,
                    bool fixed);
 
  private:
@@ -67,6 +75,9 @@ class LtGemm {
   // Descriptors and layouts of a plan (no algorithm yet).
   absl::Status Describe(const Key& key, Plan& plan);
   absl::StatusOr<const Fixed*> ChooseFixed(const void* w, int64_t n, int64_t k, cudaDataType_t type);
+  // One weight's GEMM over the rounded activations (half_x_).
+  absl::Status RunFixed(const Fixed& f, int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type, float* y);
+  absl::Status RunFast(int64_t m, const void* w, int64_t n, int64_t k, cudaDataType_t type, float* y);
   // One fixed GEMM of m rows, run as `way` (a chunk of a call, padded to a checked row count).
   absl::Status RunFixedWay(const Fixed& f, const GemmWay& way, const void* x, int64_t m, const void* w, int64_t n,
                            int64_t k, cudaDataType_t type, float* y);
