@@ -12,6 +12,7 @@
 #include "lib/backend/cuda/kernels.cuh"
 #include "lib/util/ggml_types.h"
 #include "lib/util/logging.h"
+#include "lib/util/mutex.h"
 #include "lib/util/status.h"
 
 namespace llm42::cuda {
@@ -185,21 +186,37 @@ absl::Status LtGemm::Describe(const Key& key, Plan& p) {
 absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t n, int64_t k, cudaDataType_t type) {
   const ShapeKey shape{n, k, static_cast<int>(type)};
   if (auto it = fixed_.find(shape); it != fixed_.end()) return &it->second;
-  // LLM42_CUDA_OWN_FIXED_GEMM=1 skips cuBLASLt, =fma the tensor-core kernel too.
-  const char* env = std::getenv("LLM42_CUDA_OWN_FIXED_GEMM");
-  const std::string force_name = env == nullptr ? "" : env;
-  const FixedGemmForce force = force_name == "1"     ? FixedGemmForce::kOwnKernels
-                               : force_name == "fma" ? FixedGemmForce::kFmaChain
-                                                     : FixedGemmForce::kNone;
-  Fixed f;
-  {
-    CheckDevice device(*this, w, n, k, type, FixedGemmMaxRows(n), f.algos);
-    LLM42_RETURN_IF_ERROR(device.Init());
-    LLM42_ASSIGN_OR_RETURN(f.choice, ChooseFixedGemm(device, n, FixedGemmMaxRows(n), force));
+  // Once per process, device and shape (on the first weight of the shape; the check is of the
+  // algorithms' arithmetic, which the weight's values only sample): every session of a process
+  // then runs the same fixed GEMMs, and a session after the first starts without the checks.
+  static Mutex mu;
+  static auto& chosen ABSL_GUARDED_BY(mu) = *new absl::node_hash_map<std::tuple<int, int64_t, int64_t, int>, Fixed>();
+  int device = 0;
+  LLM42_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  MutexLock lock(&mu);
+  auto [it, fresh] = chosen.try_emplace(std::tuple{device, n, k, static_cast<int>(type)});
+  if (fresh) {
+    // LLM42_CUDA_OWN_FIXED_GEMM=1 skips cuBLASLt, =fma the tensor-core kernel too.
+    const char* env = std::getenv("LLM42_CUDA_OWN_FIXED_GEMM");
+    const std::string force_name = env == nullptr ? "" : env;
+    const FixedGemmForce force = force_name == "1"     ? FixedGemmForce::kOwnKernels
+                                 : force_name == "fma" ? FixedGemmForce::kFmaChain
+                                                       : FixedGemmForce::kNone;
+    Fixed& f = it->second;
+    absl::Status checked = [&]() -> absl::Status {
+      CheckDevice check(*this, w, n, k, type, FixedGemmMaxRows(n), f.algos);
+      LLM42_RETURN_IF_ERROR(check.Init());
+      LLM42_ASSIGN_OR_RETURN(f.choice, ChooseFixedGemm(check, n, FixedGemmMaxRows(n), force));
+      return absl::OkStatus();
+    }();
+    if (!checked.ok()) {
+      chosen.erase(it);  // a device error: the next session tries again
+      return checked;
+    }
+    Log(f.choice.fallback ? LogLevel::kWarning : LogLevel::kInfo, "cuda: fixed GEMM ", n, "x", k, ": ", f.choice.why,
+        force == FixedGemmForce::kNone ? "" : absl::StrCat(" (LLM42_CUDA_OWN_FIXED_GEMM=", force_name, ")"));
   }
-  Log(f.choice.fallback ? LogLevel::kWarning : LogLevel::kInfo, "cuda: fixed GEMM ", n, "x", k, ": ", f.choice.why,
-      force == FixedGemmForce::kNone ? "" : absl::StrCat(" (LLM42_CUDA_OWN_FIXED_GEMM=", force_name, ")"));
-  return &fixed_.emplace(shape, std::move(f)).first->second;
+  return &fixed_.emplace(shape, it->second).first->second;
 }
 
 absl::Status LtGemm::Launch(const Plan& p, const void* x, const void* w, float* y, bool fixed) {

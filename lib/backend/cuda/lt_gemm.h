@@ -35,7 +35,8 @@ namespace llm42::cuda {
 // what ChooseFixedGemm (lib/backend/fixed_gemm_choice.h) picks at the shape's first fixed GEMM by
 // experiment on the real weight: cuBLASLt algorithms (no workspace, split-K off) at checked row
 // counts, a call padded up to the next one; else llm42's tensor-core kernel; else its FMA
-// chains (fixed_gemm.cuh). The choice never changes during a session. LLM42_CUDA_OWN_FIXED_GEMM=1
+// chains (fixed_gemm.cuh). The choice is made once per process, device and shape, so it never
+// changes during a session and every session of a process shares it. LLM42_CUDA_OWN_FIXED_GEMM=1
 // skips cuBLASLt, =fma the tensor-core kernel too (the device script tests each).
 // docs/gpu-determinism.md says which of this cuBLAS documents (none of the invariance) and what
 // we rely on.
