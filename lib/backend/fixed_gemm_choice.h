@@ -13,9 +13,10 @@ namespace llm42 {
 // How a device backend picks the GEMM that runs the `fixed` schedule for one weight shape, so
 // that a row's bits never depend on how many rows share the call. A GPU's GEMM library promises
 // nothing about that (docs/gpu-determinism.md), so the choice is made by experiment, once per
-// shape, and never changes during a session (CUDA: once per process). The rule lives here, device-free, so that it is
-// tested on any machine against a fake device (tests/fixed_gemm_choice_test.cc); the CUDA
-// backend drives it with cuBLASLt (lib/backend/cuda/lt_gemm.cc).
+// shape (on CUDA once per process), and never changes during a session. The rule lives here,
+// device-free, so that it is tested on any machine against a fake device
+// (tests/fixed_gemm_choice_test.cc); the CUDA backend drives it with cuBLASLt
+// (lib/backend/cuda/lt_gemm.cc).
 
 // One way a device can run a fixed GEMM.
 struct GemmWay {
