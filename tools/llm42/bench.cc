@@ -77,9 +77,7 @@ struct Result {
   double output_tps, prefill_tps, ttft_p50, ttft_p99, itl_p50, itl_p99, decode_tps;
   double t_prefill, t_total;  // seconds: until every request's first token; the whole run
   int64_t preemptions;
-  // Per step of the timed run, ms: the forward pass on the device, the logits' copy to the host,
-  // and the rest on the host (scheduling, draws, commits).
-  double step_forward_ms, step_logits_ms, step_host_ms;
+  StepSplit step;  // per step of the timed run
 };
 
 Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_len, int out_len,
@@ -181,11 +179,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
   res.itl_p99 = Percentile(itl, 0.99);
   res.decode_tps = decode_tps / static_cast<double>(traces.size());
   res.preemptions = (*session)->stat(Stat::kPreemptions);
-  const EngineStats::StepTimes t = (*session)->step_times();
-  const double steps = static_cast<double>(std::max<int64_t>(1, t.steps - times_before.steps));
-  res.step_forward_ms = (t.forward_s - times_before.forward_s) / steps * 1000;
-  res.step_logits_ms = (t.logits_s - times_before.logits_s) / steps * 1000;
-  res.step_host_ms = (t.host_s - times_before.host_s) / steps * 1000;
+  res.step = StepSplitBetween(times_before, (*session)->step_times());
   return res;
 }
 
@@ -473,7 +467,7 @@ int Bench() {
           "| %-5s | %4d | %9.1f | %8.1f | %6.1f | %5.1f %% | %9.1f | %8.1f | %8.2f | %8.2f | %8.1f | %d | %.2f / %.2f / %.2f |",
           fixed ? "fixed" : "fast", c, r.output_tps, r.prefill_tps, prefill_flops / 1e9,
           peaks.Percent(prefill_flops, fixed, prompt_len), r.ttft_p50, r.ttft_p99, r.itl_p50, r.itl_p99,
-          r.decode_tps, r.preemptions, r.step_forward_ms, r.step_logits_ms, r.step_host_ms));
+          r.decode_tps, r.preemptions, r.step.forward_ms, r.step.logits_ms, r.step.host_ms));
     }
   }
   std::fprintf(stderr, "\n");

@@ -46,6 +46,17 @@ inline int32_t RandomToken(int32_t vocab, uint64_t stream, int64_t i) {
   return 3 + static_cast<int32_t>(PhiloxUniform(stream, static_cast<uint64_t>(i)) * (vocab - 3));
 }
 
+// Milliseconds per engine step between two readings of Session::step_times: the forward pass,
+// the logits' copy to the host, and the rest on the host.
+struct StepSplit {
+  double forward_ms = 0, logits_ms = 0, host_ms = 0;
+};
+inline StepSplit StepSplitBetween(const EngineStats::StepTimes& before, const EngineStats::StepTimes& after) {
+  const double steps = static_cast<double>(std::max<int64_t>(1, after.steps - before.steps));
+  return StepSplit{(after.forward_s - before.forward_s) / steps * 1000, (after.logits_s - before.logits_s) / steps * 1000,
+                   (after.host_s - before.host_s) / steps * 1000};
+}
+
 // Pages the weights in and sizes the scratch buffers before a measurement starts.
 inline void WarmUp(Session& session, int prompt_len) {
   RequestOptions warm;

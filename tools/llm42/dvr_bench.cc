@@ -126,6 +126,7 @@ struct Row {
   double output_tps, recompute_pct;
   int64_t verify_passes, rollbacks, decoded_fixed;
   double ttft_p50, ttft_p99, e2e_p50, e2e_p99;
+  StepSplit step;
 };
 
 // Set from the engine's callback when a request's last token is committed.
@@ -160,6 +161,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   Session& s = **session;
   WarmUp(s, 32);
   const int64_t base_tokens = s.stat(Stat::kTokensGenerated);
+  const EngineStats::StepTimes times_before = s.step_times();
   std::vector<std::shared_ptr<Request>> reqs(jobs.size());
   std::vector<Clock::time_point> submitted(jobs.size());
   std::vector<Finish> finish(jobs.size());
@@ -207,6 +209,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   row.ttft_p99 = Percentile(ttft, 0.99);
   row.e2e_p50 = Percentile(e2e, 0.5);
   row.e2e_p99 = Percentile(e2e, 0.99);
+  row.step = StepSplitBetween(times_before, s.step_times());
   return row;
 }
 
@@ -257,30 +260,34 @@ int BenchDvr() {
                                     : std::string("offline (every request at once)"),
       model, absl::GetFlag(FLAGS_threads));
   std::cout << "| T | mode | det % | path | W | G | output tok/s | vs off | recomputed % | verify passes | "
-               "rollbacks | decoded under fixed | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+               "rollbacks | decoded under fixed | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms | "
+               "ms per step: forward / logits copy / host |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
             << std::flush;
   std::ofstream csv;
   if (!absl::GetFlag(FLAGS_csv).empty()) {
     csv.open(absl::GetFlag(FLAGS_csv));
     csv << "mode,det_share,window,group,output_tps,vs_off,recompute_pct,verify_passes,rollbacks,"
-           "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant,decoded_fixed\n";
+           "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant,decoded_fixed,step_forward_ms,step_logits_ms,"
+           "step_host_ms\n";
   }
   double off = 0;
   auto emit = [&](const Row& r) {
     if (r.mode == "off") off = r.output_tps;  // each temperature's rows start with its off run
     std::fprintf(stderr, "\n");
-    std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %d | %.0f | %.0f | %.0f | %.0f |\n",
+    std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %d | %.0f | %.0f | %.0f | %.0f "
+                                 "| %.2f / %.2f / %.2f |\n",
                                  r.temperature, r.mode, r.det_share * 100, r.variant, r.window, r.group,
                                  r.output_tps, r.output_tps / off,
                                  r.recompute_pct, r.verify_passes, r.rollbacks, r.decoded_fixed, r.ttft_p50, r.ttft_p99,
-                                 r.e2e_p50, r.e2e_p99)
+                                 r.e2e_p50, r.e2e_p99, r.step.forward_ms, r.step.logits_ms, r.step.host_ms)
               << std::flush;
     if (csv) {
-      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s,%d\n", r.mode, r.det_share,
-                             r.window, r.group, r.output_tps, r.output_tps / off, r.recompute_pct,
+      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s,%d,%.3f,%.3f,%.3f\n", r.mode,
+                             r.det_share, r.window, r.group, r.output_tps, r.output_tps / off, r.recompute_pct,
                              r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99, r.e2e_p50, r.e2e_p99,
-                             r.temperature, r.variant, r.decoded_fixed)
+                             r.temperature, r.variant, r.decoded_fixed, r.step.forward_ms, r.step.logits_ms,
+                             r.step.host_ms)
           << std::flush;
     }
   };
