@@ -3,6 +3,7 @@
 // references, plus the fixed schedule's row invariance (DETERMINISM_TESTS item 8) per backend.
 // A backend joins by registering (lib/backend/backend_registry.cc).
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -319,6 +320,54 @@ TEST_P(BackendOpsTest, EmbedIsExactAndRowOpsAreRowInvariant) {
       EXPECT_TRUE(SameBits(got.data() + part * mn, ref.data() + part * fn, mn)) << "op " << part << " m " << m;
     }
   }
+}
+
+// ArgmaxRows (a greedy draw's row summary, computed where the logits are) follows
+// lib/sampling/argmax.h's rule to the bit: the rule's cases spelled out (ties to the lowest id,
+// NaN never best except at id 0, -inf rows, one column), then long random rows, picked out of
+// order, against the host's scan. A kernel that broke ties upward, let NaN win or read the wrong
+// row fails here.
+TEST_P(BackendOpsTest, ArgmaxRowsFollowTheHostRule) {
+  Backend& be = *be_;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> cases = {
+      1, 3, 3, 2, 0,                   // tie: the lower id
+      nan, 1, 5, nan, 2,               // NaN at id 0 stays the best; second the largest other
+      -inf, -inf, -inf, -inf, -inf,    // nothing greater than id 0
+      0, nan, 4, 4, nan,               // NaN elsewhere never counts
+      -1, -0.5f, -2, -0.5f, -3,        // negative tie
+      2, 1, 0, -1, 7,                  // the last
+  };
+  const ArgmaxSummary want[] = {{1, 3, 3}, {0, nan, 5}, {0, -inf, -inf}, {2, 4, 4}, {1, -0.5f, -0.5f}, {4, 7, 2}};
+  const std::vector<int32_t> all = {0, 1, 2, 3, 4, 5};
+  std::vector<ArgmaxSummary> got(all.size());
+  ASSERT_TRUE(be.ArgmaxRows(h_->Put(cases), 5, all, got.data()).ok());
+  for (size_t r = 0; r < all.size(); ++r) {
+    EXPECT_EQ(got[r].id, want[r].id) << "case " << r;
+    EXPECT_TRUE(SameBits(&got[r].best, &want[r].best, 1)) << "case " << r << ": " << got[r].best;
+    EXPECT_EQ(got[r].second, want[r].second) << "case " << r;
+  }
+  const std::vector<int32_t> one_row = {0};
+  ASSERT_TRUE(be.ArgmaxRows(h_->Put(std::vector<float>{5}), 1, one_row, got.data()).ok());
+  EXPECT_EQ(got[0].id, 0);
+  EXPECT_EQ(got[0].best, 5);
+  EXPECT_EQ(got[0].second, -inf);
+
+  const int64_t n = 128259;  // a vocabulary, and not a multiple of any block
+  std::vector<float> rows = RandomVector(static_cast<size_t>(4 * n), 21);
+  rows[static_cast<size_t>(2 * n + 77777)] = 9;  // a tie at the top of row 2, the later id
+  rows[static_cast<size_t>(2 * n + 99999)] = 9;
+  const std::vector<int32_t> picked = {3, 0, 2};
+  ASSERT_TRUE(be.ArgmaxRows(h_->Put(rows), n, picked, got.data()).ok());
+  for (size_t r = 0; r < picked.size(); ++r) {
+    const ArgmaxSummary host =
+        SummarizeArgmax(std::span(rows).subspan(static_cast<size_t>(picked[r] * n), static_cast<size_t>(n)));
+    EXPECT_EQ(got[r].id, host.id) << "row " << picked[r];
+    EXPECT_TRUE(SameBits(&got[r].best, &host.best, 1)) << "row " << picked[r];
+    EXPECT_EQ(got[r].second, host.second) << "row " << picked[r];
+  }
+  EXPECT_EQ(got[2].id, 77777);
+  EXPECT_EQ(got[2].second, 9);
 }
 
 // auto takes the first usable backend; cuda where it cannot run is UNSUPPORTED saying why;

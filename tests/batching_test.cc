@@ -1,6 +1,7 @@
 // Continuous batching, the paged KV cache and preemption, under load from many threads.
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <random>
 #include <thread>
@@ -75,6 +76,42 @@ TEST(Batching, StepTimesSplitEachStepOnce) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"step_host_us\":"), std::string::npos) << json;
+}
+
+// Greedy draws without logprobs read only their row's ArgmaxSummary (computed where the logits
+// are; on a GPU the row never crosses), and the rows that need logits come back packed: in steps
+// that mix both, every request's tokens — and the logprob bits of those that ask — equal its
+// run alone with logprobs (every row's logits, the plain draw). batch_invariant mode makes the
+// plain requests' bits batch-independent, so any difference is the summary path's; selective
+// mode sends deterministic requests' candidates through it and verifies them from full rows.
+// Fails on a broken build: with FetchLogits copying the first rows instead of gathering the
+// ones asked for (checked), or summaries put at the wrong logit row.
+TEST(Batching, SummarizedAndFullRowsShareSteps) {
+  LLM42_SMALL_VOCAB_TINY_MODEL_OR_SKIP(model);
+  for (DeterminismMode mode : {DeterminismMode::kBatchInvariant, DeterminismMode::kSelective}) {
+    auto spec = [&](int i, bool logprobs) {
+      RequestOptions r = Greedy(Prompt(12 + 3 * i, i), 14);
+      r.logprobs = logprobs;
+      r.deterministic = mode == DeterminismMode::kSelective;
+      return r;
+    };
+    auto busy = Open(model, mode, 0);
+    std::vector<std::shared_ptr<Request>> reqs;
+    for (int i = 0; i < 6; ++i) reqs.push_back(*busy->Submit(spec(i, i % 2 == 0), nullptr));
+    for (auto& r : reqs) ASSERT_TRUE(r->Wait(60000));
+    for (int i = 0; i < 6; ++i) {
+      auto alone = Open(model, mode, 0);
+      auto ref = *alone->Submit(spec(i, true), nullptr);
+      ASSERT_TRUE(ref->Wait(60000));
+      EXPECT_EQ(reqs[static_cast<size_t>(i)]->output_tokens(), ref->output_tokens()) << "request " << i;
+      if (i % 2 == 0) {
+        const std::vector<float> got = reqs[static_cast<size_t>(i)]->logprobs(), want = ref->logprobs();
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << "request " << i;
+      }
+    }
+    EXPECT_EQ(busy->invariant_violations(), 0);
+  }
 }
 
 TEST(Batching, RequestsShareForwardPasses) {

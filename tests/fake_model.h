@@ -1,6 +1,7 @@
 #ifndef LLM42_TESTS_FAKE_MODEL_H_
 #define LLM42_TESTS_FAKE_MODEL_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "lib/engine/engine.h"
 #include "lib/engine/sequence.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/sampling/argmax.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace llm42::testing {
@@ -79,6 +81,8 @@ class FakeModel {
       k[0] = static_cast<float>(b.tokens[i]);
       k[1] = schedule(i) == Schedule::kFixed ? 1.0f : 0.0f;
     }
+    std::vector<float> row(kVocab);
+    size_t packed = 0;  // ForwardBatch's contract: summarized rows' summaries, the others' logits packed
     for (size_t r = 0; r < b.logit_rows.size(); ++r) {
       const auto i = static_cast<size_t>(b.logit_rows[r]);
       const int32_t* table = cache_.block_table(b.seqs[i]);
@@ -91,8 +95,12 @@ class FakeModel {
       }
       int32_t next = 3 + static_cast<int32_t>(h % (kVocab - 3));
       if (schedule(i) == Schedule::kFast && flip_every_ > 0 && h % flip_every_ == 0) next = 3 + (next - 3 + 1) % (kVocab - 3);
-      float* out = logits + r * kVocab;
-      for (int32_t v = 0; v < kVocab; ++v) out[v] = v == next ? 1.0f : 0.0f;
+      for (int32_t v = 0; v < kVocab; ++v) row[static_cast<size_t>(v)] = v == next ? 1.0f : 0.0f;
+      if (!b.argmax_only.empty() && b.argmax_only[r]) {
+        b.argmax[r] = SummarizeArgmax(row);
+      } else {
+        std::copy(row.begin(), row.end(), logits + packed++ * kVocab);
+      }
     }
   }
 

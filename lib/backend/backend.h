@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "lib/sampling/argmax.h"
 #include "lib/util/ggml_types.h"
 
 namespace llm42 {
@@ -226,6 +227,11 @@ class Backend {
   // out[r] = x[rows[r]] for rows of n_cols (rows in host memory).
   virtual absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                                   float* out) = 0;
+  // host_out[r] = SummarizeArgmax(x[rows[r]]) for rows of n_cols (rows and host_out in host
+  // memory), after the ops before it, to the bit: what a greedy draw needs of its row without
+  // the row crossing to the host. The default copies each row to the host and summarizes it there.
+  virtual absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                                  ArgmaxSummary* host_out);
 
  protected:
   // MatMulShared's precondition: every matrix as wide as the first.

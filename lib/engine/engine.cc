@@ -146,8 +146,10 @@ bool Engine::Step() {
   for (size_t e = 0; e < plan.size(); ++e) entry_schedule[e] = EntrySchedule(plan[e], direct);
 
   // Rows: a verify entry wants every row's logits; the others the last row's when it
-  // completes the sequence.
+  // completes the sequence — only its ArgmaxSummary when a greedy draw without logprobs is all
+  // it feeds (on a GPU the row's logits then stay on the device).
   std::vector<int32_t> tokens, positions, seqs, logit_rows;
+  std::vector<uint8_t> argmax_only;
   std::vector<Schedule> schedules;
   std::vector<size_t> first_logit(plan.size()), score_first(plan.size()), score_n(plan.size());
   StepShape shape{0, 0, rest.attended};
@@ -177,16 +179,29 @@ bool Engine::Step() {
       schedules.push_back(sched);
       if (p.kind == RowKind::kVerify) logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
     }
+    argmax_only.resize(logit_rows.size(), 0);
     if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
+      const RequestOptions& o = s.request->options();
       logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+      argmax_only.push_back(IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0 &&
+                            config_.determinism.fast_path_noise == 0);
     }
   }
+  argmax_only.resize(logit_rows.size(), 0);
+  // Where each logit row's logits land on the host: packed, the summarized rows skipped (-1).
+  std::vector<int64_t> slot(logit_rows.size(), -1);
+  int64_t n_full = 0;
+  for (size_t r = 0; r < slot.size(); ++r) {
+    if (!argmax_only[r]) slot[r] = n_full++;
+  }
   const auto n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
-  logits_.resize(logit_rows.size() * n_vocab);
+  logits_.resize(static_cast<size_t>(n_full) * n_vocab);
+  argmax_.resize(logit_rows.size());
   const auto start = std::chrono::steady_clock::now();
   double logits_s = 0;
-  if (absl::Status st = forward_(
-          ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules, &logits_s}, logits_.data());
+  if (absl::Status st = forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules,
+                                              argmax_only, argmax_.data(), &logits_s},
+                                 logits_.data());
       !st.ok()) {
     Log(LogLevel::kError, "forward pass failed: ", st.message());
     FinishAll(FinishReason::kError, st);
@@ -209,7 +224,11 @@ bool Engine::Step() {
 
   std::vector<Sequence*> finished;
   const double noise = config_.determinism.fast_path_noise;
-  auto row = [&](size_t r) { return std::span<float>(logits_.data() + r * n_vocab, n_vocab); };
+  // A logit row's logits (empty for a summarized row: its draw reads argmax_[r]).
+  auto row = [&](size_t r) {
+    return slot[r] < 0 ? std::span<float>()
+                       : std::span<float>(logits_.data() + static_cast<size_t>(slot[r]) * n_vocab, n_vocab);
+  };
   // An entry's next token (with the draw's margin for a candidate), after the fast path's
   // noise where configured: a pure function of its row, the request's sampling and the
   // position, so with EngineConfig::parallel_for the draws of entries that end their
@@ -221,9 +240,14 @@ bool Engine::Step() {
   auto draw = [&](size_t e) {
     const PlanEntry& p = plan[e];
     const Sequence& s = *p.seq;
+    const bool fast_row = entry_schedule[e] == Schedule::kFast;
+    if (argmax_only[first_logit[e]]) {  // greedy: what SampleWithMargin / SampleToken would return
+      const ArgmaxSummary& a = argmax_[first_logit[e]];
+      draws[e] = s.dvr && fast_row ? GreedyDraw(a, n_vocab) : SampledToken{a.id, 0.0};
+      return;
+    }
     const std::span<float> logits = row(first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
-    const bool fast_row = entry_schedule[e] == Schedule::kFast;
     if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
     draws[e] = s.dvr && fast_row ? SampleWithMargin(logits, s.sampling, position)
                                  : SampledToken{SampleToken(logits, s.sampling, position), 0.0};

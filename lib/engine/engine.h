@@ -86,6 +86,7 @@ class Engine {
   Scheduler scheduler_;
   DvrController dvr_;
   std::vector<float> logits_;
+  std::vector<ArgmaxSummary> argmax_;  // per logit row of a step; the summarized rows' only
   std::vector<TopLogprob> top_scratch_;
 };
 

@@ -9,7 +9,7 @@ namespace llm42 {
 namespace {
 
 // Activation workspace slots.
-enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits };
+enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits, kLogitsPacked };
 
 // A vector in backend memory, or nullptr for an absent (empty) one.
 absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float>& v) {
@@ -126,12 +126,36 @@ absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batc
   const Schedules out_sc(logit_schedules_.data());
   LLM42_RETURN_IF_ERROR(be.RmsNorm(sel, output_norm_, rows, e, c.rms_eps, sel, out_sc));
   LLM42_RETURN_IF_ERROR(be.MatMul(sel, rows, output_, out, out_sc));
-  if (batch.logits_copy_seconds == nullptr) return be.CopyToHost(logits, out, n_out * static_cast<size_t>(c.n_vocab));
-  LLM42_RETURN_IF_ERROR(be.Synchronize());  // the pass done: what follows is the copy alone
+  LLM42_RETURN_IF_ERROR(be.Synchronize());  // the pass done: what follows brings its results over
   const auto start = std::chrono::steady_clock::now();
-  const absl::Status copied = be.CopyToHost(logits, out, n_out * static_cast<size_t>(c.n_vocab));
-  *batch.logits_copy_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return copied;
+  const absl::Status fetched = FetchLogits(batch, out, logits);
+  if (batch.logits_copy_seconds != nullptr) {
+    *batch.logits_copy_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return fetched;
+}
+
+absl::Status LlamaRunner::FetchLogits(const ForwardBatch& batch, const float* out, float* logits) {
+  const int64_t n_vocab = model_.config().n_vocab;
+  const size_t n_out = batch.logit_rows.size();
+  summarized_.clear();
+  full_.clear();
+  for (size_t r = 0; r < n_out; ++r) {
+    (!batch.argmax_only.empty() && batch.argmax_only[r] ? summarized_ : full_).push_back(static_cast<int32_t>(r));
+  }
+  if (!summarized_.empty()) {
+    summaries_.resize(summarized_.size());
+    LLM42_RETURN_IF_ERROR(backend_.ArgmaxRows(out, n_vocab, summarized_, summaries_.data()));
+    for (size_t i = 0; i < summarized_.size(); ++i) batch.argmax[summarized_[i]] = summaries_[i];
+  }
+  if (full_.empty()) return absl::OkStatus();
+  const float* rows = out;
+  if (full_.size() < n_out) {  // packed first, so that only they cross
+    LLM42_ASSIGN_OR_RETURN(float* packed, backend_.Workspace(kLogitsPacked, full_.size() * static_cast<size_t>(n_vocab)));
+    LLM42_RETURN_IF_ERROR(backend_.GatherRows(out, n_vocab, full_, packed));
+    rows = packed;
+  }
+  return backend_.CopyToHost(logits, rows, full_.size() * static_cast<size_t>(n_vocab));
 }
 
 }  // namespace llm42

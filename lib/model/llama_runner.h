@@ -26,8 +26,14 @@ struct ForwardBatch {
   std::span<const int32_t> logit_rows;
   Schedule schedule = Schedule::kFast;
   std::span<const Schedule> schedules = {};
-  // When set, receives the seconds that copying the logits to the host took once the device had
-  // finished the pass (a step's time split: EngineStats::StepTimes).
+  // Per logit row, whether its draw needs only the row's ArgmaxSummary (a greedy draw without
+  // logprobs): those rows' summaries go to argmax[r] (host, one slot per logit row) and their
+  // logits stay on the backend; the other rows' logits come back packed, in logit-row order.
+  // Empty: every row's logits.
+  std::span<const uint8_t> argmax_only = {};
+  ArgmaxSummary* argmax = nullptr;
+  // When set, receives the seconds that bringing the logits (and summaries) to the host took once
+  // the device had finished the pass (a step's time split: EngineStats::StepTimes).
   double* logits_copy_seconds = nullptr;
 };
 
@@ -48,7 +54,8 @@ class LlamaRunner {
 
   // Runs the batch over `cache`'s block tables (the cache AllocateKv last saw), writing each
   // token's K/V at its position before attention reads it, and fills logits[row][n_vocab]
-  // (host memory) for batch.logit_rows. Not thread-safe.
+  // (host memory) for batch.logit_rows (packed: only the rows not batch.argmax_only). Not
+  // thread-safe.
   absl::Status Forward(const KvCache& cache, const ForwardBatch& batch, float* logits);
 
  private:
@@ -68,8 +75,14 @@ class LlamaRunner {
   RopeParams rope_;
   std::vector<Layer> layers_;
   // Host-side per-batch inputs, kept to avoid allocating per step.
+  // Forward's last part: the summaries of batch.argmax_only's rows and the other rows' logits
+  // (from `out`, the backend's [logit rows][n_vocab]) to the host.
+  absl::Status FetchLogits(const ForwardBatch& batch, const float* out, float* logits);
+
   std::vector<const int32_t*> tables_;
   std::vector<Schedule> logit_schedules_;
+  std::vector<int32_t> summarized_, full_;  // logit rows by what crosses to the host
+  std::vector<ArgmaxSummary> summaries_;
 };
 
 }  // namespace llm42

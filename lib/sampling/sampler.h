@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "lib/sampling/argmax.h"
+
 namespace llm42 {
 
 struct SamplingParams {
@@ -41,6 +43,12 @@ struct SampledToken {
   int32_t token;
   double margin;
 };
+
+// Whether draws under `p` are greedy (temperature 0, or top-k 1): they need only the row's
+// ArgmaxSummary.
+bool IsGreedy(const SamplingParams& p);
+// A greedy draw from its row's summary (what SampleWithMargin returns for the row when IsGreedy).
+SampledToken GreedyDraw(const ArgmaxSummary& s, size_t n_vocab);
 SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParams& p,
                               int64_t position);
 

@@ -730,4 +730,15 @@ absl::Status CpuBackend::GatherRows(const float* x, int64_t n_cols, std::span<co
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                                    ArgmaxSummary* host_out) {
+  pool_.ParallelFor(static_cast<int64_t>(rows.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      host_out[r] = SummarizeArgmax({x + static_cast<int64_t>(rows[static_cast<size_t>(r)]) * n_cols,
+                                     static_cast<size_t>(n_cols)});
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace llm42

@@ -79,6 +79,9 @@ class CpuBackend final : public Backend {
                       Schedules s) override;
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           float* out) override;
+  // In place (the rows are host memory), a row per task on the pool.
+  absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                          ArgmaxSummary* host_out) override;
 
   static constexpr int64_t kAttentionChunk = 256;
 

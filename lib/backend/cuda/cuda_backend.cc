@@ -1,6 +1,7 @@
 #include "lib/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <thread>
 #include <vector>
 
@@ -265,6 +266,21 @@ absl::Status CudaBackend::Attention(int64_t layer, const float* q, const Attenti
 absl::Status CudaBackend::SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules) {
   LLM42_CUDA_RETURN_IF_ERROR(LaunchSwiGlu(gate, up, static_cast<size_t>(m * n), out, stream_.get()));
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                                     ArgmaxSummary* host_out) {
+  static_assert(sizeof(ArgmaxOut) == sizeof(ArgmaxSummary) && offsetof(ArgmaxOut, id) == offsetof(ArgmaxSummary, id) &&
+                offsetof(ArgmaxOut, best) == offsetof(ArgmaxSummary, best) &&
+                offsetof(ArgmaxOut, second) == offsetof(ArgmaxSummary, second));
+  if (rows.empty()) return absl::OkStatus();
+  if (absl::Status s = UploadInts(argmax_rows_, rows); !s.ok()) return s;
+  if (absl::Status s = argmax_out_.Grow(rows.size() * sizeof(ArgmaxOut)); !s.ok()) return s;
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchArgmaxRows(x, n_cols, argmax_rows_.as<int32_t>(), static_cast<int64_t>(rows.size()),
+                                              argmax_out_.as<ArgmaxOut>(), stream_.get()));
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_out, argmax_out_.get(), rows.size() * sizeof(ArgmaxOut),
+                                             cudaMemcpyDeviceToHost, stream_.get()));
+  return Synchronize();
 }
 
 absl::Status CudaBackend::GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) {

@@ -58,6 +58,9 @@ class CudaBackend final : public Backend {
                          Schedules s) override;
   absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules s) override;
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override;
+  // On the device (kernels.cuh's LaunchArgmaxRows): three numbers a row cross to the host.
+  absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
+                          ArgmaxSummary* host_out) override;
 
  private:
   // Copies host ints into `b` (grown as needed) on the stream.
@@ -80,6 +83,8 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> tables_host_;
   // MatMul's scratch: gathered rows when schedules mix.
   DeviceBuffer rows_idx_, gathered_x_, gathered_y_, gather_idx_;
+  // ArgmaxRows' row indices and summaries.
+  DeviceBuffer argmax_rows_, argmax_out_;
   std::vector<int32_t> fast_rows_, fixed_rows_;
   bool logged_conversion_ = false;
   std::unique_ptr<ThreadPool> host_pool_;

@@ -41,6 +41,53 @@ __global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float e
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * scale * w[j];
 }
 
+// One block per row, lib/sampling/argmax.h's rule to the bit: the best is the greatest value
+// that is not NaN, the lowest id on ties (a NaN at id 0 stays the best, as a scan from id 0 that
+// replaces only on greater leaves it); `second` the largest non-NaN value at another id. Both
+// reductions are exact (maxima), so their tree order changes nothing but the sign of a zero
+// `second` among equal zeros.
+__global__ void ArgmaxRowsKernel(const float* x, int64_t n, const int32_t* rows, ArgmaxOut* out) {
+  __shared__ float value[kThreads];
+  __shared__ int64_t index[kThreads];
+  const float* xr = x + static_cast<int64_t>(rows[blockIdx.x]) * n;
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;  // none yet
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float v = xr[j];
+    if (!isnan(v) && (v > bv || (v == bv && j < bi))) {
+      bv = v;
+      bi = j;
+    }
+  }
+  value[threadIdx.x] = bv;
+  index[threadIdx.x] = bi;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      const float v = value[threadIdx.x + stride];
+      const int64_t i = index[threadIdx.x + stride];
+      if (v > value[threadIdx.x] || (v == value[threadIdx.x] && i < index[threadIdx.x])) {
+        value[threadIdx.x] = v;
+        index[threadIdx.x] = i;
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t best = isnan(xr[0]) || index[0] == INT64_MAX ? 0 : index[0];
+  __syncthreads();
+  float s = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    if (j != best && !isnan(xr[j])) s = fmaxf(s, xr[j]);
+  }
+  value[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) value[threadIdx.x] = fmaxf(value[threadIdx.x], value[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = ArgmaxOut{static_cast<int32_t>(best), xr[best], value[0]};
+}
+
 __global__ void AddBiasKernel(float* y, int64_t m, int64_t n, const float* bias) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < m * n) y[i] += bias[i % n];
@@ -222,6 +269,13 @@ cudaError_t LaunchRope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, c
 cudaError_t LaunchSwiGlu(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   SwiGluKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchArgmaxRows(const float* x, int64_t n, const int32_t* rows, int64_t n_rows, ArgmaxOut* out,
+                             cudaStream_t stream) {
+  if (n_rows == 0) return cudaSuccess;
+  ArgmaxRowsKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, n, rows, out);
   return cudaGetLastError();
 }
 

@@ -33,6 +33,16 @@ struct RopeArgs {
   const float* freq_factors = nullptr;  // device, or none
 };
 
+// lib/sampling/argmax.h's ArgmaxSummary, field for field (cuda_backend.cc checks the layout).
+struct ArgmaxOut {
+  int32_t id;
+  float best;
+  float second;
+};
+
+// out[r] = the ArgmaxSummary of row rows[r] of x (rows of n), by lib/sampling/argmax.h's rule.
+cudaError_t LaunchArgmaxRows(const float* x, int64_t n, const int32_t* rows, int64_t n_rows, ArgmaxOut* out,
+                             cudaStream_t stream);
 // out[i][:] = table row tokens[i] as f32.
 cudaError_t LaunchEmbed(const void* table, Half type, int64_t cols, const int32_t* tokens, int64_t m,
                         float* out, cudaStream_t stream);
