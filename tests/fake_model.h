@@ -42,9 +42,9 @@ class FakeModel {
   int64_t forward_calls() const { return calls_; }
 
   Engine::ForwardFn Forward() {
-    return [this](const ForwardBatch& b, float* logits) {
-      Run(b, logits);
-      return absl::OkStatus();
+    return [this](const ForwardBatch& b) -> absl::StatusOr<float*> {
+      Run(b);
+      return logits_.data();
     };
   }
 
@@ -69,7 +69,9 @@ class FakeModel {
   }
 
  private:
-  void Run(const ForwardBatch& b, float* logits) {
+  void Run(const ForwardBatch& b) {
+    logits_.assign(b.logit_rows.size() * kVocab, 0.0f);
+    float* logits = logits_.data();
     ++calls_;
     // Its own KV storage: (token, fixed?) per position, laid out by the cache's block tables.
     auto key = [&](const int32_t* table, int32_t p) {
@@ -108,7 +110,7 @@ class FakeModel {
 
   std::unique_ptr<Tokenizer> tokenizer_;
   KvCache cache_;
-  std::vector<float> kv_;
+  std::vector<float> kv_, logits_;
   int64_t flip_every_;
   int64_t fixed_reads_fast_ = 0, calls_ = 0;
 };

@@ -173,6 +173,11 @@ class Backend {
   virtual absl::Status CopyFromHost(float* dst, const float* host, size_t n) = 0;
   // Waits for the ops before it, then copies.
   virtual absl::Status CopyToHost(float* host, const float* src, size_t n) = 0;
+  // n floats at x (backend memory), readable and writable by the host after the ops before it:
+  // x itself where the backend's memory is the host's (the CPU: no copy), else a copy in host
+  // memory the backend owns (page-locked on a GPU, which copies there fastest), valid until the
+  // next call. For what crosses every step: the logits.
+  virtual absl::StatusOr<float*> HostView(float* x, size_t n) = 0;
   virtual absl::Status Synchronize() = 0;
   // Host work between forward passes (sampling a step's rows): fn(begin, end) over [0, n) on
   // the host threads this backend has and leaves idle meanwhile, returning when all is done.

@@ -195,16 +195,14 @@ bool Engine::Step() {
     if (!argmax_only[r]) slot[r] = n_full++;
   }
   const auto n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
-  logits_.resize(static_cast<size_t>(n_full) * n_vocab);
   argmax_.resize(logit_rows.size());
   const auto start = std::chrono::steady_clock::now();
   double logits_s = 0;
-  if (absl::Status st = forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule, schedules,
-                                              argmax_only, argmax_.data(), &logits_s},
-                                 logits_.data());
-      !st.ok()) {
-    Log(LogLevel::kError, "forward pass failed: ", st.message());
-    FinishAll(FinishReason::kError, st);
+  absl::StatusOr<float*> logits = forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule,
+                                                        schedules, argmax_only, argmax_.data(), &logits_s});
+  if (!logits.ok()) {
+    Log(LogLevel::kError, "forward pass failed: ", logits.status().message());
+    FinishAll(FinishReason::kError, logits.status());
     return true;
   }
   const auto forwarded = std::chrono::steady_clock::now();
@@ -227,7 +225,7 @@ bool Engine::Step() {
   // A logit row's logits (empty for a summarized row: its draw reads argmax_[r]).
   auto row = [&](size_t r) {
     return slot[r] < 0 ? std::span<float>()
-                       : std::span<float>(logits_.data() + static_cast<size_t>(slot[r]) * n_vocab, n_vocab);
+                       : std::span<float>(*logits + static_cast<size_t>(slot[r]) * n_vocab, n_vocab);
   };
   // An entry's next token (with the draw's margin for a candidate), after the fast path's
   // noise where configured: a pure function of its row, the request's sampling and the

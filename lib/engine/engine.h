@@ -41,9 +41,11 @@ struct EngineConfig {
 // the engine with a fake model.
 class Engine {
  public:
-  // Fills logits[row][n_vocab] for batch.logit_rows; writes K/V into the cache it was given. A
-  // failure (a backend error) ends every running request with it.
-  using ForwardFn = std::function<absl::Status(const ForwardBatch& batch, float* logits)>;
+  // Returns the logits [row][n_vocab] of batch.logit_rows that are not batch.argmax_only,
+  // packed, in host memory valid until the next call (and fills batch.argmax for the others);
+  // writes K/V into the cache it was given. A failure (a backend error) ends every running
+  // request with it.
+  using ForwardFn = std::function<absl::StatusOr<float*>(const ForwardBatch& batch)>;
 
   Engine(const EngineConfig& config, const Tokenizer& tokenizer, KvCache& cache, ForwardFn forward,
          EngineStats& stats);
@@ -85,7 +87,6 @@ class Engine {
   EngineStats& stats_;
   Scheduler scheduler_;
   DvrController dvr_;
-  std::vector<float> logits_;
   std::vector<ArgmaxSummary> argmax_;  // per logit row of a step; the summarized rows' only
   std::vector<TopLogprob> top_scratch_;
 };

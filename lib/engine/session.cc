@@ -141,9 +141,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   };
   s->engine_ = std::make_unique<Engine>(
       config, *s->tokenizer_, *s->cache_,
-      [raw](const ForwardBatch& batch, float* logits) {
-        return raw->runner_->Forward(*raw->cache_, batch, logits);
-      },
+      [raw](const ForwardBatch& batch) { return raw->runner_->ForwardView(*raw->cache_, batch); },
       s->stats_);
   Log(LogLevel::kInfo, "loaded ", options.model_path, " on ", s->backend_->name(), ": ", c.n_layer, " layers, n_embd ",
       c.n_embd, ", vocab ", c.n_vocab, ", context ", s->context_length_, ", KV cache ",

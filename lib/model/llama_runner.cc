@@ -1,5 +1,6 @@
 #include "lib/model/llama_runner.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "lib/kv/kv_cache.h"
@@ -65,6 +66,13 @@ int64_t LlamaRunner::kv_bytes_per_token() const {
 }
 
 absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batch, float* logits) {
+  LLM42_ASSIGN_OR_RETURN(const float* view, ForwardView(cache, batch));
+  if (view != nullptr) std::copy_n(view, n_full_ * static_cast<size_t>(model_.config().n_vocab), logits);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float*> LlamaRunner::ForwardView(const KvCache& cache, const ForwardBatch& batch) {
+  n_full_ = 0;
   if (kv_shape_.n_blocks != cache.n_blocks() || kv_shape_.block_size != cache.block_size()) {
     return absl::FailedPreconditionError("the backend's KV storage was not allocated for this cache");
   }
@@ -116,7 +124,10 @@ absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batc
 
   const size_t n_out = batch.logit_rows.size();
   if (batch.logits_copy_seconds != nullptr) *batch.logits_copy_seconds = 0;
-  if (n_out == 0) return be.Synchronize();
+  if (n_out == 0) {
+    LLM42_RETURN_IF_ERROR(be.Synchronize());
+    return nullptr;
+  }
   const auto rows = static_cast<int64_t>(n_out);
   LLM42_ASSIGN_OR_RETURN(float* sel, be.Workspace(kLogitsIn, n_out * static_cast<size_t>(e)));
   LLM42_ASSIGN_OR_RETURN(float* out, be.Workspace(kLogits, n_out * static_cast<size_t>(c.n_vocab)));
@@ -128,14 +139,14 @@ absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batc
   LLM42_RETURN_IF_ERROR(be.MatMul(sel, rows, output_, out, out_sc));
   LLM42_RETURN_IF_ERROR(be.Synchronize());  // the pass done: what follows brings its results over
   const auto start = std::chrono::steady_clock::now();
-  const absl::Status fetched = FetchLogits(batch, out, logits);
+  absl::StatusOr<float*> fetched = FetchLogits(batch, out);
   if (batch.logits_copy_seconds != nullptr) {
     *batch.logits_copy_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return fetched;
 }
 
-absl::Status LlamaRunner::FetchLogits(const ForwardBatch& batch, const float* out, float* logits) {
+absl::StatusOr<float*> LlamaRunner::FetchLogits(const ForwardBatch& batch, float* out) {
   const int64_t n_vocab = model_.config().n_vocab;
   const size_t n_out = batch.logit_rows.size();
   summarized_.clear();
@@ -148,14 +159,15 @@ absl::Status LlamaRunner::FetchLogits(const ForwardBatch& batch, const float* ou
     LLM42_RETURN_IF_ERROR(backend_.ArgmaxRows(out, n_vocab, summarized_, summaries_.data()));
     for (size_t i = 0; i < summarized_.size(); ++i) batch.argmax[summarized_[i]] = summaries_[i];
   }
-  if (full_.empty()) return absl::OkStatus();
-  const float* rows = out;
+  n_full_ = full_.size();
+  if (full_.empty()) return nullptr;
+  float* rows = out;
   if (full_.size() < n_out) {  // packed first, so that only they cross
     LLM42_ASSIGN_OR_RETURN(float* packed, backend_.Workspace(kLogitsPacked, full_.size() * static_cast<size_t>(n_vocab)));
     LLM42_RETURN_IF_ERROR(backend_.GatherRows(out, n_vocab, full_, packed));
     rows = packed;
   }
-  return backend_.CopyToHost(logits, rows, full_.size() * static_cast<size_t>(n_vocab));
+  return backend_.HostView(rows, full_.size() * static_cast<size_t>(n_vocab));
 }
 
 }  // namespace llm42

@@ -53,9 +53,12 @@ class LlamaRunner {
   int64_t kv_bytes_per_token() const;
 
   // Runs the batch over `cache`'s block tables (the cache AllocateKv last saw), writing each
-  // token's K/V at its position before attention reads it, and fills logits[row][n_vocab]
-  // (host memory) for batch.logit_rows (packed: only the rows not batch.argmax_only). Not
-  // thread-safe.
+  // token's K/V at its position before attention reads it, and returns the logits [row][n_vocab]
+  // of batch.logit_rows (packed: only the rows not batch.argmax_only) where the host reads
+  // them (Backend::HostView: on the CPU where the pass left them), valid until the next call;
+  // nullptr when no row's logits were asked for. Not thread-safe.
+  absl::StatusOr<float*> ForwardView(const KvCache& cache, const ForwardBatch& batch);
+  // The same, the logits copied into `logits` (host memory).
   absl::Status Forward(const KvCache& cache, const ForwardBatch& batch, float* logits);
 
  private:
@@ -77,12 +80,13 @@ class LlamaRunner {
   // Host-side per-batch inputs, kept to avoid allocating per step.
   // Forward's last part: the summaries of batch.argmax_only's rows and the other rows' logits
   // (from `out`, the backend's [logit rows][n_vocab]) to the host.
-  absl::Status FetchLogits(const ForwardBatch& batch, const float* out, float* logits);
+  absl::StatusOr<float*> FetchLogits(const ForwardBatch& batch, float* out);
 
   std::vector<const int32_t*> tables_;
   std::vector<Schedule> logit_schedules_;
   std::vector<int32_t> summarized_, full_;  // logit rows by what crosses to the host
   std::vector<ArgmaxSummary> summaries_;
+  size_t n_full_ = 0;  // rows of logits the last pass returned
 };
 
 }  // namespace llm42

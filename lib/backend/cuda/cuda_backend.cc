@@ -134,6 +134,13 @@ absl::Status CudaBackend::CopyToHost(float* host, const float* src, size_t n) {
   return Synchronize();
 }
 
+absl::StatusOr<float*> CudaBackend::HostView(float* x, size_t n) {
+  if (absl::Status s = Synchronize(); !s.ok()) return s;  // nothing still copies into the old memory
+  if (absl::Status s = host_view_.Grow(n * sizeof(float)); !s.ok()) return s;
+  if (absl::Status s = CopyToHost(host_view_.as<float>(), x, n); !s.ok()) return s;
+  return host_view_.as<float>();
+}
+
 // Block-major like the CPU's: block b's bytes are contiguous (kernels.cu's KvAddr).
 absl::Status CudaBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
   LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));

@@ -62,6 +62,37 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Owns page-locked host memory (cudaMallocHost): what the device copies to and from fastest.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { Reset(); }
+
+  // Grows to at least `bytes`; the contents are not kept. The caller makes sure no copy into the
+  // old memory is still queued.
+  absl::Status Grow(size_t bytes) {
+    if (bytes_ >= bytes) return absl::OkStatus();
+    Reset();
+    LLM42_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p_, bytes));
+    bytes_ = bytes;
+    return absl::OkStatus();
+  }
+  template <typename T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  void Reset() {
+    if (p_ != nullptr) cudaFreeHost(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Owns a stream.
 class Stream {
  public:
