@@ -11,14 +11,21 @@
 
 namespace llm42::cuda {
 
-// Owns one device allocation.
-class DeviceBuffer {
+inline cudaError_t DeviceMalloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+inline cudaError_t DeviceFree(void* p) { return cudaFree(p); }
+inline cudaError_t PinnedMalloc(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+inline cudaError_t PinnedFree(void* p) { return cudaFreeHost(p); }
+
+// Owns one allocation that kMalloc made and kFree releases: DeviceBuffer (device memory) or
+// PinnedBuffer (page-locked host memory, what a device copies to and from fastest).
+template <cudaError_t (*kMalloc)(void**, size_t), cudaError_t (*kFree)(void*)>
+class CudaMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaMemory() = default;
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
+  CudaMemory(CudaMemory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  CudaMemory& operator=(CudaMemory&& o) noexcept {
     if (this != &o) {
       Reset();
       p_ = std::exchange(o.p_, nullptr);
@@ -26,17 +33,18 @@ class DeviceBuffer {
     }
     return *this;
   }
-  ~DeviceBuffer() { Reset(); }
+  ~CudaMemory() { Reset(); }
 
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) {
-    DeviceBuffer b;
+  static absl::StatusOr<CudaMemory> Allocate(size_t bytes) {
+    CudaMemory b;
     if (bytes == 0) return b;
-    LLM42_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.p_, bytes));
+    LLM42_CUDA_RETURN_IF_ERROR(kMalloc(&b.p_, bytes));
     b.bytes_ = bytes;
     return b;
   }
 
-  // Grows to at least `bytes` (256 at least); the contents are not kept.
+  // Grows to at least `bytes` (256 at least); the contents are not kept. Freeing device memory
+  // waits for the device; the caller of a PinnedBuffer's makes sure no copy into it is queued.
   absl::Status Grow(size_t bytes) {
     if (bytes_ >= bytes) return absl::OkStatus();
     Reset();  // free first: the old contents are not kept
@@ -53,7 +61,7 @@ class DeviceBuffer {
 
  private:
   void Reset() {
-    if (p_ != nullptr) cudaFree(p_);
+    if (p_ != nullptr) kFree(p_);
     p_ = nullptr;
     bytes_ = 0;
   }
@@ -62,36 +70,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Owns page-locked host memory (cudaMallocHost): what the device copies to and from fastest.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { Reset(); }
-
-  // Grows to at least `bytes`; the contents are not kept. The caller makes sure no copy into the
-  // old memory is still queued.
-  absl::Status Grow(size_t bytes) {
-    if (bytes_ >= bytes) return absl::OkStatus();
-    Reset();
-    LLM42_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p_, bytes));
-    bytes_ = bytes;
-    return absl::OkStatus();
-  }
-  template <typename T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  void Reset() {
-    if (p_ != nullptr) cudaFreeHost(p_);
-    p_ = nullptr;
-    bytes_ = 0;
-  }
-
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = CudaMemory<DeviceMalloc, DeviceFree>;
+using PinnedBuffer = CudaMemory<PinnedMalloc, PinnedFree>;
 
 // Owns a stream.
 class Stream {
