@@ -234,9 +234,9 @@ class Backend {
                                   float* out) = 0;
   // host_out[r] = SummarizeArgmax(x[rows[r]]) for rows of n_cols (rows and host_out in host
   // memory), after the ops before it, to the bit: what a greedy draw needs of its row without
-  // the row crossing to the host. The default copies each row to the host and summarizes it there.
+  // the row crossing to the host.
   virtual absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
-                                  ArgmaxSummary* host_out);
+                                  ArgmaxSummary* host_out) = 0;
 
  protected:
   // MatMulShared's precondition: every matrix as wide as the first.

@@ -19,6 +19,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpu(const BackendOptions& options
 
 }  // namespace
 
+absl::StatusOr<size_t> KvBlockOffset(const KvShape& shape, size_t element_bytes, int32_t block, size_t bytes) {
+  const auto block_bytes = static_cast<size_t>(shape.block_elements()) * element_bytes;
+  if (block < 0 || block >= shape.n_blocks || bytes != block_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("KV block ", block, " of ", shape.n_blocks, ": ", bytes,
+                                                   " bytes where a block has ", block_bytes));
+  }
+  return static_cast<size_t>(block) * block_bytes;
+}
+
 const std::vector<BackendEntry>& RegisteredBackends() {
   static const std::vector<BackendEntry> entries = {
 #if LLM42_HAVE_CUDA

@@ -64,35 +64,35 @@ std::string DisagreementWithReference(const std::vector<float>& got, const std::
   return "";
 }
 
-// Check runs, each (way, row count) run once, kept as a hash of each checked row's bits.
+// Check runs, each (way, row count) run once, kept as a hash of each checked row's bits
+// (CheckedRows(m), in order).
 class Runs {
  public:
   struct Result {
     std::string refused;
-    std::vector<int64_t> rows;     // CheckedRows(m)
-    std::vector<uint64_t> hashes;  // of each of those rows' n outputs
+    std::vector<uint64_t> hashes;
   };
 
   Runs(FixedGemmDevice& device, int64_t n) : device_(device), n_(n) {}
 
   absl::StatusOr<const Result*> Get(const GemmWay& way, int64_t m) {
-    const Key key{way.kind, way.algo, m};
-    if (auto it = done_.find(key); it != done_.end()) return &it->second;
-    Result r;
-    r.rows = CheckedRows(m);
-    LLM42_ASSIGN_OR_RETURN(GemmRun run, device_.Run(way, m, r.rows));
-    r.refused = std::move(run.refused);
+    if (auto it = done_.find(Key{way.kind, way.algo, m}); it != done_.end()) return &it->second;
+    LLM42_ASSIGN_OR_RETURN(GemmRun run, device_.Run(way, m, CheckedRows(m)));
+    return Record(way, m, run);
+  }
+
+  // Keeps a run made outside Get (whose outputs the caller wanted as well).
+  absl::StatusOr<const Result*> Record(const GemmWay& way, int64_t m, const GemmRun& run) {
+    Result r{run.refused, {}};
+    const size_t rows = CheckedRows(m).size(), n = static_cast<size_t>(n_);
     if (r.refused.empty()) {
-      if (run.rows.size() != r.rows.size() * static_cast<size_t>(n_)) {
+      if (run.rows.size() != rows * n) {
         return absl::InternalError(absl::StrCat("a fixed GEMM check run of ", WayName(way), " returned ",
-                                                run.rows.size(), " outputs for ", r.rows.size(), " rows of ", n_));
+                                                run.rows.size(), " outputs for ", rows, " rows of ", n_));
       }
-      for (size_t i = 0; i < r.rows.size(); ++i) {
-        r.hashes.push_back(
-            StableHash().Mix(run.rows.data() + i * static_cast<size_t>(n_), static_cast<size_t>(n_) * sizeof(float)).value());
-      }
+      for (size_t i = 0; i < rows; ++i) r.hashes.push_back(StableHash().Mix(run.rows.data() + i * n, n * sizeof(float)).value());
     }
-    return &done_.emplace(key, std::move(r)).first->second;
+    return &done_.try_emplace(Key{way.kind, way.algo, m}, std::move(r)).first->second;
   }
 
   // "" when every checked row of (way, m) equals the reference's row of the same input (row r of
@@ -100,10 +100,10 @@ class Runs {
   absl::StatusOr<std::string> Differs(const GemmWay& way, int64_t m, const Result& ref) {
     LLM42_ASSIGN_OR_RETURN(const Result* got, Get(way, m));
     if (!got->refused.empty()) return got->refused;
-    for (size_t i = 0; i < got->rows.size(); ++i) {
-      const int64_t r = got->rows[i];
-      if (got->hashes[i] != ref.hashes[static_cast<size_t>(r % kFixedGemmCheckRows)]) {
-        return absl::StrCat("row ", r, " of ", m, " differs");
+    const std::vector<int64_t> rows = CheckedRows(m);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (got->hashes[i] != ref.hashes[static_cast<size_t>(rows[i] % kFixedGemmCheckRows)]) {
+        return absl::StrCat("row ", rows[i], " of ", m, " differs");
       }
     }
     return std::string();
@@ -184,25 +184,28 @@ std::vector<float> FixedGemmCheckInput(int64_t k) {
   return x;
 }
 
+FixedGemmChoice::Chunk FixedGemmChoice::ChunkAt(int64_t first, int64_t m) const {
+  Chunk c{first, std::min(max_rows > 0 ? max_rows : m, m - first), 0, ways[0]};  // (a choice sets max_rows)
+  c.padded_rows = c.rows;
+  if (!rows.empty()) {
+    const auto at = std::lower_bound(rows.begin(), rows.end(), c.rows);
+    c.padded_rows = *at;
+    c.way = ways[static_cast<size_t>(at - rows.begin())];
+  }
+  return c;
+}
+
 std::vector<FixedGemmChoice::Chunk> FixedGemmChoice::Chunks(int64_t m) const {
   std::vector<Chunk> chunks;
-  const int64_t most = max_rows > 0 ? max_rows : m;  // (a choice always sets max_rows)
-  for (int64_t first = 0; first < m; first += most) {
-    Chunk c{first, std::min(most, m - first), 0, ways[0]};
-    c.padded_rows = c.rows;
-    if (!rows.empty()) {
-      const auto at = std::lower_bound(rows.begin(), rows.end(), c.rows);
-      c.padded_rows = *at;
-      c.way = ways[static_cast<size_t>(at - rows.begin())];
-    }
-    chunks.push_back(c);
-  }
+  for (int64_t first = 0; first < m; first += chunks.back().rows) chunks.push_back(ChunkAt(first, m));
   return chunks;
 }
 
 int64_t FixedGemmChoice::PaddedRows(int64_t m) const {
-  const std::vector<Chunk> chunks = Chunks(m);
-  return chunks.empty() ? 0 : chunks.back().first_row + chunks.back().padded_rows;
+  if (m <= 0) return 0;
+  const int64_t most = max_rows > 0 ? max_rows : m;
+  const Chunk last = ChunkAt((m - 1) / most * most, m);
+  return last.first_row + last.padded_rows;
 }
 
 std::vector<int64_t> FixedGemmBuckets(int64_t max_rows) {
@@ -241,7 +244,9 @@ absl::StatusOr<FixedGemmChoice> ChooseFixedGemm(FixedGemmDevice& device, int64_t
   // 2. The tensor-core kernel.
   if (force != FixedGemmForce::kFmaChain) {
     const GemmWay tc{GemmWay::Kind::kTensorCore};
-    LLM42_ASSIGN_OR_RETURN(const Runs::Result* ref, runs.Get(tc, ref_m));
+    const std::vector<int64_t> rows = CheckedRows(ref_m);
+    LLM42_ASSIGN_OR_RETURN(const GemmRun got, device.Run(tc, ref_m, rows));  // its outputs serve twice
+    LLM42_ASSIGN_OR_RETURN(const Runs::Result* ref, runs.Record(tc, ref_m, got));
     std::string why = ref->refused;
     for (int64_t m : {int64_t{1}, int64_t{7}, int64_t{64}, max_rows}) {
       if (!why.empty()) break;
@@ -249,11 +254,8 @@ absl::StatusOr<FixedGemmChoice> ChooseFixedGemm(FixedGemmDevice& device, int64_t
       LLM42_ASSIGN_OR_RETURN(why, runs.Differs(tc, m, *ref));
     }
     if (why.empty()) {
-      const std::vector<int64_t> rows = CheckedRows(ref_m);
-      LLM42_ASSIGN_OR_RETURN(GemmRun got, device.Run(tc, ref_m, rows));
-      LLM42_ASSIGN_OR_RETURN(GemmRun chains, device.Run(GemmWay{GemmWay::Kind::kFmaChain}, ref_m, rows));
-      why = !got.refused.empty() ? got.refused : !chains.refused.empty() ? chains.refused
-                                                                         : DisagreementWithReference(got.rows, chains.rows, n);
+      LLM42_ASSIGN_OR_RETURN(const GemmRun chains, device.Run(GemmWay{GemmWay::Kind::kFmaChain}, ref_m, rows));
+      why = !chains.refused.empty() ? chains.refused : DisagreementWithReference(got.rows, chains.rows, n);
     }
     if (why.empty()) {
       own.ways = {tc};

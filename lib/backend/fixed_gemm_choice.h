@@ -80,6 +80,10 @@ struct FixedGemmChoice {
   // is padded), so a caller whose buffers hold this many rows lets the padding run in place (what
   // the rows past m hold does not matter: no row's outputs depend on another row's inputs).
   int64_t PaddedRows(int64_t m) const;
+
+ private:
+  // The chunk of a call of m rows that starts at row `first`.
+  Chunk ChunkAt(int64_t first, int64_t m) const;
 };
 
 // Row counts a library GEMM is checked and run at, up to max_rows: the powers of two to 64, then

@@ -149,7 +149,11 @@ bool Engine::Step() {
   // completes the sequence — only its ArgmaxSummary when a greedy draw without logprobs is all
   // it feeds (on a GPU the row's logits then stay on the device).
   std::vector<int32_t> tokens, positions, seqs, logit_rows;
-  std::vector<uint8_t> argmax_only;
+  std::vector<uint8_t> argmax_only;  // per logit row
+  auto want_logits = [&](size_t row, bool summary_only) {
+    logit_rows.push_back(static_cast<int32_t>(row));
+    argmax_only.push_back(summary_only);
+  };
   std::vector<Schedule> schedules;
   std::vector<size_t> first_logit(plan.size()), score_first(plan.size()), score_n(plan.size());
   StepShape shape{0, 0, rest.attended};
@@ -167,7 +171,7 @@ bool Engine::Step() {
     for (int64_t j = 0; j < p.n && scoring; ++j) {
       const int64_t pos = p.begin + j;
       if (pos == s.prompt_scored + static_cast<int64_t>(score_n[e]) && pos + 1 < s.n_prompt) {
-        logit_rows.push_back(static_cast<int32_t>(tokens.size() + static_cast<size_t>(j)));
+        want_logits(tokens.size() + static_cast<size_t>(j), false);
         ++score_n[e];
       }
     }
@@ -177,17 +181,14 @@ bool Engine::Step() {
       positions.push_back(static_cast<int32_t>(p.begin + j));
       seqs.push_back(s.kv_seq);
       schedules.push_back(sched);
-      if (p.kind == RowKind::kVerify) logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+      if (p.kind == RowKind::kVerify) want_logits(tokens.size() - 1, false);
     }
-    argmax_only.resize(logit_rows.size(), 0);
     if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
       const RequestOptions& o = s.request->options();
-      logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
-      argmax_only.push_back(IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0 &&
-                            config_.determinism.fast_path_noise == 0);
+      want_logits(tokens.size() - 1, IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0 &&
+                                         config_.determinism.fast_path_noise == 0);
     }
   }
-  argmax_only.resize(logit_rows.size(), 0);
   // Where each logit row's logits land on the host: packed, the summarized rows skipped (-1).
   std::vector<int64_t> slot(logit_rows.size(), -1);
   int64_t n_full = 0;
@@ -205,8 +206,7 @@ bool Engine::Step() {
     FinishAll(FinishReason::kError, logits.status());
     return true;
   }
-  const auto forwarded = std::chrono::steady_clock::now();
-  const double pass_s = std::chrono::duration<double>(forwarded - start).count();
+  const double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   dvr_.ObserveStep(shape, pass_s);
   // What each row wrote into the cache, for the prefix cache: a deterministic request's rows
   // under fast are candidates, which a rollback may rewrite.
@@ -255,8 +255,9 @@ bool Engine::Step() {
     std::vector<size_t> ahead;
     for (size_t e = 0; e < plan.size(); ++e) {
       const PlanEntry& p = plan[e];
+      // (A summarized row's draw is a copy of its summary: not worth a thread.)
       if (seen.insert(p.seq).second && p.kind != RowKind::kVerify &&
-          p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size())) {
+          p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size()) && !argmax_only[first_logit[e]]) {
         ahead.push_back(e);
       }
     }

@@ -67,12 +67,11 @@ int64_t LlamaRunner::kv_bytes_per_token() const {
 
 absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batch, float* logits) {
   LLM42_ASSIGN_OR_RETURN(const float* view, ForwardView(cache, batch));
-  if (view != nullptr) std::copy_n(view, n_full_ * static_cast<size_t>(model_.config().n_vocab), logits);
+  if (view != nullptr) std::copy_n(view, full_.size() * static_cast<size_t>(model_.config().n_vocab), logits);
   return absl::OkStatus();
 }
 
 absl::StatusOr<float*> LlamaRunner::ForwardView(const KvCache& cache, const ForwardBatch& batch) {
-  n_full_ = 0;
   if (kv_shape_.n_blocks != cache.n_blocks() || kv_shape_.block_size != cache.block_size()) {
     return absl::FailedPreconditionError("the backend's KV storage was not allocated for this cache");
   }
@@ -159,7 +158,6 @@ absl::StatusOr<float*> LlamaRunner::FetchLogits(const ForwardBatch& batch, float
     LLM42_RETURN_IF_ERROR(backend_.ArgmaxRows(out, n_vocab, summarized_, summaries_.data()));
     for (size_t i = 0; i < summarized_.size(); ++i) batch.argmax[summarized_[i]] = summaries_[i];
   }
-  n_full_ = full_.size();
   if (full_.empty()) return nullptr;
   float* rows = out;
   if (full_.size() < n_out) {  // packed first, so that only they cross

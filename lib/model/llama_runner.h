@@ -84,9 +84,8 @@ class LlamaRunner {
 
   std::vector<const int32_t*> tables_;
   std::vector<Schedule> logit_schedules_;
-  std::vector<int32_t> summarized_, full_;  // logit rows by what crosses to the host
+  std::vector<int32_t> summarized_, full_;  // the last pass's logit rows, by what crosses to the host
   std::vector<ArgmaxSummary> summaries_;
-  size_t n_full_ = 0;  // rows of logits the last pass returned
 };
 
 }  // namespace llm42

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cuda/cuda_factory.h"
@@ -135,7 +136,7 @@ absl::Status CudaBackend::CopyToHost(float* host, const float* src, size_t n) {
 }
 
 absl::StatusOr<float*> CudaBackend::HostView(float* x, size_t n) {
-  if (absl::Status s = Synchronize(); !s.ok()) return s;  // nothing still copies into the old memory
+  // (No copy into the old memory is still queued: CopyToHost waits for its copy.)
   if (absl::Status s = host_view_.Grow(n * sizeof(float)); !s.ok()) return s;
   if (absl::Status s = CopyToHost(host_view_.as<float>(), x, n); !s.ok()) return s;
   return host_view_.as<float>();
@@ -198,29 +199,31 @@ absl::Status CudaBackend::Gemm(const float* x, int64_t m, const WeightMatrix& w,
   return gemm_.Run(x, m, w.cols, CudaTypeOf(w.type), {&out, 1}, fixed);
 }
 
-void CudaBackend::SplitRows(int64_t m, Schedules s) {
+CudaBackend::RowMix CudaBackend::SplitRows(int64_t m, Schedules s) {
   fast_rows_.clear();
   fixed_rows_.clear();
+  bool fast = false, fixed = false;
+  for (int64_t i = 0; i < (s.uniform() ? std::min<int64_t>(m, 1) : m); ++i) (s[i] == Schedule::kFixed ? fixed : fast) = true;
+  if (!(fast && fixed)) return fixed ? RowMix::kFixed : RowMix::kFast;
   for (int64_t i = 0; i < m; ++i) (s[i] == Schedule::kFixed ? fixed_rows_ : fast_rows_).push_back(static_cast<int32_t>(i));
+  return RowMix::kBoth;
 }
 
 absl::Status CudaBackend::MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) {
   LLM42_RETURN_IF_ERROR(SameWidth(outs));
-  SplitRows(m, s);
+  const RowMix mix = SplitRows(m, s);
   bool one_type = true;
   for (const MatMulOutput& o : outs) one_type = one_type && o.w->type == outs[0].w->type;
   // Rows of both schedules, or weights of two 16-bit types: each matrix as MatMul runs it.
-  if (outs.empty() || !one_type || (!fast_rows_.empty() && !fixed_rows_.empty())) {
-    return Backend::MatMulShared(x, m, outs, s);
-  }
-  std::vector<LtGemm::Output> targets;
+  if (outs.empty() || !one_type || mix == RowMix::kBoth) return Backend::MatMulShared(x, m, outs, s);
+  absl::InlinedVector<LtGemm::Output, 4> targets;
   for (const MatMulOutput& o : outs) targets.push_back(LtGemm::Output{o.w->data, o.w->rows, o.y});
-  return gemm_.Run(x, m, outs[0].w->cols, CudaTypeOf(outs[0].w->type), targets, fast_rows_.empty());
+  return gemm_.Run(x, m, outs[0].w->cols, CudaTypeOf(outs[0].w->type), targets, mix == RowMix::kFixed);
 }
 
 absl::Status CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
-  SplitRows(m, s);
-  if (fast_rows_.empty() || fixed_rows_.empty()) return Gemm(x, m, w, y, fast_rows_.empty());
+  const RowMix mix = SplitRows(m, s);
+  if (mix != RowMix::kBoth) return Gemm(x, m, w, y, mix == RowMix::kFixed);
   // Mixed: each schedule's rows gathered, multiplied, and scattered back.
   for (const std::vector<int32_t>* rows : {&fast_rows_, &fixed_rows_}) {
     const auto n_rows = static_cast<int64_t>(rows->size());

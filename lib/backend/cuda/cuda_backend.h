@@ -69,8 +69,10 @@ class CudaBackend final : public Backend {
   absl::Status UploadInts(DeviceBuffer& b, std::span<const int32_t> host);
   // One GEMM over rows that all run under one schedule.
   absl::Status Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed);
-  // fast_rows_ and fixed_rows_: the rows of each schedule.
-  void SplitRows(int64_t m, Schedules s);
+  // Which schedules the m rows take; fast_rows_ and fixed_rows_ list each one's rows when both
+  // do (a uniform batch is not scanned).
+  enum class RowMix { kFast, kFixed, kBoth };
+  RowMix SplitRows(int64_t m, Schedules s);
   KvArgs Kv() const;
 
   Stream stream_;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/kernels.cuh"
@@ -185,7 +187,7 @@ absl::Status LtGemm::Describe(const Key& key, Plan& p) {
 
 absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t n, int64_t k, cudaDataType_t type) {
   const ShapeKey shape{n, k, static_cast<int>(type)};
-  if (auto it = fixed_.find(shape); it != fixed_.end()) return &it->second;
+  if (auto it = fixed_.find(shape); it != fixed_.end()) return it->second;
   // Once per process, device and shape (on the first weight of the shape; the check is of the
   // algorithms' arithmetic, which the weight's values only sample): every session of a process
   // then runs the same fixed GEMMs, and a session after the first starts without the checks.
@@ -216,7 +218,7 @@ absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t 
     Log(f.choice.fallback ? LogLevel::kWarning : LogLevel::kInfo, "cuda: fixed GEMM ", n, "x", k, ": ", f.choice.why,
         force == FixedGemmForce::kNone ? "" : absl::StrCat(" (LLM42_CUDA_OWN_FIXED_GEMM=", force_name, ")"));
   }
-  return &fixed_.emplace(shape, it->second).first->second;
+  return fixed_.emplace(shape, &it->second).first->second;  // never erased once checked
 }
 
 absl::Status LtGemm::Launch(const Plan& p, const void* x, const void* w, float* y, bool fixed) {
@@ -255,7 +257,7 @@ absl::StatusOr<const LtGemm::Plan*> LtGemm::CachedPlan(const Key& key,
 absl::Status LtGemm::Run(const float* x, int64_t m, int64_t k, cudaDataType_t type, std::span<const Output> outs,
                          bool fixed) {
   if (m == 0 || outs.empty()) return absl::OkStatus();
-  std::vector<const Fixed*> chosen(outs.size(), nullptr);
+  absl::InlinedVector<const Fixed*, 4> chosen(outs.size(), nullptr);
   int64_t rows = m;
   if (fixed) {
     for (size_t i = 0; i < outs.size(); ++i) {

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lib/backend/cuda/device_buffer.h"
@@ -91,7 +90,8 @@ class LtGemm {
   cudaStream_t stream_ = nullptr;
   DeviceBuffer workspace_;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> plans_;
-  absl::node_hash_map<ShapeKey, Fixed> fixed_;  // a choice stays where it is: Run holds it
+  // This instance's view of the process's choices (ChooseFixed), which stay where they are.
+  absl::flat_hash_map<ShapeKey, const Fixed*> fixed_;
   // The activations rounded to 16 bits (as many rows as the fixed GEMM's padding reads), and a
   // padded fixed chunk's outputs.
   DeviceBuffer half_x_, pad_y_;
