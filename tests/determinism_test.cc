@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "lib/backend/backend_registry.h"
@@ -476,6 +477,71 @@ TEST_P(DeterminismTest, NonDeterministicTrafficUnharmed) {
   EXPECT_GT(passes_during, 0) << "no window was verified while the plain request ran";
   ::testing::Test::RecordProperty("longest_gap_between_plain_tokens_ms",
                                   std::to_string(absl::ToDoubleMilliseconds(longest)));
+}
+
+// A saved conversation continued by a deterministic request, in every mode that serves one,
+// gives the bits of a cold run of the whole sequence (no prefix cache): blocks the file holds
+// from `fast` (a plain request of a selective session) are recomputed under fixed, those it
+// holds from `fixed` (a batch_invariant session's) are taken from the file. In a
+// batch_invariant session every request is deterministic, a plain continuation included; in
+// mode off a plain continuation takes every block. Checked to fail when Scheduler::Admit maps
+// cached blocks by Sequence::dvr instead of fixed_kv (the batch_invariant continuations of the
+// selective file then start from fast K/V: other logprob bits on both models).
+TEST_P(DeterminismTest, LoadedConversationContinuesBitwiseInEveryMode) {
+  const std::vector<int32_t> history = Prompt(70, 8);
+  const std::vector<int32_t> more = {3, 44, 123, 250, 17, 9};
+  Knobs cold;
+  cold.prefix_caching = false;
+  cold.noise = 0;
+  for (DeterminismMode saved_in : {DeterminismMode::kSelective, DeterminismMode::kBatchInvariant}) {
+    const std::string path = testing::TempPath(std::string("loaded_") + GetParam().name + ".llm42");
+    std::vector<int32_t> sequence;
+    {
+      Knobs k;
+      k.mode = saved_in;
+      auto s = Open(k);
+      auto r = s->Submit(Spec(history, 12, false), nullptr);
+      ASSERT_TRUE(r.ok());
+      Result(**r);
+      ASSERT_TRUE(s->SaveConversation(**r, path).ok());
+      sequence = history;
+      const std::vector<int32_t> reply = (*r)->output_tokens();
+      sequence.insert(sequence.end(), reply.begin(), reply.end());
+    }
+    std::vector<int32_t> whole = sequence;
+    whole.insert(whole.end(), more.begin(), more.end());
+    const Output ref = Alone(cold, Spec(whole, 10, true, 0.8f));
+    for (DeterminismMode mode : {DeterminismMode::kSelective, DeterminismMode::kBatchInvariant, DeterminismMode::kOff}) {
+      for (bool det : {true, false}) {
+        if (det == (mode == DeterminismMode::kOff) || (!det && mode == DeterminismMode::kSelective)) continue;
+        Knobs k;
+        k.mode = mode;
+        auto s = Open(k);
+        auto parent = s->LoadConversation(path);
+        ASSERT_TRUE(parent.ok()) << parent.status();
+        RequestOptions spec = Spec(more, 10, det, 0.8f);
+        spec.parent = *parent;
+        auto r = s->Submit(spec, nullptr);
+        ASSERT_TRUE(r.ok()) << r.status();
+        const Output out = Result(**r);
+        const std::string where = absl::StrCat("saved in mode ", static_cast<int>(saved_in), ", continued in mode ",
+                                               static_cast<int>(mode), det ? " deterministic" : " plain");
+        const int64_t cached = (*r)->stat(Stat::kCachedPromptTokens);
+        // The file's fixed blocks are taken; its fast blocks only by a request that need not be
+        // deterministic (mode off).
+        if (saved_in == DeterminismMode::kBatchInvariant || mode == DeterminismMode::kOff) {
+          EXPECT_GE(cached, 64) << where << ": the file's blocks were meant to be used";
+        } else {
+          EXPECT_EQ(cached, 0) << where << ": fast blocks were taken";
+        }
+        if (mode != DeterminismMode::kOff) {
+          EXPECT_TRUE(out == ref) << where;
+        }
+        EXPECT_EQ(s->invariant_violations(), 0);
+      }
+    }
+    std::filesystem::remove(path);
+  }
 }
 
 // A conversation saved with one model is refused by a session of another, by name.

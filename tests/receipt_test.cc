@@ -38,12 +38,14 @@ class ReceiptTest : public ::testing::Test {
   }
 
   std::unique_ptr<Session> Open(const std::string& model, const std::string& kv_dtype = "auto", int threads = 2,
-                                DeterminismMode mode = DeterminismMode::kSelective) {
+                                DeterminismMode mode = DeterminismMode::kSelective, int32_t context = 256,
+                                int64_t kv_tokens = 0) {
     SessionOptions o;
     o.model_path = model;
     o.threads = threads;
     o.determinism.mode = mode;
-    o.context_length = 256;
+    o.context_length = context;
+    o.kv_cache_tokens = kv_tokens;
     o.kv_dtype = kv_dtype;
     auto s = Session::Create(o);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -232,6 +234,61 @@ TEST_F(ReceiptTest, AlteredOutputIsFoundWhereItDiffers) {
   c = verify(tokens, logprobs, other);
   EXPECT_EQ(c.outcome, ReceiptCheck::Outcome::kOtherSchedule);
   EXPECT_NE(c.detail.find("fixed-schedule version"), std::string::npos) << c.detail;
+}
+
+// An output cut short by the session's limit on positions (its context length, or a KV cache
+// smaller than it) ends by length before max_tokens; the receipt records the limit and the
+// replay in a roomier session stops at the same place. The control: the same receipt with the
+// limit removed (digest re-made) replays further and is not reproduced, so the limit is what
+// makes the difference. A session too small for the receipt's sequence says so. Checked to fail
+// with ReplayOptions leaving the receipt's max_sequence out (the replay goes on past the end).
+TEST_F(ReceiptTest, AReceiptKeepsTheLimitThatEndedItsOutput) {
+  RequestOptions spec = Spec(true);
+  spec.max_tokens = 200;
+  struct Limit {
+    int32_t context;
+    int64_t kv_tokens;
+    int64_t positions;  // where the output must stop
+  };
+  for (const Limit limit : {Limit{64, 0, 64}, Limit{256, 48, 48}}) {
+    std::string receipt;
+    {
+      auto small = Open(model_, "auto", 2, DeterminismMode::kSelective, limit.context, limit.kv_tokens);
+      receipt = ReceiptOf(*small, spec);
+    }
+    auto parsed = ParseReceipt(receipt);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->prompt_tokens_size() + parsed->output_tokens_size(), limit.positions);
+    EXPECT_EQ(parsed->finish_reason(), RECEIPT_FINISH_LENGTH);
+    EXPECT_EQ(parsed->sampling().max_sequence(), limit.positions);
+    auto roomy = Open(model_, "auto", 2, DeterminismMode::kSelective, 512);
+    auto c = roomy->VerifyReceipt(receipt);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kReproduced) << "limit " << limit.positions << ": " << c->detail;
+    auto any = roomy->Submit(Spec(false), nullptr);
+    ASSERT_TRUE(any.ok());
+    (*any)->Wait(-1);
+    ReceiptSetup setup = (*any)->receipts()->Setup();
+    setup.max_sequence = 0;  // as a receipt made before the limit was recorded
+    const std::string remade = MakeReceipt(
+        setup, {parsed->prompt_tokens().begin(), parsed->prompt_tokens().end()}, spec, 1234,
+        {parsed->output_tokens().begin(), parsed->output_tokens().end()},
+        {parsed->logprobs().begin(), parsed->logprobs().end()}, FinishReason::kLength);
+    c = roomy->VerifyReceipt(remade);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherOutput) << "the control replayed as far as the limit";
+    EXPECT_EQ(c->first_difference, limit.positions - parsed->prompt_tokens_size()) << c->detail;
+  }
+  // A session whose context cannot hold the receipt's sequence refuses to replay it, by name.
+  std::string receipt;
+  {
+    auto s = Open(model_, "auto", 2, DeterminismMode::kSelective, 64);
+    receipt = ReceiptOf(*s, spec);
+  }
+  auto tight = Open(model_, "auto", 2, DeterminismMode::kSelective, 40);
+  const auto refused = tight->VerifyReceipt(receipt);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(refused.status().message().find("at least 64"), std::string::npos) << refused.status();
 }
 
 TEST_F(ReceiptTest, AnotherModelAndAnotherScheduleAreTheirOwnOutcomes) {

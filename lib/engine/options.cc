@@ -65,6 +65,7 @@ absl::Status SessionOptions::Validate() const {
 
 absl::Status RequestOptions::Validate() const {
   if (max_tokens < 1) return OutOfRange("max_tokens = ", max_tokens, " (>= 1)");
+  if (max_sequence < 0) return OutOfRange("max_sequence = ", max_sequence, " (>= 0)");
   const SamplingParams& p = sampling;
   if (!(p.temperature >= 0 && p.temperature <= kMaxTemperature)) {
     return OutOfRange("temperature = ", p.temperature, " (0..", kMaxTemperature, ")");

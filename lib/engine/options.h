@@ -97,6 +97,11 @@ struct RequestOptions {
   bool has_prompt_tokens = false;
   std::vector<std::pair<std::string, std::string>> messages;  // role, content
   int32_t max_tokens = 256;
+  // The most positions (prompt + output) the sequence may reach, below the session's own limit
+  // (the smaller of its context length and KV cache): 0 = the session's. A receipt records the
+  // limit its request ran under and its replay sets it here, so that an output the limit cut
+  // short is cut short again.
+  int64_t max_sequence = 0;
   SamplingParams sampling;
   bool has_seed = false;
   bool deterministic = false;

@@ -24,6 +24,7 @@ struct ReceiptSetup {
   uint32_t schedule_version = 0;
   std::string backend, device, kv_dtype;
   int32_t tensor_parallel = 1;
+  int64_t max_sequence = 0;  // the session's limit on a sequence's positions (Session::max_sequence)
 };
 
 // What checking a receipt found. The three ways to differ are told apart: another model file,

@@ -49,15 +49,15 @@ void Scheduler::Admit() {
     Sequence& next = *waiting_.front();
     next.kv_seq = cache_.Create();
     // The longest cached prefix of the committed tokens (kv_cache.h), leaving the last to compute
-    // (its logits are wanted); a deterministic request takes only K/V computed under fixed, and
-    // after a preemption leaves the last two, so that the token after its prefix is committed
+    // (its logits are wanted); a deterministic request (Sequence::fixed_kv) takes only K/V
+    // computed under fixed, and, verified by DVR, after a preemption leaves the last two, so that the token after its prefix is committed
     // directly as in a cold recompute (Sequence::fixed_prefill).
     // A request scoring its prompt maps only rows already scored (none before a preemption).
     const int64_t keep = next.dvr && next.n_committed > next.n_prompt ? 2 : 1;
     int64_t most = next.n_committed - keep;
     if (next.request->options().prompt_logprobs) most = std::min(most, next.prompt_scored);
     next.n_computed = cache_.MapCachedPrefix(next.kv_seq, std::span(next.tokens).first(static_cast<size_t>(next.n_committed)),
-                                             most, next.dvr);
+                                             most, next.fixed_kv);
     // Admit only what the cache can start on: its first chunk must fit in the free blocks.
     const int64_t first = std::min<int64_t>(next.pending(), limits_.max_batch_tokens);
     if (cache_.BlocksFor(first) > cache_.free_blocks() && !running_.empty()) {

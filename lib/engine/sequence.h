@@ -24,6 +24,7 @@ struct Sequence {
         n_committed(n_prompt),
         sampling(params),
         dvr(dvr_on),
+        fixed_kv(dvr_on),
         window(initial_window),
         text(request->options().stops),
         probe(text) {}
@@ -39,6 +40,10 @@ struct Sequence {
   int32_t kv_seq = -1;     // KV-cache sequence while admitted
   SamplingParams sampling;
   bool dvr;            // decode-verify-rollback: candidates are committed only once verified
+  // Its output must not depend on what ran beside it or before it: every K/V row it reads was
+  // computed under fixed, so the prefix cache gives it only `fixed` blocks. A dvr request, and
+  // every request of a batch_invariant session (whose receipts vouch for all of them).
+  bool fixed_kv;
   int32_t window;      // dvr: candidates that make a full window now (adapted per request)
   bool ready = false;  // dvr: stops decoding and awaits verification
   bool planned = false;  // in the batch being built (never a preemption victim then)

@@ -94,15 +94,6 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads, *ParseKvDtype(options.kv_dtype)}));
   LLM42_ASSIGN_OR_RETURN(s->runner_, LlamaRunner::Create(*s->model_, *s->backend_));
   s->model_id_ = ModelId(*s->file_);
-  {
-    ReceiptSetup setup;
-    setup.schedule_version = kFixedScheduleVersion;
-    setup.backend = s->backend_->name();
-    setup.device = s->backend_->device_name();
-    setup.kv_dtype = KvDtypeName(s->backend_->kv_dtype());
-    s->receipts_ = std::make_shared<ReceiptContext>(s->file_, threads, std::move(setup),
-                                                    options.determinism.mode == DeterminismMode::kBatchInvariant);
-  }
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.
   const int64_t bytes_per_token = s->runner_->kv_bytes_per_token();
@@ -128,6 +119,16 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   }
   if (options.kv_prefault) LLM42_RETURN_IF_ERROR(s->backend_->PrefaultKv());
   s->max_sequence_ = std::min<int64_t>(s->context_length_, s->cache_->capacity_tokens());
+  {
+    ReceiptSetup setup;
+    setup.schedule_version = kFixedScheduleVersion;
+    setup.backend = s->backend_->name();
+    setup.device = s->backend_->device_name();
+    setup.kv_dtype = KvDtypeName(s->backend_->kv_dtype());
+    setup.max_sequence = s->max_sequence_;
+    s->receipts_ = std::make_shared<ReceiptContext>(s->file_, threads, std::move(setup),
+                                                    options.determinism.mode == DeterminismMode::kBatchInvariant);
+  }
   EngineConfig config;
   config.limits = SchedulerLimits{options.max_batch_tokens, options.max_running_requests,
                                   options.determinism.verify_group};
@@ -246,8 +247,9 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
         absl::StrCat("the request queue is full (", kMaxQueuedRequests, ")"));
   }
   const bool dvr = options.deterministic && options_.determinism.mode == DeterminismMode::kSelective;
-  incoming_.push_back(
-      std::make_unique<Sequence>(request, next_arrival_++, sampling, dvr, engine_->initial_window()));
+  auto seq = std::make_unique<Sequence>(request, next_arrival_++, sampling, dvr, engine_->initial_window());
+  seq->fixed_kv = dvr || schedule_ == Schedule::kFixed;
+  incoming_.push_back(std::move(seq));
   return request;
 }
 
@@ -328,6 +330,15 @@ absl::StatusOr<ReceiptCheck> Session::VerifyReceipt(std::string_view bytes) {
   }
   ReceiptCheck setup = CompareSetup(receipt, receipts_->Setup());
   if (setup.outcome != ReceiptCheck::Outcome::kReproduced) return setup;
+  // The replay runs under the receipt's limit on positions (ReplayOptions); it must fit this
+  // session's, or the replay would be cut short where the original was not.
+  const int64_t reached = receipt.prompt_tokens_size() + receipt.output_tokens_size();
+  if (reached > max_sequence_) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the receipt's sequence reaches ", reached, " positions; this session holds at most ", max_sequence_,
+        " (context length ", context_length_, ", KV cache ", cache_->capacity_tokens(),
+        " tokens): replay it in a session with a context of at least ", reached));
+  }
   LLM42_ASSIGN_OR_RETURN(std::shared_ptr<Request> replay, Submit(ReplayOptions(receipt), nullptr));
   replay->Wait(-1);
   LLM42_RETURN_IF_ERROR(replay->status());

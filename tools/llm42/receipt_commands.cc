@@ -15,6 +15,7 @@
 
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(std::string, kv_dtype);
+ABSL_DECLARE_FLAG(int32_t, context);
 
 namespace llm42::cli {
 
@@ -76,6 +77,12 @@ int Verify(const std::vector<std::string>& args) {
   // Unless told otherwise, replay where the receipt was made: its backend and KV type.
   if (absl::GetFlag(FLAGS_backend) == "auto") absl::SetFlag(&FLAGS_backend, receipt->schedule().backend());
   if (absl::GetFlag(FLAGS_kv_dtype) == "auto") absl::SetFlag(&FLAGS_kv_dtype, receipt->schedule().kv_dtype());
+  // And with room for the whole sequence: the replay stops where the receipt's limit stopped it
+  // (Sampling.max_sequence), not where a smaller default context would.
+  const int64_t reached = receipt->prompt_tokens_size() + receipt->output_tokens_size();
+  if (absl::GetFlag(FLAGS_context) == 0 && reached > SessionOptions::kDefaultContextLength) {
+    absl::SetFlag(&FLAGS_context, static_cast<int32_t>(reached));
+  }
   return RunWithModel([&] {
     api::Session session(SessionOptionsFromFlags());
     const api::Session::ReceiptCheck check = session.VerifyReceipt(bytes);
