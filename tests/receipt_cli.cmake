@@ -2,7 +2,7 @@
 #   -DCLI=llm42 -DMODEL=m.gguf -DDIR=scratch
 # A binary and a text receipt are REPRODUCED (exit 0); an edited text receipt is refused by its
 # digest, a replay with another KV type is OTHER SCHEDULE, and a plain request gets no receipt
-# (exit 1 each, with the reason).
+# (exit 1 each, with the reason). A receipt cut short by its context replays to the same end.
 file(MAKE_DIRECTORY ${DIR})
 set(gen ${CLI} generate --model ${MODEL} --prompt "Once upon a time" --max-tokens 24 --temperature 0.8
     --seed 11 --threads 2 --stats=false)
@@ -35,3 +35,9 @@ file(WRITE ${DIR}/edited.txtpb "${head}output_tokens: ${changed}${tail}")
 run(1 "digest does not match" ${CLI} verify --model ${MODEL} ${DIR}/edited.txtpb)
 
 run(1 "deterministic" ${gen} --receipt ${DIR}/plain.bin)
+
+# An output cut short by a 64-position context: its receipt replays to the same end in verify's
+# default context, and a context too small to hold it is refused by name.
+run(0 "receipt written" ${gen} --deterministic --context 64 --max-tokens 200 --ignore_eos --receipt ${DIR}/short.bin)
+run(0 "^REPRODUCED: [0-9]+ tokens of model" ${CLI} verify --model ${MODEL} ${DIR}/short.bin)
+run(1 "context of at least 64" ${CLI} verify --model ${MODEL} --context 48 ${DIR}/short.bin)
