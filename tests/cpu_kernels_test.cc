@@ -138,7 +138,8 @@ TEST_P(MatMulTest, PortableKernelsMatchFloat64Reference) {
       const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), static_cast<uint32_t>(m));
       std::vector<double> ref, mag;
       testing::ReferenceMatMul(x, m, w.values, rows, cols, &ref, &mag);
-      // fixed rounds activations to 8 bits against quantized weights (int8_dot.h).
+      // fixed rounds activations to 8 bits against quantized weights (int8_dot.h), and so do fast's
+      // batches of several rows (cpu_backend.cc: they take fixed's arithmetic).
       const bool quantized = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1;
       const std::vector<double> q8 = testing::ActivationQ8Bound(x, m, w.values, rows, cols);
       for (Schedule sched : {Schedule::kFast, Schedule::kFixed}) {
@@ -146,7 +147,7 @@ TEST_P(MatMulTest, PortableKernelsMatchFloat64Reference) {
         std::vector<float> y(static_cast<size_t>(m * rows));
         ASSERT_TRUE(backend.MatMul(x.data(), m, wm, y.data(), sched).ok());
         for (size_t i = 0; i < y.size(); ++i) {
-          const double extra = quantized && sched == Schedule::kFixed ? q8[i] : 0.0;
+          const double extra = quantized && (sched == Schedule::kFixed || m > 1) ? q8[i] : 0.0;
           ASSERT_NEAR(y[i], ref[i], 1e-5 * mag[i] + extra + 1e-6)
               << "fixed " << (sched == Schedule::kFixed) << " m " << m << " k " << cols;
         }
@@ -245,12 +246,15 @@ TEST(MatMulFixed, DecodeOnLongRowsGivesThePortableBits) {
 // The sensitivity control of the test above: the fast schedule really depends on the batch —
 // some row of a batch of 5 (a group of four and a leftover row) differs from the same row alone.
 // (Which row depends on the kernels: fast q4_0 decode on AVX2 is the fixed GEMV, so there it is
-// the leftover row, whose kernel has its own chains.)
+// the leftover row, whose kernel has its own chains.) Against q8_0 and q4_0 weights a decode
+// batch takes the fixed arithmetic (FastDecodeRowsGiveTheFixedBits) and a row alone may too, so
+// there the batch is a prompt's (fast's own int8 GEMM on AVX-512 VNNI, the float GEMM on AVX2).
 TEST_P(MatMulTest, FastDependsOnTheBatch) {
   const GgmlType type = GetParam();
   SKIP_WITHOUT_AVX2_KERNELS("the fast family has only its portable kernel here");
   std::mt19937 rng(31);
-  const int64_t rows = 64, cols = 256, m = 5;
+  const bool quantized = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1;
+  const int64_t rows = 64, cols = 256, m = quantized ? 160 : 5;
   TestMatrix w = MakeMatrix(type, rows, cols, rng);
   WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
   const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), 7);
@@ -294,6 +298,35 @@ TEST(MatMulQuantized, FastPromptRowsRunTheFloatGemmOnTheExactWeights) {
     ASSERT_TRUE(backend.MatMul(x.data(), m, values, exact.data(), Schedule::kFast).ok());
     EXPECT_EQ(SameBits(fast.data(), exact.data(), fast.size()), !int8_by_design)
         << GetGgmlTypeInfo(static_cast<uint32_t>(type))->name << (int8_by_design ? " (VNNI: int8 kernels expected)" : "");
+  }
+}
+
+// Decode batches of two or more rows against q8_0 and q4_0 weights: fast rows get exactly the
+// fixed rows' bits, on every CPU (the portable build has no fast int8 kernels at all), mixed
+// with fixed rows in one call or not; a lone fast row may take fast's own kernel. Upstream ulps
+// otherwise cross an 8-bit rounding boundary now and then and come back as a whole quantization
+// step, and deterministic requests' candidates disagree with their replay (cpu_backend.cc).
+// Fails when MatMulShared leaves several fast decode rows on fast's own int8 kernels (tried).
+TEST(MatMulQuantized, FastDecodeRowsGiveTheFixedBits) {
+  std::mt19937 rng(47);
+  const int64_t rows = 96, cols = 768;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    TestMatrix w = MakeMatrix(type, rows, cols, rng);
+    WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
+    CpuBackend backend(2);
+    for (int64_t m : {2, 3, 5, 7, 12}) {
+      const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), static_cast<uint32_t>(70 + m));
+      std::vector<float> fast(static_cast<size_t>(m * rows)), fixed(fast.size()), mixed(fast.size());
+      ASSERT_TRUE(backend.MatMul(x.data(), m, wm, fast.data(), Schedule::kFast).ok());
+      ASSERT_TRUE(backend.MatMul(x.data(), m, wm, fixed.data(), Schedule::kFixed).ok());
+      std::vector<Schedule> alternate(static_cast<size_t>(m + 1));
+      for (int64_t i = 0; i <= m; ++i) alternate[static_cast<size_t>(i)] = i % 3 == 1 ? Schedule::kFixed : Schedule::kFast;
+      ASSERT_TRUE(backend.MatMul(x.data(), m, wm, mixed.data(), Schedules(alternate.data())).ok());
+      const char* name = GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
+      EXPECT_TRUE(SameBits(fast.data(), fixed.data(), fast.size())) << name << ", " << m << " rows";
+      // With a third of the rows fixed, the fast ones are still two or more from m = 3 on.
+      if (m >= 3) EXPECT_TRUE(SameBits(mixed.data(), fixed.data(), fast.size())) << name << ", " << m << " mixed rows";
+    }
   }
 }
 

@@ -93,6 +93,38 @@ TEST_F(DvrControllerTest, AgreementCommitsEverything) {
   EXPECT_FALSE(seq_->ready);
 }
 
+// A replay that also fed the last candidate: when every candidate agrees, its last row's token
+// is committed after them (the decode under fixed that follows the window), and the cache keeps
+// the K/V the replay wrote; when one disagrees, that row is ignored like every row after it.
+TEST_F(DvrControllerTest, TheRowAfterAnAgreedWindowCommitsTheNextToken) {
+  DvrController dvr(policy_, stats_);
+  const std::vector<int32_t> c = {7, 8, 9, 10};
+  AddCandidates(dvr, c);
+  ASSERT_TRUE(cache_.Reserve(seq_->kv_seq, static_cast<int64_t>(seq_->tokens.size())));
+  const auto v = dvr.Verify(*seq_, 5, true, 0, Rows({7, 8, 9, 10, 22}));
+  EXPECT_EQ(v.tokens, (std::vector<int32_t>{7, 8, 9, 10, 22}));
+  EXPECT_EQ(v.logprobs.size(), 5u);
+  EXPECT_EQ(v.verified, 4);
+  EXPECT_FALSE(v.disagreed);
+  Commit(dvr, v);
+  EXPECT_EQ(seq_->n_committed, 9);
+  EXPECT_EQ(seq_->tokens.back(), 22);
+  EXPECT_EQ(seq_->candidates(), 0);
+  EXPECT_FALSE(seq_->ready);
+  EXPECT_EQ(seq_->n_computed, 8);
+  EXPECT_EQ(stats_.Get(Stat::kTokensVerified), 4);
+  EXPECT_EQ(stats_.invariant_violations(), 0);
+  AddCandidates(dvr, {11, 12});
+  ASSERT_TRUE(cache_.Reserve(seq_->kv_seq, static_cast<int64_t>(seq_->tokens.size())));
+  const auto w = dvr.Verify(*seq_, 3, false, 0, Rows({11, 30, 31}));
+  EXPECT_EQ(w.tokens, (std::vector<int32_t>{11, 30}));
+  EXPECT_EQ(w.discarded, 1);
+  Commit(dvr, w);
+  EXPECT_EQ(seq_->n_committed, 11);
+  EXPECT_EQ(seq_->n_computed, 10);
+  EXPECT_EQ(stats_.invariant_violations(), 0);
+}
+
 // DETERMINISM_TESTS item 9 at the controller: the replay's token replaces the first candidate it
 // disagrees with, every later candidate goes, and the cache keeps exactly the positions whose
 // K/V the replay wrote.

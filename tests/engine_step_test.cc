@@ -115,8 +115,10 @@ TEST(EngineStep, EveryDecodePathCommitsTheFixedAloneOutput) {
     const std::string at = "path " + std::to_string(static_cast<int>(path));
     for (int i = 0; i < 3; ++i) EXPECT_EQ(det[static_cast<size_t>(i)]->output_tokens(), reference[i]) << at;
     if (path == DecodePath::kVerify) {
-      EXPECT_EQ(stats.Get(Stat::kTokensDecodedFixed), 0) << at;
+      // Under fixed only the token after a window that agreed, one per pass at most.
       EXPECT_GT(stats.Get(Stat::kVerifyPasses), 0) << at;
+      EXPECT_LE(stats.Get(Stat::kTokensDecodedFixed), stats.Get(Stat::kVerifyPasses)) << at;
+      EXPECT_GT(stats.Get(Stat::kTokensDecodedFixed), 0) << at;
     }
     if (path == DecodePath::kFixed) {
       EXPECT_EQ(stats.Get(Stat::kVerifyPasses), 0) << at;

@@ -77,9 +77,9 @@ TEST_F(SchedulerTest, EveryDecodingRequestGetsItsRowBeforeVerification) {
   }
   EXPECT_EQ(verify, 511) << "verification takes all that is left";
   EXPECT_EQ(verified_requests, 8) << "at most one verify group per step";
-  // The oldest seven whole, the eighth in part.
-  EXPECT_EQ(Rows(plan, ready[0], RowKind::kVerify), 64);
-  EXPECT_EQ(Rows(plan, ready[7], RowKind::kVerify), 511 - 7 * 64);
+  // The oldest seven whole, each with the row after its window, the eighth in part.
+  EXPECT_EQ(Rows(plan, ready[0], RowKind::kVerify), 65);
+  EXPECT_EQ(Rows(plan, ready[7], RowKind::kVerify), 511 - 7 * 65);
   for (const PlanEntry& e : plan) {
     if (e.kind == RowKind::kVerify) {
       EXPECT_EQ(e.begin, e.seq->n_committed - 1);
@@ -117,8 +117,8 @@ TEST_F(SchedulerTest, PrefillTakesWhatDecodeAndVerifyLeave) {
   scheduler_->Admit();
   const std::vector<PlanEntry> plan = scheduler_->Plan();
   EXPECT_EQ(Rows(plan, plain, RowKind::kDecode), 1);
-  EXPECT_EQ(Rows(plan, ready, RowKind::kVerify), 16);
-  EXPECT_EQ(Rows(plan, prompt, RowKind::kPrefill), 40 - 1 - 16);
+  EXPECT_EQ(Rows(plan, ready, RowKind::kVerify), 16 + 1);  // the window and the row after it
+  EXPECT_EQ(Rows(plan, prompt, RowKind::kPrefill), 40 - 1 - 17);
 }
 
 TEST_F(SchedulerTest, CancelledRequestsLeaveBothQueuesWithTheirBlocks) {

@@ -155,7 +155,8 @@ typedef enum llm42_stat {
   LLM42_STAT_TIME_TO_FIRST_TOKEN_US = 8, /* request only */
   LLM42_STAT_PREEMPTIONS = 9,
   /* a deterministic request's tokens decoded under fixed and committed without verification
-   * (see llm42_determinism_set_decode_path) */
+   * (see llm42_determinism_set_decode_path), the token a verify pass decodes after a window
+   * that agreed included (session only for those) */
   LLM42_STAT_TOKENS_DECODED_FIXED = 10,
   /* prompt tokens whose K/V came from the prefix cache instead of a prefill (see
    * llm42_session_options_set_prefix_caching) */

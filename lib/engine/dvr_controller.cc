@@ -1,6 +1,7 @@
 #include "lib/engine/dvr_controller.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "lib/kv/kv_cache.h"
 #include "lib/sampling/philox.h"
@@ -14,16 +15,16 @@ void DvrController::AddCandidate(Sequence& s, int32_t token, double margin, bool
   s.tokens.push_back(token);
   stats_.Check(s.candidates() <= policy_.window, "a window holds at most W candidates");
   const bool close = policy_.early_verify && margin < kEarlyVerifyMargin;
-  // A step that decodes under fixed has requests still holding candidates verify them at once,
+  // Converging on decoding under fixed, requests still holding candidates verify them at once,
   // so that they decode under fixed after.
-  s.ready = s.candidates() >= s.window || ends || close || direct_;
+  s.ready = s.candidates() >= s.window || ends || close || converge_;
 }
 
 DvrController::Verdict DvrController::Verify(
     const Sequence& s, int64_t n, bool logprobs, int top_n,
     const std::function<std::span<const float>(int64_t)>& row) {
   Verdict v;
-  v.verified = n;
+  v.verified = std::min(n, s.candidates());
   const int64_t base = s.n_committed;
   for (int64_t j = 0; j < n; ++j) {
     const std::span<const float> logits = row(j);
@@ -34,7 +35,7 @@ DvrController::Verdict DvrController::Verify(
       if (logprobs) v.logprobs.push_back(lp(logits[static_cast<size_t>(predicted)]));
       if (top_n > 0) AppendTopLogprobs(logits, top_n, lp, &v.top);
     }
-    if (predicted != s.tokens[static_cast<size_t>(base + j)]) {
+    if (j < v.verified && predicted != s.tokens[static_cast<size_t>(base + j)]) {
       v.disagreed = true;
       break;
     }
@@ -42,10 +43,10 @@ DvrController::Verdict DvrController::Verify(
   // Testing hook: force a rollback in a fraction of passes, at a position the replay agreed
   // with (the committed output must not change).
   const double inject = policy_.mismatch_injection;
-  if (!v.disagreed && inject > 0 && n > 1 &&
+  if (!v.disagreed && inject > 0 && v.verified > 1 &&
       PhiloxUniform(s.sampling.seed ^ s.arrival, static_cast<uint64_t>(base), 7) < inject) {
     const auto at = static_cast<size_t>(PhiloxUniform(s.sampling.seed, static_cast<uint64_t>(base), 8) *
-                                        static_cast<double>(n - 1));
+                                        static_cast<double>(v.verified - 1));
     v.tokens.resize(at + 1);
     if (logprobs) v.logprobs.resize(at + 1);
     v.top.resize(std::min(v.top.size(), (at + 1) * static_cast<size_t>(top_n)));
@@ -59,33 +60,76 @@ DvrController::Verdict DvrController::Verify(
   return v;
 }
 
-bool DvrController::DecodeDirect(int64_t n, const StepShape& rest, int64_t verify_rows) {
+void DvrController::ObserveStep(const StepShape& shape, int64_t replay_rows, double seconds) {
+  cost_.Observe(shape, seconds);
+  if (replay_rows == 0) return;
+  constexpr double kDecay = 0.9;
+  replay_rows_ = replay_rows_ == 0 ? static_cast<double>(replay_rows)
+                                   : kDecay * replay_rows_ + (1 - kDecay) * static_cast<double>(replay_rows);
+}
+
+double DvrController::LaterCost(const StepShape& decode, int64_t verify_rows) const {
+  // A verify step of v replay rows beside the step's decode rows, where v is what recent verify
+  // steps held (else what one could hold).
+  const int64_t v = std::max<int64_t>(1, replay_rows_ > 0 ? std::llround(replay_rows_) : verify_rows);
+  StepShape verify = decode;
+  verify.fixed_rows += v;
+  const double replay_row = (cost_.Predict(verify) - cost_.Predict(decode)) / static_cast<double>(v);
+  StepShape one_more = decode;
+  one_more.fast_rows += 1;
+  const double fast_row = cost_.Predict(one_more) - cost_.Predict(decode);
+  const double recompute = recent_verified_ > 0 ? recent_discarded_ / recent_verified_ : 0.0;
+  return (1 + recompute) * replay_row + recompute * fast_row;
+}
+
+bool DvrController::DecodeDirect(int64_t n, int64_t clean, const StepShape& rest, int64_t verify_rows) {
   switch (policy_.decode_path) {
     case DecodePath::kFixed:
-      return direct_ = true;
+      converge_ = true;
+      return true;
     case DecodePath::kVerify:
-      return direct_ = false;
+      converge_ = false;
+      return false;
     case DecodePath::kAuto:
       break;
   }
-  constexpr int64_t kExploreSteps = 8;
-  // Until the steps have shown what fixed rows cost, alternate, so that both kinds are seen.
-  if (!cost_.Explored(kExploreSteps)) return direct_ = (explore_steps_++ % 2 == 0);
-  StepShape fixed = rest, fast = rest;
-  fixed.fixed_rows += n;
-  fast.fast_rows += n;
-  const double direct = cost_.Predict(fixed) - cost_.Predict(fast);
-  // A later verify step of v replay rows, beside the decode rows this step has.
-  const int64_t v = std::max<int64_t>(1, verify_rows);
-  const StepShape decode_only{rest.fast_rows, 0, rest.attended};
-  StepShape verify = decode_only;
-  verify.fixed_rows = v;
-  const double replay_row = (cost_.Predict(verify) - cost_.Predict(decode_only)) / static_cast<double>(v);
-  const double fast_row = (cost_.Predict(fast) - cost_.Predict(rest)) / static_cast<double>(n);
-  const double recompute = recent_verified_ > 0 ? recent_discarded_ / recent_verified_ : 0.0;
-  const double via_verify = static_cast<double>(n) * ((1 + recompute) * replay_row + recompute * fast_row);
-  direct_ = direct_ ? direct <= (1 + kSwitchMargin) * via_verify : (1 + kSwitchMargin) * direct <= via_verify;
-  return direct_;
+  // A step of deterministic rows alone: decoding them under fixed makes it a batch_invariant
+  // step, one pass that commits every row, where verifying computes every token twice (under
+  // fast, then replayed under fixed). Converge: requests still holding candidates verify them
+  // (and decode the token after them) in the next step, and decode under fixed after.
+  if (rest.fast_rows == 0) return converge_ = true;
+  // Beside plain rows, which run under fast whatever the choice, it depends on the backend: the
+  // CPU streams each weight once for both schedules, a GPU runs a second pass of GEMMs. The
+  // measured step costs decide, once the steps have shown the two kinds compared; until then,
+  // keep the windows, and let clean rows ride along a fixed pass the step runs anyway.
+  // The steady state is judged on steps of plain rows alone (a verify pass or a prefill in this
+  // step is not in every step); this step's fixed rows are what clean rows may ride along.
+  const StepShape plain{rest.fast_rows, 0, rest.attended};
+  StepShape all_fixed = plain, all_fast = plain, ride = rest;
+  all_fixed.fixed_rows += n;
+  all_fast.fast_rows += n;
+  ride.fixed_rows += clean;
+  ride.fast_rows += n - clean;
+  const bool known = cost_.seen(StepCostModel::KindOf(all_fixed)) >= kMinSeen &&
+                     cost_.seen(StepCostModel::KindOf(all_fast)) >= kMinSeen;
+  bool ride_along = clean > 0 && rest.fixed_rows > 0;
+  converge_ = known && converge_;
+  if (known) {
+    // What each adds to the step's other rows (the margin is on that, not on the whole step).
+    const double base = cost_.Predict(plain);
+    const double later = LaterCost(all_fast, verify_rows);
+    const double direct = cost_.Predict(all_fixed) - base;
+    const double via_verify = cost_.Predict(all_fast) - base + static_cast<double>(n) * later;
+    converge_ = converge_ ? direct <= (1 + kSwitchMargin) * via_verify : (1 + kSwitchMargin) * direct <= via_verify;
+    StepShape fast_here = rest;
+    fast_here.fast_rows += n;
+    ride_along = ride_along && cost_.Predict(ride) - cost_.Predict(fast_here) <= static_cast<double>(clean) * later;
+  }
+  // Every kExplorePeriod-th choice (every fourth until the kinds are known) takes the other path
+  // for one step, so that the cost model keeps seeing the shapes of both: it extrapolates to a
+  // shape it never sees, and a wrong extrapolation would never be corrected.
+  if (decisions_++ % (known ? kExplorePeriod : kExplorePeriod / 4) == 0) return !converge_ && clean > 0;
+  return converge_ || ride_along;
 }
 
 void DvrController::Count(Sequence& s, const Verdict& v) {

@@ -38,23 +38,37 @@ class DvrController {
 
   int32_t initial_window() const { return policy_.window; }
 
-  // Whether deterministic requests decode directly under fixed this step (those with nothing
-  // awaiting verification; the engine has the others verify what they hold, so that they can
-  // follow) rather than as fast candidates. n (> 0): the step's deterministic decode rows; `rest`: the
-  // shape of its other rows; a verify step replays up to `verify_rows`. Under DecodePath::kAuto
-  // it compares, by the measured step costs, what n fixed rows add to this step with what
-  // verifying n candidates later costs (the replay rows, plus the candidates that recent
-  // rollbacks wasted); until the steps have shown both kinds, it alternates.
-  // The choice holds until the other path is predicted cheaper by kSwitchMargin, so timing
-  // noise does not flip it step by step.
-  bool DecodeDirect(int64_t n, const StepShape& rest, int64_t verify_rows);
+  // Whether deterministic requests with nothing awaiting verification decode directly under
+  // fixed this step (committed at once) rather than as fast candidates. n (> 0): the step's
+  // deterministic decode rows, `clean` of them without candidates; `rest`: the shape of its other
+  // rows; `verify_rows`: the replay rows a verify step would hold before any has been seen.
+  // Under DecodePath::kAuto:
+  // - a step without plain rows converges on fixed: it becomes a batch_invariant step (one pass
+  //   that commits every row, where verification would compute each token twice), and requests
+  //   still holding candidates verify them at once (AddCandidate), the token after them included,
+  //   so that they decode under fixed after;
+  // - beside plain rows, by the measured step costs (StepCostModel): a step with every
+  //   deterministic row under fixed against one with them under fast plus what verifying them
+  //   later costs (their share of a replay pass, and the candidates that recent rollbacks
+  //   wasted); when the first is cheaper it converges as above. Otherwise, when the step runs
+  //   fixed rows anyway (a verify pass, a deterministic prefill), the clean rows ride along under
+  //   fixed where that costs less than verifying them later. Until the steps have shown both
+  //   shapes compared kMinSeen times, the choice is to keep the windows and ride along.
+  // The steady-state choice holds until the other is predicted to add kSwitchMargin less, so that
+  // timing noise does not flip it step by step; every kExplorePeriod-th choice beside plain rows
+  // (every fourth until both shapes are known) takes the other path for one step, so that the
+  // model keeps seeing both (it extrapolates to a shape it never sees, and a wrong extrapolation
+  // would never be corrected).
+  bool DecodeDirect(int64_t n, int64_t clean, const StepShape& rest, int64_t verify_rows);
   static constexpr double kSwitchMargin = 0.1;
-  // Feeds a step's measured time to the cost model.
-  void ObserveStep(const StepShape& shape, double seconds) { cost_.Observe(shape, seconds); }
+  static constexpr int64_t kExplorePeriod = 16;
+  static constexpr int64_t kMinSeen = 4;
+  // Feeds a step's measured time to the cost model; `replay_rows`: its verify rows.
+  void ObserveStep(const StepShape& shape, int64_t replay_rows, double seconds);
 
   // Appends a fast-path candidate; the request becomes ready when its window is full, when the
-  // candidate would end it (`ends`), when the draw was close to a boundary, or when this step
-  // decodes under fixed (DecodeDirect), so that the request follows once verified.
+  // candidate would end it (`ends`), when the draw was close to a boundary, or when the engine
+  // converges on decoding under fixed (DecodeDirect), so that the request follows once verified.
   void AddCandidate(Sequence& s, int32_t token, double margin, bool ends);
 
   // What a verify pass found.
@@ -62,13 +76,14 @@ class DvrController {
     std::vector<int32_t> tokens;  // to commit: the agreed candidates, then the replay's token
     std::vector<float> logprobs;  // theirs under fixed, when requested
     std::vector<TopLogprob> top;  // top_n per token under fixed, when requested
-    int64_t verified = 0;         // candidates checked
+    int64_t verified = 0;         // candidates checked (the row after them checks none)
     bool disagreed = false;       // the replay disagreed (or the injection hook said so)
     int64_t discarded = 0;        // candidates dropped: from the first disagreement on
   };
   // Compares the first n candidates (all of them, or the part of a window that fitted in this
   // step) with the replay: row(j) holds the fixed-schedule logits that predict position
-  // n_committed + j.
+  // n_committed + j. n may be one more than the candidates (the last one was fed too): when they
+  // all agree, that row's token follows them (a decode under fixed, committed with them).
   Verdict Verify(const Sequence& s, int64_t n, bool logprobs, int top_n,
                  const std::function<std::span<const float>(int64_t)>& row);
   // Counts the pass in the request's and the session's stats: before its tokens are committed,
@@ -85,8 +100,12 @@ class DvrController {
   StepCostModel cost_;
   // Recent candidates verified and discarded (decayed per pass): the recompute rate.
   double recent_verified_ = 0, recent_discarded_ = 0;
-  bool direct_ = false;  // this step's choice (DecodeDirect)
-  int64_t explore_steps_ = 0;
+  bool converge_ = false;     // DecodeDirect's steady-state choice
+  int64_t decisions_ = 0;
+  double replay_rows_ = 0;    // recent verify steps' replay rows (decayed mean); 0: none seen
+  // What one more candidate costs to verify later: its replay row's share of a verify step, and
+  // for the recompute rate's share of candidates, the replay and the fast row wasted.
+  double LaterCost(const StepShape& decode, int64_t verify_rows) const;
 };
 
 }  // namespace llm42

@@ -112,7 +112,11 @@ bool Engine::VerifyEntry(Sequence& s, int64_t n,
   const RequestOptions& o = s.request->options();
   const DvrController::Verdict v = dvr_.Verify(s, n, o.logprobs, o.top_logprobs, rows);
   dvr_.Count(s, v);
-  if (CommitTokens(s, v.tokens, v.logprobs, v.top)) return true;
+  const int64_t before = s.n_committed;
+  const bool done = CommitTokens(s, v.tokens, v.logprobs, v.top);
+  // The token after a window that agreed came from the replay's last row: decoded under fixed.
+  if (!v.disagreed && s.n_committed - before > v.verified) stats_.Add(Stat::kTokensDecodedFixed);
+  if (done) return true;
   dvr_.Settle(s, v, cache_);
   return false;
 }
@@ -130,11 +134,13 @@ bool Engine::Step() {
   // Each entry's schedule (EntrySchedule). Whether deterministic requests decode under fixed
   // this step is the DVR controller's choice, from the shape of the step's other rows.
   StepShape rest;
-  int64_t deterministic_decodes = 0;
+  int64_t deterministic_decodes = 0, clean_decodes = 0, replay_rows = 0;
   for (const PlanEntry& p : plan) {
     rest.attended += p.n * p.begin + p.n * (p.n + 1) / 2;
+    if (p.kind == RowKind::kVerify) replay_rows += p.n;
     if (p.seq->dvr && p.kind == RowKind::kDecode) {
       ++deterministic_decodes;
+      clean_decodes += p.seq->candidates() == 0;
     } else {
       (EntrySchedule(p, false) == Schedule::kFixed ? rest.fixed_rows : rest.fast_rows) += p.n;
     }
@@ -142,7 +148,8 @@ bool Engine::Step() {
   const int64_t verify_rows =
       std::min<int64_t>(int64_t{config_.determinism.window} * config_.determinism.verify_group,
                         config_.limits.max_batch_tokens - rest.fast_rows - deterministic_decodes);
-  const bool direct = deterministic_decodes > 0 && dvr_.DecodeDirect(deterministic_decodes, rest, verify_rows);
+  const bool direct =
+      deterministic_decodes > 0 && dvr_.DecodeDirect(deterministic_decodes, clean_decodes, rest, verify_rows);
   std::vector<Schedule> entry_schedule(plan.size());
   for (size_t e = 0; e < plan.size(); ++e) entry_schedule[e] = EntrySchedule(plan[e], direct);
 
@@ -208,7 +215,7 @@ bool Engine::Step() {
     return true;
   }
   const double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  dvr_.ObserveStep(shape, pass_s);
+  dvr_.ObserveStep(shape, replay_rows, pass_s);
   // What each row wrote into the cache, for the prefix cache: a deterministic request's rows
   // under fast are candidates, which a rollback may rewrite.
   for (size_t e = 0; e < plan.size(); ++e) {

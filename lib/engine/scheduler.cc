@@ -124,13 +124,17 @@ std::vector<PlanEntry> Scheduler::Plan() {
     s.planned = true;
     --budget;
   }
-  // 2. Verification: the last committed token and the candidates but the last, at their
-  // positions; their K/V are already reserved.
+  // 2. Verification: the last committed token and the candidates, at their positions. When the
+  // whole window fits, the last candidate is fed too (its position reserved here, the others'
+  // already are): its row's token follows the window under fixed and is committed directly when
+  // every candidate agrees, as a decode under fixed would commit it, so the step that verifies a
+  // request also decodes it.
   int32_t group = 0;
   for (size_t i = 0; i < running_.size() && budget > 0 && group < limits_.verify_group; ++i) {
     Sequence& s = *running_[i];
     if (!s.ready) continue;
-    const int64_t n = std::min(s.candidates(), budget);
+    int64_t n = std::min(s.candidates(), budget);
+    if (n == s.candidates() && budget > n && cache_.Reserve(s.kv_seq, static_cast<int64_t>(s.tokens.size()))) ++n;
     plan.push_back({&s, RowKind::kVerify, s.n_committed - 1, n});
     s.planned = true;
     budget -= n;

@@ -17,13 +17,15 @@ void StepCostModel::AddRowFeatures(int64_t rows, double* out) {
 
 StepCostModel::Vec StepCostModel::Features(const StepShape& s) {
   // Rows in hundreds and positions in hundred-thousands keep the normal equations well scaled.
+  const bool fast = s.fast_rows > 0, fixed = s.fixed_rows > 0;
   Vec x{};
-  x[0] = 1.0;
-  x[1] = s.fixed_rows > 0 ? 1.0 : 0.0;
-  x[2] = static_cast<double>(s.fixed_rows) / 100;
-  x[3] = static_cast<double>(s.attended) / 1e5;
-  AddRowFeatures(s.fast_rows, &x[4]);
-  AddRowFeatures(s.fixed_rows, &x[4]);
+  x[0] = (fast ? 1.0 : 0.0) + (fixed ? 1.0 : 0.0);
+  x[1] = fixed ? 1.0 : 0.0;
+  x[2] = fast && fixed ? 1.0 : 0.0;
+  x[3] = static_cast<double>(s.fixed_rows) / 100;
+  x[4] = static_cast<double>(s.attended) / 1e5;
+  AddRowFeatures(s.fast_rows, &x[5]);
+  AddRowFeatures(s.fixed_rows, &x[5]);
   return x;
 }
 
@@ -33,7 +35,7 @@ void StepCostModel::Observe(const StepShape& shape, double seconds) {
     for (int j = 0; j < kFeatures; ++j) gram_[i][j] = kDecay * gram_[i][j] + x[i] * x[j];
     moment_[i] = kDecay * moment_[i] + x[i] * seconds;
   }
-  ++(shape.fixed_rows > 0 ? with_fixed_ : without_fixed_);
+  ++seen_[static_cast<size_t>(KindOf(shape))];
   Solve();
 }
 
@@ -45,13 +47,15 @@ double StepCostModel::Predict(const StepShape& shape) const {
 }
 
 void StepCostModel::Solve() {
-  // (G + rho I) theta' = m + rho theta: ridge towards the previous fit, rho small relative to
-  // the data in every direction the steps explore.
+  // (G + R) theta' = m + R theta: ridge towards the previous fit, small relative to the data in
+  // every direction the steps explore, and firmer for the schedules' differences, so that in a
+  // direction the steps do not tell apart the shared parameters move and the differences keep
+  // their value (0 until steps have shown them).
   double trace = 0;
   for (int i = 0; i < kFeatures; ++i) trace += gram_[i][i];
-  const double rho = 1e-6 * trace + 1e-12;
   std::array<std::array<double, kFeatures + 1>, kFeatures> a{};
   for (int i = 0; i < kFeatures; ++i) {
+    const double rho = (Difference(i) ? 1e-3 : 1e-6) * trace + 1e-12;
     for (int j = 0; j < kFeatures; ++j) a[i][j] = gram_[i][j] + (i == j ? rho : 0.0);
     a[i][kFeatures] = moment_[i] + rho * theta_[i];
   }

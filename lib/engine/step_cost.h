@@ -2,6 +2,7 @@
 #define LLM42_ENGINE_STEP_COST_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace llm42 {
@@ -14,41 +15,49 @@ struct StepShape {
 };
 
 // The measured cost of a forward pass as a function of its shape:
-//   seconds = a + a_fixed * [fixed_rows > 0] + r(fast_rows) + r(fixed_rows)
-//             + d_fixed * fixed_rows + c * attended
-// r is piecewise linear in a schedule's rows with knots at kRowKnots, the same function for both
-// schedules: a step's first rows are matrix-vector products that each stream the weights (on the
-// CPU ~3.6 ms a row for a 110M model at 2 threads) while rows in larger batches share tiles
-// (~0.5 ms a row). A cost linear in rows, fitted to decode steps and prefill chunks together,
-// mistook that gap for a per-step cost of whichever schedule ran the large batches (the fixed
-// one: deterministic prefill and verification) and sent decode steps through verification that
-// decoding under fixed would have served at no extra cost. What fixed rows cost beyond fast ones
-// is a_fixed, paid once per step with any fixed rows (a separate GEMM pass, padded shapes on a
-// GPU), and d_fixed per row (a slower kernel); one shared r keeps the parameters few, so that
-// a noisy machine's timings still fit them. The fit is exponentially weighted least squares over
-// the steps the engine ran (the last few hundred count; costs drift with the machine's load and
-// the contexts' lengths).
+//   seconds = a * passes + a_fixed * [fixed_rows > 0] + a_both * [both schedules]
+//             + r(fast_rows) + r(fixed_rows) + d_fixed * fixed_rows + c * attended
+// where passes counts the schedules with rows (a step of only fixed rows is one pass, as a step of
+// only fast rows is: a batch_invariant step costs what an `off` step does when the kernels are
+// equally fast), a_fixed and d_fixed are what a fixed pass and a fixed row cost beyond fast ones,
+// and a_both what a step running both schedules saves or pays beyond two passes (the CPU streams
+// each weight once for both: a_both ~ -a; a GPU runs two GEMM passes: a_both ~ 0). r is piecewise
+// linear in a schedule's rows with knots at kRowKnots, the same function for both schedules: a
+// step's first rows are matrix-vector products that each stream the weights while rows in larger
+// batches share tiles.
 //
-// Directions the steps have not explored keep their previous estimate (a ridge term pulls the
-// solution towards it), so a session that only ever runs one kind of step keeps what it
-// learned about the other.
+// Every parameter keeps its previous estimate in directions the steps have not explored (a ridge
+// term pulls it there), so a session that runs only one kind of step for a while keeps what it
+// learned about the other. a_fixed, a_both and d_fixed, the differences between the schedules,
+// are held more firmly than the rest: until steps show them they stay 0 (fixed rows cost what
+// fast rows cost), so that a session whose steps have all been of one kind — the first steps of
+// a burst of deterministic requests — does not credit that kind with a pass it never saw. The fit is exponentially weighted least squares over the steps the
+// engine ran (the last few hundred count; costs drift with the machine's load and the contexts'
+// lengths).
 class StepCostModel {
  public:
   static constexpr std::array<int64_t, 4> kRowKnots = {2, 4, 8, 16};
   static constexpr int kRowFeatures = static_cast<int>(kRowKnots.size()) + 1;
-  static constexpr int kFeatures = 4 + kRowFeatures;
+  static constexpr int kFeatures = 5 + kRowFeatures;
 
   // Records one step.
   void Observe(const StepShape& shape, double seconds);
   // Expected seconds of a step of this shape.
   double Predict(const StepShape& shape) const;
-  // Steps observed with and without fixed rows: until both reach `n`, the model has not seen
-  // what fixed rows cost relative to fast ones.
-  bool Explored(int64_t n) const { return with_fixed_ >= n && without_fixed_ >= n; }
+  // Which schedules a step runs.
+  enum class Kind { kFastOnly = 0, kFixedOnly = 1, kBoth = 2 };
+  static Kind KindOf(const StepShape& s) {
+    return s.fixed_rows == 0 ? Kind::kFastOnly : s.fast_rows == 0 ? Kind::kFixedOnly : Kind::kBoth;
+  }
+  // Steps of that kind observed (not decayed): a prediction for a kind seen a few times is the
+  // fit's, for one never seen an extrapolation.
+  int64_t seen(Kind k) const { return seen_[static_cast<size_t>(k)]; }
 
  private:
   using Vec = std::array<double, kFeatures>;
   static Vec Features(const StepShape& shape);
+  // Features 1-3 are the schedules' differences (a_fixed, a_both, d_fixed).
+  static bool Difference(int i) { return i >= 1 && i <= 3; }
   // Adds r's features of `rows` (split at the knots, in hundreds) to out[0..kRowFeatures).
   static void AddRowFeatures(int64_t rows, double* out);
   void Solve();
@@ -58,7 +67,7 @@ class StepCostModel {
   std::array<Vec, kFeatures> gram_{};  // sum of decayed x x^T
   Vec moment_{};                       // sum of decayed x * seconds
   Vec theta_{};                        // the current fit
-  int64_t with_fixed_ = 0, without_fixed_ = 0;
+  std::array<int64_t, 3> seen_{};
 };
 
 }  // namespace llm42

@@ -37,6 +37,10 @@ ABSL_FLAG(std::string, temperatures, "0,0.8,1",
           "Sampling temperatures; every experiment runs at each (0 = greedy)");
 ABSL_FLAG(bool, variants, true,
           "At 100 % deterministic, also run the paper's fixed window and each refinement alone");
+ABSL_FLAG(int32_t, repeat, 1,
+          "Runs of each mode and share, interleaved round by round (off, batch_invariant, selective, "
+          "off, ...); each row is the run of median throughput, so that a busy machine's drift falls "
+          "on every mode alike");
 ABSL_FLAG(bool, both_paths, true,
           "At each deterministic share, run the engine's per-step choice (auto) and verification "
           "alone (adaptive+early); false: auto only");
@@ -125,6 +129,9 @@ struct Row {
   int32_t window, group;
   double output_tps, recompute_pct;
   int64_t verify_passes, rollbacks, decoded_fixed;
+  // Candidates that disagreed with their replay per thousand compared (-1: none verified): how
+  // often the fast path's token is not the fixed schedule's.
+  double disagree_per_k;
   double ttft_p50, ttft_p99, e2e_p50, e2e_p99;
   StepSplit step;
 };
@@ -205,6 +212,8 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
   row.verify_passes = s.stat(Stat::kVerifyPasses);
   row.decoded_fixed = s.stat(Stat::kTokensDecodedFixed);
   row.rollbacks = s.stat(Stat::kRollbacks);
+  const int64_t compared = s.stat(Stat::kTokensVerified) - s.stat(Stat::kTokensRolledBack) + row.rollbacks;
+  row.disagree_per_k = compared > 0 ? 1000.0 * static_cast<double>(row.rollbacks) / static_cast<double>(compared) : -1;
   row.ttft_p50 = Percentile(ttft, 0.5);
   row.ttft_p99 = Percentile(ttft, 0.99);
   row.e2e_p50 = Percentile(e2e, 0.5);
@@ -260,51 +269,72 @@ int BenchDvr() {
                                     : std::string("offline (every request at once)"),
       model, absl::GetFlag(FLAGS_threads));
   std::cout << "| T | mode | det % | path | W | G | output tok/s | vs off | recomputed % | verify passes | "
-               "rollbacks | decoded under fixed | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms | "
+               "rollbacks | disagree / 1k | decoded under fixed | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms | "
                "ms per step: forward / logits copy / host |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
             << std::flush;
   std::ofstream csv;
   if (!absl::GetFlag(FLAGS_csv).empty()) {
     csv.open(absl::GetFlag(FLAGS_csv));
     csv << "mode,det_share,window,group,output_tps,vs_off,recompute_pct,verify_passes,rollbacks,"
            "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant,decoded_fixed,step_forward_ms,step_logits_ms,"
-           "step_host_ms\n";
+           "step_host_ms,disagree_per_k\n";
   }
   double off = 0;
   auto emit = [&](const Row& r) {
     if (r.mode == "off") off = r.output_tps;  // each temperature's rows start with its off run
     std::fprintf(stderr, "\n");
-    std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %d | %.0f | %.0f | %.0f | %.0f "
+    const std::string disagree = r.disagree_per_k < 0 ? "-" : absl::StrFormat("%.1f", r.disagree_per_k);
+    std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %s | %d | %.0f | %.0f | %.0f | %.0f "
                                  "| %.2f / %.2f / %.2f |\n",
                                  r.temperature, r.mode, r.det_share * 100, r.variant, r.window, r.group,
                                  r.output_tps, r.output_tps / off,
-                                 r.recompute_pct, r.verify_passes, r.rollbacks, r.decoded_fixed, r.ttft_p50, r.ttft_p99,
+                                 r.recompute_pct, r.verify_passes, r.rollbacks, disagree, r.decoded_fixed, r.ttft_p50, r.ttft_p99,
                                  r.e2e_p50, r.e2e_p99, r.step.forward_ms, r.step.logits_ms, r.step.host_ms)
               << std::flush;
     if (csv) {
-      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s,%d,%.3f,%.3f,%.3f\n", r.mode,
+      csv << absl::StrFormat("%s,%g,%d,%d,%.2f,%.4f,%.3f,%d,%d,%.1f,%.1f,%.1f,%.1f,%g,%s,%d,%.3f,%.3f,%.3f,%.2f\n", r.mode,
                              r.det_share, r.window, r.group, r.output_tps, r.output_tps / off, r.recompute_pct,
                              r.verify_passes, r.rollbacks, r.ttft_p50, r.ttft_p99, r.e2e_p50, r.e2e_p99,
                              r.temperature, r.variant, r.decoded_fixed, r.step.forward_ms, r.step.logits_ms,
-                             r.step.host_ms)
+                             r.step.host_ms, r.disagree_per_k)
           << std::flush;
     }
   };
   for (double t : ParseList(absl::GetFlag(FLAGS_temperatures))) {
     const std::string at = absl::StrFormat("T=%g ", t);
-    MarkDeterministic(jobs, 0);
-    emit(Run(model, DeterminismMode::kOff, jobs, w0, g0, at + "off", 0, t, kBoth));
-    MarkDeterministic(jobs, 1.0);
-    emit(Run(model, DeterminismMode::kBatchInvariant, jobs, w0, g0, at + "batch_invariant", 1, t, kBoth));
+    // The comparison: off, batch_invariant and selective at each share, run --repeat times round
+    // by round; each row is its configuration's run of median throughput.
+    struct Config {
+      DeterminismMode mode;
+      double share;
+      Variant variant;
+      std::string label;
+    };
+    std::vector<Config> configs = {{DeterminismMode::kOff, 0, kBoth, at + "off"},
+                                   {DeterminismMode::kBatchInvariant, 1, kBoth, at + "batch_invariant"}};
     for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
-      MarkDeterministic(jobs, f);
       std::vector<Variant> paths = {kAuto};
       if (absl::GetFlag(FLAGS_both_paths)) paths.push_back(kBoth);
       for (const Variant& v : paths) {
-        emit(Run(model, DeterminismMode::kSelective, jobs, w0, g0,
-                 at + absl::StrFormat("selective %g%% %s", f * 100, v.name), f, t, v));
+        configs.push_back({DeterminismMode::kSelective, f, v, at + absl::StrFormat("selective %g%% %s", f * 100, v.name)});
       }
+    }
+    const int repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
+    std::vector<std::vector<Row>> runs(configs.size());
+    for (int round = 0; round < repeat; ++round) {
+      for (size_t c = 0; c < configs.size(); ++c) {
+        const Config& k = configs[c];
+        MarkDeterministic(jobs, k.share);
+        const std::string label = repeat > 1 ? k.label + absl::StrFormat(" (%d/%d)", round + 1, repeat) : k.label;
+        runs[c].push_back(Run(model, k.mode, jobs, w0, g0, label, k.share, t, k.variant));
+        if (repeat == 1) emit(runs[c].back());
+      }
+    }
+    for (size_t c = 0; c < configs.size() && repeat > 1; ++c) {
+      std::vector<Row>& r = runs[c];
+      std::sort(r.begin(), r.end(), [](const Row& a, const Row& b) { return a.output_tps < b.output_tps; });
+      emit(r[r.size() / 2]);
     }
     MarkDeterministic(jobs, 1.0);
     if (absl::GetFlag(FLAGS_variants)) {

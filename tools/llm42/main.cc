@@ -34,7 +34,7 @@ constexpr char kUsage[] =
     "  bench --model PATH --pp N --tg N [--depth D]   llama-bench's pp/tg at a context depth\n"
     "  bench --model PATH --batched NPP,NTG,NPL,...   llama-batched-bench's columns\n"
     "           (each with the FMA peak and read bandwidth measured in the same run)\n"
-    "  bench-dvr --model PATH [--workload sharegpt|fixed] [--requests N] [--rate R]\n"
+    "  bench-dvr --model PATH [--workload sharegpt|fixed] [--requests N] [--rate R] [--repeat N]\n"
     "           [--fractions 0.02,0.1,...] [--windows ...] [--groups ...] [--csv FILE]\n"
     "           modes off / batch_invariant / selective on a Poisson workload, and the W x G sweep\n"
     "  bench-chat --model PATH [--turns 20] [--system_tokens 1000] [--characters 8]\n"

@@ -208,6 +208,19 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   if (packed && !internal::IsInt8Type(w0.type) && m >= kDirectMinRows && m < kPackedMinRows && grain < total) {
     grain = (total + pool_.size() - 1) / pool_.size();
   }
+  // Several fast decode rows of a quantized matrix take the fixed kernels' arithmetic. Fast and
+  // fixed round the same activations to 8 bits, and a difference of one ulp upstream moves a
+  // value across a rounding boundary now and then, so each matrix's own ulps would come back
+  // multiplied to a whole quantization step: deterministic requests' candidates disagreed with
+  // their replay on about one token in ten (llama-110m q8_0 and q4_0 at T = 0.8, against 1 in 500
+  // for f16). With the fixed arithmetic a decode batch's rows are the replay's bits, and costs
+  // nothing measurable from two rows on (two threads, decode at 8 requests: q8_0 582-712 against
+  // 642-666 tok/s, q4_0 758-805 against 786-791); a lone row, where fast's own one-row kernel is
+  // 20 % faster on q8_0 (230-267 against 184-214 tok/s), keeps it. Prompt rows through weight
+  // panels (int8_gemm.h) keep fast's own definition, and on AVX2 without VNNI the float GEMM (below).
+  // (Without SIMD fast has no int8 kernels of its own: its float row dots on the unrounded
+  // activations differ by the rounding itself.)
+  if (internal::IsInt8Type(w0.type) && fast_rows_.size() > 1) fast.int8 = fixed.int8;
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
   // on the weights' exact f32 values beats the AVX2 int8 kernels there (llama-110m on a Zen 3,
   // GEMMs alone at 512 rows: q8_0 62-85 -> 78-110 GFLOP/s, q4_0 60-77 -> 113-130), and their
