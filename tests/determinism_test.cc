@@ -382,11 +382,18 @@ TEST_P(DeterminismTest, ControlsDetectDifferencesWithoutDeterminism) {
     differ += WithCoRunners(*s, target, trial) == alone ? 0 : 1;
   }
   EXPECT_GT(differ, 0) << "the fast path never varied with its co-runners";
-  // Item 3's comparison: fast-path logprobs are not those of a fixed prefill.
+  // Item 3's comparison, without the noise too (where the fast path varies by itself): a plain
+  // request's logprobs, alone or beside co-runners, are not those of a fixed prefill of its
+  // output. (With the noise only, as before, the fast path's own batch variance went unshown.)
   const std::vector<int32_t> prompt = Prompt(10, 3);
-  const Output fast = Alone({}, Spec(prompt, 20, false));
-  const std::vector<float> ref = PrefillLogprobs(path_, prompt, fast.tokens);
-  EXPECT_NE(std::memcmp(fast.logprobs.data(), ref.data(), ref.size() * sizeof(float)), 0);
+  const RequestOptions plain = Spec(prompt, 20, false);
+  int differ_from_prefill = 0;
+  for (uint32_t trial = 0; trial < 8 && differ_from_prefill == 0; ++trial) {
+    const Output fast = trial == 0 ? Alone(quiet, plain) : WithCoRunners(*s, plain, 200 + trial);
+    const std::vector<float> ref = PrefillLogprobs(path_, prompt, fast.tokens);
+    differ_from_prefill += std::memcmp(fast.logprobs.data(), ref.data(), ref.size() * sizeof(float)) != 0;
+  }
+  EXPECT_GT(differ_from_prefill, 0) << "the fast path's logprobs were always the fixed prefill's";
 }
 
 // 9. Rollback bookkeeping with forced mismatches.

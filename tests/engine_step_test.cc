@@ -183,6 +183,129 @@ TEST(EngineStep, DrawsOnHostThreadsEqualDrawsInPlanOrder) {
   EXPECT_NE(run(false, 8, nullptr), serial) << "control: other seeds should draw other tokens";
 }
 
+// What one request gives: its tokens, text and how it ended.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason reason;
+  bool operator==(const Outcome& o) const { return tokens == o.tokens && text == o.text && reason == o.reason; }
+};
+
+// `o` alone under fixed (batch_invariant's output), or deterministic (dvr) or plain among three
+// plain co-runners under selective with the given window and decode path.
+Outcome RunEnding(const RequestOptions& o, int64_t eos_every, bool alone_fixed, bool dvr = true, int32_t window = 8,
+                  DecodePath path = DecodePath::kVerify) {
+  FakeModel m(256, 5, eos_every);
+  EngineStats stats;
+  EngineConfig c = Config(64, window, 4);
+  c.determinism.decode_path = path;
+  if (alone_fixed) c.schedule = Schedule::kFixed;
+  auto e = m.MakeEngine(c, stats);
+  auto seq = FakeModel::MakeSequence(o, dvr && !alone_fixed, 0, window);
+  auto r = seq->request;
+  e->Enqueue(std::move(seq));
+  for (int i = 0; i < 3 && !alone_fixed; ++i) {
+    e->Enqueue(FakeModel::MakeSequence(Prompt(4 + i, 60 + i), 25 + 7 * i, false, 1 + static_cast<uint64_t>(i), window));
+  }
+  RunToEnd(*e);
+  EXPECT_EQ(m.fixed_rows_reading_fast_kv(), 0);
+  EXPECT_EQ(stats.invariant_violations(), 0);
+  return Outcome{r->output_tokens(), r->output_text(), r->finish_reason()};
+}
+
+// A deterministic request that ends at a candidate inside an unverified window — by a stop
+// string, by EOS, by max_tokens — ends where, how and with the text batch_invariant's run
+// does, with the fake fast path flipping tokens (EOS among them) so that candidates past and
+// before the true end are rolled back; at windows of 8 and 64 (the end long before the window
+// fills) and on every decode path. The control: the same request plain ends elsewhere or with
+// other tokens for some ending, so the comparison can tell.
+TEST(EngineStep, EndsInsideAnUnverifiedWindowAreBatchInvariants) {
+  constexpr int64_t kEosEvery = 37;
+  RequestOptions base;
+  base.prompt_tokens = Prompt(6, 3);
+  base.has_prompt_tokens = true;
+  base.max_tokens = 120;
+  std::vector<RequestOptions> endings;
+  {
+    RequestOptions eos = base;  // ends by EOS (checked below: before max_tokens)
+    endings.push_back(eos);
+    RequestOptions length = base;
+    length.ignore_eos = true;
+    length.max_tokens = 13;
+    endings.push_back(length);
+    // A stop string: two consecutive tokens of the fixed output, ten tokens in.
+    RequestOptions probe = base;
+    probe.ignore_eos = true;
+    probe.max_tokens = 30;
+    const Outcome free_run = RunEnding(probe, kEosEvery, true);
+    RequestOptions stop = probe;
+    stop.stops = {"t" + std::to_string(free_run.tokens[10]) + " t" + std::to_string(free_run.tokens[11])};
+    endings.push_back(stop);
+  }
+  int plain_differs = 0;
+  for (size_t k = 0; k < endings.size(); ++k) {
+    const Outcome ref = RunEnding(endings[k], kEosEvery, true);
+    ASSERT_LT(ref.tokens.size(), 120u) << "ending " << k;
+    EXPECT_EQ(ref.reason, k == 1 ? FinishReason::kLength : FinishReason::kStop) << "ending " << k;
+    for (int32_t window : {8, 64}) {
+      for (DecodePath path : {DecodePath::kVerify, DecodePath::kAuto}) {
+        EXPECT_TRUE(RunEnding(endings[k], kEosEvery, false, true, window, path) == ref)
+            << "ending " << k << ", window " << window << ", path " << static_cast<int>(path);
+      }
+    }
+    plain_differs += !(RunEnding(endings[k], kEosEvery, false, false) == ref);
+  }
+  EXPECT_GT(plain_differs, 0) << "control: the fake fast path was meant to change some plain request's end";
+}
+
+// Greedy deterministic requests without logprobs bring back only an argmax summary for their
+// fast rows and for their rows decoded under fixed (no logits cross from a device), and give the
+// tokens of a run whose every row brought back its logits (with logprobs), on every decode path,
+// beside plain co-runners, with the fake fast path diverging. Checked to fail when a summarized
+// row's draw reads the next logit row's summary (tried); the control: the same requests plain
+// give other tokens.
+TEST(EngineStep, ArgmaxSummariesCommitTheFixedAloneTokens) {
+  auto run = [](bool logprobs, bool dvr, DecodePath path, int64_t* summarized) {
+    FakeModel m;
+    EngineStats stats;
+    EngineConfig c = Config(64, 8, 4);
+    c.determinism.decode_path = path;
+    if (logprobs && !dvr) c.schedule = Schedule::kFixed;  // the reference: batch_invariant
+    auto e = m.MakeEngine(c, stats);
+    std::vector<std::shared_ptr<Request>> det;
+    for (int i = 0; i < 3; ++i) {
+      RequestOptions o;
+      o.prompt_tokens = Prompt(5 + 3 * i, i);
+      o.has_prompt_tokens = true;
+      o.max_tokens = 40;
+      o.ignore_eos = true;
+      o.logprobs = logprobs;
+      auto d = FakeModel::MakeSequence(o, dvr, static_cast<uint64_t>(2 * i), 8);
+      det.push_back(d->request);
+      e->Enqueue(std::move(d));
+      // (The reference, under fixed, needs no co-runners; theirs would be summarized.)
+      if (c.schedule != Schedule::kFixed) {
+        e->Enqueue(FakeModel::MakeSequence(Prompt(4 + i, 50 + i), 30, false, static_cast<uint64_t>(2 * i + 1), 8));
+      }
+      e->Step();
+    }
+    RunToEnd(*e);
+    EXPECT_EQ(stats.invariant_violations(), 0);
+    if (summarized != nullptr) *summarized = m.summarized_rows();
+    std::vector<std::vector<int32_t>> out;
+    for (auto& r : det) out.push_back(r->output_tokens());
+    return out;
+  };
+  int64_t summarized = 0;
+  const auto ref = run(true, false, DecodePath::kVerify, &summarized);
+  EXPECT_EQ(summarized, 0) << "the reference was meant to bring back every row's logits";
+  for (DecodePath path : {DecodePath::kVerify, DecodePath::kFixed, DecodePath::kAuto}) {
+    EXPECT_EQ(run(false, true, path, &summarized), ref) << "path " << static_cast<int>(path);
+    EXPECT_GT(summarized, 40) << "path " << static_cast<int>(path) << ": the summary path was meant to run";
+  }
+  EXPECT_NE(run(false, false, DecodePath::kVerify, nullptr), ref) << "control: plain requests were meant to diverge";
+}
+
 struct StepLog {
   const EngineStats* stats;
   std::vector<int64_t> steps, verify_passes;

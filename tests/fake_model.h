@@ -18,14 +18,19 @@ namespace llm42::testing {
 // A stand-in for LlamaModel::Forward that makes the engine's bookkeeping observable: each row
 // writes (token, schedule) as its K/V, and its logits depend on every K/V of its prefix, so a
 // stale or missing position changes the next token. Fast rows at some positions pick another
-// token than fixed rows would (real divergence, for rollbacks). Greedy sampling throughout.
+// token than fixed rows would (real divergence, for rollbacks), and optionally the end of
+// sequence comes where the prefix hash says so. Greedy sampling throughout.
 class FakeModel {
  public:
   static constexpr int32_t kVocab = 32;
 
-  // A fast row flips its token where the prefix hash is divisible by flip_every (0: never).
-  explicit FakeModel(int64_t kv_blocks = 256, int64_t flip_every = 5)
-      : cache_(kv_blocks, kBlockSize), kv_(static_cast<size_t>(kv_blocks * kBlockSize * 2)), flip_every_(flip_every) {
+  // A fast row flips its token where the prefix hash is divisible by flip_every (0: never); the
+  // next token is EOS (2) where it is divisible by eos_every (0: never), before a fast row's flip.
+  explicit FakeModel(int64_t kv_blocks = 256, int64_t flip_every = 5, int64_t eos_every = 0)
+      : cache_(kv_blocks, kBlockSize),
+        kv_(static_cast<size_t>(kv_blocks * kBlockSize * 2)),
+        flip_every_(flip_every),
+        eos_every_(eos_every) {
     VocabSpec spec;
     spec.model = "llama";
     for (int32_t i = 0; i < kVocab; ++i) spec.texts.push_back("t" + std::to_string(i) + " ");
@@ -40,6 +45,8 @@ class FakeModel {
   // the rollback must never let that happen (docs/deterministic-requests.md, invariant 4).
   int64_t fixed_rows_reading_fast_kv() const { return fixed_reads_fast_; }
   int64_t forward_calls() const { return calls_; }
+  // Logit rows brought back as an argmax summary only (ForwardBatch::argmax_only).
+  int64_t summarized_rows() const { return summarized_; }
 
   Engine::ForwardFn Forward() {
     return [this](const ForwardBatch& b) -> absl::StatusOr<float*> {
@@ -57,13 +64,18 @@ class FakeModel {
                                                 TokenCallbackFn callback = nullptr,
                                                 void* user = nullptr) {
     RequestOptions o;
-    o.prompt_tokens = prompt;
+    o.prompt_tokens = std::move(prompt);
     o.has_prompt_tokens = true;
     o.max_tokens = max_tokens;
     o.ignore_eos = true;
-    o.deterministic = dvr;
     o.callback = callback;
     o.callback_user_data = user;
+    return MakeSequence(std::move(o), dvr, arrival, window);
+  }
+  // A request of these options (prompt_tokens set), deterministic when dvr.
+  static std::unique_ptr<Sequence> MakeSequence(RequestOptions o, bool dvr, uint64_t arrival, int32_t window) {
+    o.deterministic = dvr;
+    std::vector<int32_t> prompt = o.prompt_tokens;
     auto r = std::make_shared<Request>(o, std::move(prompt), 42);
     return std::make_unique<Sequence>(r, arrival, SamplingParams{}, dvr, window);
   }
@@ -96,10 +108,12 @@ class FakeModel {
         if (schedule(i) == Schedule::kFixed && k[1] != 1.0f) ++fixed_reads_fast_;
       }
       int32_t next = 3 + static_cast<int32_t>(h % (kVocab - 3));
+      if (eos_every_ > 0 && h % eos_every_ == 0) next = 2;
       if (schedule(i) == Schedule::kFast && flip_every_ > 0 && h % flip_every_ == 0) next = 3 + (next - 3 + 1) % (kVocab - 3);
       for (int32_t v = 0; v < kVocab; ++v) row[static_cast<size_t>(v)] = v == next ? 1.0f : 0.0f;
       if (!b.argmax_only.empty() && b.argmax_only[r]) {
         b.argmax[r] = SummarizeArgmax(row);
+        ++summarized_;
       } else {
         std::copy(row.begin(), row.end(), logits + packed++ * kVocab);
       }
@@ -111,8 +125,8 @@ class FakeModel {
   std::unique_ptr<Tokenizer> tokenizer_;
   KvCache cache_;
   std::vector<float> kv_, logits_;
-  int64_t flip_every_;
-  int64_t fixed_reads_fast_ = 0, calls_ = 0;
+  int64_t flip_every_, eos_every_;
+  int64_t fixed_reads_fast_ = 0, calls_ = 0, summarized_ = 0;
 };
 
 }  // namespace llm42::testing
