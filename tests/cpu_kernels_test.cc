@@ -325,7 +325,9 @@ TEST(MatMulQuantized, FastDecodeRowsGiveTheFixedBits) {
       const char* name = GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
       EXPECT_TRUE(SameBits(fast.data(), fixed.data(), fast.size())) << name << ", " << m << " rows";
       // With a third of the rows fixed, the fast ones are still two or more from m = 3 on.
-      if (m >= 3) EXPECT_TRUE(SameBits(mixed.data(), fixed.data(), fast.size())) << name << ", " << m << " mixed rows";
+      if (m >= 3) {
+        EXPECT_TRUE(SameBits(mixed.data(), fixed.data(), fast.size())) << name << ", " << m << " mixed rows";
+      }
     }
   }
 }
