@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/fake_model.h"
 
@@ -239,7 +240,7 @@ TEST(EngineStep, EndsInsideAnUnverifiedWindowAreBatchInvariants) {
     probe.max_tokens = 30;
     const Outcome free_run = RunEnding(probe, kEosEvery, true);
     RequestOptions stop = probe;
-    stop.stops = {"t" + std::to_string(free_run.tokens[10]) + " t" + std::to_string(free_run.tokens[11])};
+    stop.stops = {absl::StrCat("t", free_run.tokens[10], " t", free_run.tokens[11])};
     endings.push_back(stop);
   }
   int plain_differs = 0;

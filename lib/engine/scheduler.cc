@@ -50,8 +50,9 @@ void Scheduler::Admit() {
     next.kv_seq = cache_.Create();
     // The longest cached prefix of the committed tokens (kv_cache.h), leaving the last to compute
     // (its logits are wanted); a deterministic request (Sequence::fixed_kv) takes only K/V
-    // computed under fixed, and, verified by DVR, after a preemption leaves the last two, so that the token after its prefix is committed
-    // directly as in a cold recompute (Sequence::fixed_prefill).
+    // computed under fixed, and one verified by DVR leaves the last two after a preemption, so
+    // that the token after its prefix is committed directly as in a cold recompute
+    // (Sequence::fixed_prefill).
     // A request scoring its prompt maps only rows already scored (none before a preemption).
     const int64_t keep = next.dvr && next.n_committed > next.n_prompt ? 2 : 1;
     int64_t most = next.n_committed - keep;
