@@ -21,8 +21,11 @@ struct Costs {
            position * static_cast<double>(s.attended);
   }
 };
-constexpr Costs kCpuLike{4e-3, 0, -4e-3, 1e-4, 1.2e-4, 1e-7};       // one weight stream for both
-constexpr Costs kGpuLike{2e-3, 6e-3, 0, 1e-5, 2e-5, 1e-8};          // a second, padded GEMM pass
+// The CPU: one weight stream for both schedules, but a step of both converts and tiles the
+// weights twice (a_both above -a); a fixed row costs what a fast one does.
+constexpr Costs kCpuLike{4e-3, 0, -3e-3, 1e-4, 1e-4, 1e-7};
+// A GPU: a fixed pass is a second, padded pass of GEMMs, dearer than a fast one.
+constexpr Costs kGpuLike{2e-3, 6e-3, 0, 1e-5, 2e-5, 1e-8};
 
 // Steps of every kind an engine runs: fast-only decode steps, fixed-only steps (deterministic
 // prefill, decode under fixed), and steps with both (verification or direct decode beside plain
@@ -79,6 +82,9 @@ TEST(StepCostModel, UnseenScheduleDifferencesStayZero) {
   }
 }
 
+using Choice = DvrController::DecodeChoice;
+
+// Steps of all three kinds, as a session with plain and deterministic requests runs them.
 DvrController Trained(const Costs& c, DecodePath path = DecodePath::kAuto) {
   static EngineStats stats;
   DeterminismPolicy p;
@@ -86,34 +92,39 @@ DvrController Trained(const Costs& c, DecodePath path = DecodePath::kAuto) {
   DvrController dvr(p, stats);
   for (int i = 0; i < 600; ++i) {
     StepShape s{4 + (i * 7) % 17, 8 + (i * 13) % 57, 1000 + (i * 389) % 5000};
-    if (i % 3 == 0) s.fixed_rows = 0;
-    if (i % 3 == 1) s.fixed_rows = 1 + i % 4;  // decode under fixed beside plain rows
-    dvr.ObserveStep(s, i % 3 == 2 ? s.fixed_rows : 0, c(s));
+    if (i % 4 == 0) s.fixed_rows = 0;
+    if (i % 4 == 1) s.fixed_rows = 1 + i % 4;  // decode under fixed beside plain rows
+    if (i % 4 == 2) s = StepShape{0, s.fast_rows, s.attended};  // every decode row under fixed
+    dvr.ObserveStep(s, i % 4 == 3 ? s.fixed_rows : 0, c(s));
   }
   return dvr;
 }
 
 // The steady state's choice, read past the exploring choices (every kExplorePeriod-th).
-bool Choice(DvrController& dvr, int64_t n, int64_t clean, const StepShape& rest) {
-  int direct = 0;
+Choice Steady(DvrController& dvr, int64_t n, int64_t clean, const StepShape& rest, int64_t plain_decodes) {
+  int counts[3] = {};
   constexpr int kCalls = 3 * DvrController::kExplorePeriod;
-  for (int i = 0; i < kCalls; ++i) direct += dvr.DecodeDirect(n, clean, rest, 512);
-  return direct > kCalls / 2;
+  for (int i = 0; i < kCalls; ++i) ++counts[static_cast<int>(dvr.ChooseDecode(n, clean, rest, plain_decodes, 512))];
+  return static_cast<Choice>(std::max_element(counts, counts + 3) - counts);
 }
 
-// Beside plain rows: where fixed rows cost about what fast ones do and the pass is shared (the
-// CPU backend), decoding under fixed saves the replay; where a fixed pass is a second, dearer
-// pass of GEMMs (a GPU) and a few rows would pay for it, verifying later is cheaper — unless the
-// step runs a fixed pass anyway (a verify group rides along).
+// Beside plain rows the measured costs decide. Where a fixed row costs what a fast one does and
+// one schedule per step saves the second family's work (the CPU), every decode row under fixed
+// saves that and the replay; where a fixed pass is a second, dearer pass of GEMMs (a GPU) and a few rows would pay
+// for it, verifying later is cheaper — unless the step runs a fixed pass anyway (a verify group
+// rides along); where a fixed pass costs what a fast one does but fixed rows cost more, only the
+// deterministic rows go fixed.
 TEST(DvrDecodePath, BesidePlainRowsTheMeasuredCostsDecide) {
   const StepShape rest{12, 0, 4000};
   DvrController cpu = Trained(kCpuLike);
-  EXPECT_TRUE(Choice(cpu, 4, 4, rest));
+  EXPECT_EQ(Steady(cpu, 4, 4, rest, 12), Choice::kAllFixed);
   DvrController gpu = Trained(kGpuLike);
-  EXPECT_FALSE(Choice(gpu, 2, 2, rest));
-  EXPECT_TRUE(Choice(gpu, 2, 2, StepShape{12, 64, 4000}));
+  EXPECT_EQ(Steady(gpu, 2, 2, rest, 12), Choice::kCandidates);
+  EXPECT_EQ(Steady(gpu, 2, 2, StepShape{12, 64, 4000}, 12), Choice::kDirect);
   // Rows holding candidates cannot ride along; the others still do.
-  EXPECT_FALSE(Choice(gpu, 2, 0, StepShape{12, 64, 4000}));
+  EXPECT_EQ(Steady(gpu, 2, 0, StepShape{12, 64, 4000}, 12), Choice::kCandidates);
+  DvrController dear_rows = Trained(Costs{4e-3, 0, -4e-3, 1e-4, 4e-4, 1e-7});  // pass shared, dear fixed rows
+  EXPECT_EQ(Steady(dear_rows, 2, 2, rest, 12), Choice::kDirect);
 }
 
 // A step of deterministic rows alone is a batch_invariant step whatever the costs say: the
@@ -121,39 +132,46 @@ TEST(DvrDecodePath, BesidePlainRowsTheMeasuredCostsDecide) {
 TEST(DvrDecodePath, DeterministicRowsAloneConvergeOnFixed) {
   EngineStats stats;
   DvrController fresh(DeterminismPolicy{}, stats);
-  for (int i = 0; i < 40; ++i) EXPECT_TRUE(fresh.DecodeDirect(8, 8 - i % 3, StepShape{0, 0, 900}, 512)) << i;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(fresh.ChooseDecode(8, 8 - i % 3, StepShape{0, 0, 900}, 0, 512), Choice::kDirect) << i;
+  }
   DvrController gpu = Trained(kGpuLike);
-  EXPECT_TRUE(gpu.DecodeDirect(3, 3, StepShape{0, 40, 900}, 512));
+  EXPECT_EQ(gpu.ChooseDecode(3, 3, StepShape{0, 40, 900}, 0, 512), Choice::kDirect);
 }
 
-// Before the steps have shown both shapes compared, beside plain rows: keep the windows, ride
-// along a fixed pass the step runs anyway, and explore the other path every fourth choice.
-TEST(DvrDecodePath, UntilBothShapesAreKnownKeepTheWindowsAndExplore) {
+// Before the steps have shown the shapes compared, beside plain rows: keep the windows, ride
+// along a fixed pass the step runs anyway, and explore the others every fourth choice.
+TEST(DvrDecodePath, UntilTheShapesAreKnownKeepTheWindowsAndExplore) {
   EngineStats stats;
   DvrController dvr(DeterminismPolicy{}, stats);
-  int direct = 0;
-  for (int i = 0; i < 16; ++i) direct += dvr.DecodeDirect(2, 2, StepShape{10, 0, 900}, 512);
-  EXPECT_EQ(direct, 4) << "every fourth choice explores";
-  EXPECT_TRUE(dvr.DecodeDirect(2, 2, StepShape{10, 30, 900}, 512));
-  EXPECT_TRUE(dvr.DecodeDirect(2, 2, StepShape{10, 30, 900}, 512));
+  int counts[3] = {};
+  for (int i = 0; i < 16; ++i) ++counts[static_cast<int>(dvr.ChooseDecode(2, 2, StepShape{10, 0, 900}, 10, 512))];
+  EXPECT_EQ(counts[0], 12);
+  EXPECT_EQ(counts[1], 2) << "every fourth choice explores, in turn";
+  EXPECT_EQ(counts[2], 2);
+  EXPECT_EQ(dvr.ChooseDecode(2, 2, StepShape{10, 30, 900}, 10, 512), Choice::kDirect);
+  EXPECT_EQ(dvr.ChooseDecode(2, 2, StepShape{10, 30, 900}, 10, 512), Choice::kDirect);
 }
 
-// A trained controller still explores, every kExplorePeriod-th choice, in both directions.
-TEST(DvrDecodePath, KnownCostsStillExploreTheOtherPath) {
+// A trained controller still explores, every kExplorePeriod-th choice, each other choice in turn.
+TEST(DvrDecodePath, KnownCostsStillExploreTheOthers) {
   DvrController gpu = Trained(kGpuLike);
-  int direct = 0;
-  for (int i = 0; i < 2 * DvrController::kExplorePeriod; ++i) direct += gpu.DecodeDirect(2, 2, StepShape{12, 0, 4000}, 512);
-  EXPECT_EQ(direct, 2);
-  DvrController cpu = Trained(kCpuLike);
-  int fast = 0;
-  for (int i = 0; i < 2 * DvrController::kExplorePeriod; ++i) fast += !cpu.DecodeDirect(4, 4, StepShape{12, 0, 4000}, 512);
-  EXPECT_EQ(fast, 2);
+  int counts[3] = {};
+  for (int i = 0; i < 4 * DvrController::kExplorePeriod; ++i) {
+    ++counts[static_cast<int>(gpu.ChooseDecode(2, 2, StepShape{12, 0, 4000}, 12, 512))];
+  }
+  EXPECT_EQ(counts[0], 4 * DvrController::kExplorePeriod - 4);
+  EXPECT_EQ(counts[1], 2);
+  EXPECT_EQ(counts[2], 2);
 }
 
 TEST(DvrDecodePath, ForcedPathsIgnoreTheCosts) {
-  EXPECT_FALSE(Trained(kCpuLike, DecodePath::kVerify).DecodeDirect(4, 4, StepShape{12, 0, 4000}, 512));
-  EXPECT_FALSE(Trained(kCpuLike, DecodePath::kVerify).DecodeDirect(4, 4, StepShape{0, 0, 4000}, 512));
-  EXPECT_TRUE(Trained(kGpuLike, DecodePath::kFixed).DecodeDirect(4, 4, StepShape{12, 0, 4000}, 512));
+  EXPECT_EQ(Trained(kCpuLike, DecodePath::kVerify).ChooseDecode(4, 4, StepShape{12, 0, 4000}, 12, 512),
+            Choice::kCandidates);
+  EXPECT_EQ(Trained(kCpuLike, DecodePath::kVerify).ChooseDecode(4, 4, StepShape{0, 0, 4000}, 0, 512),
+            Choice::kCandidates);
+  EXPECT_EQ(Trained(kGpuLike, DecodePath::kFixed).ChooseDecode(4, 4, StepShape{12, 0, 4000}, 12, 512),
+            Choice::kDirect);
 }
 
 }  // namespace

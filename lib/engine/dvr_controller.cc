@@ -82,14 +82,15 @@ double DvrController::LaterCost(const StepShape& decode, int64_t verify_rows) co
   return (1 + recompute) * replay_row + recompute * fast_row;
 }
 
-bool DvrController::DecodeDirect(int64_t n, int64_t clean, const StepShape& rest, int64_t verify_rows) {
+DvrController::DecodeChoice DvrController::ChooseDecode(int64_t n, int64_t clean, const StepShape& rest,
+                                                      int64_t plain_decodes, int64_t verify_rows) {
   switch (policy_.decode_path) {
     case DecodePath::kFixed:
       converge_ = true;
-      return true;
+      return DecodeChoice::kDirect;
     case DecodePath::kVerify:
       converge_ = false;
-      return false;
+      return DecodeChoice::kCandidates;
     case DecodePath::kAuto:
       break;
   }
@@ -97,39 +98,65 @@ bool DvrController::DecodeDirect(int64_t n, int64_t clean, const StepShape& rest
   // step, one pass that commits every row, where verifying computes every token twice (under
   // fast, then replayed under fixed). Converge: requests still holding candidates verify them
   // (and decode the token after them) in the next step, and decode under fixed after.
-  if (rest.fast_rows == 0) return converge_ = true;
-  // Beside plain rows, which run under fast whatever the choice, it depends on the backend: the
-  // CPU streams each weight once for both schedules, a GPU runs a second pass of GEMMs. The
-  // measured step costs decide, once the steps have shown the two kinds compared; until then,
-  // keep the windows, and let clean rows ride along a fixed pass the step runs anyway.
-  // The steady state is judged on steps of plain rows alone (a verify pass or a prefill in this
-  // step is not in every step); this step's fixed rows are what clean rows may ride along.
-  const StepShape plain{rest.fast_rows, 0, rest.attended};
-  StepShape all_fixed = plain, all_fast = plain, ride = rest;
-  all_fixed.fixed_rows += n;
-  all_fast.fast_rows += n;
-  ride.fixed_rows += clean;
-  ride.fast_rows += n - clean;
-  const bool known = cost_.seen(StepCostModel::KindOf(all_fixed)) >= kMinSeen &&
-                     cost_.seen(StepCostModel::KindOf(all_fast)) >= kMinSeen;
-  bool ride_along = clean > 0 && rest.fixed_rows > 0;
-  converge_ = known && converge_;
-  if (known) {
-    // What each adds to the step's other rows (the margin is on that, not on the whole step).
-    const double base = cost_.Predict(plain);
-    const double later = LaterCost(all_fast, verify_rows);
-    const double direct = cost_.Predict(all_fixed) - base;
-    const double via_verify = cost_.Predict(all_fast) - base + static_cast<double>(n) * later;
-    converge_ = converge_ ? direct <= (1 + kSwitchMargin) * via_verify : (1 + kSwitchMargin) * direct <= via_verify;
-    StepShape fast_here = rest;
-    fast_here.fast_rows += n;
-    ride_along = ride_along && cost_.Predict(ride) - cost_.Predict(fast_here) <= static_cast<double>(clean) * later;
+  if (rest.fast_rows == 0) {
+    converge_ = true;
+    return DecodeChoice::kDirect;
   }
-  // Every kExplorePeriod-th choice (every fourth until the kinds are known) takes the other path
-  // for one step, so that the cost model keeps seeing the shapes of both: it extrapolates to a
-  // shape it never sees, and a wrong extrapolation would never be corrected.
-  if (decisions_++ % (known ? kExplorePeriod : kExplorePeriod / 4) == 0) return !converge_ && clean > 0;
-  return converge_ || ride_along;
+  // Beside plain rows it depends on the backend: the CPU streams each weight once for both
+  // schedules, a GPU runs a second pass of GEMMs. The steady states are judged on steps of the
+  // plain rows and the deterministic ones (a verify pass or a deterministic prefill in this step
+  // is not in every step); this step's fixed rows are what clean rows may ride along.
+  const StepShape plain{rest.fast_rows, 0, rest.attended};
+  StepShape candidates = plain, direct = plain, all_fixed = plain;
+  candidates.fast_rows += n;
+  direct.fixed_rows += n;
+  all_fixed.fast_rows -= plain_decodes;
+  all_fixed.fixed_rows += n + plain_decodes;
+  constexpr int kChoices = 3;
+  const StepShape shapes[kChoices] = {candidates, direct, all_fixed};
+  // The fit predicts a shape once it has seen two of the three kinds of step (StepCostModel::Kind)
+  // kMinSeen times each: the third differs from them by the schedules' differences, held at 0
+  // until seen, and a choice that makes it run shows what it costs.
+  int kinds_seen = 0;
+  for (auto k : {StepCostModel::Kind::kFastOnly, StepCostModel::Kind::kFixedOnly, StepCostModel::Kind::kBoth}) {
+    kinds_seen += cost_.seen(k) >= kMinSeen;
+  }
+  bool known[kChoices];
+  for (int c = 0; c < kChoices; ++c) {
+    known[c] = kinds_seen >= 2 || cost_.seen(StepCostModel::KindOf(shapes[c])) >= kMinSeen;
+  }
+  // What each adds to the plain rows (the margin is on that, not on the whole step).
+  const double base = cost_.Predict(plain);
+  const double later = LaterCost(candidates, verify_rows);
+  double adds[kChoices];
+  for (int c = 0; c < kChoices; ++c) adds[c] = cost_.Predict(shapes[c]) - base;
+  adds[0] += static_cast<double>(n) * later;
+  auto index = [](DecodeChoice c) { return static_cast<int>(c); };
+  if (!known[index(steady_)]) steady_ = DecodeChoice::kCandidates;
+  for (int c = 0; c < kChoices; ++c) {
+    if (known[c] && known[index(steady_)] && (1 + kSwitchMargin) * adds[c] < adds[index(steady_)]) {
+      steady_ = static_cast<DecodeChoice>(c);
+    }
+  }
+  converge_ = steady_ != DecodeChoice::kCandidates;
+  DecodeChoice choice = steady_;
+  if (!converge_ && clean > 0 && rest.fixed_rows > 0) {
+    StepShape ride = rest, fast_here = rest;
+    ride.fixed_rows += clean;
+    ride.fast_rows += n - clean;
+    fast_here.fast_rows += n;
+    if (!known[index(DecodeChoice::kDirect)] ||
+        cost_.Predict(ride) - cost_.Predict(fast_here) <= static_cast<double>(clean) * later) {
+      choice = DecodeChoice::kDirect;
+    }
+  }
+  // Every kExplorePeriod-th choice (every fourth until all three are known) takes another in
+  // turn for one step, so that the cost model keeps seeing every shape compared.
+  const bool all_known = known[0] && known[1] && known[2];
+  if (decisions_++ % (all_known ? kExplorePeriod : kExplorePeriod / 4) == 0) {
+    choice = static_cast<DecodeChoice>((index(steady_) + 1 + explored_++ % (kChoices - 1)) % kChoices);
+  }
+  return choice;
 }
 
 void DvrController::Count(Sequence& s, const Verdict& v) {

@@ -38,28 +38,37 @@ class DvrController {
 
   int32_t initial_window() const { return policy_.window; }
 
-  // Whether deterministic requests with nothing awaiting verification decode directly under
-  // fixed this step (committed at once) rather than as fast candidates. n (> 0): the step's
-  // deterministic decode rows, `clean` of them without candidates; `rest`: the shape of its other
-  // rows; `verify_rows`: the replay rows a verify step would hold before any has been seen.
-  // Under DecodePath::kAuto:
+  // How a step's decode rows run.
+  enum class DecodeChoice : uint8_t {
+    kCandidates,  // deterministic rows under fast, as candidates verified later
+    kDirect,      // deterministic rows without candidates under fixed, committed at once
+    kAllFixed,    // those and the plain requests' decode rows under fixed: one schedule for them all
+  };
+  // The choice for a step with n (> 0) deterministic decode rows, `clean` of them without
+  // candidates; `rest`: the shape of its other rows, of which `plain_decodes` are plain requests'
+  // decode rows (the rest prefill chunks and verify rows); `verify_rows`: the replay rows a verify
+  // step would hold before any has been seen. Under DecodePath::kAuto:
   // - a step without plain rows converges on fixed: it becomes a batch_invariant step (one pass
   //   that commits every row, where verification would compute each token twice), and requests
   //   still holding candidates verify them at once (AddCandidate), the token after them included,
   //   so that they decode under fixed after;
-  // - beside plain rows, by the measured step costs (StepCostModel): a step with every
-  //   deterministic row under fixed against one with them under fast plus what verifying them
-  //   later costs (their share of a replay pass, and the candidates that recent rollbacks
-  //   wasted); when the first is cheaper it converges as above. Otherwise, when the step runs
+  // - beside plain rows, by the measured step costs (StepCostModel), the cheapest of three steady
+  //   states for a step of the plain decode rows and the deterministic ones: the latter under
+  //   fast plus what verifying them later costs (their share of a replay pass, and the candidates
+  //   that recent rollbacks wasted); the latter under fixed beside fast plain rows; every decode
+  //   row under fixed (a plain row may run under either schedule, and one schedule for a step can
+  //   cost less than two: on the CPU a step of both streams each weight once but converts and
+  //   tiles it twice). Either of the last two converges as above. Otherwise, when the step runs
   //   fixed rows anyway (a verify pass, a deterministic prefill), the clean rows ride along under
-  //   fixed where that costs less than verifying them later. Until the steps have shown both
-  //   shapes compared kMinSeen times, the choice is to keep the windows and ride along.
-  // The steady-state choice holds until the other is predicted to add kSwitchMargin less, so that
-  // timing noise does not flip it step by step; every kExplorePeriod-th choice beside plain rows
-  // (every fourth until both shapes are known) takes the other path for one step, so that the
-  // model keeps seeing both (it extrapolates to a shape it never sees, and a wrong extrapolation
-  // would never be corrected).
-  bool DecodeDirect(int64_t n, int64_t clean, const StepShape& rest, int64_t verify_rows);
+  //   fixed where that costs less than verifying them later. A steady state whose step shape has
+  //   not been seen kMinSeen times is not chosen (until then: candidates, riding along).
+  // The steady state holds until another is predicted to add kSwitchMargin less, so that timing
+  // noise does not flip it step by step; every kExplorePeriod-th choice beside plain rows (every
+  // fourth until all three shapes are known) takes another one for a step, in turn, so that the
+  // model keeps seeing them all (it extrapolates to a shape it never sees, and a wrong
+  // extrapolation would never be corrected).
+  DecodeChoice ChooseDecode(int64_t n, int64_t clean, const StepShape& rest, int64_t plain_decodes,
+                            int64_t verify_rows);
   static constexpr double kSwitchMargin = 0.1;
   static constexpr int64_t kExplorePeriod = 16;
   static constexpr int64_t kMinSeen = 4;
@@ -68,7 +77,7 @@ class DvrController {
 
   // Appends a fast-path candidate; the request becomes ready when its window is full, when the
   // candidate would end it (`ends`), when the draw was close to a boundary, or when the engine
-  // converges on decoding under fixed (DecodeDirect), so that the request follows once verified.
+  // converges on decoding under fixed (ChooseDecode), so that the request follows once verified.
   void AddCandidate(Sequence& s, int32_t token, double margin, bool ends);
 
   // What a verify pass found.
@@ -100,8 +109,9 @@ class DvrController {
   StepCostModel cost_;
   // Recent candidates verified and discarded (decayed per pass): the recompute rate.
   double recent_verified_ = 0, recent_discarded_ = 0;
-  bool converge_ = false;     // DecodeDirect's steady-state choice
-  int64_t decisions_ = 0;
+  DecodeChoice steady_ = DecodeChoice::kCandidates;  // ChooseDecode's steady state beside plain rows
+  bool converge_ = false;     // deterministic requests are converging on fixed
+  int64_t decisions_ = 0, explored_ = 0;
   double replay_rows_ = 0;    // recent verify steps' replay rows (decayed mean); 0: none seen
   // What one more candidate costs to verify later: its replay row's share of a verify step, and
   // for the recompute rate's share of candidates, the replay and the fast row wasted.

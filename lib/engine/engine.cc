@@ -101,10 +101,13 @@ void Engine::FinishAll(FinishReason reason, const absl::Status& status) {
   for (auto& s : scheduler_.TakeAll()) Finish(*s, reason, status);
 }
 
-Schedule Engine::EntrySchedule(const PlanEntry& p, bool direct) const {
-  if (!p.seq->dvr) return config_.schedule;
+Schedule Engine::EntrySchedule(const PlanEntry& p, DvrController::DecodeChoice choice) const {
+  using Choice = DvrController::DecodeChoice;
+  if (!p.seq->dvr) {
+    return choice == Choice::kAllFixed && p.kind == RowKind::kDecode ? Schedule::kFixed : config_.schedule;
+  }
   if (p.kind != RowKind::kDecode) return Schedule::kFixed;  // verify and prefill
-  return direct && p.seq->candidates() == 0 ? Schedule::kFixed : Schedule::kFast;
+  return choice != Choice::kCandidates && p.seq->candidates() == 0 ? Schedule::kFixed : Schedule::kFast;
 }
 
 bool Engine::VerifyEntry(Sequence& s, int64_t n,
@@ -132,9 +135,11 @@ bool Engine::Step() {
   if (plan.empty()) return false;
 
   // Each entry's schedule (EntrySchedule). Whether deterministic requests decode under fixed
-  // this step is the DVR controller's choice, from the shape of the step's other rows.
+  // this step, and the plain decode rows with them, is the DVR controller's choice, from the
+  // shape of the step's other rows.
   StepShape rest;
-  int64_t deterministic_decodes = 0, clean_decodes = 0, replay_rows = 0;
+  int64_t deterministic_decodes = 0, clean_decodes = 0, plain_decodes = 0, replay_rows = 0;
+  using Choice = DvrController::DecodeChoice;
   for (const PlanEntry& p : plan) {
     rest.attended += p.n * p.begin + p.n * (p.n + 1) / 2;
     if (p.kind == RowKind::kVerify) replay_rows += p.n;
@@ -142,16 +147,19 @@ bool Engine::Step() {
       ++deterministic_decodes;
       clean_decodes += p.seq->candidates() == 0;
     } else {
-      (EntrySchedule(p, false) == Schedule::kFixed ? rest.fixed_rows : rest.fast_rows) += p.n;
+      const Schedule sched = EntrySchedule(p, Choice::kCandidates);
+      (sched == Schedule::kFixed ? rest.fixed_rows : rest.fast_rows) += p.n;
+      plain_decodes += p.kind == RowKind::kDecode && sched == Schedule::kFast;
     }
   }
   const int64_t verify_rows =
       std::min<int64_t>(int64_t{config_.determinism.window} * config_.determinism.verify_group,
                         config_.limits.max_batch_tokens - rest.fast_rows - deterministic_decodes);
-  const bool direct =
-      deterministic_decodes > 0 && dvr_.DecodeDirect(deterministic_decodes, clean_decodes, rest, verify_rows);
+  const Choice choice = deterministic_decodes > 0 ? dvr_.ChooseDecode(deterministic_decodes, clean_decodes, rest,
+                                                                     plain_decodes, verify_rows)
+                                                  : Choice::kCandidates;
   std::vector<Schedule> entry_schedule(plan.size());
-  for (size_t e = 0; e < plan.size(); ++e) entry_schedule[e] = EntrySchedule(plan[e], direct);
+  for (size_t e = 0; e < plan.size(); ++e) entry_schedule[e] = EntrySchedule(plan[e], choice);
 
   // Rows: a verify entry wants every row's logits; the others the last row's when it
   // completes the sequence — only its ArgmaxSummary when a greedy draw without logprobs is all

@@ -73,10 +73,11 @@ class Engine {
   bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs,
                     std::span<const TopLogprob> top = {});
   void Finish(Sequence& s, FinishReason reason, absl::Status status);
-  // How an entry's rows compute: plain requests under the session's schedule; a deterministic
-  // request's verify and prefill rows under fixed, its decode row under fixed when `direct`
-  // and nothing awaits verification, else under fast (a candidate).
-  Schedule EntrySchedule(const PlanEntry& p, bool direct) const;
+  // How an entry's rows compute: plain requests under the session's schedule (their decode rows
+  // under fixed when the step's choice is kAllFixed); a deterministic request's verify and
+  // prefill rows under fixed, its decode row under fixed when the choice is not kCandidates and
+  // nothing awaits verification, else under fast (a candidate).
+  Schedule EntrySchedule(const PlanEntry& p, DvrController::DecodeChoice choice) const;
   // A deterministic request's candidates against the replay in `rows`; true when finished.
   bool VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<const float>(int64_t)>& rows);
 

@@ -42,8 +42,8 @@ ABSL_FLAG(int32_t, repeat, 1,
           "off, ...); each row is the run of median throughput, so that a busy machine's drift falls "
           "on every mode alike");
 ABSL_FLAG(bool, both_paths, true,
-          "At each deterministic share, run the engine's per-step choice (auto) and verification "
-          "alone (adaptive+early); false: auto only");
+          "At each deterministic share, run the engine's per-step choice (auto), verification alone "
+          "(adaptive+early) and decoding under fixed alone (fixed path); false: auto only");
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, prompt_tokens);
@@ -315,7 +315,7 @@ int BenchDvr() {
                                    {DeterminismMode::kBatchInvariant, 1, kBoth, at + "batch_invariant"}};
     for (double f : ParseList(absl::GetFlag(FLAGS_fractions))) {
       std::vector<Variant> paths = {kAuto};
-      if (absl::GetFlag(FLAGS_both_paths)) paths.push_back(kBoth);
+      if (absl::GetFlag(FLAGS_both_paths)) paths.insert(paths.end(), {kBoth, kFixedPath});
       for (const Variant& v : paths) {
         configs.push_back({DeterminismMode::kSelective, f, v, at + absl::StrFormat("selective %g%% %s", f * 100, v.name)});
       }
