@@ -111,7 +111,10 @@ typedef enum llm42_mode {
 } llm42_mode;
 
 /* How LLM42_MODE_SELECTIVE decodes a deterministic request with nothing awaiting verification.
- * The output is the same on every path; only the cost differs. */
+ * The output is the same on every path; only the cost differs. Under AUTO a step of
+ * deterministic requests alone decodes them under the fixed schedule, and beside plain requests
+ * the step may run the plain requests' decode rows under the fixed schedule too, where that is
+ * measured cheaper (their output carries no guarantee either way). */
 typedef enum llm42_decode_path {
   LLM42_DECODE_PATH_AUTO = 0,   /* per step, the cheaper path by measured step costs (default) */
   LLM42_DECODE_PATH_VERIFY = 1, /* decode fast, verify every window (decode-verify-rollback) */
