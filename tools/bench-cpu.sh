@@ -17,13 +17,8 @@ mkdir -p "$models"
 
 dtypes=(f32 f16 bf16 q8_0 q4_0)
 steps=$(( ${#dtypes[@]} * 2 + 5 ))
-step=0
-progress() { step=$((step + 1)); echo "[$step/$steps] $*" >&2; }
-
-for d in "${dtypes[@]}"; do
-  m="$models/llama-110m-$d.gguf"
-  [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
-done
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh"
+make_110m_models "${dtypes[@]}"
 big="$models/llama-1b-f16.gguf"
 [[ -f $big ]] || "$llm42" make-model --preset llama-1b --dtype f16 --out "$big" >/dev/null
 

@@ -22,13 +22,8 @@ mkdir -p "$models" "$out"
 
 dtypes=(f16 q8_0 q4_0)
 steps=$(( ${#dtypes[@]} * 5 ))
-step=0
-progress() { step=$((step + 1)); echo "[$step/$steps] $*" >&2; }
-
-for d in "${dtypes[@]}"; do
-  m="$models/llama-110m-$d.gguf"
-  [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
-done
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh"
+make_110m_models "${dtypes[@]}"
 
 common=(--threads "$threads" --requests 16 --windows "" --variants=false --fractions 0.1,1)
 for d in "${dtypes[@]}"; do
