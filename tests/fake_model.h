@@ -41,8 +41,9 @@ class FakeModel {
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   KvCache& cache() { return cache_; }
-  // Fixed rows that attended over a position whose K/V a fast row wrote: the verify pass and
-  // the rollback must never let that happen (docs/deterministic-requests.md, invariant 4).
+  // Fixed rows of a sequence that started under fixed (a deterministic request's) that attended
+  // over a position whose K/V a fast row wrote: the verify pass and the rollback must never let
+  // that happen (docs/deterministic-requests.md, invariant 4).
   int64_t fixed_rows_reading_fast_kv() const { return fixed_reads_fast_; }
   int64_t forward_calls() const { return calls_; }
   // Logit rows brought back as an argmax summary only (ForwardBatch::argmax_only).
@@ -102,10 +103,14 @@ class FakeModel {
       const int32_t* table = cache_.block_table(b.seqs[i]);
       const int32_t p = b.positions[i];
       int64_t h = 7;
+      // A deterministic request's sequence starts under fixed (its prefill, or fixed blocks from
+      // the prefix cache); a plain request's decode rows may run under fixed over its own fast
+      // prefix (DvrController::DecodeChoice::kAllFixed), which is no violation.
+      const bool fixed_sequence = key(table, 0)[1] == 1.0f;
       for (int32_t q = 0; q <= p; ++q) {
         const float* k = key(table, q);
         h = (h * 31 + static_cast<int64_t>(k[0]) * (q + 1)) % 1000003;
-        if (schedule(i) == Schedule::kFixed && k[1] != 1.0f) ++fixed_reads_fast_;
+        if (schedule(i) == Schedule::kFixed && fixed_sequence && k[1] != 1.0f) ++fixed_reads_fast_;
       }
       int32_t next = 3 + static_cast<int32_t>(h % (kVocab - 3));
       if (eos_every_ > 0 && h % eos_every_ == 0) next = 2;
