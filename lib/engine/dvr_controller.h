@@ -60,11 +60,12 @@ class DvrController {
   //   cost less than two: on the CPU a step of both streams each weight once but converts and
   //   tiles it twice). Either of the last two converges as above. Otherwise, when the step runs
   //   fixed rows anyway (a verify pass, a deterministic prefill), the clean rows ride along under
-  //   fixed where that costs less than verifying them later. A steady state whose step shape has
-  //   not been seen kMinSeen times is not chosen (until then: candidates, riding along).
+  //   fixed where that costs less than verifying them later. Until the steps have shown two of
+  //   the three kinds of step (StepCostModel::Kind) kMinSeen times each, only a steady state of
+  //   a kind already shown is chosen (at first: candidates, riding along).
   // The steady state holds until another is predicted to add kSwitchMargin less, so that timing
   // noise does not flip it step by step; every kExplorePeriod-th choice beside plain rows (every
-  // fourth until all three shapes are known) takes another one for a step, in turn, so that the
+  // fourth until all three are predictable) takes another one for a step, in turn, so that the
   // model keeps seeing them all (it extrapolates to a shape it never sees, and a wrong
   // extrapolation would never be corrected).
   DecodeChoice ChooseDecode(int64_t n, int64_t clean, const StepShape& rest, int64_t plain_decodes,
