@@ -473,7 +473,10 @@ typedef enum llm42_receipt_outcome {
  * *outcome set; *first_difference is the first differing output position for
  * LLM42_RECEIPT_OTHER_OUTPUT, else -1; for any outcome but REPRODUCED, llm42_last_error() holds
  * one line saying what differs. FORMAT_ERROR for bytes that are not an intact receipt (a digest
- * that does not match is one). The replay runs beside whatever else the session serves. */
+ * that does not match is one); OUT_OF_RANGE when the receipt's sequence (prompt and output)
+ * does not fit this session's context length or KV cache: the replay runs under the limit the
+ * receipt records (the smaller of the original session's context length and KV capacity), and
+ * needs at least as many positions here. The replay runs beside whatever else the session serves. */
 LLM42_API llm42_status llm42_session_verify_receipt(llm42_session* session, const void* receipt,
                                                     size_t n_bytes, int32_t* outcome,
                                                     int64_t* first_difference);
