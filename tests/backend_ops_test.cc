@@ -1,6 +1,6 @@
 // The op conformance suite: every op of the Backend interface, on every registered backend that
 // can run here (the CPU always; CUDA when built and a device is present), against float64
-// references, plus the fixed schedule's row invariance (DETERMINISM_TESTS item 8) per backend.
+// references, plus the fixed schedule's row invariance (docs/determinism-tests.md item 8) per backend.
 // A backend joins by registering (lib/backend/backend_registry.cc).
 #include <cmath>
 #include <limits>

@@ -156,7 +156,7 @@ TEST_P(MatMulTest, PortableKernelsMatchFloat64Reference) {
   }
 }
 
-// DETERMINISM_TESTS.md item 8 for MatMul: row i of fixed(X[:M]) equals row i of fixed(X) for
+// docs/determinism-tests.md item 8 for MatMul: row i of fixed(X[:M]) equals row i of fixed(X) for
 // M in {1, 3, 8, 33, 256}, at 1 and 2 threads, K on and off the kernel's steps, and the portable
 // kernels give the AVX2 kernels' bits. For q8_0/q4_0 (int8_dot.h, version 3) it fails with the
 // AVX-512 or the AVX2 row kernel's eight block totals out of order, with their blocks past the

@@ -1,4 +1,4 @@
-# The fixed schedule's and the sampler's bits must not depend on the machine (DESIGN.md §7).
+# The fixed schedule's and the sampler's bits must not depend on the machine (docs/design.md §7).
 # A deterministic sampled generation runs twice: as this machine runs it, and in a child whose
 # glibc believes the CPU has no AVX2 and no FMA (GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA:
 # libm's exp, log, sin, cos, pow switch implementations, which differ in the last bit on about

@@ -1,4 +1,4 @@
-// The determinism acceptance suite (shared/docs/DETERMINISM_TESTS.md), on stories260K and on
+// The determinism acceptance suite (docs/determinism-tests.md), on stories260K and on
 // the generated `tiny` model (hidden 256, 4 layers, stories260K's 512-token vocabulary), with
 // fast_path_noise on so the fast path diverges for real and verification has to catch it.
 // Item 8 (kernel row-invariance) is in cpu_kernels_test; item 6 (run to run) is the ctest

@@ -125,7 +125,7 @@ TEST_F(DvrControllerTest, TheRowAfterAnAgreedWindowCommitsTheNextToken) {
   EXPECT_EQ(stats_.invariant_violations(), 0);
 }
 
-// DETERMINISM_TESTS item 9 at the controller: the replay's token replaces the first candidate it
+// docs/determinism-tests.md item 9 at the controller: the replay's token replaces the first candidate it
 // disagrees with, every later candidate goes, and the cache keeps exactly the positions whose
 // K/V the replay wrote.
 TEST_F(DvrControllerTest, DisagreementRollsBackAndTruncatesTheCache) {

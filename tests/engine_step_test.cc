@@ -320,7 +320,7 @@ void RecordStep(void* user, void*, const int32_t*, size_t n, const char*, size_t
   }
 }
 
-// DETERMINISM_TESTS item 10 under the default knobs (W 64, G 8, 512 batch tokens), where one
+// docs/determinism-tests.md item 10 under the default knobs (W 64, G 8, 512 batch tokens), where one
 // verify group alone fills a step: the plain request gets a token in every step of its life
 // while windows are being verified. With verification planned before decode rows (the old
 // order; swap steps 1 and 2 of Scheduler::Plan) it skips steps and this fails.

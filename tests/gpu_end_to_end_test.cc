@@ -162,7 +162,7 @@ TEST_F(GpuEndToEndTest, BatchingPreemptionAndCancellation) {
   EXPECT_EQ(busy->kv_blocks_in_use(), 0);
 }
 
-// shared/docs/GPU.md measured that cuBLASLt with no workspace keeps every row's bits independent
+// docs/gpu-determinism.md (finding 0) records that cuBLASLt with no workspace keeps every row's bits independent
 // of M on an H200 while the default heuristic with a workspace (our fast GEMM) does not; cuBLAS
 // does not document either, and our fixed GEMM runs only algorithms it checked at each row count
 // (lib/backend/fixed_gemm_choice.h), padding the rest. Checked here through the backend's MatMul on

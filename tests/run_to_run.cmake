@@ -1,4 +1,4 @@
-# DETERMINISM_TESTS item 6: fresh processes, the same bytes (token ids and every logprob bit).
+# docs/determinism-tests.md item 6: fresh processes, the same bytes (token ids and every logprob bit).
 #   -DCLI=llm42 -DMODEL=m.gguf -DRUNS=N -DEXPECT=same|differ [-DARGS="a;b;..."]
 # Each run alternates 1 and 2 threads. EXPECT=same: every digest agrees (a deterministic
 # request). EXPECT=differ: at least two differ (the control: the same runs without

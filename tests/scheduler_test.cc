@@ -59,7 +59,7 @@ class SchedulerTest : public ::testing::Test {
   uint64_t arrival_ = 0;
 };
 
-// DETERMINISM_TESTS item 10 at the planner: with the default knobs a full verify group (8 x 64
+// docs/determinism-tests.md item 10 at the planner: with the default knobs a full verify group (8 x 64
 // rows) would fill the 512-row batch by itself. The planner used to place verification first;
 // put step 2 of Scheduler::Plan before step 1 and the plain request gets no row here.
 TEST_F(SchedulerTest, EveryDecodingRequestGetsItsRowBeforeVerification) {

@@ -4,7 +4,7 @@
 // Java, C# and Python objects are used from several threads: one thread blocks in
 // request.read_text(-1) while another closes or disposes the request (a UI's cancel button, a
 // `using` block ending, a finalizer). The C ABI forbids destroying a handle that another call is
-// using (docs/C_API.md), so the box counts the calls in flight: close() (and the host object's
+// using (include/llm42/llm42.h, its conventions), so the box counts the calls in flight: close() (and the host object's
 // destructor) marks the box closed at once, so later calls fail with FAILED_PRECONDITION, and
 // the handle is destroyed when the last call using it returns. A request closed while a call
 // waits on it is cancelled first, so a reader blocked with timeout -1 returns promptly.

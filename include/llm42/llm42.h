@@ -22,7 +22,8 @@
  *   keep the rest for the next read.
  * - A session is fully thread-safe. A request handle may be used from any thread; concurrent
  *   calls on one request are serialized internally. Option handles are not thread-safe: build
- *   them on one thread, then pass them.
+ *   them on one thread, then pass them. No handle may be destroyed while another thread is inside
+ *   a call on it (the language bindings guard against that themselves).
  */
 #ifndef LLM42_LLM42_H_
 #define LLM42_LLM42_H_

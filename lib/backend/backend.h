@@ -17,7 +17,7 @@
 
 namespace llm42 {
 
-// How an op may compute (DESIGN.md §2).
+// How an op may compute (docs/design.md §2).
 enum class Schedule {
   // As fast as possible; results may depend on batch size and composition, thread count and
   // how work was split.

@@ -105,7 +105,7 @@ enum class FixedGemmForce { kNone, kOwnKernels, kFmaChain };
 //     itself) whose every row equals the reference's bitwise is that count's way. One algorithm
 //     throughout when it passes everywhere; several where the library's best kernel changes with
 //     the row count but keeps the same arithmetic (as cuBLASLt's no-workspace choices did at the
-//     Llama-8B shapes on an H200, shared/docs/GPU.md).
+//     Llama-8B shapes on an H200, docs/gpu-determinism.md finding 0).
 //  2. The tensor-core kernel: its rows at 1, 7, 64 and max_rows rows equal those at
 //     kFixedGemmCheckRows (or max_rows, if fewer), and those agree with the FMA chains' to within rounding (2e-3 of a
 //     row's largest output: a guard against a kernel that is invariant but wrong).

@@ -15,7 +15,7 @@ namespace llm42 {
 
 class KvCache;
 
-// Decode-verify-rollback for deterministic requests (DESIGN.md §3,
+// Decode-verify-rollback for deterministic requests (docs/design.md §3,
 // docs/deterministic-requests.md): decides when a request's candidates are verified, compares
 // them with the fixed-schedule replay, and rolls back what disagrees. Engine thread only.
 //

@@ -38,7 +38,7 @@ struct SchedulerLimits {
 //
 // A step's plan, within max_batch_tokens rows:
 //   1. one decode row for every running request that is decoding, oldest first, so no request
-//      ever waits on anyone's verification (DETERMINISM_TESTS item 10);
+//      ever waits on anyone's verification (docs/determinism-tests.md item 10);
 //   2. verification with what is left: up to verify_group ready requests, oldest first, each
 //      its candidates from the last committed token on; a window that does not fit is verified
 //      in parts over several steps (every part commits what it agrees with);

@@ -13,7 +13,7 @@ namespace llm42 {
 // Why not libm: glibc picks an FMA or a non-FMA implementation of exp, log, sin, cos, pow and
 // their float versions by CPU at load time (and GLIBC_TUNABLES can change the pick), and the two
 // differ in the last bit on about 1 input in 1500. Everything on the fixed schedule and in
-// sampling must give the same bits on every machine (DESIGN.md §7), so it uses these instead.
+// sampling must give the same bits on every machine (docs/design.md §7), so it uses these instead.
 // The build compiles with -ffp-contract=off, so no multiply-add is fused behind our back.
 //
 // Accuracy: Exp and Log within 2 ulp of the exact result (tested against long double);

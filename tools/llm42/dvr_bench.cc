@@ -1,4 +1,4 @@
-// `llm42 bench-dvr`: the LLM-42 paper's experiment on our engine (PERFORMANCE.md). A seeded
+// `llm42 bench-dvr`: the LLM-42 paper's experiment on our engine (docs/benchmarks.md). A seeded
 // workload arrives as a Poisson process; it runs in mode off, batch_invariant, and selective
 // with a given share of deterministic requests; then the window x group sweep at 100 %.
 #include <algorithm>

@@ -25,7 +25,7 @@ namespace llm42::cuda {
 // f32 accumulation, through cuBLASLt.
 //
 // `fast` takes the heuristic's first algorithm for each (m, n, k) with a 32 MiB workspace:
-// split-K where it pays, so a row's bits may depend on m (measured: shared/docs/GPU.md and
+// split-K where it pays, so a row's bits may depend on m (measured: docs/gpu-determinism.md and
 // GpuEndToEndTest.FixedGemmRowsIgnoreTheBatchAtLlama8BShapes).
 //
 // `fixed` must give every row the same bits whatever m is. cuBLAS promises nothing about that,
