@@ -114,17 +114,9 @@ DvrController::DecodeChoice DvrController::ChooseDecode(int64_t n, int64_t clean
   all_fixed.fixed_rows += n + plain_decodes;
   constexpr int kChoices = 3;
   const StepShape shapes[kChoices] = {candidates, direct, all_fixed};
-  // The fit predicts a shape once it has seen two of the three kinds of step (StepCostModel::Kind)
-  // kMinSeen times each: the third differs from them by the schedules' differences, held at 0
-  // until seen, and a choice that makes it run shows what it costs.
-  int kinds_seen = 0;
-  for (auto k : {StepCostModel::Kind::kFastOnly, StepCostModel::Kind::kFixedOnly, StepCostModel::Kind::kBoth}) {
-    kinds_seen += cost_.seen(k) >= kMinSeen;
-  }
+  // Only shapes the fit can predict compete (a choice that makes a shape run shows its cost).
   bool known[kChoices];
-  for (int c = 0; c < kChoices; ++c) {
-    known[c] = kinds_seen >= 2 || cost_.seen(StepCostModel::KindOf(shapes[c])) >= kMinSeen;
-  }
+  for (int c = 0; c < kChoices; ++c) known[c] = cost_.Predictable(shapes[c], kMinSeen);
   // What each adds to the plain rows (the margin is on that, not on the whole step).
   const double base = cost_.Predict(plain);
   const double later = LaterCost(candidates, verify_rows);

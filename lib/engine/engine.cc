@@ -47,8 +47,7 @@ FinishReason Engine::EndsRequest(const Sequence& s, int32_t token, int64_t lengt
   if (stop_string || (tokenizer_.vocab().IsEndOfGeneration(token) && !o.ignore_eos)) {
     return FinishReason::kStop;
   }
-  const int64_t limit = o.max_sequence > 0 ? std::min(o.max_sequence, config_.max_sequence) : config_.max_sequence;
-  if (generated >= o.max_tokens || length >= limit) return FinishReason::kLength;
+  if (generated >= o.max_tokens || length >= o.SequenceLimit(config_.max_sequence)) return FinishReason::kLength;
   return FinishReason::kNone;
 }
 

@@ -1,6 +1,7 @@
 #ifndef LLM42_ENGINE_OPTIONS_H_
 #define LLM42_ENGINE_OPTIONS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -102,6 +103,10 @@ struct RequestOptions {
   // limit its request ran under and its replay sets it here, so that an output the limit cut
   // short is cut short again.
   int64_t max_sequence = 0;
+  // The limit that applies in a session whose own is `session_limit`.
+  int64_t SequenceLimit(int64_t session_limit) const {
+    return max_sequence > 0 ? std::min(max_sequence, session_limit) : session_limit;
+  }
   SamplingParams sampling;
   bool has_seed = false;
   bool deterministic = false;

@@ -106,8 +106,7 @@ std::string MakeReceipt(const ReceiptSetup& setup, const std::vector<int32_t>& p
   p->set_max_tokens(options.max_tokens);
   p->set_ignore_eos(options.ignore_eos);
   for (const std::string& stop : options.stops) p->add_stops(stop);
-  p->set_max_sequence(options.max_sequence > 0 ? std::min(options.max_sequence, setup.max_sequence)
-                                               : setup.max_sequence);
+  p->set_max_sequence(options.SequenceLimit(setup.max_sequence));
   r.mutable_output_tokens()->Add(output.begin(), output.end());
   r.mutable_logprobs()->Add(logprobs.begin(), logprobs.end());
   r.set_finish_reason(reason == FinishReason::kStop ? RECEIPT_FINISH_STOP : RECEIPT_FINISH_LENGTH);

@@ -42,6 +42,12 @@ void StepCostModel::Observe(const StepShape& shape, double seconds) {
   Solve();
 }
 
+bool StepCostModel::Predictable(const StepShape& shape, int64_t min_seen) const {
+  int kinds = 0;
+  for (int64_t n : seen_) kinds += n >= min_seen;
+  return kinds >= 2 || seen(KindOf(shape)) >= min_seen;
+}
+
 double StepCostModel::Predict(const StepShape& shape) const {
   const Vec x = Features(shape);
   double y = 0;

@@ -31,9 +31,11 @@ struct StepShape {
 // learned about the other. a_fixed, a_both and d_fixed, the differences between the schedules,
 // are held more firmly than the rest: until steps show them they stay 0 (fixed rows cost what
 // fast rows cost), so that a session whose steps have all been of one kind — the first steps of
-// a burst of deterministic requests — does not credit that kind with a pass it never saw. The fit is exponentially weighted least squares over the steps the
-// engine ran (the last few hundred count; costs drift with the machine's load and the contexts'
-// lengths).
+// a burst of deterministic requests — does not credit that kind with a pass it never saw.
+// Each step counts by its error relative to its time (a long prefill chunk would otherwise
+// outweigh the decode steps the choices are about). The fit is exponentially weighted least
+// squares over the steps the engine ran (the last few hundred count; costs drift with the
+// machine's load and the contexts' lengths).
 class StepCostModel {
  public:
   static constexpr std::array<int64_t, 4> kRowKnots = {2, 4, 8, 16};
@@ -49,9 +51,12 @@ class StepCostModel {
   static Kind KindOf(const StepShape& s) {
     return s.fixed_rows == 0 ? Kind::kFastOnly : s.fast_rows == 0 ? Kind::kFixedOnly : Kind::kBoth;
   }
-  // Steps of that kind observed (not decayed): a prediction for a kind seen a few times is the
-  // fit's, for one never seen an extrapolation.
+  // Steps of that kind observed (not decayed).
   int64_t seen(Kind k) const { return seen_[static_cast<size_t>(k)]; }
+  // Whether Predict(shape) rests on measurements: steps of its kind, or of two of the three kinds,
+  // seen `min_seen` times each (a third kind differs from two known ones by the schedules'
+  // differences, held at 0 until seen).
+  bool Predictable(const StepShape& shape, int64_t min_seen) const;
 
  private:
   using Vec = std::array<double, kFeatures>;

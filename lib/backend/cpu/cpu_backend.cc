@@ -217,10 +217,9 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   // nothing measurable from two rows on (two threads, decode at 8 requests: q8_0 582-712 against
   // 642-666 tok/s, q4_0 758-805 against 786-791); a lone row, where fast's own one-row kernel is
   // faster (batch-1 decode: q8_0 230-267 against 184-214 tok/s, q4_0 458-523 against 411-459),
-  // keeps it. Prompt rows through weight
-  // panels (int8_gemm.h) keep fast's own definition, and on AVX2 without VNNI the float GEMM (below).
-  // (Without SIMD fast has no int8 kernels of its own: its float row dots on the unrounded
-  // activations differ by the rounding itself.)
+  // keeps it. Prompt rows through weight panels (int8_gemm.h) keep fast's own definition, and on
+  // AVX2 without VNNI the float GEMM (below). Without SIMD fast has no int8 kernels of its own:
+  // its float row dots on the unrounded activations differ by the rounding itself.
   if (internal::IsInt8Type(w0.type) && fast_rows_.size() > 1) fast.int8 = fixed.int8;
   // fast rows of a quantized matrix, many of them (a prompt), on AVX2 alone: the packed float GEMM
   // on the weights' exact f32 values beats the AVX2 int8 kernels there (llama-110m on a Zen 3,
