@@ -149,7 +149,8 @@ std::string HfName(const std::string& gguf) {
       {"attn_output.weight", "self_attn.o_proj.weight"}, {"attn_q.bias", "self_attn.q_proj.bias"},
       {"attn_k.bias", "self_attn.k_proj.bias"}, {"attn_v.bias", "self_attn.v_proj.bias"},
       {"ffn_gate.weight", "mlp.gate_proj.weight"}, {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"}};
+      {"ffn_down.weight", "mlp.down_proj.weight"}, {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"}};
   if (auto it = kNames.find(gguf); it != kNames.end()) return it->second;
   const size_t dot = gguf.find('.', 4);  // blk.N.rest
   return "model.layers." + gguf.substr(4, dot - 4) + "." + kNames.at(gguf.substr(dot + 1));
@@ -184,6 +185,7 @@ Exported Export(const Variant& v) {
                  {"bos_token_id", 50256}, {"eos_token_id", 50256}, {"tie_word_embeddings", false},
                  {"torch_dtype", "bfloat16"}};
   if (std::string(v.hf_architecture) == "MistralForCausalLM") config["sliding_window"] = 4096;
+  if (preset->head_dim > 0) config["head_dim"] = preset->head_dim;
   if (preset->llama3_rope) {  // the values model_maker's rope_freqs.weight was computed with
     config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                               {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
@@ -195,7 +197,7 @@ Exported Export(const Variant& v) {
   std::vector<std::vector<Entry>> shards(static_cast<size_t>(v.shards));
   json weight_map = json::object();
   size_t i = 0;
-  const bool llama = std::string(v.hf_architecture) != "Qwen2ForCausalLM";
+  const bool llama = std::string(v.hf_architecture).starts_with("Llama") || std::string(v.hf_architecture).starts_with("Mistral");
   for (const GgufTensorInfo& t : (*file)->tensors()) {
     if (t.name == "rope_freqs.weight") continue;  // HF computes it from rope_scaling
     Entry e{HfName(t.name), t.type == GgmlType::kF32 ? "F32" : "BF16", {t.dims.rbegin(), t.dims.rend()},
@@ -310,6 +312,7 @@ TEST_P(HfModel, ConfigAndTokenizerMatchTheGguf) {
   ASSERT_TRUE(hc.ok() && gc.ok());
   EXPECT_EQ(hc->architecture, gc->architecture);
   EXPECT_EQ(hc->n_rot, gc->n_rot);
+  EXPECT_EQ(hc->head_dim, gc->head_dim);
   EXPECT_EQ(hc->rope_freq_base, gc->rope_freq_base);
   EXPECT_EQ(hc->rope_neox, gc->rope_neox);
   auto hf_tok = Tokenizer::FromGguf(**hf);
@@ -324,7 +327,8 @@ TEST_P(HfModel, ConfigAndTokenizerMatchTheGguf) {
 INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
                          ::testing::Values(Variant{"tiny-llama3", "LlamaForCausalLM", 2},
                                            Variant{"tiny", "MistralForCausalLM", 1},
-                                           Variant{"tiny-qwen2", "Qwen2ForCausalLM", 1}),
+                                           Variant{"tiny-qwen2", "Qwen2ForCausalLM", 1},
+                                           Variant{"tiny-qwen3", "Qwen3ForCausalLM", 1}),
                          [](const ::testing::TestParamInfo<Variant>& info) {
                            return std::string(info.param.hf_architecture);
                          });

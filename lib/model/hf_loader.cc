@@ -118,19 +118,18 @@ absl::Status AddConfig(const json& c, Metadata* md, std::string* arch, int64_t* 
     *arch = "llama";
   } else if (name == "Qwen2ForCausalLM") {
     *arch = "qwen2";
+  } else if (name == "Qwen3ForCausalLM") {
+    *arch = "qwen3";
   } else {
     return UnsupportedError("config.json: architecture '", name.empty() ? c.value("model_type", "?") : name,
-                            "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+                            "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                            "Qwen3ForCausalLM)");
   }
   const std::string a = *arch + ".";
   LLM42_ASSIGN_OR_RETURN(const int64_t n_embd, Int(c, "hidden_size"));
   LLM42_ASSIGN_OR_RETURN(const int64_t n_head, Int(c, "num_attention_heads"));
   LLM42_ASSIGN_OR_RETURN(const int64_t n_head_kv, Int(c, "num_key_value_heads", n_head));
   LLM42_ASSIGN_OR_RETURN(const int64_t head_dim, Int(c, "head_dim", n_embd / n_head));
-  if (head_dim * n_head != n_embd) {
-    return UnsupportedError("config.json: head_dim ", head_dim, " x ", n_head,
-                            " heads differs from hidden_size ", n_embd, " (not supported yet)");
-  }
   LLM42_ASSIGN_OR_RETURN(int64_t n_ctx, Int(c, "max_position_embeddings"));
   if (auto sw = c.find("sliding_window"); sw != c.end() && sw->is_number_integer() &&
       sw->get<int64_t>() > 0 && sw->get<int64_t>() < n_ctx &&
@@ -149,6 +148,10 @@ absl::Status AddConfig(const json& c, Metadata* md, std::string* arch, int64_t* 
   md->emplace_back(a + "feed_forward_length", Uint(n_ff));
   md->emplace_back(a + "attention.head_count", Uint(n_head));
   md->emplace_back(a + "attention.head_count_kv", Uint(n_head_kv));
+  if (head_dim * n_head != n_embd) {  // as llama.cpp's converter states a head width of its own
+    md->emplace_back(a + "attention.key_length", Uint(head_dim));
+    md->emplace_back(a + "attention.value_length", Uint(head_dim));
+  }
   md->emplace_back(a + "rope.dimension_count", Uint(head_dim));
   md->emplace_back(a + "rope.freq_base", Float(theta));
   md->emplace_back(a + "attention.layer_norm_rms_epsilon", Float(eps));
@@ -175,6 +178,7 @@ absl::Status AddRopeScaling(const json& c, const std::string& arch, Metadata* md
   }
   LLM42_ASSIGN_OR_RETURN(const int64_t n_embd, Int(c, "hidden_size"));
   LLM42_ASSIGN_OR_RETURN(const int64_t n_head, Int(c, "num_attention_heads"));
+  LLM42_ASSIGN_OR_RETURN(const int64_t head_dim, Int(c, "head_dim", n_embd / n_head));
   LLM42_ASSIGN_OR_RETURN(const double theta, Number(c, "rope_theta", 10000.0));
   LLM42_ASSIGN_OR_RETURN(const double low, Number(r, "low_freq_factor", 1.0));
   LLM42_ASSIGN_OR_RETURN(const double high, Number(r, "high_freq_factor", 4.0));
@@ -182,7 +186,7 @@ absl::Status AddRopeScaling(const json& c, const std::string& arch, Metadata* md
   if (!(high > low) || !(factor >= 1.0) || !(original > 0)) {
     return FormatError("config.json: rope_scaling llama3 factors are inconsistent");
   }
-  const std::vector<float> f = Llama3RopeFactors(n_embd / n_head, theta, factor, low, high, original);
+  const std::vector<float> f = Llama3RopeFactors(head_dim, theta, factor, low, high, original);
   std::vector<uint8_t>& bytes = st->owned.emplace_back(f.size() * sizeof(float));
   std::memcpy(bytes.data(), f.data(), bytes.size());
   GgufTensorInfo t;
@@ -416,6 +420,8 @@ std::string GgufName(const std::string& hf) {
       {"self_attn.q_proj.bias", "attn_q.bias"},
       {"self_attn.k_proj.bias", "attn_k.bias"},
       {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},

@@ -17,11 +17,11 @@ absl::StatusOr<int64_t> RequiredPositive(const GgufFile& f, const std::string& k
 absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   LlamaConfig c;
   LLM42_ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3") {
     return UnsupportedError("architecture '", c.architecture,
-                            "' is not supported (llm42 runs llama, qwen2)");
+                            "' is not supported (llm42 runs llama, qwen2, qwen3)");
   }
-  c.rope_neox = c.architecture == "qwen2";
+  c.rope_neox = c.architecture != "llama";
   if (const GgufValue* name = f.Find("general.name"); name && name->type == GgufType::kString) {
     c.name = name->string_value;
   }
@@ -35,13 +35,29 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   if (f.Find(a + "attention.head_count_kv") != nullptr) {
     LLM42_ASSIGN_OR_RETURN(c.n_head_kv, RequiredPositive(f, a + "attention.head_count_kv", 1024));
   }
-  if (c.n_embd % c.n_head != 0) {
-    return FormatError("embedding length ", c.n_embd, " is not a multiple of head count ", c.n_head);
-  }
   if (c.n_head % c.n_head_kv != 0) {
     return FormatError("head count ", c.n_head, " is not a multiple of KV head count ", c.n_head_kv);
   }
-  c.head_dim = c.n_embd / c.n_head;
+  // A head's width: attention.key_length where the file states it (Qwen3, Gemma: heads wider or
+  // narrower than embedding length / head count), else that quotient.
+  if (f.Find(a + "attention.key_length") != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(c.head_dim, RequiredPositive(f, a + "attention.key_length", 1024));
+    int64_t value_length = c.head_dim;
+    if (f.Find(a + "attention.value_length") != nullptr) {
+      LLM42_ASSIGN_OR_RETURN(value_length, RequiredPositive(f, a + "attention.value_length", 1024));
+    }
+    if (value_length != c.head_dim) {
+      return UnsupportedError("attention.key_length ", c.head_dim, " differs from attention.value_length ",
+                              value_length, " (llm42 runs heads whose keys and values are as wide)");
+    }
+  } else {
+    if (c.n_embd % c.n_head != 0) {
+      return FormatError("embedding length ", c.n_embd, " is not a multiple of head count ", c.n_head,
+                         " and the file states no attention.key_length");
+    }
+    c.head_dim = c.n_embd / c.n_head;
+  }
+  if (c.head_dim % 2 != 0) return FormatError("head width ", c.head_dim, " is odd");
   c.n_rot = c.head_dim;
   if (f.Find(a + "rope.dimension_count") != nullptr) {
     LLM42_ASSIGN_OR_RETURN(c.n_rot, RequiredPositive(f, a + "rope.dimension_count", c.head_dim));

@@ -11,8 +11,8 @@ namespace llm42 {
 class GgufFile;
 
 // Hyperparameters of a Llama-family decoder, from GGUF metadata ({arch}.* keys). Architectures:
-// "llama" (Llama 2/3/3.1/3.2, Mistral 7B, TinyLlama, ...) and "qwen2" (Qwen2 / Qwen2.5: q/k/v
-// biases, NeoX RoPE).
+// "llama" (Llama 2/3/3.1/3.2, Mistral 7B, TinyLlama, ...), "qwen2" (Qwen2 / Qwen2.5: q/k/v
+// biases, NeoX RoPE) and "qwen3" (NeoX RoPE, every query and key head RMS-normalized before it).
 struct LlamaConfig {
   std::string architecture;
   std::string name;
@@ -30,6 +30,9 @@ struct LlamaConfig {
   bool rope_neox = false;
   float rms_eps = 1e-5f;
 
+  // Widths of all query heads and of all key (or value) heads of a position; q_dim may differ
+  // from n_embd (Qwen3-0.6B: 16 heads of 128 on 1024).
+  int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
 
   // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for other architectures and

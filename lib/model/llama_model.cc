@@ -91,13 +91,17 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
     const std::string p = absl::StrCat("blk.", l, ".");
     LLM42_ASSIGN_OR_RETURN(L.attn_norm, LoadVector(f, p + "attn_norm.weight", c.n_embd));
     LLM42_ASSIGN_OR_RETURN(L.ffn_norm, LoadVector(f, p + "ffn_norm.weight", c.n_embd));
-    LLM42_ASSIGN_OR_RETURN(L.bq, (qwen2 ? LoadVector : LoadOptionalVector)(f, p + "attn_q.bias", c.n_embd));
+    LLM42_ASSIGN_OR_RETURN(L.bq, (qwen2 ? LoadVector : LoadOptionalVector)(f, p + "attn_q.bias", c.q_dim()));
     LLM42_ASSIGN_OR_RETURN(L.bk, (qwen2 ? LoadVector : LoadOptionalVector)(f, p + "attn_k.bias", kv));
     LLM42_ASSIGN_OR_RETURN(L.bv, (qwen2 ? LoadVector : LoadOptionalVector)(f, p + "attn_v.bias", kv));
-    LLM42_ASSIGN_OR_RETURN(L.wq, LoadMatrix(f, p + "attn_q.weight", c.n_embd, c.n_embd, &bytes));
+    if (c.architecture == "qwen3") {
+      LLM42_ASSIGN_OR_RETURN(L.q_norm, LoadVector(f, p + "attn_q_norm.weight", c.head_dim));
+      LLM42_ASSIGN_OR_RETURN(L.k_norm, LoadVector(f, p + "attn_k_norm.weight", c.head_dim));
+    }
+    LLM42_ASSIGN_OR_RETURN(L.wq, LoadMatrix(f, p + "attn_q.weight", c.n_embd, c.q_dim(), &bytes));
     LLM42_ASSIGN_OR_RETURN(L.wk, LoadMatrix(f, p + "attn_k.weight", c.n_embd, kv, &bytes));
     LLM42_ASSIGN_OR_RETURN(L.wv, LoadMatrix(f, p + "attn_v.weight", c.n_embd, kv, &bytes));
-    LLM42_ASSIGN_OR_RETURN(L.wo, LoadMatrix(f, p + "attn_output.weight", c.n_embd, c.n_embd, &bytes));
+    LLM42_ASSIGN_OR_RETURN(L.wo, LoadMatrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd, &bytes));
     LLM42_ASSIGN_OR_RETURN(L.w_gate, LoadMatrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, &bytes));
     LLM42_ASSIGN_OR_RETURN(L.w_up, LoadMatrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff, &bytes));
     LLM42_ASSIGN_OR_RETURN(L.w_down, LoadMatrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd, &bytes));

@@ -19,6 +19,8 @@ class LlamaModel {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
     std::vector<float> bq, bk, bv;  // empty when the model has no attention biases
+    // Per-head RMSNorm weights of queries and keys before RoPE (qwen3), head_dim each; else empty.
+    std::vector<float> q_norm, k_norm;
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   };
 

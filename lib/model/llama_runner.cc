@@ -40,6 +40,8 @@ absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::Create(const LlamaMode
     LLM42_ASSIGN_OR_RETURN(R.bq, UploadOptional(be, L.bq));
     LLM42_ASSIGN_OR_RETURN(R.bk, UploadOptional(be, L.bk));
     LLM42_ASSIGN_OR_RETURN(R.bv, UploadOptional(be, L.bv));
+    LLM42_ASSIGN_OR_RETURN(R.q_norm, UploadOptional(be, L.q_norm));
+    LLM42_ASSIGN_OR_RETURN(R.k_norm, UploadOptional(be, L.k_norm));
     LLM42_ASSIGN_OR_RETURN(R.wq, be.UploadWeight(L.wq));
     LLM42_ASSIGN_OR_RETURN(R.wk, be.UploadWeight(L.wk));
     LLM42_ASSIGN_OR_RETURN(R.wv, be.UploadWeight(L.wv));
@@ -79,15 +81,15 @@ absl::StatusOr<float*> LlamaRunner::ForwardView(const KvCache& cache, const Forw
   Backend& be = backend_;
   const Schedules sc = batch.schedules.empty() ? Schedules(batch.schedule) : Schedules(batch.schedules.data());
   const auto m = static_cast<int64_t>(batch.tokens.size());
-  const int64_t e = c.n_embd, kv = c.kv_dim(), ff = c.n_ff;
+  const int64_t e = c.n_embd, qd = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
   const auto um = static_cast<size_t>(m);
   auto buffer = [&](Slot slot, int64_t width) { return be.Workspace(slot, um * static_cast<size_t>(width)); };
   LLM42_ASSIGN_OR_RETURN(float* x, buffer(kX, e));
   LLM42_ASSIGN_OR_RETURN(float* xn, buffer(kXn, e));
-  LLM42_ASSIGN_OR_RETURN(float* q, buffer(kQ, e));
+  LLM42_ASSIGN_OR_RETURN(float* q, buffer(kQ, qd));
   LLM42_ASSIGN_OR_RETURN(float* k, buffer(kK, kv));
   LLM42_ASSIGN_OR_RETURN(float* v, buffer(kV, kv));
-  LLM42_ASSIGN_OR_RETURN(float* attn, buffer(kAttn, e));
+  LLM42_ASSIGN_OR_RETURN(float* attn, buffer(kAttn, qd));
   LLM42_ASSIGN_OR_RETURN(float* proj, buffer(kProj, e));
   LLM42_ASSIGN_OR_RETURN(float* gate, buffer(kGate, ff));
   LLM42_ASSIGN_OR_RETURN(float* up, buffer(kUp, ff));
@@ -102,9 +104,14 @@ absl::StatusOr<float*> LlamaRunner::ForwardView(const KvCache& cache, const Forw
     LLM42_RETURN_IF_ERROR(be.RmsNorm(x, L.attn_norm, m, e, c.rms_eps, xn, sc));
     const Backend::MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
     LLM42_RETURN_IF_ERROR(be.MatMulShared(xn, m, qkv, sc));
-    if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(q, m, e, L.bq));
+    if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(q, m, qd, L.bq));
     if (L.bk != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(k, m, kv, L.bk));
     if (L.bv != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(v, m, kv, L.bv));
+    // Per-head norms: rows of head_dim, m * heads of them. RmsNorm's schedules index batch rows,
+    // so these run under fixed for every row (valid for both schedules: fixed's bits are a
+    // row's alone).
+    if (L.q_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(q, L.q_norm, m * c.n_head, c.head_dim, c.rms_eps, q, Schedule::kFixed));
+    if (L.k_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(k, L.k_norm, m * c.n_head_kv, c.head_dim, c.rms_eps, k, Schedule::kFixed));
     LLM42_RETURN_IF_ERROR(be.Rope(q, c.n_head, c.head_dim, rope_, sc));
     LLM42_RETURN_IF_ERROR(be.Rope(k, c.n_head_kv, c.head_dim, rope_, sc));
     // Every token's K/V lands in the cache before any token of the batch attends.

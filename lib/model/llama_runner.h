@@ -65,6 +65,7 @@ class LlamaRunner {
   struct Layer {
     const float *attn_norm, *ffn_norm;
     const float *bq, *bk, *bv;  // nullptr when the model has no attention biases
+    const float *q_norm, *k_norm;  // nullptr when the model has no per-head norms
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   };
 

@@ -132,6 +132,7 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"tiny", 256, 4, 8, 4, 688, 2048},
       {"tiny-qwen2", 256, 4, 8, 4, 688, 2048, "qwen2"},
       {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
+      {"tiny-qwen3", 256, 4, 8, 4, 688, 2048, "qwen3", false, 64},
       {"llama-110m", 768, 12, 12, 12, 2048, 2048},
       {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
       // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
@@ -160,7 +161,8 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
 
   GgufWriter w;
   const std::string a = p.architecture + ".";
-  const int64_t n_rot = p.n_embd / p.n_head;
+  const int64_t head_dim = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
+  const int64_t n_rot = head_dim;
   const float rope_base = p.llama3_rope ? 500000.0f : 10000.0f;
   w.AddString("general.architecture", p.architecture);
   w.AddString("general.name", "llm42-random-" + p.name);
@@ -170,6 +172,10 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   w.AddUint32(a + "feed_forward_length", static_cast<uint32_t>(p.n_ff));
   w.AddUint32(a + "attention.head_count", static_cast<uint32_t>(p.n_head));
   w.AddUint32(a + "attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
+  if (p.head_dim > 0) {
+    w.AddUint32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
+    w.AddUint32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
+  }
   w.AddUint32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
   w.AddFloat32(a + "rope.freq_base", rope_base);
   w.AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
@@ -198,7 +204,14 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     w.AddTensor("rope_freqs.weight", GgmlType::kF32, {n_rot / 2},
                 Encode(Llama3RopeFactors(n_rot, rope_base, 8.0, 1.0, 4.0, 64.0), GgmlType::kF32));
   }
-  const int64_t kv = p.n_embd / p.n_head * p.n_head_kv;
+  // Norm weights around 1 (per-head q/k norms): a test sees a weight that is not applied.
+  auto norm = [&](const std::string& name, int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    FillUniform(seed, stream++, 0.5f, &v);
+    for (float& x : v) x += 1.0f;
+    w.AddTensor(name, GgmlType::kF32, {n}, Encode(v, GgmlType::kF32));
+  };
+  const int64_t q_dim = head_dim * p.n_head, kv = head_dim * p.n_head_kv;
   // Quantized models keep the embedding table in f16, as llama.cpp's quantizer keeps it in
   // higher precision than the matrices.
   matrix("token_embd.weight", p.n_embd, n_vocab, quantized ? GgmlType::kF16 : dtype);
@@ -208,15 +221,19 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     const std::string b = "blk." + std::to_string(l) + ".";
     ones(b + "attn_norm.weight", p.n_embd);
     ones(b + "ffn_norm.weight", p.n_embd);
-    matrix(b + "attn_q.weight", p.n_embd, p.n_embd, dtype);
+    matrix(b + "attn_q.weight", p.n_embd, q_dim, dtype);
     matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
     matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
     if (p.architecture == "qwen2") {
-      bias(b + "attn_q.bias", p.n_embd);
+      bias(b + "attn_q.bias", q_dim);
       bias(b + "attn_k.bias", kv);
       bias(b + "attn_v.bias", kv);
     }
-    matrix(b + "attn_output.weight", p.n_embd, p.n_embd, dtype);
+    if (p.architecture == "qwen3") {
+      norm(b + "attn_q_norm.weight", head_dim);
+      norm(b + "attn_k_norm.weight", head_dim);
+    }
+    matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
     matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, dtype);
     matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, dtype);
     matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, dtype);

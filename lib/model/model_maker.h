@@ -14,12 +14,14 @@ namespace llm42 {
 struct ModelPreset {
   std::string name;
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
-  std::string architecture = "llama";  // or "qwen2" (q/k/v biases, NeoX RoPE)
+  std::string architecture = "llama";  // or "qwen2" (q/k/v biases, NeoX RoPE), "qwen3" (q/k norms)
   bool llama3_rope = false;  // Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000)
+  int64_t head_dim = 0;      // a head's width; 0: n_embd / n_head (else stated as attention.key_length)
 };
 
 // tiny (tests: big enough that the fast path takes its split and GEMV branches), tiny-qwen2,
-// tiny-llama3 (the tiny shape with the other architecture features), llama-110m, llama-1b,
+// tiny-llama3, tiny-qwen3 (the tiny shape with the other architecture features; tiny-qwen3's heads
+// are twice n_embd / n_head wide, as Qwen3-0.6B's), llama-110m, llama-1b,
 // llama-8b (Llama-3.1-8B's shape).
 const std::vector<ModelPreset>& ModelPresets();
 

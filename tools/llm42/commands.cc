@@ -66,7 +66,7 @@ ABSL_FLAG(bool, fingerprint, false, "info: also print the model's SHA-256 finger
 ABSL_FLAG(std::string, system, "", "chat: system message");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
 ABSL_FLAG(bool, ids, false, "tokenize: print only the ids, separated by spaces");
-ABSL_FLAG(std::string, preset, "tiny", "make-model: tiny, tiny-qwen2, tiny-llama3, llama-110m, llama-1b or llama-8b");
+ABSL_FLAG(std::string, preset, "tiny", "make-model: a preset's name (tiny, llama-110m, ...; an unknown name lists them all)");
 ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16, q8_0 or q4_0");
 ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
 ABSL_FLAG(std::string, chat_template, "", "make-model: Jinja chat template file to embed");
@@ -334,7 +334,9 @@ int MakeModel() {
     if (p.name == name) preset = &p;
   }
   if (preset == nullptr) {
-    std::cerr << "llm42 make-model: unknown preset '" << name << "' (tiny, tiny-qwen2, tiny-llama3, llama-110m, llama-1b, llama-8b)\n";
+    std::string names;
+    for (const ModelPreset& p : ModelPresets()) names += (names.empty() ? "" : ", ") + p.name;
+    std::cerr << "llm42 make-model: unknown preset '" << name << "' (" << names << ")\n";
     return 2;
   }
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
