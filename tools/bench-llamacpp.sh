@@ -7,13 +7,9 @@
 # Both sides with an f16 KV cache (llama.cpp's default; llm42's is f32, so --kv_dtype f16).
 # Prints one markdown table of the best of ROUNDS rounds per side, with the ratios.
 #
-# llama.cpp is release v0.5.0 as the npm package node-llama-cpp 3.22.1 ships its source, built
-# for this CPU (GGML_NATIVE, CPU only) by that package's own `source build`: the package's
-# prebuilt libraries pick a CPU variant at run time and ran f16/bf16 prompts at half a native
-# build's speed on a Zen 5 (the issue's reference is a native build). Cached under
-# $LLM42_LLAMACPP_CACHE (default ~/.cache/llm42/node-llama-cpp-3.22.1; a first run installs and
-# builds it, about ten minutes on two cores). tools/llamacpp/bench_llamacpp.cc times the
-# llama.cpp side as llama-bench and llama-batched-bench do.
+# llama.cpp is release v0.5.0, built for this CPU (tools/llamacpp_common.sh).
+# tools/llamacpp/bench_llamacpp.cc times the llama.cpp side as llama-bench and
+# llama-batched-bench do.
 #
 #   tools/bench-llamacpp.sh [BUILD_DIR] [MODEL_DIR]      (defaults: build, /tmp/llm42-models)
 #   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" BIG=1 BIGS="f16 q4_0" BATCHED=1 PLOT=ratios.png
@@ -25,30 +21,11 @@ llm42="$build/tools/llm42"
 threads=${THREADS:-2}
 rounds=${ROUNDS:-2}
 read -r -a dtypes <<<"${DTYPES:-f32 f16 bf16 q8_0 q4_0}"
-cache=${LLM42_LLAMACPP_CACHE:-$HOME/.cache/llm42/node-llama-cpp-3.22.1}
 [[ -x $llm42 ]] || { echo "bench-llamacpp: $llm42 not built" >&2; exit 1; }
-command -v npm >/dev/null || { echo "bench-llamacpp: needs npm (Debian: apt-get install npm)" >&2; exit 1; }
 
 # llama.cpp, built once.
-pkg="$cache/node_modules/node-llama-cpp"
-if [[ ! -d $pkg/llama/localBuilds ]]; then
-  echo "bench-llamacpp: installing node-llama-cpp 3.22.1 and building its llama.cpp in $cache" >&2
-  mkdir -p "$cache"
-  npm install --prefix "$cache" --omit=optional --ignore-scripts --no-audit --no-fund node-llama-cpp@3.22.1 >&2
-  # `source download` takes the release from the git bundle inside the package (no network) and
-  # builds it for this CPU.
-  (cd "$cache" && npx --no-install node-llama-cpp source download --gpu false --noUsageExample) >&2
-fi
-libllama=$(find "$pkg/llama/localBuilds" -path '*/Release/*' -name 'libllama.v*.so' | head -1)
-libdir=$(dirname "$libllama")
-[[ -n $libllama ]] || { echo "bench-llamacpp: no libllama built under $pkg/llama/localBuilds" >&2; exit 1; }
-src="$pkg/llama/llama.cpp"
-harness="$cache/bench_llamacpp"
-if [[ ! -x $harness || $here/llamacpp/bench_llamacpp.cc -nt $harness ]]; then
-  g++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" -o "$harness" "$here/llamacpp/bench_llamacpp.cc" \
-    -L"$libdir" -l:"$(basename "$libllama")" -l:"$(basename "$(ls "$libdir"/libggml.v*.so | head -1)")" -l:libggml-base.so \
-    -Wl,-rpath,"$libdir"
-fi
+source "$here/llamacpp_common.sh"
+harness=$(llamacpp_harness bench_llamacpp)
 
 mkdir -p "$models"
 for d in "${dtypes[@]}"; do

@@ -21,7 +21,17 @@ absl::StatusOr<const GgufTensorInfo*> FindTensor(const GgufFile& f, const std::s
   if (!GetGgmlTypeInfo(static_cast<uint32_t>(t->type))->computable) {
     return UnsupportedError("tensor '", name, "' has type ",
                             GetGgmlTypeInfo(static_cast<uint32_t>(t->type))->name,
-                            ", which llm42 cannot compute with yet (f32, f16, bf16, q8_0, q4_0)");
+                            ", which llm42 cannot compute with yet (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                            "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)");
+  }
+  // A damaged block (a scale that is infinite or NaN) would turn every output it touches to NaN.
+  const GgmlTypeInfo info = *GetGgmlTypeInfo(static_cast<uint32_t>(t->type));
+  if (info.block_size > 1) {
+    const auto n_blocks = static_cast<int64_t>(t->n_bytes / static_cast<uint64_t>(info.block_bytes));
+    if (const int64_t bad = FirstNonFiniteBlock(t->type, t->data, n_blocks); bad >= 0) {
+      return FormatError("tensor ", name, ": block ", bad, " of ", n_blocks, " (", info.name,
+                         ") has a scale that is infinite or NaN");
+    }
   }
   return t;
 }

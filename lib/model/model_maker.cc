@@ -10,6 +10,7 @@
 
 #include "lib/model/gguf_reader.h"
 #include "lib/model/gguf_writer.h"
+#include "lib/model/quantizer.h"
 #include "lib/sampling/philox.h"
 #include "lib/util/portable_math.h"
 #include "lib/util/status.h"
@@ -21,8 +22,12 @@ namespace {
 // fn(begin, end) over [0, n) on every hardware thread (ThreadPool), in ranges of whole 32-element
 // groups (quantization blocks, Philox groups), so the bytes never depend on the thread count.
 // Large presets (llama-8b: 16 GB) take minutes on one core.
-void ParallelPieces(size_t n, const std::function<void(size_t, size_t)>& fn) {
+ThreadPool& Pool() {
   static ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return pool;
+}
+void ParallelPieces(size_t n, const std::function<void(size_t, size_t)>& fn) {
+  ThreadPool& pool = Pool();
   constexpr size_t kGroup = 32;
   const auto groups = static_cast<int64_t>((n + kGroup - 1) / kGroup);
   pool.ParallelFor(groups, std::max<int64_t>(1, (int64_t{1} << 20) / kGroup), [&](int64_t begin, int64_t end) {
@@ -43,65 +48,20 @@ void FillUniform(uint64_t seed, uint32_t stream, float a, std::vector<float>* ou
   });
 }
 
+// v as `type`'s bytes (quantizer.h), in pieces of whole blocks on every hardware thread.
 std::vector<uint8_t> Encode(const std::vector<float>& v, GgmlType type) {
-  std::vector<uint8_t> out;
-  switch (type) {
-    case GgmlType::kF32:
-      out.resize(v.size() * 4);
-      std::memcpy(out.data(), v.data(), out.size());
-      break;
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      out.resize(v.size() * 2);
-      ParallelPieces(v.size(), [&](size_t begin, size_t end) {
-        for (size_t i = begin; i < end; ++i) {
-          const uint16_t h = type == GgmlType::kF16 ? Fp32ToFp16(v[i]) : Fp32ToBf16(v[i]);
-          std::memcpy(out.data() + 2 * i, &h, 2);
-        }
-      });
-      break;
-    case GgmlType::kQ8_0: {
-      const size_t blocks = v.size() / kQ8_0BlockSize;
-      out.resize(blocks * sizeof(BlockQ8_0));
-      auto* b = reinterpret_cast<BlockQ8_0*>(out.data());
-      for (size_t k = 0; k < blocks; ++k) {
-        float amax = 0;
-        for (int j = 0; j < kQ8_0BlockSize; ++j) amax = std::max(amax, std::fabs(v[k * kQ8_0BlockSize + j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
-        b[k].scale = Fp32ToFp16(d);
-        for (int j = 0; j < kQ8_0BlockSize; ++j) {
-          b[k].q[j] = static_cast<int8_t>(std::lround(v[k * kQ8_0BlockSize + j] * id));
-        }
-      }
-      break;
+  const GgmlTypeInfo info = *GetGgmlTypeInfo(static_cast<uint32_t>(type));
+  const auto block = static_cast<size_t>(info.block_size);
+  const size_t piece = block * 4096;  // elements per task: whole blocks of every type
+  const size_t n_pieces = (v.size() + piece - 1) / piece;
+  std::vector<uint8_t> out(v.size() / block * static_cast<size_t>(info.block_bytes));
+  Pool().ParallelFor(static_cast<int64_t>(n_pieces), 1, [&](int64_t begin, int64_t end) {
+    for (auto p = static_cast<size_t>(begin); p < static_cast<size_t>(end); ++p) {
+      const size_t first = p * piece, n = std::min(piece, v.size() - first);
+      const std::vector<uint8_t> bytes = Quantize(std::span<const float>(v.data() + first, n), type);
+      std::memcpy(out.data() + first / block * static_cast<size_t>(info.block_bytes), bytes.data(), bytes.size());
     }
-    case GgmlType::kQ4_0: {  // ggml's quantize_row_q4_0_ref
-      const size_t blocks = v.size() / kQ4_0BlockSize;
-      out.resize(blocks * sizeof(BlockQ4_0));
-      auto* b = reinterpret_cast<BlockQ4_0*>(out.data());
-      for (size_t k = 0; k < blocks; ++k) {
-        const float* x = v.data() + k * kQ4_0BlockSize;
-        float amax = 0, max = 0;
-        for (int j = 0; j < kQ4_0BlockSize; ++j) {
-          if (std::fabs(x[j]) > amax) {
-            amax = std::fabs(x[j]);
-            max = x[j];
-          }
-        }
-        const float d = max / -8;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
-        b[k].scale = Fp32ToFp16(d);
-        for (int j = 0; j < 16; ++j) {
-          const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
-          const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
-          b[k].q[j] = static_cast<uint8_t>(lo | (hi << 4));
-        }
-      }
-      break;
-    }
-    default: break;
-  }
+  });
   return out;
 }
 
@@ -132,7 +92,8 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"tiny", 256, 4, 8, 4, 688, 2048},
       {"tiny-qwen2", 256, 4, 8, 4, 688, 2048, "qwen2"},
       {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
-      {"tiny-qwen3", 256, 4, 8, 4, 688, 2048, "qwen3", false, 64},
+      {"tiny-qwen3", 256, 4, 8, 4, 768, 2048, "qwen3", false, 64},
+      {"tiny-blocks", 256, 4, 8, 4, 768, 2048},
       {"llama-110m", 768, 12, 12, 12, 2048, 2048},
       {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
       // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
@@ -143,14 +104,17 @@ const std::vector<ModelPreset>& ModelPresets() {
 
 absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& vocab_path,
                        uint64_t seed, const std::string& out_path, const std::string& chat_template) {
-  if (dtype != GgmlType::kF32 && dtype != GgmlType::kF16 && dtype != GgmlType::kBF16 &&
-      dtype != GgmlType::kQ8_0 && dtype != GgmlType::kQ4_0) {
-    return InvalidArgument("make-model writes f32, f16, bf16, q8_0 or q4_0");
+  if (!CanQuantize(dtype)) {
+    return InvalidArgument("make-model writes f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, "
+                           "q5_k, q6_k, iq4_nl or iq4_xs");
   }
-  const bool quantized = dtype == GgmlType::kQ8_0 || dtype == GgmlType::kQ4_0;
-  if (quantized && (p.n_embd % 32 != 0 || p.n_ff % 32 != 0)) {
-    return InvalidArgument("preset '", p.name, "' has rows that are not whole 32-weight blocks; "
-                           "quantize llama-110m or llama-1b");
+  const int64_t block = GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->block_size;
+  const int64_t head_width = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
+  for (int64_t cols : {p.n_embd, p.n_ff, head_width * p.n_head}) {
+    if (cols % block != 0) {
+      return InvalidArgument("preset '", p.name, "' has rows of ", cols, " weights, not whole ", block,
+                             "-weight blocks of ", GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name);
+    }
   }
   LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(vocab_path));
   const GgufValue* tokens = vocab->Find("tokenizer.ggml.tokens");
@@ -212,9 +176,11 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     w.AddTensor(name, GgmlType::kF32, {n}, Encode(v, GgmlType::kF32));
   };
   const int64_t q_dim = head_dim * p.n_head, kv = head_dim * p.n_head_kv;
-  // Quantized models keep the embedding table in f16, as llama.cpp's quantizer keeps it in
-  // higher precision than the matrices.
-  matrix("token_embd.weight", p.n_embd, n_vocab, quantized ? GgmlType::kF16 : dtype);
+  // q8_0 and q4_0 models keep the embedding table in f16, as llama.cpp's quantizer keeps it in
+  // higher precision than those matrices; the other block types hold it in their own (as k-quant
+  // files do: Q4_K_M's table is q4_k).
+  const bool int8_type = dtype == GgmlType::kQ8_0 || dtype == GgmlType::kQ4_0;
+  matrix("token_embd.weight", p.n_embd, n_vocab, int8_type ? GgmlType::kF16 : dtype);
   ones("output_norm.weight", p.n_embd);
   matrix("output.weight", p.n_embd, n_vocab, dtype);
   for (int64_t l = 0; l < p.n_layer; ++l) {

@@ -21,14 +21,15 @@ struct ModelPreset {
 
 // tiny (tests: big enough that the fast path takes its split and GEMV branches), tiny-qwen2,
 // tiny-llama3, tiny-qwen3 (the tiny shape with the other architecture features; tiny-qwen3's heads
-// are twice n_embd / n_head wide, as Qwen3-0.6B's), llama-110m, llama-1b,
+// are twice n_embd / n_head wide, as Qwen3-0.6B's), tiny-blocks (the tiny shape in whole
+// 256-weight blocks, for every quantized type), llama-110m, llama-1b,
 // llama-8b (Llama-3.1-8B's shape).
 const std::vector<ModelPreset>& ModelPresets();
 
 // Writes a Llama GGUF with seeded uniform random weights (reproducible across machines: the
 // values come from Philox) and the vocabulary (tokens, scores, types, special ids) of
-// `vocab_path`, another GGUF. Matrices are stored as `dtype` (f32, f16, bf16, q8_0 or q4_0; the
-// embedding table of quantized models in f16); norms are f32 ones.
+// `vocab_path`, another GGUF. Matrices are stored as `dtype` (quantizer.h's types; the embedding
+// table of q8_0 and q4_0 models in f16); norms are f32 ones.
 // The Llama 3.1 RoPE frequency divisors (Hugging Face rope_scaling type "llama3") for n_rot
 // dims: 1 for high frequencies, `factor` for low ones, interpolated between.
 std::vector<float> Llama3RopeFactors(int64_t n_rot, double base, double factor, double low_freq_factor,

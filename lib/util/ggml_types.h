@@ -24,12 +24,24 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kIQ1_M = 29,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
 };
 
 struct GgmlTypeInfo {
@@ -41,6 +53,13 @@ struct GgmlTypeInfo {
 
 // Layout of a known type; nullopt for ids ggml does not define (or that it retired).
 std::optional<GgmlTypeInfo> GetGgmlTypeInfo(uint32_t type);
+
+// The type whose name (GgmlTypeInfo::name: "q4_k", "iq4_xs", ...) is `name`, in either case.
+std::optional<GgmlType> GgmlTypeByName(std::string_view name);
+
+// The first of n_blocks blocks of a computable block type at `data` whose f16 scale (or minimum)
+// is infinite or NaN, or -1 where every block's are finite (and for types without such fields).
+int64_t FirstNonFiniteBlock(GgmlType type, const uint8_t* data, int64_t n_blocks);
 
 inline constexpr int64_t kQ8_0BlockSize = 32;
 struct BlockQ8_0 {
@@ -57,6 +76,76 @@ struct BlockQ4_0 {
   uint8_t q[kQ4_0BlockSize / 2];
 };
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// The other block layouts llm42 computes with, as ggml defines them (ggml-common.h); f16 fields
+// as uint16_t. Their decoding (weight = sub-block scale x integer [+ offset]) is the CPU
+// backend's quant_formats.h.
+struct BlockQ4_1 {  // weight = d * q + m, q a nibble (element j < 16 low of qs[j], else high of qs[j - 16])
+  uint16_t d, m;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+struct BlockQ5_0 {  // weight = d * (q - 16), q = nibble | bit j of qh (little-endian) << 4
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+struct BlockQ5_1 {  // weight = d * q + m, q = nibble | bit j of qh << 4
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+inline constexpr int64_t kSuperBlock = 256;  // the k-quants' and IQ4_XS's block
+struct BlockQ2_K {  // 16 sub-blocks of 16: scales[s] low nibble scale, high nibble min; 2-bit q
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d, dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+struct BlockQ3_K {  // 16 sub-blocks of 16: 6-bit scales (minus 32) packed in 12 bytes; q = 2 bits + hmask bit
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+struct BlockQ4_K {  // 8 sub-blocks of 32: 6-bit scales and mins packed in 12 bytes; 4-bit q
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+struct BlockQ5_K {  // as Q4_K, a fifth bit of q in qh
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+struct BlockQ6_K {  // 16 sub-blocks of 16: int8 scales; q = 4 low bits (ql) + 2 high (qh), minus 32
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+struct BlockIQ4_NL {  // weight = d * kIq4NlValues[nibble]
+  uint16_t d;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+struct BlockIQ4_XS {  // 8 sub-blocks of 32: 6-bit scales (minus 32), low 4 bits in scales_l, high 2 in scales_h
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+// The non-linear 4-bit grid of IQ4_NL and IQ4_XS.
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
 
 inline float Fp16ToFp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;

@@ -340,21 +340,12 @@ int MakeModel() {
     return 2;
   }
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
-  GgmlType type;
-  if (dtype == "f32") {
-    type = GgmlType::kF32;
-  } else if (dtype == "f16") {
-    type = GgmlType::kF16;
-  } else if (dtype == "bf16") {
-    type = GgmlType::kBF16;
-  } else if (dtype == "q8_0") {
-    type = GgmlType::kQ8_0;
-  } else if (dtype == "q4_0") {
-    type = GgmlType::kQ4_0;
-  } else {
+  const std::optional<GgmlType> parsed = GgmlTypeByName(dtype);
+  if (!parsed) {
     std::cerr << "llm42 make-model: unknown dtype '" << dtype << "'\n";
     return 2;
   }
+  const GgmlType type = *parsed;
   if (absl::GetFlag(FLAGS_out).empty()) {
     std::cerr << "llm42 make-model: --out FILE is required\n";
     return 2;

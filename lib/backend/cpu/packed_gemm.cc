@@ -73,7 +73,8 @@ struct Steps {
 template <typename V, int kCols>
 struct DirectRows {
   static constexpr int64_t kLeadPanels = 2;
-  static constexpr int kStepBytes = kCols * 8 * V::kBytes;  // a step's share of a panel: whole cache lines
+  // A step's share of a panel, in whole cache lines (rounded up for the block types' nominal byte).
+  static constexpr int kStepBytes = (kCols * 8 * V::kBytes + 63) / 64 * 64;
   static_assert(kStepBytes % 64 == 0, "a step reads whole cache lines of the panel");
   const uint8_t* row[kCols];
   uintptr_t lead;  // the panel kLeadPanels on, else (the last panels) this one: no test per step
@@ -390,20 +391,18 @@ void DirectGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
 template <typename K>
 void DirectGemmFor(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, const float* x,
                    int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
-  switch (type) {
-    case GgmlType::kF16: return DirectGemmT<K, F16Vec>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
-    case GgmlType::kBF16: return DirectGemmT<K, Bf16Vec>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
-    default: return DirectGemmT<K, F32Vec>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
-  }
+  WithElementLoader(type, [&](auto l) {
+    using L = decltype(l);
+    if constexpr (!std::is_same_v<L, Q8_0Loader> && !std::is_same_v<L, Q4_0Loader>) {
+      DirectGemmT<K, VecOf<L>>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
+    }
+  });
 }
 #endif  // LLM42_X86
 
 }  // namespace
 
-bool PackedGemmSupports(GgmlType type) {
-  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 || type == GgmlType::kQ8_0 ||
-         type == GgmlType::kQ4_0;
-}
+bool PackedGemmSupports(GgmlType type) { return WithElementLoader(type, [](auto) {}); }
 
 bool PackedGemmAvailable(bool allow_simd) {
 #if LLM42_X86

@@ -319,14 +319,9 @@ namespace {
 
 template <template <typename> class Portable>
 RowDotFn PortableFor(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32: return Portable<F32Loader>::fn;
-    case GgmlType::kF16: return Portable<F16Loader>::fn;
-    case GgmlType::kBF16: return Portable<Bf16Loader>::fn;
-    case GgmlType::kQ8_0: return Portable<Q8_0Loader>::fn;
-    case GgmlType::kQ4_0: return Portable<Q4_0Loader>::fn;
-    default: return nullptr;
-  }
+  RowDotFn fn = nullptr;
+  WithElementLoader(type, [&](auto l) { fn = Portable<decltype(l)>::fn; });
+  return fn;
 }
 template <typename L>
 struct PortableFast {
@@ -344,27 +339,28 @@ struct Avx2Types {
   using V = Vec;
   using L = Loader;
 };
-// The AVX2 kernel `pick` instantiates for `type` (nullptr for quantized types, whose AVX2
-// kernels are int8_dot.h's, and for CPUs without AVX2/FMA/F16C).
+// The AVX2 kernel `pick` instantiates for `type` (nullptr for q8_0 and q4_0, whose AVX2 kernels
+// are int8_dot.h's, and for CPUs without AVX2/FMA/F16C).
 template <typename Fn, typename Pick>
 Fn Avx2ByType(GgmlType type, Pick pick) {
-  if (!CpuHasAvx2()) return nullptr;
-  switch (type) {
-    case GgmlType::kF32: return pick(Avx2Types<F32Vec, F32Loader>{});
-    case GgmlType::kF16: return pick(Avx2Types<F16Vec, F16Loader>{});
-    case GgmlType::kBF16: return pick(Avx2Types<Bf16Vec, Bf16Loader>{});
-    default: return nullptr;
-  }
+  if (!CpuHasAvx2() || IsInt8Type(type)) return nullptr;
+  Fn fn = nullptr;
+  WithElementLoader(type, [&](auto l) {
+    using L = decltype(l);
+    if constexpr (!std::is_same_v<L, Q8_0Loader> && !std::is_same_v<L, Q4_0Loader>) fn = pick(Avx2Types<VecOf<L>, L>{});
+  });
+  return fn;
 }
 #endif
 
 }  // namespace
 
-void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
+bool DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
   const bool known = WithElementLoader(type, [&](auto loader) {
     for (int64_t i = 0; i < n; ++i) out[i] = decltype(loader)::At(row, i);
   });
   if (!known) std::memset(out, 0, static_cast<size_t>(n) * sizeof(float));
+  return known;
 }
 
 WideGemv SelectFixedGemv4(GgmlType type, bool allow_simd) {

@@ -22,7 +22,8 @@ namespace llm42::internal {
 //   are the same bits with or without AVX2, and the 2x4 tile and the 4-row GEMV may serve it.
 // Quantized rows (q8_0, q4_0) have their fixed arithmetic defined in int8_dot.h (integer dot
 // products against 8-bit activations): SelectRowDot returns no fixed kernel for them, and their
-// fast kernels here are the fallback of CPUs without AVX2.
+// fast kernels here are the fallback of CPUs without AVX2. The other block types (q4_1 ... q6_k,
+// iq4_nl, iq4_xs: quant_formats.h) run these kernels, both families, on their exact f32 values.
 inline constexpr int kMaxRowDotX = 4;
 inline constexpr int kMaxFixedRowDotX = 4;
 using RowDotFn = void (*)(const uint8_t* w_row, const float* const* x, int n_x, int64_t k,
@@ -63,8 +64,9 @@ WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd = true,
 // WideGemv's rows divide it).
 inline constexpr int kWideGemvRows = 16;
 
-// Converts the first n weights of a row to f32 (embedding lookups).
-void DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
+// Converts the first n weights of a row to f32, the values every kernel computes with (embedding
+// lookups, a GPU's conversion at load); false, and zeros, for a type without an element loader.
+bool DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out);
 
 // True when the AVX2/FMA/F16C path is usable on this machine and not turned off with the
 // environment variable LLM42_CPU_SIMD=off.

@@ -10,6 +10,7 @@
 
 #include "lib/util/ggml_types.h"
 
+#include "lib/backend/cpu/quant_formats.h"
 #include "lib/backend/cpu/simd_targets.h"
 
 namespace llm42::internal {
@@ -59,8 +60,8 @@ struct Q4_0Loader {
   static float At(const uint8_t* w, int64_t i) { return Scale(w, i / 32) * Q(w, i); }
 };
 
-// fn(Loader{}) with the element loader of `type` (f32, f16, bf16, q8_0, q4_0), and true; false,
-// without calling fn, for any other type. The one type-to-loader dispatch of the scalar code.
+// fn(Loader{}) with the element loader of `type` (f32, f16, bf16, q8_0, q4_0, and quant_formats.h's
+// types), and true; false, without calling fn, for any other type. The one type-to-loader dispatch.
 template <typename Fn>
 bool WithElementLoader(GgmlType type, Fn&& fn) {
   switch (type) {
@@ -69,8 +70,29 @@ bool WithElementLoader(GgmlType type, Fn&& fn) {
     case GgmlType::kBF16: fn(Bf16Loader{}); return true;
     case GgmlType::kQ8_0: fn(Q8_0Loader{}); return true;
     case GgmlType::kQ4_0: fn(Q4_0Loader{}); return true;
+    case GgmlType::kQ4_1: fn(FormatLoader<Q4_1Format>{}); return true;
+    case GgmlType::kQ5_0: fn(FormatLoader<Q5_0Format>{}); return true;
+    case GgmlType::kQ5_1: fn(FormatLoader<Q5_1Format>{}); return true;
+    case GgmlType::kQ2_K: fn(FormatLoader<Q2_KFormat>{}); return true;
+    case GgmlType::kQ3_K: fn(FormatLoader<Q3_KFormat>{}); return true;
+    case GgmlType::kQ4_K: fn(FormatLoader<Q4_KFormat>{}); return true;
+    case GgmlType::kQ5_K: fn(FormatLoader<Q5_KFormat>{}); return true;
+    case GgmlType::kQ6_K: fn(FormatLoader<Q6_KFormat>{}); return true;
+    case GgmlType::kIQ4_NL: fn(FormatLoader<IQ4_NLFormat>{}); return true;
+    case GgmlType::kIQ4_XS: fn(FormatLoader<IQ4_XSFormat>{}); return true;
     default: return false;
   }
+}
+
+// True for the types quant_formats.h decodes (their kernels are the float ones on exact values).
+inline bool IsFormatType(GgmlType type) {
+  bool format = false;
+  WithElementLoader(type, [&](auto l) {
+    format = !std::is_same_v<decltype(l), F32Loader> && !std::is_same_v<decltype(l), F16Loader> &&
+             !std::is_same_v<decltype(l), Bf16Loader> && !std::is_same_v<decltype(l), Q8_0Loader> &&
+             !std::is_same_v<decltype(l), Q4_0Loader>;
+  });
+  return format;
 }
 
 #if defined(__x86_64__)
@@ -153,6 +175,8 @@ template <>
 struct VecOfLoader<Q8_0Loader> { using type = Q8_0Vec; };
 template <>
 struct VecOfLoader<Q4_0Loader> { using type = Q4_0Vec; };
+template <typename F>
+struct VecOfLoader<FormatLoader<F>> { using type = FormatVec<F>; };
 template <typename L>
 using VecOf = typename VecOfLoader<L>::type;
 
@@ -164,8 +188,10 @@ LLM42_AVX512 inline __m512 Load16(const uint8_t* p, int64_t i) {
   } else if constexpr (std::is_same_v<L, Bf16Loader>) {
     const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-  } else {
+  } else if constexpr (std::is_same_v<L, F32Loader>) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  } else {  // two eight-element loads (quant_formats.h's types)
+    return _mm512_insertf32x8(_mm512_castps256_ps512(VecOf<L>::Load8(p, i)), VecOf<L>::Load8(p, i + 8), 1);
   }
 }
 #endif

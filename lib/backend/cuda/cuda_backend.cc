@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cuda/cuda_factory.h"
 #include "lib/backend/cuda/cuda_status.h"
@@ -57,19 +58,20 @@ absl::StatusOr<WeightMatrix> CudaBackend::UploadWeight(const WeightMatrix& host)
   std::vector<uint16_t> converted;
   const void* src = host.data;
   if (host.type != GgmlType::kF16 && host.type != GgmlType::kBF16) {
-    if (host.type != GgmlType::kF32 && host.type != GgmlType::kQ8_0 && host.type != GgmlType::kQ4_0) {
-      return absl::UnimplementedError(absl::StrCat("the CUDA backend cannot hold ",
-                                                   GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name, " weights"));
-    }
     if (!logged_conversion_) {
       Log(LogLevel::kInfo, "cuda: ", GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name,
-          " weights are converted to bf16 on the device (2 bytes per weight)");
+          " weights are converted to bf16 on the device (2 bytes per weight, ",
+          absl::StrFormat("%.2f", 16.0 * static_cast<double>(host.cols) / static_cast<double>(host.row_bytes * 8)),
+          "x the file's)");
       logged_conversion_ = true;
     }
     converted.resize(n);
     std::vector<float> row(static_cast<size_t>(host.cols));
     for (int64_t r = 0; r < host.rows; ++r) {
-      internal::DequantizeRow(host.type, host.row(r), host.cols, row.data());
+      if (!internal::DequantizeRow(host.type, host.row(r), host.cols, row.data())) {
+        return absl::UnimplementedError(absl::StrCat("the CUDA backend cannot hold ",
+                                                     GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name, " weights"));
+      }
       for (int64_t c = 0; c < host.cols; ++c) {
         converted[static_cast<size_t>(r * host.cols + c)] = Fp32ToBf16(row[static_cast<size_t>(c)]);
       }
