@@ -105,6 +105,26 @@ TEST(Fp16, MatchesF16cInstructionsBitForBit) {
 #endif
 }
 
+// The block types of quant_formats.h: every weight the library decodes (DequantizeRow, scalar;
+// the AVX2 loaders give the same values, FixedIsRowInvariantAndSimdIndependent) equals the
+// definition walked as ggml's dequantization loops walk a block (quant_reference.h), over random
+// blocks of every bit pattern. Fails with a layout index off (tried: Q6_K's ql byte without its
+// 32 (t mod 2), Q3_K's hmask bit without its 4h, IQ4_XS's scales_h shifted by s instead of 2s).
+TEST(BlockTypes, DecodingMatchesTheWrittenOutDefinitions) {
+  std::mt19937 rng(5);
+  for (GgmlType type : testing::FormatTypes()) {
+    const GgmlTypeInfo info = *GetGgmlTypeInfo(static_cast<uint32_t>(type));
+    const int64_t n_blocks = 64;
+    const std::vector<uint8_t> bytes = testing::RandomBlocks(type, n_blocks, rng, testing::UnitScale(type));
+    std::vector<float> ours(static_cast<size_t>(n_blocks * info.block_size)), ref(ours.size());
+    ASSERT_TRUE(internal::DequantizeRow(type, bytes.data(), n_blocks * info.block_size, ours.data()));
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      testing::ReferenceDequantizeBlock(type, bytes.data() + b * info.block_bytes, ref.data() + b * info.block_size);
+    }
+    for (size_t i = 0; i < ours.size(); ++i) ASSERT_EQ(ours[i], ref[i]) << info.name << " element " << i;
+  }
+}
+
 TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(Fp32ToBf16(1.0f), 0x3F80);
   EXPECT_EQ(Bf16ToFp32(0x3F80), 1.0f);
@@ -129,8 +149,8 @@ class MatMulTest : public ::testing::TestWithParam<GgmlType> {};
 TEST_P(MatMulTest, PortableKernelsMatchFloat64Reference) {
   const GgmlType type = GetParam();
   std::mt19937 rng(11);
-  for (int64_t cols : {32, 40, 43, 96, 172, 256}) {
-    if (GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1 && cols % 32 != 0) continue;
+  for (int64_t cols : {32, 40, 43, 96, 172, 256, 512}) {
+    if (cols % GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size != 0) continue;
     const int64_t rows = 37;
     TestMatrix w = MakeMatrix(type, rows, cols, rng);
     WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
@@ -138,9 +158,9 @@ TEST_P(MatMulTest, PortableKernelsMatchFloat64Reference) {
       const std::vector<float> x = RandomVector(static_cast<size_t>(m * cols), static_cast<uint32_t>(m));
       std::vector<double> ref, mag;
       testing::ReferenceMatMul(x, m, w.values, rows, cols, &ref, &mag);
-      // fixed rounds activations to 8 bits against quantized weights (int8_dot.h), and so do fast's
-      // batches of several rows (cpu_backend.cc: they take fixed's arithmetic).
-      const bool quantized = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1;
+      // fixed rounds activations to 8 bits against q8_0 and q4_0 weights (int8_dot.h), and so do
+      // fast's batches of several rows (cpu_backend.cc: they take fixed's arithmetic).
+      const bool quantized = internal::IsInt8Type(type);
       const std::vector<double> q8 = testing::ActivationQ8Bound(x, m, w.values, rows, cols);
       for (Schedule sched : {Schedule::kFast, Schedule::kFixed}) {
         CpuBackend backend(2, /*allow_simd=*/false);
@@ -166,8 +186,9 @@ TEST_P(MatMulTest, FixedIsRowInvariantAndSimdIndependent) {
   const GgmlType type = GetParam();
   std::mt19937 rng(21);
   // 352: eight blocks and three more (the int8 kernels' groups of eight and their rest).
-  for (int64_t cols : {64, 96, 43, 200, 352}) {
-    if (GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1 && cols % 32 != 0) continue;
+  // 768 and 1280: three and five 256-weight blocks.
+  for (int64_t cols : {64, 96, 43, 200, 352, 768, 1280}) {
+    if (cols % GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size != 0) continue;
     const int64_t rows = 50, full = 256;
     TestMatrix w = MakeMatrix(type, rows, cols, rng);
     WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
@@ -253,7 +274,7 @@ TEST_P(MatMulTest, FastDependsOnTheBatch) {
   const GgmlType type = GetParam();
   SKIP_WITHOUT_AVX2_KERNELS("the fast family has only its portable kernel here");
   std::mt19937 rng(31);
-  const bool quantized = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size > 1;
+  const bool quantized = internal::IsInt8Type(type);
   const int64_t rows = 64, cols = 256, m = quantized ? 160 : 5;
   TestMatrix w = MakeMatrix(type, rows, cols, rng);
   WeightMatrix wm{type, w.bytes.data(), rows, cols, w.row_bytes};
@@ -462,9 +483,13 @@ TEST(Bf16Gemm, RoundsActivationsAndMatchesTheReference) {
   EXPECT_FALSE(SameBits(fixed.data(), direct.data(), fixed.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest,
-                         ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
-                                           GgmlType::kQ8_0, GgmlType::kQ4_0),
+std::vector<GgmlType> MatMulTypes() {
+  std::vector<GgmlType> types = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0};
+  types.insert(types.end(), testing::FormatTypes().begin(), testing::FormatTypes().end());
+  return types;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest, ::testing::ValuesIn(MatMulTypes()),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return std::string(GetGgmlTypeInfo(static_cast<uint32_t>(info.param))->name);
                          });

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/util/ggml_types.h"
+#include "tests/quant_reference.h"
 
 namespace llm42::testing {
 
@@ -49,6 +50,17 @@ inline TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt1
         m.values[static_cast<size_t>(b * kQ4_0BlockSize + j)] = d * static_cast<float>(lo - 8);
         m.values[static_cast<size_t>(b * kQ4_0BlockSize + j + 16)] = d * static_cast<float>(hi - 8);
       }
+    }
+    return m;
+  }
+  if (const int64_t block = GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_size; block > 1) {
+    // The other block types: random blocks, their values by the written-out definitions.
+    const int64_t n_blocks = rows * cols / block;
+    m.bytes = RandomBlocks(type, n_blocks, rng, UnitScale(type));
+    m.row_bytes = m.bytes.size() / static_cast<size_t>(rows);
+    const auto bytes = static_cast<size_t>(GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_bytes);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      ReferenceDequantizeBlock(type, m.bytes.data() + static_cast<size_t>(b) * bytes, m.values.data() + b * block);
     }
     return m;
   }
