@@ -44,9 +44,88 @@ def hf_seed():
     return SEP.join(parts)
 
 
+def gguf(metadata, tensors):
+    """A GGUF v3 file: metadata [(key, value)] (str -> string, int -> uint32, float -> float32,
+    list of str -> string array), tensors [(name, ggml type, dims, data bytes)]."""
+    def string(v):
+        b = v.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = struct.pack("<IIQQ", 0x46554747, 3, len(tensors), len(metadata))
+    for key, value in metadata:
+        out += string(key)
+        if isinstance(value, str):
+            out += struct.pack("<I", 8) + string(value)
+        elif isinstance(value, float):
+            out += struct.pack("<If", 6, value)
+        elif isinstance(value, list):
+            out += struct.pack("<IIQ", 9, 8, len(value)) + b"".join(string(v) for v in value)
+        else:
+            out += struct.pack("<II", 4, value)
+    offset, blobs = 0, b""
+    for name, ggml_type, dims, data in tensors:
+        out += string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", ggml_type, offset)
+        pad = -len(data) % 32
+        blobs += data + b"\0" * pad
+        offset += len(data) + pad
+    out += b"\0" * (-len(out) % 32)
+    return out + blobs
+
+
+# Block types: (ggml id, weights per block, bytes per block, byte offsets of its f16 scales).
+BLOCK_TYPES = {"q4_1": (3, 32, 20, [0, 2]), "q5_0": (6, 32, 22, [0]), "q5_1": (7, 32, 24, [0, 2]),
+               "q2_k": (10, 256, 84, [80, 82]), "q3_k": (11, 256, 110, [108]), "q4_k": (12, 256, 144, [0, 2]),
+               "q5_k": (13, 256, 176, [0, 2]), "q6_k": (14, 256, 210, [208]), "iq4_nl": (20, 32, 18, [0]),
+               "iq4_xs": (23, 256, 136, [0])}
+
+
+def blocks(kind, n_weights):
+    ggml_type, size, nbytes, scales = BLOCK_TYPES[kind]
+    data = bytearray((i * 37 + 11) % 256 for i in range(n_weights // size * nbytes))
+    for b in range(n_weights // size):
+        for off in scales:
+            data[b * nbytes + off:b * nbytes + off + 2] = struct.pack("<e", 0.01)
+    return bytes(data)
+
+
+def f32(n, value=1.0):
+    return struct.pack("<%df" % n, *([value] * n))
+
+
+def model_seed(arch, width, n_ff, kind, head_dim=None):
+    """A one-layer model of `arch` whose matrices are `kind` (a block type, or "f32"), two heads."""
+    heads, vocab = 2, 4
+    hd = head_dim or width // heads
+    md = [("general.architecture", arch), (arch + ".context_length", 64), (arch + ".embedding_length", width),
+          (arch + ".block_count", 1), (arch + ".feed_forward_length", n_ff), (arch + ".attention.head_count", heads),
+          ("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.tokens", ["a", "b", "ab", "<s>"]),
+          ("tokenizer.ggml.merges", ["a b"])]
+    if head_dim:
+        md += [(arch + ".attention.key_length", hd), (arch + ".attention.value_length", hd)]
+
+    def matrix(name, cols, rows):
+        if kind == "f32":
+            return (name, 0, [cols, rows], f32(cols * rows, 0.01))
+        return (name, BLOCK_TYPES[kind][0], [cols, rows], blocks(kind, cols * rows))
+    t = [matrix("token_embd.weight", width, vocab), ("output_norm.weight", 0, [width], f32(width))]
+    t += [("blk.0.attn_norm.weight", 0, [width], f32(width)), ("blk.0.ffn_norm.weight", 0, [width], f32(width))]
+    t += [matrix("blk.0.attn_q.weight", width, heads * hd), matrix("blk.0.attn_k.weight", width, heads * hd),
+          matrix("blk.0.attn_v.weight", width, heads * hd), matrix("blk.0.attn_output.weight", heads * hd, width),
+          matrix("blk.0.ffn_gate.weight", width, n_ff), matrix("blk.0.ffn_up.weight", width, n_ff),
+          matrix("blk.0.ffn_down.weight", n_ff, width)]
+    if arch == "qwen3":
+        t += [("blk.0.attn_q_norm.weight", 0, [hd], f32(hd)), ("blk.0.attn_k_norm.weight", 0, [hd], f32(hd))]
+    return gguf(md, t)
+
+
 def main():
     out = sys.argv[1]
     seeds = {
+        # A whole one-layer model in q4_k (rows of one super-block), one in q4_1 (32-weight blocks),
+        # qwen3 with heads wider than width / heads; one tensor of each other block type.
+        "gguf_fuzzer/llama-q4_k": model_seed("llama", 256, 256, "q4_k"),
+        "gguf_fuzzer/llama-q4_1": model_seed("llama", 32, 32, "q4_1"),
+        "gguf_fuzzer/qwen3-f32": model_seed("qwen3", 8, 16, "f32", head_dim=8),
         "hf_fuzzer/tiny-llama": hf_seed(),
         "chat_template_fuzzer/llama3": SEP.join([
             b"\x02{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}"
@@ -65,6 +144,9 @@ def main():
         "c_api_fuzzer/run": bytes([0, 14, 0, 15, 6, 1, 0, 19, 40, 0, 20, 3, 2, 2, 2, 0, 23, 5, 1,
                                    0, 8, 1, 0, 10, 1, 0, 9, 1, 46, 0, 14, 1, 16, 4, 1, 17, 0, 18]),
     }
+    for kind, (ggml_type, size, _, _) in BLOCK_TYPES.items():
+        seeds["gguf_fuzzer/tensor-" + kind] = gguf([("general.architecture", "llama")],
+                                                   [("t", ggml_type, [size, 2], blocks(kind, 2 * size))])
     for name, data in seeds.items():
         path = os.path.join(out, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)

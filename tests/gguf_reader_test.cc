@@ -1,13 +1,16 @@
 #include "lib/model/gguf_reader.h"
 
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <random>
 
 #include "gtest/gtest.h"
 #include "lib/model/gguf_writer.h"
 #include "lib/model/llama_config.h"
 #include "lib/model/llama_model.h"
+#include "lib/model/quantizer.h"
 #include "tests/test_util.h"
 
 namespace llm42 {
@@ -168,6 +171,11 @@ std::vector<Malformed> MalformedFiles() {
   m.push_back({"overflowing_dims", Raw().Header(1, 0).Tensor("t", {uint64_t{1} << 39, uint64_t{1} << 39}, 0, 0).b, "overflows"});
   m.push_back({"unknown_tensor_type", Raw().Header(1, 0).Tensor("t", {4}, 99, 0).b, "unknown ggml type 99"});
   m.push_back({"block_mismatch", Raw().Header(1, 0).Tensor("t", {30}, 8, 0).b, "block size"});
+  // A k-quant row that ends inside a 256-weight super-block.
+  m.push_back({"truncated_super_block", Raw().Header(1, 0).Tensor("t", {300, 2}, 12, 0).b, "block size"});
+  m.push_back({"key_not_utf8", Raw().Header(0, 1).Str("general.\xff\xfe").Put<uint32_t>(4).Put<uint32_t>(1).b,
+               "metadata key #0 is not valid UTF-8"});
+  m.push_back({"tensor_name_not_utf8", Raw().Header(1, 0).Tensor("blk.\xc3", {4}, 0, 0).b, "tensor name #0 is not valid UTF-8"});
   m.push_back({"misaligned_offset", Raw().Header(1, 0).Tensor("t", {4}, 0, 4).b, "not aligned"});
   m.push_back({"duplicate_tensor", Raw().Header(2, 0).Tensor("t", {4}, 0, 0).Tensor("t", {4}, 0, 32).b, "duplicate tensor"});
   m.push_back({"tensor_past_end", Raw().Header(1, 0).Tensor("t", {64}, 0, 0).Align().Put<float>(1).b, "outside the file"});
@@ -234,6 +242,46 @@ TEST(LlamaModelLoad, WrongTensorShapeNamesTheTensor) {
   const absl::Status s = LoadModel(TinyLlama(false, 7), "tiny_bad_q.gguf");
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("tensor blk.0.attn_q.weight: expected 8x8, got 8x7"), std::string::npos) << s;
+}
+
+// Every weight in q4_k, one layer of 256-wide rows: a damaged block (an infinite scale) is a
+// FORMAT_ERROR naming the tensor and the block, where it would otherwise turn outputs to NaN.
+TEST(LlamaModelLoad, DamagedBlockScalesNameTheTensor) {
+  for (bool damaged : {false, true}) {
+    GgufWriter w;
+    w.AddString("general.architecture", "llama");
+    w.AddUint32("llama.context_length", 16);
+    w.AddUint32("llama.embedding_length", 256);
+    w.AddUint32("llama.block_count", 1);
+    w.AddUint32("llama.feed_forward_length", 256);
+    w.AddUint32("llama.attention.head_count", 2);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    auto matrix = [&](const std::string& name, int64_t rows) {
+      std::vector<float> v(static_cast<size_t>(256 * rows));
+      for (float& x : v) x = dist(rng);
+      std::vector<uint8_t> bytes = Quantize(v, GgmlType::kQ4_K);
+      if (damaged && name == "blk.0.attn_k.weight") {
+        const uint16_t inf = 0x7C00;
+        std::memcpy(bytes.data() + sizeof(BlockQ4_K) + offsetof(BlockQ4_K, d), &inf, 2);  // block 1
+      }
+      w.AddTensor(name, GgmlType::kQ4_K, {256, rows}, bytes);
+    };
+    matrix("token_embd.weight", 4);
+    w.AddTensor("output_norm.weight", GgmlType::kF32, {256}, F32Bytes(std::vector<float>(256, 1.0f)));
+    w.AddTensor("blk.0.attn_norm.weight", GgmlType::kF32, {256}, F32Bytes(std::vector<float>(256, 1.0f)));
+    w.AddTensor("blk.0.ffn_norm.weight", GgmlType::kF32, {256}, F32Bytes(std::vector<float>(256, 1.0f)));
+    for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      matrix(absl::StrCat("blk.0.", n, ".weight"), 256);
+    }
+    const absl::Status s = LoadModel(w, damaged ? "q4k_damaged.gguf" : "q4k_ok.gguf");
+    if (!damaged) {
+      EXPECT_TRUE(s.ok()) << s;
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find("blk.0.attn_k.weight: block 1 of"), std::string::npos) << s;
+  }
 }
 
 TEST(LlamaModelLoad, OtherArchitecturesAreUnsupported) {

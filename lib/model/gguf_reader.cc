@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/util/mapped_file.h"
 #include "lib/util/status.h"
+#include "lib/util/utf8.h"
 
 namespace llm42 {
 namespace {
@@ -292,6 +293,8 @@ absl::Status GgufFile::Parse() {
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     LLM42_RETURN_IF_ERROR(c.ReadString(&key, absl::StrCat("metadata key #", i)));
+    // Keys reach callers (and the bindings) as strings: text, never arbitrary bytes.
+    if (!IsValidUtf8(key)) return FormatError("metadata key #", i, " is not valid UTF-8");
     uint32_t type = 0;
     LLM42_RETURN_IF_ERROR(c.Read(&type, "metadata value type"));
     if (!KnownType(type)) return FormatError("key '", key, "': unknown value type ", type);
@@ -316,6 +319,7 @@ absl::Status GgufFile::Parse() {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t;
     LLM42_RETURN_IF_ERROR(c.ReadString(&t.name, absl::StrCat("tensor name #", i)));
+    if (!IsValidUtf8(t.name)) return FormatError("tensor name #", i, " is not valid UTF-8");
     uint32_t n_dims = 0;
     LLM42_RETURN_IF_ERROR(c.Read(&n_dims, "tensor dimension count"));
     if (n_dims == 0 || n_dims > kMaxDims) {
