@@ -39,13 +39,22 @@ inline std::string TinyModelPath(GgmlType dtype = GgmlType::kF32) {
 // vocabulary of ../shared/models/stories260K.gguf: the engine-level determinism and batching
 // tests run many requests under the sanitizers, and with Llama 2's 32000 tokens the output
 // layer and sampling cost four times the rest of the model. Empty when the file is missing.
-inline std::string SmallVocabTinyModelPath() {
+inline std::string SmallVocabTinyModelPath(const std::string& preset_name = "tiny", GgmlType dtype = GgmlType::kF32) {
   const std::string vocab = SharedPath("models/stories260K.gguf");
   if (!std::filesystem::exists(vocab)) return std::string();
-  const std::string out = TempPath("tiny-v512-f32.gguf");
+  const char* type_name = GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name;
+  const std::string out = preset_name == "tiny" && dtype == GgmlType::kF32
+                              ? TempPath("tiny-v512-f32.gguf")
+                              : TempPath(preset_name + "-v512-" + type_name + ".gguf");
   if (!std::filesystem::exists(out)) {
+    const ModelPreset* preset = nullptr;
+    for (const ModelPreset& p : ModelPresets()) {
+      if (p.name == preset_name) preset = &p;
+    }
+    EXPECT_NE(preset, nullptr) << preset_name;
+    if (preset == nullptr) return std::string();
     const std::string partial = out + "." + std::to_string(::getpid());
-    const absl::Status s = MakeModel(ModelPresets()[0], GgmlType::kF32, vocab, 42, partial);
+    const absl::Status s = MakeModel(*preset, dtype, vocab, 42, partial);
     EXPECT_TRUE(s.ok()) << s;
     std::filesystem::rename(partial, out);
   }
