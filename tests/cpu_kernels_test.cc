@@ -270,7 +270,11 @@ TEST(MatMulFixed, DecodeOnLongRowsGivesThePortableBits) {
 // the leftover row, whose kernel has its own chains.) Against q8_0 and q4_0 weights a decode
 // batch takes the fixed arithmetic (FastDecodeRowsGiveTheFixedBits) and a row alone may too, so
 // there the batch is a prompt's (fast's own int8 GEMM on AVX-512 VNNI, the float GEMM on AVX2).
-TEST_P(MatMulTest, FastDependsOnTheBatch) {
+// The types whose fast schedule has kernels of its own (quant_formats.h's block types run the
+// fixed arithmetic in both: format_gemv.h).
+class FastMatMulTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(FastMatMulTest, FastDependsOnTheBatch) {
   const GgmlType type = GetParam();
   SKIP_WITHOUT_AVX2_KERNELS("the fast family has only its portable kernel here");
   std::mt19937 rng(31);
@@ -488,6 +492,13 @@ std::vector<GgmlType> MatMulTypes() {
   types.insert(types.end(), testing::FormatTypes().begin(), testing::FormatTypes().end());
   return types;
 }
+
+INSTANTIATE_TEST_SUITE_P(FloatAndInt8Types, FastMatMulTest,
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                                           GgmlType::kQ4_0),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return std::string(GetGgmlTypeInfo(static_cast<uint32_t>(info.param))->name);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTest, ::testing::ValuesIn(MatMulTypes()),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {

@@ -27,6 +27,30 @@ struct SubBlockScale {
   float a = 0, c = 0;
 };
 
+// f16 to f32, exactly (Fp16ToFp32's values, every one of the 65536), without branches: the
+// block scales are converted once per sub-block inside the kernels' loops, where the portable
+// conversion's renormalizing loop cost more than the sub-block's arithmetic. The exponent is
+// rebased by an integer add and a multiply by 2^-112 (exact: the product is a normal or, for f16
+// subnormals, computed by a subtraction of a magic bias, also exact), infinities and NaNs kept.
+inline float HalfToFloat(uint16_t h) {
+  const uint32_t w = static_cast<uint32_t>(h) << 16;
+  const uint32_t sign = w & 0x80000000u;
+  const uint32_t two_w = w + w;
+  auto from_bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  };
+  auto to_bits = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  };
+  const float normalized = from_bits((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  const float denormalized = from_bits((two_w >> 17) | (126u << 23)) - 0.5f;
+  return from_bits(sign | (two_w < (1u << 27) ? to_bits(denormalized) : to_bits(normalized)));
+}
+
 // Helpers: a nibble of byte p[j] (low for element j < half, high past it), eight at a time.
 inline int32_t Nibble(const uint8_t* p, int64_t j, int64_t half) {
   return j < half ? p[j] & 0x0F : p[j - half] >> 4;
@@ -83,7 +107,7 @@ struct Q4_1Format {
   using Block = BlockQ4_1;
   static constexpr int64_t kBlock = 32, kSub = 32;
   static constexpr bool kOffset = true;
-  static SubBlockScale Scale(const Block& b, int64_t) { return {Fp16ToFp32(b.d), Fp16ToFp32(b.m)}; }
+  static SubBlockScale Scale(const Block& b, int64_t) { return {HalfToFloat(b.d), HalfToFloat(b.m)}; }
   static int32_t Q(const Block& b, int64_t j) { return Nibble(b.qs, j, 16); }
 #if LLM42_X86
   LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) { return Nibbles8(b.qs, j, 16); }
@@ -94,7 +118,7 @@ struct Q5_0Format {
   using Block = BlockQ5_0;
   static constexpr int64_t kBlock = 32, kSub = 32;
   static constexpr bool kOffset = false;
-  static SubBlockScale Scale(const Block& b, int64_t) { return {Fp16ToFp32(b.d), 0}; }
+  static SubBlockScale Scale(const Block& b, int64_t) { return {HalfToFloat(b.d), 0}; }
   static int32_t Q(const Block& b, int64_t j) {
     return (Nibble(b.qs, j, 16) | (((Load32(b.qh) >> j) & 1) << 4)) - 16;
   }
@@ -110,7 +134,7 @@ struct Q5_1Format {
   using Block = BlockQ5_1;
   static constexpr int64_t kBlock = 32, kSub = 32;
   static constexpr bool kOffset = true;
-  static SubBlockScale Scale(const Block& b, int64_t) { return {Fp16ToFp32(b.d), Fp16ToFp32(b.m)}; }
+  static SubBlockScale Scale(const Block& b, int64_t) { return {HalfToFloat(b.d), HalfToFloat(b.m)}; }
   static int32_t Q(const Block& b, int64_t j) { return Nibble(b.qs, j, 16) | (((Load32(b.qh) >> j) & 1) << 4); }
 #if LLM42_X86
   LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) {
@@ -127,7 +151,7 @@ struct Q2_KFormat {
   static constexpr bool kOffset = true;
   static SubBlockScale Scale(const Block& b, int64_t s) {
     const int32_t sc = b.scales[s];
-    return {Fp16ToFp32(b.d) * static_cast<float>(sc & 15), -(Fp16ToFp32(b.dmin) * static_cast<float>(sc >> 4))};
+    return {HalfToFloat(b.d) * static_cast<float>(sc & 15), -(HalfToFloat(b.dmin) * static_cast<float>(sc >> 4))};
   }
   static int32_t Q(const Block& b, int64_t j) { return (b.qs[32 * (j / 128) + j % 32] >> (2 * (j % 128 / 32))) & 3; }
 #if LLM42_X86
@@ -143,7 +167,7 @@ struct Q3_KFormat {
   static constexpr int64_t kBlock = 256, kSub = 16;
   static constexpr bool kOffset = false;
   static SubBlockScale Scale(const Block& b, int64_t s) {
-    return {Fp16ToFp32(b.d) * static_cast<float>(ScaleQ3K(b.scales, s) - 32), 0};
+    return {HalfToFloat(b.d) * static_cast<float>(ScaleQ3K(b.scales, s) - 32), 0};
   }
   static int32_t Q(const Block& b, int64_t j) {
     const int64_t h = j / 128, t = j % 128 / 32, l = j % 32;
@@ -169,7 +193,7 @@ struct Q4_KFormat {
   static SubBlockScale Scale(const Block& b, int64_t s) {
     int32_t sc, m;
     ScaleMinK4(b.scales, s, &sc, &m);
-    return {Fp16ToFp32(b.d) * static_cast<float>(sc), -(Fp16ToFp32(b.dmin) * static_cast<float>(m))};
+    return {HalfToFloat(b.d) * static_cast<float>(sc), -(HalfToFloat(b.dmin) * static_cast<float>(m))};
   }
   static int32_t Q(const Block& b, int64_t j) { return Nibble(b.qs + 32 * (j / 64), j % 64, 32); }
 #if LLM42_X86
@@ -185,7 +209,7 @@ struct Q5_KFormat {
   static SubBlockScale Scale(const Block& b, int64_t s) {
     int32_t sc, m;
     ScaleMinK4(b.scales, s, &sc, &m);
-    return {Fp16ToFp32(b.d) * static_cast<float>(sc), -(Fp16ToFp32(b.dmin) * static_cast<float>(m))};
+    return {HalfToFloat(b.d) * static_cast<float>(sc), -(HalfToFloat(b.dmin) * static_cast<float>(m))};
   }
   static int32_t Q(const Block& b, int64_t j) {
     return Nibble(b.qs + 32 * (j / 64), j % 64, 32) | (((b.qh[j % 32] >> (j / 32)) & 1) << 4);
@@ -205,7 +229,7 @@ struct Q6_KFormat {
   static constexpr int64_t kBlock = 256, kSub = 16;
   static constexpr bool kOffset = false;
   static SubBlockScale Scale(const Block& b, int64_t s) {
-    return {Fp16ToFp32(b.d) * static_cast<float>(b.scales[s]), 0};
+    return {HalfToFloat(b.d) * static_cast<float>(b.scales[s]), 0};
   }
   static int32_t Q(const Block& b, int64_t j) {
     const int64_t h = j / 128, t = j % 128 / 32, l = j % 32;
@@ -227,7 +251,7 @@ struct IQ4_NLFormat {
   using Block = BlockIQ4_NL;
   static constexpr int64_t kBlock = 32, kSub = 32;
   static constexpr bool kOffset = false;
-  static SubBlockScale Scale(const Block& b, int64_t) { return {Fp16ToFp32(b.d), 0}; }
+  static SubBlockScale Scale(const Block& b, int64_t) { return {HalfToFloat(b.d), 0}; }
   static int32_t Q(const Block& b, int64_t j) { return kIq4NlValues[Nibble(b.qs, j, 16)]; }
 #if LLM42_X86
   LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) { return Iq4Values8(b.qs, j, 16); }
@@ -243,7 +267,7 @@ struct IQ4_XSFormat {
   static constexpr bool kOffset = false;
   static SubBlockScale Scale(const Block& b, int64_t s) {
     const int32_t ls = ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0F) | (((b.scales_h >> (2 * s)) & 3) << 4);
-    return {Fp16ToFp32(b.d) * static_cast<float>(ls - 32), 0};
+    return {HalfToFloat(b.d) * static_cast<float>(ls - 32), 0};
   }
   static int32_t Q(const Block& b, int64_t j) { return kIq4NlValues[Nibble(b.qs + 16 * (j / 32), j % 32, 16)]; }
 #if LLM42_X86

@@ -1,5 +1,6 @@
 #include "lib/backend/cpu/row_dot.h"
 
+#include "lib/backend/cpu/format_gemv.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/weight_loaders.h"
@@ -364,6 +365,7 @@ bool DequantizeRow(GgmlType type, const uint8_t* row, int64_t n, float* out) {
 }
 
 WideGemv SelectFixedGemv4(GgmlType type, bool allow_simd) {
+  if (IsFormatType(type)) return SelectFormatGemv(type, DotFamily::kFixed, allow_simd);
 #if LLM42_X86
   if (allow_simd) {
     const GemvFn fn = Avx2ByType<GemvFn>(type, [](auto t) -> GemvFn {
@@ -378,6 +380,7 @@ WideGemv SelectFixedGemv4(GgmlType type, bool allow_simd) {
 }
 
 WideGemv SelectWideGemv(GgmlType type, DotFamily family, bool allow_simd, int64_t row_bytes) {
+  if (IsFormatType(type)) return SelectFormatGemv(type, family, allow_simd);
 #if LLM42_X86
   const bool fixed = family == DotFamily::kFixed;
   const bool avx512 = allow_simd && CpuHasAvx512();
