@@ -6,20 +6,20 @@
 #include <memory>
 
 #include "lib/model/gguf_reader.h"
-#include "lib/model/llama_config.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_config.h"
+#include "lib/model/model_weights.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace llm42::fuzz {
 
 inline void ExerciseModel(std::unique_ptr<GgufFile> file) {
-  (void)LlamaConfig::FromGguf(*file);
+  (void)ModelConfig::FromGguf(*file);
   auto tokenizer = Tokenizer::FromGguf(*file);
   if (tokenizer.ok()) {
     const auto ids = (*tokenizer)->Encode("Hello, world! \xe2\x82\xac <|endoftext|>", true, true);
     (void)(*tokenizer)->Decode(ids);
   }
-  (void)LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file)));
+  (void)ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file)));
 }
 
 }  // namespace llm42::fuzz

@@ -18,7 +18,7 @@
 #include "lib/backend/backend_registry.h"
 #include "lib/engine/session.h"
 #include "lib/kv/kv_cache.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 #include "lib/sampling/sampler.h"
 #include "tests/model_fixture.h"
 
@@ -261,8 +261,8 @@ TEST_P(DeterminismTest, ManyCopiesAgree) {
 std::vector<float> PrefillLogprobs(const std::string& path, const std::vector<int32_t>& prompt,
                                    const std::vector<int32_t>& output) {
   auto file = GgufFile::Open(path);
-  auto model = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
-  const LlamaConfig& c = (*model)->config();
+  auto model = ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+  const ModelConfig& c = (*model)->config();
   std::vector<int32_t> seq = prompt;
   seq.insert(seq.end(), output.begin(), output.end() - 1);
   KvCache cache(64);

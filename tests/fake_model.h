@@ -15,7 +15,7 @@
 
 namespace llm42::testing {
 
-// A stand-in for LlamaModel::Forward that makes the engine's bookkeeping observable: each row
+// A stand-in for ModelWeights::Forward that makes the engine's bookkeeping observable: each row
 // writes (token, schedule) as its K/V, and its logits depend on every K/V of its prefix, so a
 // stale or missing position changes the next token. Fast rows at some positions pick another
 // token than fixed rows would (real divergence, for rollbacks), and optionally the end of

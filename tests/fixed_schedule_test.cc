@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/kv/kv_cache.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 #include "tests/model_fixture.h"
 
 namespace llm42 {
@@ -22,7 +22,7 @@ class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
     if (path_.empty()) GTEST_SKIP() << "the Llama 2 vocabulary under ../shared/vocab is missing";
     auto file = GgufFile::Open(path_);
     ASSERT_TRUE(file.ok()) << file.status();
-    auto model = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+    auto model = ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(model).value();
     for (int i = 0; i < 270; ++i) prompt_.push_back(3 + (i * 7919) % 31000);
@@ -32,7 +32,7 @@ class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
   // Logits of every position of `prompt_`, fed in chunks of `chunk` tokens; when `interleave`,
   // each chunk shares its forward pass with a chunk of another sequence.
   std::vector<float> AllLogits(int threads, bool simd, int chunk, bool interleave, Schedule s) {
-    const LlamaConfig& c = model_->config();
+    const ModelConfig& c = model_->config();
     CpuBackend be(threads, simd);
     KvCache cache(64);
     auto runner = testing::MakeRunner(*model_, be, cache);
@@ -64,7 +64,7 @@ class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
   }
 
   std::string path_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<ModelWeights> model_;
   std::vector<int32_t> prompt_, other_;
 };
 

@@ -8,8 +8,8 @@
 
 #include "gtest/gtest.h"
 #include "lib/model/gguf_writer.h"
-#include "lib/model/llama_config.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_config.h"
+#include "lib/model/model_weights.h"
 #include "lib/model/quantizer.h"
 #include "tests/test_util.h"
 
@@ -225,20 +225,20 @@ GgufWriter TinyLlama(bool drop_block_count, int64_t q_rows) {
 absl::Status LoadModel(const GgufWriter& w, const std::string& name) {
   auto file = GgufFile::Open(WriteBytes(name, w.Serialize()));
   if (!file.ok()) return file.status();
-  return LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value())).status();
+  return ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file).value())).status();
 }
 
-TEST(LlamaModelLoad, AcceptsAWellFormedModel) {
+TEST(ModelWeightsLoad, AcceptsAWellFormedModel) {
   EXPECT_TRUE(LoadModel(TinyLlama(false, 8), "tiny_ok.gguf").ok());
 }
 
-TEST(LlamaModelLoad, MissingRequiredKeyIsAFormatError) {
+TEST(ModelWeightsLoad, MissingRequiredKeyIsAFormatError) {
   const absl::Status s = LoadModel(TinyLlama(true, 8), "tiny_no_blocks.gguf");
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("llama.block_count"), std::string::npos) << s;
 }
 
-TEST(LlamaModelLoad, WrongTensorShapeNamesTheTensor) {
+TEST(ModelWeightsLoad, WrongTensorShapeNamesTheTensor) {
   const absl::Status s = LoadModel(TinyLlama(false, 7), "tiny_bad_q.gguf");
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("tensor blk.0.attn_q.weight: expected 8x8, got 8x7"), std::string::npos) << s;
@@ -246,7 +246,7 @@ TEST(LlamaModelLoad, WrongTensorShapeNamesTheTensor) {
 
 // Every weight in q4_k, one layer of 256-wide rows: a damaged block (an infinite scale) is a
 // FORMAT_ERROR naming the tensor and the block, where it would otherwise turn outputs to NaN.
-TEST(LlamaModelLoad, DamagedBlockScalesNameTheTensor) {
+TEST(ModelWeightsLoad, DamagedBlockScalesNameTheTensor) {
   for (bool damaged : {false, true}) {
     GgufWriter w;
     w.AddString("general.architecture", "llama");
@@ -284,12 +284,12 @@ TEST(LlamaModelLoad, DamagedBlockScalesNameTheTensor) {
   }
 }
 
-TEST(LlamaModelLoad, OtherArchitecturesAreUnsupported) {
+TEST(ModelWeightsLoad, OtherArchitecturesAreUnsupported) {
   GgufWriter w;
   w.AddString("general.architecture", "mamba");
   auto file = GgufFile::Open(WriteBytes("mamba.gguf", w.Serialize()));
   ASSERT_TRUE(file.ok());
-  EXPECT_EQ(LlamaConfig::FromGguf(**file).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ModelConfig::FromGguf(**file).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

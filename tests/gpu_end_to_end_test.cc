@@ -17,7 +17,7 @@
 #include "lib/engine/session.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/hf_loader.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 #include "lib/model/model_maker.h"
 #include "lib/util/logging.h"
 #include "nlohmann/json.hpp"
@@ -107,7 +107,7 @@ TEST_F(GpuEndToEndTest, RandomModelsAgreeWithTheCpuUpToNearTies) {
     // The CPU's logits after the common prefix.
     auto file = OpenModel(model);
     ASSERT_TRUE(file.ok());
-    auto m = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+    auto m = ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
     ASSERT_TRUE(m.ok());
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), a.begin(), a.begin() + static_cast<std::ptrdiff_t>(diff));

@@ -16,7 +16,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/hf_loader.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 #include "lib/model/model_maker.h"
 #include "lib/model/safetensors.h"
 #include "lib/tokenizer/tokenizer.h"
@@ -226,10 +226,10 @@ std::vector<float> Logits(const std::string& path, Schedule schedule, const std:
   auto file = OpenModel(path);
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return {};
-  auto model = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+  auto model = ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return {};
-  const LlamaConfig& c = (*model)->config();
+  const ModelConfig& c = (*model)->config();
   CpuBackend be(2);
   KvCache cache(8);
   auto runner = testing::MakeRunner(**model, be, cache);
@@ -307,8 +307,8 @@ TEST_P(HfModel, ConfigAndTokenizerMatchTheGguf) {
   ASSERT_TRUE(hf.ok()) << hf.status();
   auto gguf = GgufFile::Open(exported_.gguf);
   ASSERT_TRUE(gguf.ok());
-  auto hc = LlamaConfig::FromGguf(**hf);
-  auto gc = LlamaConfig::FromGguf(**gguf);
+  auto hc = ModelConfig::FromGguf(**hf);
+  auto gc = ModelConfig::FromGguf(**gguf);
   ASSERT_TRUE(hc.ok() && gc.ok());
   EXPECT_EQ(hc->architecture, gc->architecture);
   EXPECT_EQ(hc->n_rot, gc->n_rot);

@@ -7,7 +7,7 @@
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/engine/session.h"
 #include "lib/kv/kv_cache.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/model_fixture.h"
@@ -56,9 +56,9 @@ class LlamaReferenceTest : public ::testing::Test {
                                 Schedule schedule = Schedule::kFast) {
     auto file = GgufFile::Open(model_path_);
     EXPECT_TRUE(file.ok());
-    auto model = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+    auto model = ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
     EXPECT_TRUE(model.ok()) << model.status();
-    const LlamaConfig& c = (*model)->config();
+    const ModelConfig& c = (*model)->config();
     CpuBackend backend(2, simd);
     KvCache cache(16);
     auto runner = testing::MakeRunner(**model, backend, cache);

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/kv/kv_cache.h"
-#include "lib/model/llama_runner.h"
+#include "lib/model/model_runner.h"
 #include "lib/model/model_maker.h"
 #include "tests/test_util.h"
 
@@ -62,8 +62,8 @@ inline std::string SmallVocabTinyModelPath(const std::string& preset_name = "tin
 }
 
 // `model` on `be`, its KV storage sized for `cache`; nullptr (and a test failure) on an error.
-inline std::unique_ptr<LlamaRunner> MakeRunner(const LlamaModel& model, Backend& be, const KvCache& cache) {
-  auto runner = LlamaRunner::Create(model, be);
+inline std::unique_ptr<ModelRunner> MakeRunner(const ModelWeights& model, Backend& be, const KvCache& cache) {
+  auto runner = ModelRunner::Create(model, be);
   EXPECT_TRUE(runner.ok()) << runner.status();
   if (!runner.ok()) return nullptr;
   const absl::Status kv = (*runner)->AllocateKv(cache);

@@ -1,6 +1,7 @@
 #ifndef LLM42_BACKEND_BACKEND_H_
 #define LLM42_BACKEND_BACKEND_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -66,6 +67,9 @@ struct RopeParams {
   // "NeoX" (Qwen2, and Hugging Face's rotate_half).
   bool neox = false;
   const float* freq_factors = nullptr;  // n_rot / 2 divisors in backend memory, or none
+  // Every cosine and sine multiplied by it (LongRoPE's attention factor, Phi-3 128k; 1 = none).
+  float attn_factor = 1.0f;
+  bool operator==(const RopeParams&) const = default;
 };
 
 // Element type of the paged KV storage. kAuto is the backend's choice (f32 on the CPU, bf16 on
@@ -125,11 +129,18 @@ struct BatchPlan {
   Schedules schedules = Schedule::kFast;
 };
 
-// Grouped-query attention heads.
+// Grouped-query attention heads, and how a layer's attention scores its positions.
 struct AttentionShape {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
+  float scale = 0;    // scores are q . k * scale; 0: 1 / sqrt(head_dim)
+  float softcap = 0;  // scores become softcap * tanh(score / softcap) (Gemma 2); 0: none
+  // A query at position p attends to positions (p - window, p] (sliding-window layers); 0: [0, p].
+  int64_t window = 0;
+  float score_scale() const { return scale != 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+  // The first position a query at `position` attends to.
+  int64_t first_position(int64_t position) const { return window > 0 && position >= window ? position - window + 1 : 0; }
 };
 
 // Where a forward pass runs. A backend owns its memory: weights (uploaded once), the paged KV
@@ -221,14 +232,21 @@ class Backend {
   // Writes every batch row's keys and values (k, v: [rows][kv_dim]) into layer `layer` of the
   // KV storage, at the row's position.
   virtual absl::Status StoreKv(int64_t layer, const float* k, const float* v) = 0;
-  // Causal attention of layer `layer` for every batch row: out[i] = softmax(q[i] K^T /
-  // sqrt(d)) V over positions [0, positions[i]] of the row's sequence, per head; every row's own
-  // K/V must have been stored first.
+  // Causal attention of layer `layer` for every batch row: out[i] = softmax(capped(q[i] K^T *
+  // scale)) V over positions [shape.first_position(positions[i]), positions[i]] of the row's
+  // sequence, per head (AttentionShape); every row's own K/V must have been stored first.
   virtual absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape,
                                  float* out, Schedules s) = 0;
   // out = silu(gate) * up, for m rows of n (out may be gate).
   virtual absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n,
                               float* out, Schedules s) = 0;
+  // out = gelu(gate) * up with GELU's tanh form, 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+  // (Gemma), for m rows of n (out may be gate). Both schedules: one arithmetic per element.
+  virtual absl::Status GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) = 0;
+  // x[i] *= s for n values (Gemma's embeddings, by sqrt(n_embd)).
+  virtual absl::Status Scale(float* x, size_t n, float s) = 0;
+  // x[i] = cap * tanh(x[i] / cap) for n values (Gemma 2's final logits).
+  virtual absl::Status SoftCap(float* x, size_t n, float cap) = 0;
   // out[r] = x[rows[r]] for rows of n_cols (rows in host memory).
   virtual absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                                   float* out) = 0;

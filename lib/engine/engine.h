@@ -13,7 +13,7 @@
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/scheduler.h"
 #include "lib/engine/sequence.h"
-#include "lib/model/llama_runner.h"
+#include "lib/model/model_runner.h"
 
 namespace llm42 {
 

@@ -14,8 +14,8 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/hf_loader.h"
-#include "lib/model/llama_model.h"
-#include "lib/model/llama_runner.h"
+#include "lib/model/model_weights.h"
+#include "lib/model/model_runner.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
 #include "lib/util/stable_hash.h"
@@ -77,8 +77,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     return FormatError(options.model_path, " has no weights (a vocabulary-only file?); open it "
                        "with vocab_only to tokenize");
   }
-  LLM42_ASSIGN_OR_RETURN(s->model_, LlamaModel::Load(s->file_));
-  const LlamaConfig& c = s->model_->config();
+  LLM42_ASSIGN_OR_RETURN(s->model_, ModelWeights::Load(s->file_));
+  const ModelConfig& c = s->model_->config();
   if (c.n_vocab != s->tokenizer_->vocab().size()) {
     return FormatError(options.model_path, ": token_embd.weight has ", c.n_vocab,
                        " rows but the vocabulary has ", s->tokenizer_->vocab().size(), " tokens");
@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                            : static_cast<int32_t>(std::min<int64_t>(
                                  c.n_ctx_train, SessionOptions::kDefaultContextLength));
   LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads, *ParseKvDtype(options.kv_dtype)}));
-  LLM42_ASSIGN_OR_RETURN(s->runner_, LlamaRunner::Create(*s->model_, *s->backend_));
+  LLM42_ASSIGN_OR_RETURN(s->runner_, ModelRunner::Create(*s->model_, *s->backend_));
   s->model_id_ = ModelId(*s->file_);
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.

@@ -28,8 +28,8 @@ namespace llm42 {
 
 class GgufFile;
 class KvCache;
-class LlamaModel;
-class LlamaRunner;
+class ModelWeights;
+class ModelRunner;
 class Tokenizer;
 
 // A loaded model and the thread that drives its engine. Thread-safe.
@@ -45,7 +45,7 @@ class Session {
   ~Session();
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  const LlamaModel& model() const { return *model_; }
+  const ModelWeights& model() const { return *model_; }
   int32_t context_length() const { return context_length_; }
   int64_t kv_cache_tokens() const;
   // Bytes of K/V one token adds to the cache (every layer, keys and values).
@@ -104,9 +104,9 @@ class Session {
   std::shared_ptr<const GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   absl::StatusOr<ChatTemplate> chat_template_ = absl::UnknownError("not detected");
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<ModelWeights> model_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<LlamaRunner> runner_;
+  std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCache> cache_;
   int32_t context_length_ = 0;
   int64_t max_sequence_ = 0;  // min(context, KV capacity)

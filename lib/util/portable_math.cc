@@ -34,6 +34,46 @@ constexpr double kExpTaylor[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 399168
 // Round to nearest integer (halfway away from zero) without libm.
 }  // namespace
 
+double PortableTanh(double x) {
+  if (x != x) return x;
+  const double a = x < 0 ? -x : x;
+  if (a >= 20.0) return x < 0 ? -1.0 : 1.0;
+  // Below 2^-26 tanh(a) = a to double precision; (e - 1) / (e + 1) would lose it to cancellation.
+  if (a < 0x1.0p-26) return x;
+  double t;
+  if (a < 0.125) {
+    // e - 1 cancels for small a: tanh's series instead, to a^17 (the next term is below 2^-60 of
+    // the sum for a < 0.125; from there e - 1 >= 0.28 e, losing at most two bits).
+    const double z = a * a;
+    static constexpr double kC[] = {1.0,
+                                    -1.0 / 3,
+                                    2.0 / 15,
+                                    -17.0 / 315,
+                                    62.0 / 2835,
+                                    -1382.0 / 155925,
+                                    21844.0 / 6081075,
+                                    -929569.0 / 638512875,
+                                    6404582.0 / 10854718875};
+    double p = 0;
+    for (int i = 8; i >= 0; --i) p = p * z + kC[i];
+    t = a * p;
+  } else {
+    const double e = PortableExp(2 * a);
+    t = (e - 1) / (e + 1);
+  }
+  return x < 0 ? -t : t;
+}
+
+float PortableSoftCap(float x, float cap) {
+  return static_cast<float>(static_cast<double>(cap) * PortableTanh(static_cast<double>(x) / static_cast<double>(cap)));
+}
+
+float PortableGeluTanh(float x) {
+  const double d = x;
+  constexpr double kSqrt2OverPi = 0.79788456080286535588;
+  return static_cast<float>(0.5 * d * (1.0 + PortableTanh(kSqrt2OverPi * (d + 0.044715 * d * d * d))));
+}
+
 double PortableExp(double x) {
   if (x != x) return x;
   if (x > 709.782712893384) return kInf;

@@ -25,6 +25,14 @@ double PortableLog(double x);
 // base^y for base > 0, as exp(y log base).
 double PortablePow(double base, double y);
 void PortableSinCos(double x, double* sin_x, double* cos_x);
+// tanh in double from PortableExp: (e - 1) / (e + 1) of e = exp(2|x|), the sign restored;
+// +-1 from |x| >= 20 (where tanh rounds to 1 in double), NaN kept. Relative error within a few
+// ulp of double, so its float rounding is the correctly rounded float but in rare ties.
+double PortableTanh(double x);
+// x * cap-limited: cap * tanh(x / cap), computed in double, rounded once (soft-capping).
+float PortableSoftCap(float x, float cap);
+// GELU's tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double, rounded once.
+float PortableGeluTanh(float x);
 
 namespace internal {
 

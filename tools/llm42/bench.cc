@@ -17,7 +17,7 @@
 #include "lib/backend/cpu/bf16_gemm.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/engine/session.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 #include "lib/sampling/philox.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/aligned_vector.h"
@@ -393,14 +393,14 @@ int Bench() {
   int64_t weight_bytes = 0;
   GemmWork gemm;  // attention excluded
   std::vector<WeightMatrix> layer0, all;  // one layer's matrices; every matrix, output last
-  std::unique_ptr<LlamaModel> loaded;
+  std::unique_ptr<ModelWeights> loaded;
   {
     auto file = GgufFile::Open(model);
     if (!file.ok()) {
       std::cerr << "llm42 bench: " << file.status().message() << "\n";
       return 1;
     }
-    auto m = LlamaModel::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
+    auto m = ModelWeights::Load(std::shared_ptr<const GgufFile>(std::move(file).value()));
     if (!m.ok()) {
       std::cerr << "llm42 bench: " << m.status().message() << "\n";
       return 1;
@@ -408,7 +408,7 @@ int Bench() {
     weight_bytes = (*m)->weight_bytes();
     const auto elements = [](const WeightMatrix& w) { return static_cast<double>(w.rows) * static_cast<double>(w.cols); };
     gemm.output = 2 * elements((*m)->output());  // a multiply and an add per weight and token
-    for (const LlamaModel::Layer& L : (*m)->layers()) {
+    for (const ModelWeights::Layer& L : (*m)->layers()) {
       for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
         gemm.layers += 2 * elements(*w);
         if (&L == &(*m)->layers().front()) layer0.push_back(*w);

@@ -20,7 +20,7 @@
 #include "lib/model/fingerprint.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/model/hf_loader.h"
-#include "lib/model/llama_config.h"
+#include "lib/model/model_config.h"
 #include "lib/model/model_maker.h"
 #include "llm42/llm42.hpp"
 
@@ -295,9 +295,9 @@ int Info() {
   std::cout << absl::StrFormat("file:        %s (%.2f MiB, %s, %d tensors, %d metadata keys)\n",
                                f.path(), f.file_size() / 1048576.0, format, f.tensors().size(),
                                f.metadata().size());
-  auto config = LlamaConfig::FromGguf(f);
+  auto config = ModelConfig::FromGguf(f);
   if (config.ok()) {
-    const LlamaConfig& c = *config;
+    const ModelConfig& c = *config;
     int64_t params = 0;
     std::map<std::string, int64_t> by_type;
     for (const GgufTensorInfo& t : f.tensors()) {

@@ -62,7 +62,7 @@ Partial AttendRangePortable(const float* q, const KvLayerView& kv, const int32_t
     }
     float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     for (; i < hd; ++i) s += q[i] * L::At(k, i);
-    scores[t - begin] = s * scale;
+    scores[t - begin] = kv.softcap != 0 ? PortableSoftCap(s * scale, kv.softcap) : s * scale;
     p.max = std::max(p.max, scores[t - begin]);
   }
   std::fill(o, o + hd, 0.0f);
@@ -96,8 +96,16 @@ float MaxScore(const float* s, int64_t n) {
   return m;
 }
 
-// Softmax over scores[0, n): the state, with scores replaced by their exponentials.
-Partial Exponentiate(float* scores, int64_t n) {
+// Scores soft-capped in place (KvLayerView::softcap; nothing for 0).
+void SoftCapScores(float* scores, int64_t n, float softcap) {
+  if (softcap == 0) return;
+  for (int64_t t = 0; t < n; ++t) scores[t] = PortableSoftCap(scores[t], softcap);
+}
+
+// Softmax over scores[0, n) (soft-capped first where softcap is set): the state, with scores
+// replaced by their exponentials.
+Partial Exponentiate(float* scores, int64_t n, float softcap) {
+  SoftCapScores(scores, n, softcap);
   Partial p;
   p.max = MaxScore(scores, n);
   p.sum = PortableExpfShiftedSum(scores, p.max, scores, n);  // PortableExpf's bits; summed in order
@@ -125,8 +133,9 @@ void SumsInOrder(float* const* e, const int64_t* n, Partial* parts) {
 // exponentials, the sums computed eight rows side by side. One row's in-order sum is a chain of
 // dependent additions, which held the exponentials to 0.88 ns a value where they take 0.53
 // alone (a Zen 5, AVX-512).
-void ExponentiateAll(float* const* scores, const int64_t* n, int count, Partial* parts) {
+void ExponentiateAll(float* const* scores, const int64_t* n, int count, Partial* parts, float softcap) {
   for (int j = 0; j < count; ++j) {
+    SoftCapScores(scores[j], n[j], softcap);
     parts[j].max = MaxScore(scores[j], n[j]);
     PortableExpfShifted(scores[j], parts[j].max, scores[j], n[j]);  // PortableExpf's bits
   }
@@ -266,7 +275,7 @@ LLM42_AVX2 Partial AttendRangeAvx2(const float* q, const KvLayerView& kv, const 
     for (int j = 0; j < 4; ++j) scores[t + j] = tail(k[j], FixedTreeSum(acc[j])) * scale;
   }
   for (; t < n; ++t, rows.Next(false, off, hd * kv.elem)) scores[t] = ScoreOne<V, L>(q, rows.key(off), hd) * scale;
-  const Partial p = Exponentiate(scores, n);
+  const Partial p = Exponentiate(scores, n, kv.softcap);
   ValueSumsAll256<1, V>(kv, table, off, full, begin, end, &scores, &o, false);
   for (int64_t d = full; d < hd; ++d) {
     float s = 0;
@@ -317,7 +326,7 @@ LLM42_AVX2 void ScoreRemainders(const PaddedQueries& pq, int n, const KvLayerVie
     }
     len[j] = end[j] - begin;
   }
-  ExponentiateAll(pq.scores, len, n, parts);
+  ExponentiateAll(pq.scores, len, n, parts, kv.softcap);
 }
 
 // The blocked kernel on 256-bit registers (AttendBlockFn; hd % 8 == 0): queries in groups of
@@ -454,7 +463,7 @@ LLM42_AVX2 void AttendHeadsAvx2(const float* q, int64_t h0, int64_t h1, int64_t 
       rows[i] = score(h + i);
       len[i] = n;
     }
-    ExponentiateAll(rows, len, count, parts + h);
+    ExponentiateAll(rows, len, count, parts + h, kv.softcap);
   }
   // Each head's output in registers over a window's value rows (still in cache for the next heads).
   KvRows values_ahead(kv, table, std::min(begin + kHeadsAhead, end), end);
@@ -620,7 +629,7 @@ LLM42_AVX512 Partial AttendRangeAvx512(const float* q, const KvLayerView& kv, co
     _mm512_storeu_ps(scores + t + 16, _mm512_mul_ps(_mm512_loadu_ps(scores + t + 16), vscale));
   }
   for (; t < n; ++t, rows.Next(false, off, hd * kv.elem)) scores[t] = ScoreOne<V, L>(q, rows.key(off), hd) * scale;
-  const Partial p = Exponentiate(scores, n);
+  const Partial p = Exponentiate(scores, n, kv.softcap);
   const float* e = scores;
   ValueSumsAll<1, L>(kv, table, off, hd, begin, end, &e, &o, false);
   return p;

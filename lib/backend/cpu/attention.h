@@ -19,6 +19,9 @@ struct KvLayerView {
   int32_t block_size = 0;
   int64_t kv_dim = 0;
   int64_t elem = 4;
+  // Scores are soft-capped, score = softcap * tanh(score / softcap) (PortableSoftCap), after the
+  // scale and before the softmax, by every kernel; 0: not (AttentionShape::softcap).
+  float softcap = 0;
 
   __attribute__((always_inline)) const uint8_t* key(const int32_t* table, int64_t p) const {
     return base + (table[p / block_size] * block_stride + (p % block_size) * kv_dim) * elem;

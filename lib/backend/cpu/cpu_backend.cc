@@ -477,17 +477,20 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
   // Pair p rotates elements (first(p), first(p) + stride).
   const int64_t stride = rope.neox ? half : 1;
   const int64_t step = rope.neox ? 1 : 2;
-  // The rows' angles: once per step (every layer's queries and keys rotate by the same ones;
-  // BeginBatch drops them, and rows or parameters unlike the cached ones recompute them).
-  const bool same = m > 0 && rope_cs_.size() == static_cast<size_t>(m * rope.n_rot) &&
-                    rope_params_.n_rot == rope.n_rot && rope_params_.freq_base == rope.freq_base &&
-                    rope_params_.freq_scale == rope.freq_scale && rope_params_.freq_factors == rope.freq_factors;
-  if (!same) {
-    rope_params_ = rope;
-    rope_cs_.resize(static_cast<size_t>(m * rope.n_rot));
+  // The rows' angles: once per step and set of parameters (every layer's queries and keys rotate
+  // by the same ones; a model with local and global layers has two sets; BeginBatch drops them).
+  RopeAngles* angles = nullptr;
+  for (RopeAngles& a : rope_cs_) {
+    if (a.params == rope && a.cs.size() == static_cast<size_t>(m * rope.n_rot)) angles = &a;
+  }
+  if (angles == nullptr) {
+    angles = &rope_cs_.emplace_back();
+    angles->params = rope;
+    angles->cs.resize(static_cast<size_t>(m * rope.n_rot));
+    float* all = angles->cs.data();
     ForRows(m, half * 64, [&](int64_t r0, int64_t r1) {  // (a pair's sine and cosine: ~64 multiply-adds)
       for (int64_t i = r0; i < r1; ++i) {
-        float* cs = rope_cs_.data() + i * rope.n_rot;
+        float* cs = all + i * rope.n_rot;
         float theta = static_cast<float>(positions[i]) * rope.freq_scale;
         for (int64_t p = 0; p < half; ++p) {
           const float t = rope.freq_factors != nullptr ? theta / rope.freq_factors[p] : theta;
@@ -495,14 +498,19 @@ absl::Status CpuBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const
           PortableSinCos(t, &sin_t, &cos_t);
           cs[2 * p] = static_cast<float>(cos_t);
           cs[2 * p + 1] = static_cast<float>(sin_t);
+          if (rope.attn_factor != 1.0f) {
+            cs[2 * p] *= rope.attn_factor;
+            cs[2 * p + 1] *= rope.attn_factor;
+          }
           theta *= theta_scale;
         }
       }
     });
   }
+  const float* all_cs = angles->cs.data();
   ForRows(m, n_heads * head_dim, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
-      const float* cs = rope_cs_.data() + i * rope.n_rot;
+      const float* cs = all_cs + i * rope.n_rot;
       for (int64_t h = 0; h < n_heads; ++h) {
         float* v = x + (i * n_heads + h) * head_dim;
         for (int64_t p = 0; p < half; ++p) {
@@ -565,14 +573,15 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   kv.v_offset = matrix;
   kv.block_size = kv_shape_.block_size;
   kv.kv_dim = kv_shape_.kv_dim;
+  kv.softcap = shape.softcap;
 
   const int64_t hd = shape.head_dim, n_head = shape.n_head;
   const int64_t group = n_head / shape.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = shape.score_scale();
   // Bytes from a stored row's start to the keys (values) of query head h's KV head.
   auto off = [&](int64_t h) { return (h / group) * hd * kv.elem; };
   int64_t work = 0;
-  for (int64_t i = 0; i < n_tokens; ++i) work += (positions[i] + 1) * n_head * hd;
+  for (int64_t i = 0; i < n_tokens; ++i) work += (positions[i] + 1 - shape.first_position(positions[i])) * n_head * hd;
 
   // Decode rows (a token alone in its sequence's run of the step) through the heads kernel; the
   // rest (prompts, verify windows) through the blocked kernels below.
@@ -620,38 +629,47 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
       const int64_t* items_b = attention_queries_.data() + attention_blocks_[static_cast<size_t>(b)];
       const int n = static_cast<int>(attention_blocks_[static_cast<size_t>(b) + 1] - attention_blocks_[static_cast<size_t>(b)]);
       const int64_t token = items_b[0] / n_head, head = items_b[0] % n_head;
-      int64_t len[kMax], longest_b = 0;
+      // Each query's positions [first, len): chunks of kAttentionChunk at multiples of it, the
+      // one holding `first` starting there (a sliding window's), combined in order from it.
+      int64_t len[kMax], first[kMax], longest_b = 0, earliest = INT64_MAX;
+      bool started[kMax] = {};
       for (int j = 0; j < n; ++j) {
         len[j] = positions[items_b[j] / n_head] + 1;
+        first[j] = shape.first_position(len[j] - 1);
         longest_b = std::max(longest_b, len[j]);
+        earliest = std::min(earliest, first[j] / kAttentionChunk * kAttentionChunk);
       }
       scores.resize(static_cast<size_t>(kMax * std::min(kAttentionChunk, longest_b)));
       chunk_out.resize(static_cast<size_t>(kMax * hd));
       Partial total[kMax], part[kMax];
-      for (int64_t begin = 0; begin < longest_b; begin += kAttentionChunk) {
-        // The queries whose prefix reaches this chunk.
+      for (int64_t begin = earliest; begin < longest_b; begin += kAttentionChunk) {
+        // The queries whose positions reach into this chunk.
         const float* qa[kMax];
         float* sa[kMax];
         float* oa[kMax];
-        int64_t end[kMax];
+        int64_t end[kMax], from[kMax];
         int idx[kMax], a = 0;
+        bool aligned = true;  // every query from the chunk's start (the blocked kernel's case)
         for (int j = 0; j < n; ++j) {
-          if (len[j] <= begin) continue;
+          if (len[j] <= begin || first[j] >= begin + kAttentionChunk) continue;
           idx[a] = j;
           qa[a] = q + items_b[j] * hd;
           end[a] = std::min(len[j], begin + kAttentionChunk);
+          from[a] = std::max(begin, first[j]);
+          aligned = aligned && from[a] == begin;
           sa[a] = scores.data() + a * std::min(kAttentionChunk, longest_b);
-          oa[a] = begin == 0 ? out + items_b[j] * hd : chunk_out.data() + a * hd;
+          oa[a] = !started[j] ? out + items_b[j] * hd : chunk_out.data() + a * hd;
           ++a;
         }
-        if (block != nullptr && a > 2) {
+        if (block != nullptr && a > 2 && aligned) {
           block(qa, a, kv, tables[token], off(head), hd, scale, begin, end, sa, oa, part);
         } else {
-          for (int x = 0; x < a; ++x) part[x] = attend(qa[x], kv, tables[token], off(head), hd, scale, begin, end[x], sa[x], oa[x]);
+          for (int x = 0; x < a; ++x) part[x] = attend(qa[x], kv, tables[token], off(head), hd, scale, from[x], end[x], sa[x], oa[x]);
         }
         for (int x = 0; x < a; ++x) {
-          if (begin == 0) {
+          if (!started[idx[x]]) {
             total[idx[x]] = part[x];
+            started[idx[x]] = true;
           } else {
             internal::Combine(total[idx[x]], out + items_b[idx[x]] * hd, part[x], oa[x], hd);
           }
@@ -671,13 +689,34 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
                                   const AttentionShape& shape, float* out) {
   if (decode_tokens_.empty()) return;
   const int64_t hd = shape.head_dim, n_head = shape.n_head, group = n_head / shape.n_head_kv, width = n_head * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = shape.score_scale();
+  // A sliding window's layer: each token's chunks from the one holding its first position, that
+  // one trimmed to it (the blocked path's chunks, so prefill and decode give the same bits).
+  const std::vector<DecodeRange>* ranges = &decode_ranges_;
+  const std::vector<int64_t>* firsts = &decode_first_;
+  if (shape.window > 0) {
+    window_ranges_.clear();
+    window_first_.clear();
+    for (size_t j = 0; j < decode_tokens_.size(); ++j) {
+      window_first_.push_back(static_cast<int64_t>(window_ranges_.size()));
+      for (int64_t r = decode_first_[j]; r < decode_first_[j + 1]; ++r) {
+        DecodeRange range = decode_ranges_[static_cast<size_t>(r)];
+        const int64_t first = shape.first_position(batch_.positions[static_cast<size_t>(range.token)]);
+        if (range.end <= first) continue;
+        range.begin = std::max(range.begin, first);
+        window_ranges_.push_back(range);
+      }
+    }
+    window_first_.push_back(static_cast<int64_t>(window_ranges_.size()));
+    ranges = &window_ranges_;
+    firsts = &window_first_;
+  }
   // The work: the decode rows' chunks (BeginBatch; whole rows, on the pool); where there are
   // fewer chunks than threads, each chunk's KV heads in as many slices (half rows read at about
   // half the rate, but no thread idles).
   int64_t work = 0;
-  for (const DecodeRange& r : decode_ranges_) work += (r.end - r.begin) * width;
-  const auto n_chunks = static_cast<int64_t>(decode_ranges_.size());
+  for (const DecodeRange& r : *ranges) work += (r.end - r.begin) * width;
+  const auto n_chunks = static_cast<int64_t>(ranges->size());
   const int64_t slices = n_chunks < pool_.size() ? std::min<int64_t>(shape.n_head_kv, pool_.size()) : 1;
   decode_parts_.resize(static_cast<size_t>(n_chunks * n_head));
   decode_out_.resize(static_cast<size_t>(n_chunks * width));
@@ -685,11 +724,12 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
     thread_local std::vector<float> scores;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t r = u / slices, slice = u % slices;
-      const DecodeRange& range = decode_ranges_[static_cast<size_t>(r)];
+      const DecodeRange& range = (*ranges)[static_cast<size_t>(r)];
       const int64_t h0 = shape.n_head_kv * slice / slices * group, h1 = shape.n_head_kv * (slice + 1) / slices * group;
       scores.resize(static_cast<size_t>((h1 - h0) * (range.end - range.begin)));
       // A token's first chunk writes its output in place; the others beside, to be combined.
-      float* o = range.begin == 0 ? out + range.token * width : decode_out_.data() + r * width;
+      const bool first_chunk = r == 0 || (*ranges)[static_cast<size_t>(r) - 1].token != range.token;
+      float* o = first_chunk ? out + range.token * width : decode_out_.data() + r * width;
       heads(q + range.token * width, h0, h1, group, kv, batch_.block_tables[static_cast<size_t>(range.token)], hd,
             scale, range.begin, range.end, scores.data(), o, decode_parts_.data() + r * n_head);
     }
@@ -698,8 +738,8 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
     float* o_token = out + decode_tokens_[j] * width;
     for (int64_t h = 0; h < n_head; ++h) {
       float* o = o_token + h * hd;
-      internal::Partial total = decode_parts_[static_cast<size_t>(decode_first_[j] * n_head + h)];
-      for (int64_t r = decode_first_[j] + 1; r < decode_first_[j + 1]; ++r) {
+      internal::Partial total = decode_parts_[static_cast<size_t>((*firsts)[j] * n_head + h)];
+      for (int64_t r = (*firsts)[j] + 1; r < (*firsts)[j + 1]; ++r) {
         internal::Combine(total, o, decode_parts_[static_cast<size_t>(r * n_head + h)],
                           decode_out_.data() + r * width + h * hd, hd);
       }
@@ -723,6 +763,27 @@ absl::Status CpuBackend::SwiGlu(const float* gate, const float* up, int64_t m, i
       PortableExpfShifted(e, 0.0f, e, len);  // e^(-g - 0) = e^-g, bit for bit
       internal::SwiGluFinish(gate + i0, up + i0, e, len, out + i0, simd_);
     }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
+  // PortableGeluTanh per element (scalar: one arithmetic on every CPU). out may be gate or up.
+  const int64_t total = m * n;
+  ForRows(total, 32, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) out[i] = PortableGeluTanh(gate[i]) * up[i];
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Scale(float* x, size_t n, float s) {
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::SoftCap(float* x, size_t n, float cap) {
+  ForRows(static_cast<int64_t>(n), 32, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] = PortableSoftCap(x[i], cap);
   });
   return absl::OkStatus();
 }

@@ -79,6 +79,9 @@ class CpuBackend final : public Backend {
                          Schedules s) override;
   absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out,
                       Schedules s) override;
+  absl::Status GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) override;
+  absl::Status Scale(float* x, size_t n, float s) override;
+  absl::Status SoftCap(float* x, size_t n, float cap) override;
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           float* out) override;
   // In place (the rows are host memory), a row per task on the pool.
@@ -125,6 +128,9 @@ class CpuBackend final : public Backend {
   std::vector<char> decode_row_;
   std::vector<int64_t> decode_tokens_, decode_first_;
   std::vector<DecodeRange> decode_ranges_;
+  // A sliding-window layer's decode chunks: decode_ranges_ trimmed to each token's window.
+  std::vector<DecodeRange> window_ranges_;
+  std::vector<int64_t> window_first_;
   std::vector<internal::Partial> decode_parts_;
   std::vector<float> decode_out_;
   std::deque<std::vector<float>> vectors_;
@@ -135,9 +141,12 @@ class CpuBackend final : public Backend {
   BatchPlan batch_;
   // The step's rotary cos/sin, cs[i * n_rot + 2p] = cos and + 1 = sin of row i's pair p: the same
   // for every layer and for queries and keys, so computed by the step's first Rope and reused
-  // while rope_params_ match (BeginBatch clears it).
-  std::vector<float> rope_cs_;
-  RopeParams rope_params_;
+  // per set of parameters (a model may rotate some layers with another base; BeginBatch clears them).
+  struct RopeAngles {
+    RopeParams params;
+    std::vector<float> cs;
+  };
+  std::vector<RopeAngles> rope_cs_;
 };
 
 int DefaultThreadCount();

@@ -255,7 +255,7 @@ absl::Status CudaBackend::Add(float* y, const float* x, size_t n) {
 }
 
 absl::Status CudaBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules) {
-  const RopeArgs args{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox, rope.freq_factors};
+  const RopeArgs args{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox, rope.freq_factors, rope.attn_factor};
   LLM42_CUDA_RETURN_IF_ERROR(
       LaunchRope(x, batch_rows_, n_heads, head_dim, args, positions_.as<int32_t>(), stream_.get()));
   return absl::OkStatus();
@@ -271,7 +271,23 @@ absl::Status CudaBackend::Attention(int64_t layer, const float* q, const Attenti
                                     Schedules) {
   if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
   LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(), layer, q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
-                                             shape.n_head_kv, shape.head_dim, out, stream_.get()));
+                                             shape.n_head_kv, shape.head_dim,
+                                             AttentionArgs{shape.score_scale(), shape.softcap, shape.window}, out, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchGeluGlu(gate, up, static_cast<size_t>(m * n), out, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Scale(float* x, size_t n, float s) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchScale(x, n, s, stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SoftCap(float* x, size_t n, float cap) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchSoftCap(x, n, cap, stream_.get()));
   return absl::OkStatus();
 }
 

@@ -59,6 +59,9 @@ class CudaBackend final : public Backend {
   absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                          Schedules s) override;
   absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules s) override;
+  absl::Status GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) override;
+  absl::Status Scale(float* x, size_t n, float s) override;
+  absl::Status SoftCap(float* x, size_t n, float cap) override;
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override;
   // On the device (kernels.cuh's LaunchArgmaxRows): three numbers a row cross to the host.
   absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,

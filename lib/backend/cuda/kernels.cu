@@ -112,13 +112,41 @@ __global__ void RopeKernel(float* x, int64_t m, int64_t n_heads, int64_t head_di
   if (rope.freq_factors != nullptr) theta /= rope.freq_factors[p];
   double s, c;
   sincos(static_cast<double>(theta), &s, &c);
-  const float cf = static_cast<float>(c), sf = static_cast<float>(s);
+  float cf = static_cast<float>(c), sf = static_cast<float>(s);
+  if (rope.attn_factor != 1.0f) {
+    cf *= rope.attn_factor;
+    sf *= rope.attn_factor;
+  }
   float* v = x + (row * n_heads + head) * head_dim;
   const int64_t stride = rope.neox ? half : 1;
   float* a = v + p * (rope.neox ? 1 : 2);
   const float x0 = a[0], x1 = a[stride];
   a[0] = x0 * cf - x1 * sf;
   a[stride] = x0 * sf + x1 * cf;
+}
+
+// GELU's tanh form and soft-capping in double, as the CPU's PortableGeluTanh / PortableSoftCap
+// (CUDA's tanh, not theirs: within an ulp of them, and one arithmetic per element on the device).
+__global__ void GeluGluKernel(const float* gate, const float* up, size_t n, float* out) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const double g = gate[i];
+  const float gelu = static_cast<float>(0.5 * g * (1.0 + tanh(0.79788456080286535588 * (g + 0.044715 * g * g * g))));
+  out[i] = gelu * up[i];
+}
+
+__global__ void ScaleKernel(float* x, size_t n, float s) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] *= s;
+}
+
+__device__ float SoftCapOf(float x, float cap) {
+  return static_cast<float>(static_cast<double>(cap) * tanh(static_cast<double>(x) / static_cast<double>(cap)));
+}
+
+__global__ void SoftCapKernel(float* x, size_t n, float cap) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = SoftCapOf(x[i], cap);
 }
 
 __global__ void SwiGluKernel(const float* gate, const float* up, size_t n, float* out) {
@@ -167,14 +195,15 @@ constexpr int kWarps = 4;
 constexpr int kMaxDimsPerLane = 8;  // head_dim up to 256
 
 __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
-                                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float* out) {
+                                int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args, float* out) {
   const int64_t head = blockIdx.x, row = blockIdx.y;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t kv_head = head / (n_head / n_head_kv);
   const int64_t len = positions[row] + 1;
   const int32_t* table = kv.tables + row * kv.max_blocks;
   const float* qh = q + (row * n_head + head) * head_dim;
-  const float scale = rsqrtf(static_cast<float>(head_dim));
+  const float scale = args.scale;
+  const int64_t first = args.window > 0 && len > args.window ? len - args.window : 0;
   const int dims = static_cast<int>((head_dim + 31) / 32);
   float qr[kMaxDimsPerLane], acc[kMaxDimsPerLane];
   for (int i = 0; i < kMaxDimsPerLane; ++i) {
@@ -184,7 +213,7 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
   }
   float mx = -INFINITY, sum = 0.0f;
   const int64_t v_off = static_cast<int64_t>(kv.block_size) * kv.kv_dim;
-  for (int64_t t = warp; t < len; t += kWarps) {
+  for (int64_t t = first + warp; t < len; t += kWarps) {
     const __nv_bfloat16* key = KvKey(kv, layer, table, t) + kv_head * head_dim;
     float s = 0.0f;
     for (int i = 0; i < dims; ++i) {
@@ -193,6 +222,7 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
     }
     for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
     s *= scale;
+    if (args.softcap != 0.0f) s = SoftCapOf(s, args.softcap);
     const float m_new = fmaxf(mx, s);
     const float c = expf(mx - m_new), p = expf(s - m_new);
     sum = sum * c + p;
@@ -272,6 +302,24 @@ cudaError_t LaunchSwiGlu(const float* gate, const float* up, size_t n, float* ou
   return cudaGetLastError();
 }
 
+cudaError_t LaunchGeluGlu(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  GeluGluKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScale(float* x, size_t n, float s, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, s);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSoftCap(float* x, size_t n, float cap, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  SoftCapKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, cap);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchArgmaxRows(const float* x, int64_t n, const int32_t* rows, int64_t n_rows, ArgmaxOut* out,
                              cudaStream_t stream) {
   if (n_rows == 0) return cudaSuccess;
@@ -310,11 +358,12 @@ cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const
 }
 
 cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
-                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, float* out, cudaStream_t stream) {
+                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args, float* out,
+                            cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   if (head_dim > 32 * kMaxDimsPerLane || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
   AttentionKernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(m)), 32 * kWarps, 0, stream>>>(
-      kv, layer, q, positions, n_head, n_head_kv, head_dim, out);
+      kv, layer, q, positions, n_head, n_head_kv, head_dim, args, out);
   return cudaGetLastError();
 }
 

@@ -31,6 +31,7 @@ struct RopeArgs {
   float freq_scale = 1.0f;
   bool neox = false;
   const float* freq_factors = nullptr;  // device, or none
+  float attn_factor = 1.0f;             // cosines and sines multiplied by it
 };
 
 // lib/sampling/argmax.h's ArgmaxSummary, field for field (cuda_backend.cc checks the layout).
@@ -54,6 +55,9 @@ cudaError_t LaunchAdd(float* y, const float* x, size_t n, cudaStream_t stream);
 cudaError_t LaunchRope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeArgs& rope,
                        const int32_t* positions, cudaStream_t stream);
 cudaError_t LaunchSwiGlu(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream);
+cudaError_t LaunchGeluGlu(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream);
+cudaError_t LaunchScale(float* x, size_t n, float s, cudaStream_t stream);
+cudaError_t LaunchSoftCap(float* x, size_t n, float cap, cudaStream_t stream);
 // out[r] = x[rows[r]] (rows of n_cols); Scatter: y[rows[r]] = src[r].
 cudaError_t LaunchGatherRows(const float* x, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* out,
                              cudaStream_t stream);
@@ -68,8 +72,15 @@ cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const
 // per (row, head); its warps take the prefix's positions round-robin, each keeps an online
 // softmax, and the warps combine in a fixed order. A row's result depends only on its own
 // query and prefix (batch-invariant under both schedules).
+// How a layer scores (AttentionShape's score_scale, softcap, window).
+struct AttentionArgs {
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  int64_t window = 0;
+};
 cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
-                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, float* out, cudaStream_t stream);
+                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args, float* out,
+                            cudaStream_t stream);
 
 }  // namespace llm42::cuda
 

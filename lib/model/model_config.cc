@@ -1,4 +1,4 @@
-#include "lib/model/llama_config.h"
+#include "lib/model/model_config.h"
 
 #include "lib/model/gguf_reader.h"
 #include "lib/util/status.h"
@@ -14,8 +14,8 @@ absl::StatusOr<int64_t> RequiredPositive(const GgufFile& f, const std::string& k
 
 }  // namespace
 
-absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
-  LlamaConfig c;
+absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
+  ModelConfig c;
   LLM42_ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
   if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3") {
     return UnsupportedError("architecture '", c.architecture,

@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_LLAMA_CONFIG_H_
-#define LLM42_MODEL_LLAMA_CONFIG_H_
+#ifndef LLM42_MODEL_MODEL_CONFIG_H_
+#define LLM42_MODEL_MODEL_CONFIG_H_
 
 #include <cstdint>
 #include <string>
@@ -13,7 +13,7 @@ class GgufFile;
 // Hyperparameters of a Llama-family decoder, from GGUF metadata ({arch}.* keys). Architectures:
 // "llama" (Llama 2/3/3.1/3.2, Mistral 7B, TinyLlama, ...), "qwen2" (Qwen2 / Qwen2.5: q/k/v
 // biases, NeoX RoPE) and "qwen3" (NeoX RoPE, every query and key head RMS-normalized before it).
-struct LlamaConfig {
+struct ModelConfig {
   std::string architecture;
   std::string name;
   int64_t n_vocab = 0;
@@ -37,9 +37,9 @@ struct LlamaConfig {
 
   // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for other architectures and
   // RoPE scaling types (naming them).
-  static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
+  static absl::StatusOr<ModelConfig> FromGguf(const GgufFile& file);
 };
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_LLAMA_CONFIG_H_
+#endif  // LLM42_MODEL_MODEL_CONFIG_H_

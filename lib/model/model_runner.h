@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_LLAMA_RUNNER_H_
-#define LLM42_MODEL_LLAMA_RUNNER_H_
+#ifndef LLM42_MODEL_MODEL_RUNNER_H_
+#define LLM42_MODEL_MODEL_RUNNER_H_
 
 #include <cstdint>
 #include <memory>
@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 
 namespace llm42 {
 
@@ -37,14 +37,14 @@ struct ForwardBatch {
   double* logits_copy_seconds = nullptr;
 };
 
-// A LlamaModel on a Backend: its weights uploaded there, the backend's KV storage sized for a
+// A ModelWeights on a Backend: its weights uploaded there, the backend's KV storage sized for a
 // KvCache's blocks, and the Llama graph written once over the backend's ops. Between the batch
 // plan going in and the logits coming out, no activation touches the host.
-class LlamaRunner {
+class ModelRunner {
  public:
   // Uploads the weights; the model and backend must outlive the runner. A backend error (out of
   // memory, a type it cannot hold) is returned as it is.
-  static absl::StatusOr<std::unique_ptr<LlamaRunner>> Create(const LlamaModel& model,
+  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelWeights& model,
                                                              Backend& backend);
 
   // Allocates the backend's KV storage for the cache's blocks (what it held is gone).
@@ -69,9 +69,9 @@ class LlamaRunner {
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   };
 
-  LlamaRunner(const LlamaModel& model, Backend& backend) : model_(model), backend_(backend) {}
+  ModelRunner(const ModelWeights& model, Backend& backend) : model_(model), backend_(backend) {}
 
-  const LlamaModel& model_;
+  const ModelWeights& model_;
   Backend& backend_;
   KvShape kv_shape_;
   WeightMatrix token_embd_, output_;
@@ -91,4 +91,4 @@ class LlamaRunner {
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_LLAMA_RUNNER_H_
+#endif  // LLM42_MODEL_MODEL_RUNNER_H_

@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_LLAMA_MODEL_H_
-#define LLM42_MODEL_LLAMA_MODEL_H_
+#ifndef LLM42_MODEL_MODEL_WEIGHTS_H_
+#define LLM42_MODEL_MODEL_WEIGHTS_H_
 
 #include <cstdint>
 #include <memory>
@@ -8,13 +8,13 @@
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/model/gguf_reader.h"
-#include "lib/model/llama_config.h"
+#include "lib/model/model_config.h"
 
 namespace llm42 {
 
 // A Llama decoder as its GGUF file holds it: the config, and weights that point into the
-// memory-mapped file (host memory). LlamaRunner runs it on a backend.
-class LlamaModel {
+// memory-mapped file (host memory). ModelRunner runs it on a backend.
+class ModelWeights {
  public:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
@@ -27,9 +27,9 @@ class LlamaModel {
   // Validates every tensor's presence, shape and type against the config: FORMAT_ERROR naming
   // the tensor ("blk.3.attn_q.weight: expected 64x64, got 64x63"), UNSUPPORTED for a dtype
   // without kernels.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(std::shared_ptr<const GgufFile> file);
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> Load(std::shared_ptr<const GgufFile> file);
 
-  const LlamaConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
   // Bytes of weights one decode step reads (for bandwidth accounting).
   int64_t weight_bytes() const { return weight_bytes_; }
@@ -43,10 +43,10 @@ class LlamaModel {
   const std::vector<Layer>& layers() const { return layers_; }
 
  private:
-  LlamaModel() = default;
+  ModelWeights() = default;
 
   std::shared_ptr<const GgufFile> file_;
-  LlamaConfig config_;
+  ModelConfig config_;
   WeightMatrix token_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<float> rope_freqs_;  // per-pair frequency divisors (Llama 3.1), or empty
@@ -57,4 +57,4 @@ class LlamaModel {
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_LLAMA_MODEL_H_
+#endif  // LLM42_MODEL_MODEL_WEIGHTS_H_

@@ -1,4 +1,4 @@
-#include "lib/model/llama_model.h"
+#include "lib/model/model_weights.h"
 
 #include <algorithm>
 
@@ -66,12 +66,12 @@ absl::StatusOr<std::vector<float>> LoadOptionalVector(const GgufFile& f, const s
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(
     std::shared_ptr<const GgufFile> file) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  std::unique_ptr<ModelWeights> m(new ModelWeights());
   const GgufFile& f = *file;
-  LLM42_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(f));
-  LlamaConfig& c = m->config_;
+  LLM42_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(f));
+  ModelConfig& c = m->config_;
   const GgufTensorInfo* embd = f.FindTensor("token_embd.weight");
   if (embd == nullptr) return FormatError("missing tensor 'token_embd.weight'");
   if (embd->dims.size() != 2) {

@@ -1,4 +1,4 @@
-#include "lib/model/llama_runner.h"
+#include "lib/model/model_runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,9 +20,9 @@ absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::Create(const LlamaModel& model,
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeights& model,
                                                                  Backend& be) {
-  std::unique_ptr<LlamaRunner> r(new LlamaRunner(model, be));
+  std::unique_ptr<ModelRunner> r(new ModelRunner(model, be));
   LLM42_ASSIGN_OR_RETURN(r->token_embd_, be.UploadWeight(model.token_embd()));
   // Tied embeddings share the host tensor; the backend keeps one copy per upload, so reuse it.
   if (model.output().data == model.token_embd().data) {
@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::Create(const LlamaMode
   LLM42_ASSIGN_OR_RETURN(r->output_norm_, be.UploadVector(model.output_norm()));
   r->rope_ = model.rope();
   LLM42_ASSIGN_OR_RETURN(r->rope_.freq_factors, UploadOptional(be, model.rope_freqs()));
-  for (const LlamaModel::Layer& L : model.layers()) {
+  for (const ModelWeights::Layer& L : model.layers()) {
     Layer& R = r->layers_.emplace_back();
     LLM42_ASSIGN_OR_RETURN(R.attn_norm, be.UploadVector(L.attn_norm));
     LLM42_ASSIGN_OR_RETURN(R.ffn_norm, be.UploadVector(L.ffn_norm));
@@ -53,8 +53,8 @@ absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::Create(const LlamaMode
   return r;
 }
 
-absl::Status LlamaRunner::AllocateKv(const KvCache& cache) {
-  const LlamaConfig& c = model_.config();
+absl::Status ModelRunner::AllocateKv(const KvCache& cache) {
+  const ModelConfig& c = model_.config();
   const KvShape shape{c.n_layer, cache.n_blocks(), cache.block_size(), c.kv_dim()};
   kv_shape_ = KvShape{};
   LLM42_RETURN_IF_ERROR(backend_.AllocateKv(shape));
@@ -62,22 +62,22 @@ absl::Status LlamaRunner::AllocateKv(const KvCache& cache) {
   return absl::OkStatus();
 }
 
-int64_t LlamaRunner::kv_bytes_per_token() const {
-  const LlamaConfig& c = model_.config();
+int64_t ModelRunner::kv_bytes_per_token() const {
+  const ModelConfig& c = model_.config();
   return c.n_layer * 2 * c.kv_dim() * static_cast<int64_t>(backend_.kv_element_bytes());
 }
 
-absl::Status LlamaRunner::Forward(const KvCache& cache, const ForwardBatch& batch, float* logits) {
+absl::Status ModelRunner::Forward(const KvCache& cache, const ForwardBatch& batch, float* logits) {
   LLM42_ASSIGN_OR_RETURN(const float* view, ForwardView(cache, batch));
   if (view != nullptr) std::copy_n(view, full_.size() * static_cast<size_t>(model_.config().n_vocab), logits);
   return absl::OkStatus();
 }
 
-absl::StatusOr<float*> LlamaRunner::ForwardView(const KvCache& cache, const ForwardBatch& batch) {
+absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const ForwardBatch& batch) {
   if (kv_shape_.n_blocks != cache.n_blocks() || kv_shape_.block_size != cache.block_size()) {
     return absl::FailedPreconditionError("the backend's KV storage was not allocated for this cache");
   }
-  const LlamaConfig& c = model_.config();
+  const ModelConfig& c = model_.config();
   Backend& be = backend_;
   const Schedules sc = batch.schedules.empty() ? Schedules(batch.schedule) : Schedules(batch.schedules.data());
   const auto m = static_cast<int64_t>(batch.tokens.size());
@@ -152,7 +152,7 @@ absl::StatusOr<float*> LlamaRunner::ForwardView(const KvCache& cache, const Forw
   return fetched;
 }
 
-absl::StatusOr<float*> LlamaRunner::FetchLogits(const ForwardBatch& batch, float* out) {
+absl::StatusOr<float*> ModelRunner::FetchLogits(const ForwardBatch& batch, float* out) {
   const int64_t n_vocab = model_.config().n_vocab;
   const size_t n_out = batch.logit_rows.size();
   summarized_.clear();
