@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                            : static_cast<int32_t>(std::min<int64_t>(
                                  c.n_ctx_train, SessionOptions::kDefaultContextLength));
   LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads, *ParseKvDtype(options.kv_dtype)}));
-  LLM42_ASSIGN_OR_RETURN(s->runner_, ModelRunner::Create(*s->model_, *s->backend_));
+  LLM42_ASSIGN_OR_RETURN(s->runner_, ModelRunner::Create(*s->model_, *s->backend_, s->context_length_));
   s->model_id_ = ModelId(*s->file_);
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.

@@ -1,5 +1,6 @@
 #include "lib/model/model_config.h"
 
+#include "lib/model/arch/architecture.h"
 #include "lib/model/gguf_reader.h"
 #include "lib/util/status.h"
 
@@ -17,11 +18,11 @@ absl::StatusOr<int64_t> RequiredPositive(const GgufFile& f, const std::string& k
 absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
   ModelConfig c;
   LLM42_ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3") {
-    return UnsupportedError("architecture '", c.architecture,
-                            "' is not supported (llm42 runs llama, qwen2, qwen3)");
+  const Architecture* arch = FindArchitecture(c.architecture);
+  if (arch == nullptr) {
+    return UnsupportedError("architecture '", c.architecture, "' is not supported (llm42 runs ",
+                            ArchitectureNames(), ")");
   }
-  c.rope_neox = c.architecture != "llama";
   if (const GgufValue* name = f.Find("general.name"); name && name->type == GgufType::kString) {
     c.name = name->string_value;
   }
@@ -84,6 +85,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
     if (!(eps > 0 && eps < 1)) return FormatError("layer_norm_rms_epsilon = ", eps, " out of range");
     c.rms_eps = static_cast<float>(eps);
   }
+  LLM42_RETURN_IF_ERROR(arch->ReadConfig(f, c));
   return c;
 }
 

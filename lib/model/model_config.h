@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -10,9 +11,8 @@ namespace llm42 {
 
 class GgufFile;
 
-// Hyperparameters of a Llama-family decoder, from GGUF metadata ({arch}.* keys). Architectures:
-// "llama" (Llama 2/3/3.1/3.2, Mistral 7B, TinyLlama, ...), "qwen2" (Qwen2 / Qwen2.5: q/k/v
-// biases, NeoX RoPE) and "qwen3" (NeoX RoPE, every query and key head RMS-normalized before it).
+// Hyperparameters of a decoder, from GGUF metadata ({arch}.* keys): the ones every architecture
+// has, read here, and its own, read by its lib/model/arch file (Architecture::ReadConfig).
 struct ModelConfig {
   std::string architecture;
   std::string name;
@@ -30,13 +30,33 @@ struct ModelConfig {
   bool rope_neox = false;
   float rms_eps = 1e-5f;
 
+  // What some architectures add (lib/model/arch), each with its "none" default.
+  // Sliding-window layers attend to their last `sliding_window` positions: layer l is one where
+  // layer_sliding[l] (Gemma 2: even layers, Gemma 3: five of each six, Phi-3: every layer).
+  int64_t sliding_window = 0;
+  std::vector<uint8_t> layer_sliding;
+  float rope_local_base = 0;   // sliding layers' RoPE base, unscaled (Gemma 3: 10000); 0: the global RoPE
+  float embed_scale = 0;       // embeddings multiplied by it (Gemma: sqrt(n_embd)); 0: not
+  float attn_scale = 0;        // scores' scale; 0: 1 / sqrt(head_dim)
+  float attn_softcap = 0;      // attention scores soft-capped (Gemma 2); 0: not
+  float final_softcap = 0;     // logits soft-capped (Gemma 2); 0: not
+  float rope_attn_factor = 1;  // LongRoPE's factor on cosines and sines (Phi-3)
+  int64_t rope_original_context = 0;  // LongRoPE: the long factors beyond this context (Phi-3)
+
+  // The attention window of layer l (0: every earlier position).
+  int64_t window(int64_t l) const {
+    return sliding_window > 0 && static_cast<size_t>(l) < layer_sliding.size() && layer_sliding[static_cast<size_t>(l)] != 0
+               ? sliding_window
+               : 0;
+  }
+
   // Widths of all query heads and of all key (or value) heads of a position; q_dim may differ
   // from n_embd (Qwen3-0.6B: 16 heads of 128 on 1024).
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
 
-  // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for other architectures and
-  // RoPE scaling types (naming them).
+  // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for architectures without a
+  // lib/model/arch file and RoPE scaling types (naming them).
   static absl::StatusOr<ModelConfig> FromGguf(const GgufFile& file);
 };
 

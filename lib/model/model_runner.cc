@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "lib/kv/kv_cache.h"
+#include "lib/model/arch/architecture.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
@@ -20,9 +21,10 @@ absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeights& model,
-                                                                 Backend& be) {
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeights& model, Backend& be,
+                                                                 int64_t context_length) {
   std::unique_ptr<ModelRunner> r(new ModelRunner(model, be));
+  const ModelConfig& c = model.config();
   LLM42_ASSIGN_OR_RETURN(r->token_embd_, be.UploadWeight(model.token_embd()));
   // Tied embeddings share the host tensor; the backend keeps one copy per upload, so reuse it.
   if (model.output().data == model.token_embd().data) {
@@ -32,23 +34,29 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeig
   }
   LLM42_ASSIGN_OR_RETURN(r->output_norm_, be.UploadVector(model.output_norm()));
   r->rope_ = model.rope();
-  LLM42_ASSIGN_OR_RETURN(r->rope_.freq_factors, UploadOptional(be, model.rope_freqs()));
+  const int64_t context = context_length > 0 ? context_length : c.n_ctx_train;
+  const std::vector<float>& factors = !model.rope_factors_long().empty() && c.rope_original_context > 0 &&
+                                              context > c.rope_original_context
+                                          ? model.rope_factors_long()
+                                      : !model.rope_factors_short().empty() ? model.rope_factors_short()
+                                                                            : model.rope_freqs();
+  LLM42_ASSIGN_OR_RETURN(r->rope_.freq_factors, UploadOptional(be, factors));
+  r->rope_local_ = r->rope_;
+  if (c.rope_local_base > 0) {
+    r->rope_local_.freq_base = c.rope_local_base;
+    r->rope_local_.freq_scale = 1.0f;
+  }
   for (const ModelWeights::Layer& L : model.layers()) {
     Layer& R = r->layers_.emplace_back();
-    LLM42_ASSIGN_OR_RETURN(R.attn_norm, be.UploadVector(L.attn_norm));
-    LLM42_ASSIGN_OR_RETURN(R.ffn_norm, be.UploadVector(L.ffn_norm));
-    LLM42_ASSIGN_OR_RETURN(R.bq, UploadOptional(be, L.bq));
-    LLM42_ASSIGN_OR_RETURN(R.bk, UploadOptional(be, L.bk));
-    LLM42_ASSIGN_OR_RETURN(R.bv, UploadOptional(be, L.bv));
-    LLM42_ASSIGN_OR_RETURN(R.q_norm, UploadOptional(be, L.q_norm));
-    LLM42_ASSIGN_OR_RETURN(R.k_norm, UploadOptional(be, L.k_norm));
-    LLM42_ASSIGN_OR_RETURN(R.wq, be.UploadWeight(L.wq));
-    LLM42_ASSIGN_OR_RETURN(R.wk, be.UploadWeight(L.wk));
-    LLM42_ASSIGN_OR_RETURN(R.wv, be.UploadWeight(L.wv));
-    LLM42_ASSIGN_OR_RETURN(R.wo, be.UploadWeight(L.wo));
-    LLM42_ASSIGN_OR_RETURN(R.w_gate, be.UploadWeight(L.w_gate));
-    LLM42_ASSIGN_OR_RETURN(R.w_up, be.UploadWeight(L.w_up));
-    LLM42_ASSIGN_OR_RETURN(R.w_down, be.UploadWeight(L.w_down));
+    for (auto [from, to] : {std::pair{&L.attn_norm, &R.attn_norm}, {&L.attn_post_norm, &R.attn_post_norm},
+                            {&L.ffn_norm, &R.ffn_norm}, {&L.ffn_post_norm, &R.ffn_post_norm}, {&L.bq, &R.bq},
+                            {&L.bk, &R.bk}, {&L.bv, &R.bv}, {&L.q_norm, &R.q_norm}, {&L.k_norm, &R.k_norm}}) {
+      LLM42_ASSIGN_OR_RETURN(*to, UploadOptional(be, *from));
+    }
+    for (auto [from, to] : {std::pair{&L.wq, &R.wq}, {&L.wk, &R.wk}, {&L.wv, &R.wv}, {&L.wo, &R.wo},
+                            {&L.w_gate, &R.w_gate}, {&L.w_up, &R.w_up}, {&L.w_down, &R.w_down}}) {
+      LLM42_ASSIGN_OR_RETURN(*to, be.UploadWeight(*from));
+    }
   }
   return r;
 }
@@ -98,34 +106,15 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
 
   LLM42_RETURN_IF_ERROR(be.BeginBatch(BatchPlan{batch.tokens, batch.positions, tables_, sc}));
   LLM42_RETURN_IF_ERROR(be.Embed(token_embd_, x));
-  const AttentionShape heads{c.n_head, c.n_head_kv, c.head_dim};
+  if (c.embed_scale != 0) LLM42_RETURN_IF_ERROR(be.Scale(x, um * static_cast<size_t>(e), c.embed_scale));
+  const Architecture& arch = model_.architecture();
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const Layer& L = layers_[l];
-    LLM42_RETURN_IF_ERROR(be.RmsNorm(x, L.attn_norm, m, e, c.rms_eps, xn, sc));
-    const Backend::MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
-    LLM42_RETURN_IF_ERROR(be.MatMulShared(xn, m, qkv, sc));
-    if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(q, m, qd, L.bq));
-    if (L.bk != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(k, m, kv, L.bk));
-    if (L.bv != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(v, m, kv, L.bv));
-    // Per-head norms: rows of head_dim, m * heads of them. RmsNorm's schedules index batch rows,
-    // so these run under fixed for every row (valid for both schedules: fixed's bits are a
-    // row's alone).
-    if (L.q_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(q, L.q_norm, m * c.n_head, c.head_dim, c.rms_eps, q, Schedule::kFixed));
-    if (L.k_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(k, L.k_norm, m * c.n_head_kv, c.head_dim, c.rms_eps, k, Schedule::kFixed));
-    LLM42_RETURN_IF_ERROR(be.Rope(q, c.n_head, c.head_dim, rope_, sc));
-    LLM42_RETURN_IF_ERROR(be.Rope(k, c.n_head_kv, c.head_dim, rope_, sc));
-    // Every token's K/V lands in the cache before any token of the batch attends.
-    LLM42_RETURN_IF_ERROR(be.StoreKv(static_cast<int64_t>(l), k, v));
-    LLM42_RETURN_IF_ERROR(be.Attention(static_cast<int64_t>(l), q, heads, attn, sc));
-    LLM42_RETURN_IF_ERROR(be.MatMul(attn, m, L.wo, proj, sc));
-    LLM42_RETURN_IF_ERROR(be.Add(x, proj, um * static_cast<size_t>(e)));
-
-    LLM42_RETURN_IF_ERROR(be.RmsNorm(x, L.ffn_norm, m, e, c.rms_eps, xn, sc));
-    const Backend::MatMulOutput gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
-    LLM42_RETURN_IF_ERROR(be.MatMulShared(xn, m, gate_up, sc));
-    LLM42_RETURN_IF_ERROR(be.SwiGlu(gate, up, m, ff, gate, sc));
-    LLM42_RETURN_IF_ERROR(be.MatMul(gate, m, L.w_down, proj, sc));
-    LLM42_RETURN_IF_ERROR(be.Add(x, proj, um * static_cast<size_t>(e)));
+    const auto layer = static_cast<int64_t>(l);
+    const int64_t window = c.window(layer);
+    const LayerGraph g{be, c, layer, m, sc, window > 0 ? rope_local_ : rope_,
+                       AttentionShape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, c.attn_softcap, window},
+                       x, xn, q, k, v, attn, proj, gate, up};
+    LLM42_RETURN_IF_ERROR(arch.Layer(g, layers_[l]));
   }
 
   const size_t n_out = batch.logit_rows.size();
@@ -143,6 +132,7 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
   const Schedules out_sc(logit_schedules_.data());
   LLM42_RETURN_IF_ERROR(be.RmsNorm(sel, output_norm_, rows, e, c.rms_eps, sel, out_sc));
   LLM42_RETURN_IF_ERROR(be.MatMul(sel, rows, output_, out, out_sc));
+  if (c.final_softcap != 0) LLM42_RETURN_IF_ERROR(be.SoftCap(out, n_out * static_cast<size_t>(c.n_vocab), c.final_softcap));
   LLM42_RETURN_IF_ERROR(be.Synchronize());  // the pass done: what follows brings its results over
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<float*> fetched = FetchLogits(batch, out);

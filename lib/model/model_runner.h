@@ -43,9 +43,11 @@ struct ForwardBatch {
 class ModelRunner {
  public:
   // Uploads the weights; the model and backend must outlive the runner. A backend error (out of
-  // memory, a type it cannot hold) is returned as it is.
-  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelWeights& model,
-                                                             Backend& backend);
+  // memory, a type it cannot hold) is returned as it is. `context_length` (0: the model's
+  // training context) picks LongRoPE's factors where the model has them: the long ones past the
+  // original context.
+  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelWeights& model, Backend& backend,
+                                                             int64_t context_length = 0);
 
   // Allocates the backend's KV storage for the cache's blocks (what it held is gone).
   absl::Status AllocateKv(const KvCache& cache);
@@ -62,12 +64,7 @@ class ModelRunner {
   absl::Status Forward(const KvCache& cache, const ForwardBatch& batch, float* logits);
 
  private:
-  struct Layer {
-    const float *attn_norm, *ffn_norm;
-    const float *bq, *bk, *bv;  // nullptr when the model has no attention biases
-    const float *q_norm, *k_norm;  // nullptr when the model has no per-head norms
-    WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
-  };
+  using Layer = BackendLayer;
 
   ModelRunner(const ModelWeights& model, Backend& backend) : model_(model), backend_(backend) {}
 
@@ -76,7 +73,8 @@ class ModelRunner {
   KvShape kv_shape_;
   WeightMatrix token_embd_, output_;
   const float* output_norm_ = nullptr;
-  RopeParams rope_;
+  RopeParams rope_;        // the model's
+  RopeParams rope_local_;  // sliding layers' where the model rotates them otherwise (Gemma 3)
   std::vector<Layer> layers_;
   // Host-side per-batch inputs, kept to avoid allocating per step.
   // Forward's last part: the summaries of batch.argmax_only's rows and the other rows' logits
