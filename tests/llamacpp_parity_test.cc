@@ -14,7 +14,10 @@
 // model computing something else could not pass. Checked to fail on broken builds: with Q4_K's
 // nibbles read high before low (quant_formats.h, Q4_KFormat::Q and Q8) both q4_k cases measured
 // mean 0.36-0.38 nats (max 1.2-1.4); with Qwen3's per-head query norm skipped (model_runner.cc)
-// both qwen3 cases mean 0.075, max 0.28.
+// both qwen3 cases mean 0.075, max 0.28; with no sliding window (ModelConfig::window) the gemma
+// cases 0.17-0.27; without Gemma 2's attention soft-cap (attention.cc) 0.019, max 0.091
+// (tiny-gemma2 caps at 0.05 and 1.0, where its scores and logits lie), without its final cap
+// 0.021.
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -75,7 +78,9 @@ class LlamaCppParity : public ::testing::TestWithParam<std::string> {
     const std::optional<GgmlType> type = GgmlTypeByName(ref_["dtype"].get<std::string>());
     ASSERT_TRUE(type.has_value());
     float_weights_ = *type == GgmlType::kF32 || *type == GgmlType::kF16 || *type == GgmlType::kBF16;
-    model_ = testing::TempPath(GetParam() + ".gguf");
+    // Cached per build under the reference's fingerprint: a reference rebuilt for another model
+    // never meets a file made for the old one.
+    model_ = testing::TempPath(GetParam() + "-" + ref_["fingerprint"].get<std::string>().substr(0, 16) + ".gguf");
     if (!fs::exists(model_)) {
       const std::string tmp = model_ + "." + std::to_string(::getpid());
       ASSERT_TRUE(MakeModel(*preset, *type, vocab_, ref_["seed"].get<uint64_t>(), tmp).ok());

@@ -94,6 +94,9 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
       {"tiny-qwen3", 256, 4, 8, 4, 768, 2048, "qwen3", false, 64},
       {"tiny-blocks", 256, 4, 8, 4, 768, 2048},
+      {"tiny-gemma2", 256, 4, 4, 2, 768, 2048, "gemma2", false, 64, 32, 0.05f, 1.0f},
+      {"tiny-gemma3", 256, 6, 4, 2, 768, 2048, "gemma3", false, 64, 32},
+      {"tiny-phi", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 2047},
       {"llama-110m", 768, 12, 12, 12, 2048, 2048},
       {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
       // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
@@ -127,7 +130,9 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   const std::string a = p.architecture + ".";
   const int64_t head_dim = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
   const int64_t n_rot = head_dim;
-  const float rope_base = p.llama3_rope ? 500000.0f : 10000.0f;
+  const bool gemma = p.architecture == "gemma2" || p.architecture == "gemma3";
+  const bool phi3 = p.architecture == "phi3";
+  const float rope_base = p.llama3_rope ? 500000.0f : p.architecture == "gemma3" ? 1000000.0f : 10000.0f;
   w.AddString("general.architecture", p.architecture);
   w.AddString("general.name", "llm42-random-" + p.name);
   w.AddUint32(a + "context_length", static_cast<uint32_t>(p.n_ctx));
@@ -143,6 +148,15 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   w.AddUint32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
   w.AddFloat32(a + "rope.freq_base", rope_base);
   w.AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (p.sliding_window > 0) w.AddUint32(a + "attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
+  if (p.architecture == "gemma2") {
+    w.AddFloat32(a + "attn_logit_softcapping", p.attn_softcap);
+    w.AddFloat32(a + "final_logit_softcapping", p.final_softcap);
+  }
+  if (phi3) {  // LongRoPE (Phi-3.5's keys): the short factors below a 64-position original context
+    w.AddFloat32(a + "rope.scaling.attn_factor", 1.19f);
+    w.AddUint32(a + "rope.scaling.original_context_length", 64);
+  }
   for (const auto& [key, value] : vocab->metadata()) {
     if (key.rfind("tokenizer.", 0) == 0 && (chat_template.empty() || key != "tokenizer.chat_template")) {
       w.AddValue(key, value);
@@ -182,26 +196,51 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   const bool int8_type = dtype == GgmlType::kQ8_0 || dtype == GgmlType::kQ4_0;
   matrix("token_embd.weight", p.n_embd, n_vocab, int8_type ? GgmlType::kF16 : dtype);
   ones("output_norm.weight", p.n_embd);
-  matrix("output.weight", p.n_embd, n_vocab, dtype);
+  if (!gemma) matrix("output.weight", p.n_embd, n_vocab, dtype);  // Gemma ties it to the embeddings
+  if (phi3) {
+    // Divisors between 1 and 2 for the short context, 1 and 8 beyond it.
+    struct Factors {
+      const char* name;
+      float low, high;
+    };
+    for (const Factors& f : {Factors{"rope_factors_short.weight", 1, 2}, Factors{"rope_factors_long.weight", 1, 8}}) {
+      std::vector<float> v(static_cast<size_t>(n_rot / 2));
+      FillUniform(seed, stream++, 1.0f, &v);  // in [-1, 1]
+      for (float& x : v) x = f.low + (x + 1) / 2 * (f.high - f.low);
+      w.AddTensor(f.name, GgmlType::kF32, {n_rot / 2}, Encode(v, GgmlType::kF32));
+    }
+  }
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     ones(b + "attn_norm.weight", p.n_embd);
     ones(b + "ffn_norm.weight", p.n_embd);
-    matrix(b + "attn_q.weight", p.n_embd, q_dim, dtype);
-    matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
-    matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
+    if (gemma) {
+      norm(b + "post_attention_norm.weight", p.n_embd);
+      norm(b + "post_ffw_norm.weight", p.n_embd);
+    }
+    if (phi3) {
+      matrix(b + "attn_qkv.weight", p.n_embd, q_dim + 2 * kv, dtype);
+    } else {
+      matrix(b + "attn_q.weight", p.n_embd, q_dim, dtype);
+      matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
+      matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
+    }
     if (p.architecture == "qwen2") {
       bias(b + "attn_q.bias", q_dim);
       bias(b + "attn_k.bias", kv);
       bias(b + "attn_v.bias", kv);
     }
-    if (p.architecture == "qwen3") {
+    if (p.architecture == "qwen3" || p.architecture == "gemma3") {
       norm(b + "attn_q_norm.weight", head_dim);
       norm(b + "attn_k_norm.weight", head_dim);
     }
     matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
-    matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, dtype);
-    matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, dtype);
+    if (phi3) {
+      matrix(b + "ffn_up.weight", p.n_embd, 2 * p.n_ff, dtype);  // gate rows, then up rows
+    } else {
+      matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, dtype);
+      matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, dtype);
+    }
     matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, dtype);
   }
   return w.WriteFile(out_path);
