@@ -59,6 +59,8 @@ static llm42_request* Submit(llm42_session* s, const char* prompt, int32_t max_t
   EXPECT_STATUS(llm42_request_options_set_prompt(ro, prompt, strlen(prompt)), LLM42_OK);
   EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, max_tokens), LLM42_OK);
   EXPECT_STATUS(llm42_request_options_set_ignore_eos(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_thinking(ro, 0), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_thinking(ro, 1), LLM42_OK);
   if (cb != NULL) EXPECT_STATUS(llm42_request_options_set_callback(ro, cb, user), LLM42_OK);
   EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
   llm42_request_options_destroy(ro);

@@ -373,6 +373,9 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   void set_ignore_eos(bool on) {
     llm42_swig::Check(llm42_request_options_set_ignore_eos(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
   }
+  void set_thinking(bool on) {
+    llm42_swig::Check(llm42_request_options_set_thinking(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
+  }
 }
 
 %extend llm42_swig_request {

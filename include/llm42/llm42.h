@@ -361,6 +361,10 @@ LLM42_API llm42_status llm42_request_options_add_stop(llm42_request_options* opt
                                                       const char* text);
 LLM42_API llm42_status llm42_request_options_set_ignore_eos(llm42_request_options* options,
                                                             int32_t on);
+/* For chat requests: 0 renders the model's chat template with thinking off (Qwen3's
+ * enable_thinking=false: the reply starts after an empty <think></think> block); 1, the default,
+ * as the template renders by default. Formats without reasoning ignore it. */
+LLM42_API llm42_status llm42_request_options_set_thinking(llm42_request_options* options, int32_t on);
 /* Record the natural-log probability of each committed token. */
 LLM42_API llm42_status llm42_request_options_set_logprobs(llm42_request_options* options,
                                                           int32_t on);

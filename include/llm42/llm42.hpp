@@ -241,6 +241,10 @@ class RequestOptions {
     detail::Check(llm42_request_options_set_ignore_eos(h_.get(), on ? 1 : 0));
     return *this;
   }
+  RequestOptions& SetThinking(bool on) {
+    detail::Check(llm42_request_options_set_thinking(h_.get(), on ? 1 : 0));
+    return *this;
+  }
   RequestOptions& SetLogprobs(bool on) {
     detail::Check(llm42_request_options_set_logprobs(h_.get(), on ? 1 : 0));
     return *this;

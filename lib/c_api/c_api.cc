@@ -519,6 +519,9 @@ llm42_status llm42_request_options_set_ignore_eos(llm42_request_options* o, int3
     f.ignore_eos = on != 0;
   });
 }
+llm42_status llm42_request_options_set_thinking(llm42_request_options* o, int32_t on) {
+  return SetField(o, [&](llm42::RequestOptions& f) { f.thinking = on != 0; });
+}
 llm42_status llm42_request_options_set_logprobs(llm42_request_options* o, int32_t on) {
   return SetField(o, [&](llm42::RequestOptions& f) {
     f.logprobs = on != 0;

@@ -1,5 +1,7 @@
 #include "lib/chat/chat_template.h"
 
+#include <algorithm>
+
 #include "lib/util/status.h"
 
 namespace llm42 {
@@ -38,8 +40,14 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Detect(std::string_view jinja, bool h
   if (Contains(jinja, "<|start_header_id|>") || (jinja.empty() && has_header_tokens)) {
     t.format = Format::kLlama3;
     t.llama31_system_block = Contains(jinja, "Cutting Knowledge Date");
+  } else if (Contains(jinja, "<start_of_turn>")) {
+    t.format = Format::kGemma;
+    t.gemma_system_prefix = Contains(jinja, "first_user_prefix");
+  } else if (Contains(jinja, "<|user|>") && Contains(jinja, "<|end|>")) {
+    t.format = Format::kPhi3;
   } else if (Contains(jinja, "<|im_start|>") || (jinja.empty() && has_im_start)) {
     t.format = Format::kChatMl;
+    t.qwen3_thinking = Contains(jinja, "</think>");
     for (const char* system : {"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
                                "You are a helpful assistant."}) {
       if (Contains(jinja, system)) {
@@ -54,13 +62,13 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Detect(std::string_view jinja, bool h
                             "chat format; send a prompt instead");
   } else {
     return UnsupportedError("the model's chat template is not one llm42 renders (Llama 3, ChatML/"
-                            "Qwen, Llama 2, Mistral); send a prompt instead");
+                            "Qwen, Llama 2, Mistral, Gemma, Phi-3); send a prompt instead");
   }
   return t;
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
-                                                 std::string_view bos, std::string_view eos) const {
+                                                 std::string_view bos, std::string_view eos, bool thinking) const {
   if (messages.empty()) return InvalidArgument("the conversation has no messages");
   for (const ChatMessage& m : messages) {
     if (m.role != "system" && m.role != "user" && m.role != "assistant") {
@@ -95,10 +103,59 @@ absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> me
       } else if (!default_system.empty()) {
         Append(&out, "<|im_start|>system\n", default_system, "<|im_end|>\n");
       }
-      for (const ChatMessage& m : rest) {
-        Append(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
+      // Qwen3: the last user turn's index; assistant turns before it lose their reasoning.
+      size_t last_query = rest.size();
+      for (size_t i = rest.size(); qwen3_thinking && i-- > 0;) {
+        if (rest[i].role == "user") {
+          last_query = i;
+          break;
+        }
+      }
+      for (size_t i = 0; i < rest.size(); ++i) {
+        const ChatMessage& m = rest[i];
+        std::string_view content = m.content;
+        if (qwen3_thinking && m.role == "assistant") {
+          if (const size_t end = content.rfind("</think>"); end != std::string_view::npos) {
+            content = content.substr(end + 8);
+            content.remove_prefix(std::min(content.find_first_not_of('\n'), content.size()));
+          }
+          // (Turns after the last query keep their reasoning in the template; a conversation
+          // sent for a reply ends with its query, so there are none.)
+          if (i > last_query) content = m.content;
+          Append(&out, "<|im_start|>assistant\n", content, "<|im_end|>\n");
+          continue;
+        }
+        Append(&out, "<|im_start|>", m.role, "\n", content, "<|im_end|>\n");
       }
       out += "<|im_start|>assistant\n";
+      if (qwen3_thinking && !thinking) out += "<think>\n\n</think>\n\n";
+      return out;
+    }
+    case Format::kGemma: {
+      out = std::string(bos);
+      std::span<const ChatMessage> rest = messages;
+      std::string prefix;
+      if (has_system) {
+        if (!gemma_system_prefix) return InvalidArgument("this Gemma chat template has no system role");
+        prefix = Cat(messages[0].content, "\n\n");
+        rest = messages.subspan(1);
+      }
+      for (size_t i = 0; i < rest.size(); ++i) {
+        if ((rest[i].role == "user") != (i % 2 == 0)) {
+          return InvalidArgument("Gemma's turns must alternate user, assistant, user, ... from a user turn");
+        }
+        Append(&out, "<start_of_turn>", rest[i].role == "assistant" ? "model" : "user", "\n", i == 0 ? prefix : "",
+               Trim(rest[i].content), "<end_of_turn>\n");
+      }
+      out += "<start_of_turn>model\n";
+      return out;
+    }
+    case Format::kPhi3: {
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system" && m.content.empty()) continue;
+        Append(&out, "<|", m.role, "|>\n", m.content, "<|end|>\n");
+      }
+      out += "<|assistant|>\n";
       return out;
     }
     case Format::kLlama2:

@@ -112,6 +112,9 @@ struct RequestOptions {
   bool deterministic = false;
   std::vector<std::string> stops;
   bool ignore_eos = false;
+  // For chat requests: false renders the chat template with thinking off (Qwen3's
+  // enable_thinking=false: the reply starts after an empty think block); other formats ignore it.
+  bool thinking = true;
   bool logprobs = false;
   // The most likely tokens and their logprobs at every output position (0 = none, at most
   // kMaxTopLogprobs); a deterministic request's come from the fixed schedule, like its logprobs.

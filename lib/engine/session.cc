@@ -160,13 +160,13 @@ Session::~Session() {
 }
 
 absl::StatusOr<std::string> Session::RenderChat(
-    const std::vector<std::pair<std::string, std::string>>& messages) const {
+    const std::vector<std::pair<std::string, std::string>>& messages, bool thinking) const {
   if (!chat_template_.ok()) return chat_template_.status();
   std::vector<ChatMessage> conv;
   for (const auto& [role, content] : messages) conv.push_back(ChatMessage{role, content});
   const Vocab& v = tokenizer_->vocab();
   return chat_template_->Render(conv, v.bos() >= 0 ? v.text(v.bos()) : std::string(),
-                                v.eos() >= 0 ? v.text(v.eos()) : std::string());
+                                v.eos() >= 0 ? v.text(v.eos()) : std::string(), thinking);
 }
 
 int64_t Session::kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }
@@ -214,7 +214,7 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
     // A continuation's text follows its history: no BOS.
     prompt = tokenizer_->Encode(options.prompt_text, /*add_special=*/parent == nullptr, /*parse_special=*/true);
   } else if (!effective.messages.empty()) {
-    LLM42_ASSIGN_OR_RETURN(std::string text, RenderChat(effective.messages));
+    LLM42_ASSIGN_OR_RETURN(std::string text, RenderChat(effective.messages, effective.thinking));
     // The template writes BOS itself, as Hugging Face's apply_chat_template does.
     prompt = tokenizer_->Encode(text, /*add_special=*/false, /*parse_special=*/true);
   }

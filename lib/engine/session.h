@@ -60,7 +60,7 @@ class Session {
   // The chat messages (role, content) rendered in the model's chat format, assistant header
   // appended. UNSUPPORTED when the model's format is not one llm42 renders.
   absl::StatusOr<std::string> RenderChat(
-      const std::vector<std::pair<std::string, std::string>>& messages) const;
+      const std::vector<std::pair<std::string, std::string>>& messages, bool thinking = true) const;
 
   // Writes the conversation that finished request `r` of this session holds (its tokens,
   // messages, and the K/V of the full blocks the prefix cache has for them) to `path`
