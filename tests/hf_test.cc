@@ -140,7 +140,21 @@ std::string UnpermuteRows(const uint8_t* data, size_t n_bytes, int64_t rows, int
   return out;
 }
 
-std::string HfName(const std::string& gguf) {
+std::string HfName(const std::string& gguf, const std::string& arch) {
+  // Gemma's layer norms and Phi-3's fused tensors by their own names.
+  static const std::map<std::string, std::string> kGemma = {
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+      {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"}};
+  static const std::map<std::string, std::string> kPhi3 = {{"attn_qkv.weight", "self_attn.qkv_proj.weight"},
+                                                           {"ffn_up.weight", "mlp.gate_up_proj.weight"}};
+  const std::map<std::string, std::string>* own = arch.starts_with("gemma") ? &kGemma : arch == "phi3" ? &kPhi3 : nullptr;
+  if (own != nullptr && gguf.starts_with("blk.")) {
+    const size_t dot = gguf.find('.', 4);
+    if (auto it = own->find(gguf.substr(dot + 1)); it != own->end()) {
+      return "model.layers." + gguf.substr(4, dot - 4) + "." + it->second;
+    }
+  }
   static const std::map<std::string, std::string> kNames = {
       {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"},
       {"output.weight", "lm_head.weight"}, {"attn_norm.weight", "input_layernorm.weight"},
@@ -186,6 +200,30 @@ Exported Export(const Variant& v) {
                  {"torch_dtype", "bfloat16"}};
   if (std::string(v.hf_architecture) == "MistralForCausalLM") config["sliding_window"] = 4096;
   if (preset->head_dim > 0) config["head_dim"] = preset->head_dim;
+  if (preset->sliding_window > 0) config["sliding_window"] = preset->sliding_window;
+  const std::string arch = preset->architecture;
+  if (arch == "gemma2") {
+    config["attn_logit_softcapping"] = preset->attn_softcap;
+    config["final_logit_softcapping"] = preset->final_softcap;
+    config["tie_word_embeddings"] = true;
+  }
+  if (arch == "gemma3") {
+    config["rope_theta"] = 1000000.0;
+    config["rope_local_base_freq"] = 10000.0;
+    config["tie_word_embeddings"] = true;
+  }
+  if (arch == "phi3") {  // the factors model_maker wrote as tensors, as Phi-3.5's config lists them
+    nlohmann::json scaling = {{"type", "longrope"}};
+    for (const auto& [tensor, key] : {std::pair{"rope_factors_short.weight", "short_factor"}, {"rope_factors_long.weight", "long_factor"}}) {
+      const GgufTensorInfo* t = (*file)->FindTensor(tensor);
+      EXPECT_NE(t, nullptr);
+      std::vector<float> f(static_cast<size_t>(t->dims[0]));
+      std::memcpy(f.data(), t->data, f.size() * sizeof(float));
+      scaling[key] = f;
+    }
+    config["rope_scaling"] = scaling;
+    config["original_max_position_embeddings"] = 64;
+  }
   if (preset->llama3_rope) {  // the values model_maker's rope_freqs.weight was computed with
     config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                               {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
@@ -199,9 +237,17 @@ Exported Export(const Variant& v) {
   size_t i = 0;
   const bool llama = std::string(v.hf_architecture).starts_with("Llama") || std::string(v.hf_architecture).starts_with("Mistral");
   for (const GgufTensorInfo& t : (*file)->tensors()) {
-    if (t.name == "rope_freqs.weight") continue;  // HF computes it from rope_scaling
-    Entry e{HfName(t.name), t.type == GgmlType::kF32 ? "F32" : "BF16", {t.dims.rbegin(), t.dims.rend()},
-            std::string(reinterpret_cast<const char*>(t.data), t.n_bytes)};
+    if (t.name == "rope_freqs.weight" || t.name.starts_with("rope_factors_")) continue;  // config.json's rope_scaling
+    std::string bytes(reinterpret_cast<const char*>(t.data), t.n_bytes);
+    if (arch.starts_with("gemma") && t.name.ends_with("norm.weight")) {  // HF's Gemma norms hold weight - 1
+      for (size_t i = 0; i < t.n_bytes / 4; ++i) {
+        float w;
+        std::memcpy(&w, bytes.data() + 4 * i, 4);
+        w -= 1.0f;  // exact: the weights lie in [0.5, 1.5]
+        std::memcpy(bytes.data() + 4 * i, &w, 4);
+      }
+    }
+    Entry e{HfName(t.name, arch), t.type == GgmlType::kF32 ? "F32" : "BF16", {t.dims.rbegin(), t.dims.rend()}, bytes};
     const bool q = t.name.find("attn_q.") != std::string::npos, k = t.name.find("attn_k.") != std::string::npos;
     if (llama && (q || k)) e.bytes = UnpermuteRows(t.data, t.n_bytes, e.shape[0], q ? preset->n_head : preset->n_head_kv);
     const size_t shard = i++ % shards.size();
@@ -313,6 +359,12 @@ TEST_P(HfModel, ConfigAndTokenizerMatchTheGguf) {
   EXPECT_EQ(hc->architecture, gc->architecture);
   EXPECT_EQ(hc->n_rot, gc->n_rot);
   EXPECT_EQ(hc->head_dim, gc->head_dim);
+  EXPECT_EQ(hc->sliding_window, gc->sliding_window);
+  EXPECT_EQ(hc->layer_sliding, gc->layer_sliding);
+  EXPECT_EQ(hc->attn_softcap, gc->attn_softcap);
+  EXPECT_EQ(hc->final_softcap, gc->final_softcap);
+  EXPECT_EQ(hc->rope_attn_factor, gc->rope_attn_factor);
+  EXPECT_EQ(hc->rope_original_context, gc->rope_original_context);
   EXPECT_EQ(hc->rope_freq_base, gc->rope_freq_base);
   EXPECT_EQ(hc->rope_neox, gc->rope_neox);
   auto hf_tok = Tokenizer::FromGguf(**hf);
@@ -328,7 +380,10 @@ INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
                          ::testing::Values(Variant{"tiny-llama3", "LlamaForCausalLM", 2},
                                            Variant{"tiny", "MistralForCausalLM", 1},
                                            Variant{"tiny-qwen2", "Qwen2ForCausalLM", 1},
-                                           Variant{"tiny-qwen3", "Qwen3ForCausalLM", 1}),
+                                           Variant{"tiny-qwen3", "Qwen3ForCausalLM", 1},
+                                           Variant{"tiny-gemma2", "Gemma2ForCausalLM", 1},
+                                           Variant{"tiny-gemma3", "Gemma3ForCausalLM", 2},
+                                           Variant{"tiny-phi", "Phi3ForCausalLM", 1}),
                          [](const ::testing::TestParamInfo<Variant>& info) {
                            return std::string(info.param.hf_architecture);
                          });

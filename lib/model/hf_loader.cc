@@ -1,8 +1,10 @@
 #include "lib/model/hf_loader.h"
 
+#include <cmath>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
@@ -120,10 +122,16 @@ absl::Status AddConfig(const json& c, Metadata* md, std::string* arch, int64_t* 
     *arch = "qwen2";
   } else if (name == "Qwen3ForCausalLM") {
     *arch = "qwen3";
+  } else if (name == "Gemma2ForCausalLM") {
+    *arch = "gemma2";
+  } else if (name == "Gemma3ForCausalLM") {  // model_type gemma3_text: Gemma 3's text model
+    *arch = "gemma3";
+  } else if (name == "Phi3ForCausalLM") {
+    *arch = "phi3";
   } else {
     return UnsupportedError("config.json: architecture '", name.empty() ? c.value("model_type", "?") : name,
                             "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                            "Qwen3ForCausalLM)");
+                            "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)");
   }
   const std::string a = *arch + ".";
   LLM42_ASSIGN_OR_RETURN(const int64_t n_embd, Int(c, "hidden_size"));
@@ -131,10 +139,21 @@ absl::Status AddConfig(const json& c, Metadata* md, std::string* arch, int64_t* 
   LLM42_ASSIGN_OR_RETURN(const int64_t n_head_kv, Int(c, "num_key_value_heads", n_head));
   LLM42_ASSIGN_OR_RETURN(const int64_t head_dim, Int(c, "head_dim", n_embd / n_head));
   LLM42_ASSIGN_OR_RETURN(int64_t n_ctx, Int(c, "max_position_embeddings"));
+  const bool windowed = *arch == "gemma2" || *arch == "gemma3" || *arch == "phi3";
   if (auto sw = c.find("sliding_window"); sw != c.end() && sw->is_number_integer() &&
       sw->get<int64_t>() > 0 && sw->get<int64_t>() < n_ctx &&
       !(c.contains("use_sliding_window") && c["use_sliding_window"] == false)) {
-    n_ctx = sw->get<int64_t>();  // without a sliding window, results are exact up to its size
+    if (windowed) {  // their architectures slide (lib/model/arch)
+      md->emplace_back(a + "attention.sliding_window", Uint(sw->get<int64_t>()));
+    } else {
+      n_ctx = sw->get<int64_t>();  // Llama's layers do not slide: results are exact up to its size
+    }
+  }
+  if (*arch == "gemma2") {
+    LLM42_ASSIGN_OR_RETURN(const double attn_cap, Number(c, "attn_logit_softcapping", 50.0));
+    LLM42_ASSIGN_OR_RETURN(const double final_cap, Number(c, "final_logit_softcapping", 30.0));
+    md->emplace_back(a + "attn_logit_softcapping", Float(attn_cap));
+    md->emplace_back(a + "final_logit_softcapping", Float(final_cap));
   }
   LLM42_ASSIGN_OR_RETURN(*n_vocab, Int(c, "vocab_size"));
   LLM42_ASSIGN_OR_RETURN(const double theta, Number(c, "rope_theta", 10000.0));
@@ -173,8 +192,39 @@ absl::Status AddRopeScaling(const json& c, const std::string& arch, Metadata* md
     md->emplace_back(arch + ".rope.scaling.factor", Float(factor));
     return absl::OkStatus();
   }
+  if (type == "longrope" || type == "su") {  // Phi-3: per-pair factors as tensors, as llama.cpp's converter writes them
+    LLM42_ASSIGN_OR_RETURN(const int64_t hidden, Int(c, "hidden_size"));
+    LLM42_ASSIGN_OR_RETURN(const int64_t heads, Int(c, "num_attention_heads"));
+    LLM42_ASSIGN_OR_RETURN(const int64_t head_dim_lr, Int(c, "head_dim", hidden / heads));
+    LLM42_ASSIGN_OR_RETURN(const int64_t n_ctx, Int(c, "max_position_embeddings"));
+    LLM42_ASSIGN_OR_RETURN(const int64_t original, Int(c, "original_max_position_embeddings", n_ctx));
+    for (const char* which : {"short_factor", "long_factor"}) {
+      const json& f = r.value(which, json());
+      if (!f.is_array() || static_cast<int64_t>(f.size()) != head_dim_lr / 2) {
+        return FormatError("config.json: rope_scaling.", which, " is not a list of ", head_dim_lr / 2, " numbers");
+      }
+      std::vector<uint8_t>& bytes = st->owned.emplace_back(f.size() * sizeof(float));
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (!f[i].is_number()) return FormatError("config.json: rope_scaling.", which, "[", i, "] is not a number");
+        const float v = f[i].get<float>();
+        std::memcpy(bytes.data() + i * sizeof(float), &v, sizeof v);
+      }
+      GgufTensorInfo t;
+      t.name = std::string(which) == "short_factor" ? "rope_factors_short.weight" : "rope_factors_long.weight";
+      t.dims = {static_cast<int64_t>(f.size())};
+      t.type = GgmlType::kF32;
+      t.n_bytes = bytes.size();
+      t.data = bytes.data();
+      tensors->push_back(std::move(t));
+    }
+    const double scale = static_cast<double>(n_ctx) / static_cast<double>(original);
+    md->emplace_back(arch + ".rope.scaling.attn_factor",
+                     Float(scale <= 1.0 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(original)))));
+    md->emplace_back(arch + ".rope.scaling.original_context_length", Uint(original));
+    return absl::OkStatus();
+  }
   if (type != "llama3") {
-    return UnsupportedError("config.json: rope_scaling type '", type, "' is not supported (linear, llama3)");
+    return UnsupportedError("config.json: rope_scaling type '", type, "' is not supported (linear, llama3, longrope)");
   }
   LLM42_ASSIGN_OR_RETURN(const int64_t n_embd, Int(c, "hidden_size"));
   LLM42_ASSIGN_OR_RETURN(const int64_t n_head, Int(c, "num_attention_heads"));
@@ -400,8 +450,8 @@ void AddVocab(const VocabSpec& spec, Metadata* md) {
   if (!spec.chat_template.empty()) md->emplace_back("tokenizer.chat_template", String(spec.chat_template));
 }
 
-// The GGUF name of a Hugging Face tensor, empty for tensors llm42 does not use.
-std::string GgufName(const std::string& hf) {
+// The GGUF name of a Hugging Face tensor of architecture `arch`, empty for tensors llm42 does not use.
+std::string GgufName(const std::string& hf, const std::string& arch) {
   static const std::pair<const char*, const char*> kGlobal[] = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
@@ -426,12 +476,28 @@ std::string GgufName(const std::string& hf) {
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
   };
+  // Gemma's four norms a layer: after attention is post_attention_layernorm (Llama's name for the
+  // norm before the FFN, which Gemma calls pre_feedforward_layernorm). Phi-3's fused tensors.
+  static const std::pair<const char*, const char*> kGemmaLayer[] = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+  };
+  static const std::pair<const char*, const char*> kPhi3Layer[] = {
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+      {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+  };
   constexpr std::string_view kPrefix = "model.layers.";
   if (hf.rfind(kPrefix, 0) != 0) return {};
   const size_t dot = hf.find('.', kPrefix.size());
   if (dot == std::string::npos) return {};
   const std::string layer = hf.substr(kPrefix.size(), dot - kPrefix.size());
   const std::string rest = hf.substr(dot + 1);
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  for (const auto& [from, to] : gemma ? std::span(kGemmaLayer) : arch == "phi3" ? std::span(kPhi3Layer)
+                                                                                  : std::span(kGemmaLayer).first(0)) {
+    if (rest == from) return absl::StrCat("blk.", layer, ".", to);
+  }
   for (const auto& [from, to] : kLayer) {
     if (rest == from) return absl::StrCat("blk.", layer, ".", to);
   }
@@ -478,7 +544,7 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
   for (const std::string& name : shard_names) {
     LLM42_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> shard, SafetensorsFile::Open((dir / name).string()));
     for (const SafetensorsTensor& t : shard->tensors()) {
-      const std::string gguf = GgufName(t.name);
+      const std::string gguf = GgufName(t.name, arch);
       if (gguf.empty()) continue;
       GgufTensorInfo info;
       info.name = gguf;
@@ -498,6 +564,27 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
       info.dims.assign(t.shape.rbegin(), t.shape.rend());  // ggml order: contiguous first
       info.data = t.data;
       info.n_bytes = t.n_bytes;
+      // Gemma's RMSNorms scale by 1 + weight (Hugging Face's Gemma*RMSNorm); GGUF holds 1 + weight,
+      // as llama.cpp's converter writes it.
+      if ((arch == "gemma2" || arch == "gemma3") && gguf.ends_with("norm.weight")) {
+        const auto n = static_cast<size_t>(t.n_bytes / (info.type == GgmlType::kF32 ? 4 : 2));
+        std::vector<uint8_t>& bytes = st->owned.emplace_back(n * sizeof(float));
+        for (size_t i = 0; i < n; ++i) {
+          float v;
+          if (info.type == GgmlType::kF32) {
+            std::memcpy(&v, t.data + 4 * i, 4);
+          } else {
+            uint16_t h;
+            std::memcpy(&h, t.data + 2 * i, 2);
+            v = info.type == GgmlType::kF16 ? Fp16ToFp32(h) : Bf16ToFp32(h);
+          }
+          v += 1.0f;
+          std::memcpy(bytes.data() + i * sizeof(float), &v, sizeof v);
+        }
+        info.type = GgmlType::kF32;
+        info.data = bytes.data();
+        info.n_bytes = bytes.size();
+      }
       const bool q = gguf.ends_with("attn_q.weight") || gguf.ends_with("attn_q.bias");
       const bool k = gguf.ends_with("attn_k.weight") || gguf.ends_with("attn_k.bias");
       if (arch == "llama" && (q || k)) {

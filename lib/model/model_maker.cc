@@ -153,8 +153,11 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     w.AddFloat32(a + "attn_logit_softcapping", p.attn_softcap);
     w.AddFloat32(a + "final_logit_softcapping", p.final_softcap);
   }
-  if (phi3) {  // LongRoPE (Phi-3.5's keys): the short factors below a 64-position original context
-    w.AddFloat32(a + "rope.scaling.attn_factor", 1.19f);
+  if (phi3) {  // LongRoPE (Phi-3.5's keys): the short factors below a 64-position original context,
+    // the attention factor as llama.cpp's converter derives it, sqrt(1 + ln(scale) / ln(original))
+    const double scale = static_cast<double>(p.n_ctx) / 64.0;
+    w.AddFloat32(a + "rope.scaling.attn_factor",
+                 static_cast<float>(std::sqrt(1 + PortableLog(scale) / PortableLog(64.0))));
     w.AddUint32(a + "rope.scaling.original_context_length", 64);
   }
   for (const auto& [key, value] : vocab->metadata()) {
