@@ -601,7 +601,7 @@ INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,
                                            ModelCase{"tiny_blocks_q4_k", 0.05, "tiny-blocks", GgmlType::kQ4_K},
                                            ModelCase{"tiny_qwen3_q6_k", 0.05, "tiny-qwen3", GgmlType::kQ6_K},
                                            ModelCase{"tiny_gemma2_f32", 0.05, "tiny-gemma2"},
-                                           ModelCase{"tiny_gemma3_q4_k", 0.05, "tiny-gemma3", GgmlType::kQ4_K},
+                                           ModelCase{"tiny_gemma3_bf16", 0.05, "tiny-gemma3", GgmlType::kBF16},
                                            ModelCase{"tiny_phi_q8_0", 0.05, "tiny-phi", GgmlType::kQ8_0}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            return std::string(info.param.name);

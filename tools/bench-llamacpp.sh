@@ -3,7 +3,8 @@
 # alternated (issue 12's comparison): llama-bench's pp512 and tg128 at depths 0, 512 and 1900
 # (the llama-110m presets' trained context is 2048; llm42 refuses a context past it), for every
 # weight type, llama-1b's (f16 and q4_0) pp512 and tg32, and llama-batched-bench's 128,128,1,4,8,16
-# on f16.
+# on f16. The k-quant mixes (KQUANTS, llama.cpp's names) are llama.cpp's own files: the f16 model
+# quantized by llama.cpp's quantizer (tools/llamacpp/quantize_llamacpp.cc), what people download.
 # Both sides with an f16 KV cache (llama.cpp's default; llm42's is f32, so --kv_dtype f16).
 # Prints one markdown table of the best of ROUNDS rounds per side, with the ratios.
 #
@@ -12,7 +13,8 @@
 # llama-batched-bench do.
 #
 #   tools/bench-llamacpp.sh [BUILD_DIR] [MODEL_DIR]      (defaults: build, /tmp/llm42-models)
-#   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" BIG=1 BIGS="f16 q4_0" BATCHED=1 PLOT=ratios.png
+#   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" KQUANTS="Q4_K_M Q5_K_M Q6_K IQ4_XS" BIG=1
+#   BIGS="f16 q4_0" BATCHED=1 PLOT=ratios.png       (BIGS may name k-quant mixes too)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
@@ -26,18 +28,26 @@ read -r -a dtypes <<<"${DTYPES:-f32 f16 bf16 q8_0 q4_0}"
 # llama.cpp, built once.
 source "$here/llamacpp_common.sh"
 harness=$(llamacpp_harness bench_llamacpp)
+quantize=$(llamacpp_harness quantize_llamacpp)
 
 mkdir -p "$models"
-for d in "${dtypes[@]}"; do
-  m="$models/llama-110m-$d.gguf"
-  [[ -f $m ]] || "$llm42" make-model --preset llama-110m --dtype "$d" --out "$m" >/dev/null
-done
+read -r -a kquants <<<"${KQUANTS-Q4_K_M Q5_K_M Q6_K IQ4_XS}"
+# A model of `preset` in `dtype`: make-model's, or llama.cpp's quantization of make-model's f16.
+make_model() {  # PRESET DTYPE
+  local m="$models/$1-$2.gguf" f16="$models/$1-f16.gguf"
+  [[ -f $m ]] && return
+  if [[ $2 == [A-Z]* ]]; then
+    [[ -f $f16 ]] || "$llm42" make-model --preset "$1" --dtype f16 --out "$f16" >/dev/null
+    "$quantize" "$f16" "$m" "$2" >/dev/null 2>&1
+  else
+    "$llm42" make-model --preset "$1" --dtype "$2" --out "$m" >/dev/null
+  fi
+}
+dtypes+=("${kquants[@]}")
+for d in "${dtypes[@]}"; do make_model llama-110m "$d"; done
 read -r -a bigs <<<"${BIGS:-f16 q4_0}"
 if [[ ${BIG:-1} == 1 ]]; then
-  for d in "${bigs[@]}"; do
-    m="$models/llama-1b-$d.gguf"
-    [[ -f $m ]] || "$llm42" make-model --preset llama-1b --dtype "$d" --out "$m" >/dev/null
-  done
+  for d in "${bigs[@]}"; do make_model llama-1b "$d"; done
 fi
 
 raw=$(mktemp)
