@@ -5,7 +5,7 @@
 // tokenizer (an encode with special tokens and a decode) and the weights built from it.
 #include <memory>
 
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 #include "lib/model/model_config.h"
 #include "lib/model/model_weights.h"
 #include "lib/tokenizer/tokenizer.h"

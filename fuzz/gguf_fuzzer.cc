@@ -4,7 +4,7 @@
 
 #include "fuzz/exercise_model.h"
 #include "fuzz/fuzz_file.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = llm42::GgufFile::Open(llm42::fuzz::WriteScratch(data, size, ".gguf"));

@@ -12,7 +12,7 @@
 #include "fuzz/exercise_model.h"
 #include "fuzz/fuzz_file.h"
 #include "fuzz/fuzz_parts.h"
-#include "lib/model/hf_loader.h"
+#include "lib/format/hf_loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* kFiles[] = {"config.json", "tokenizer.json", "vocab.json",

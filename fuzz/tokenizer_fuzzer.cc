@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace {

@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/engine/session.h"
-#include "lib/model/model_maker.h"
+#include "lib/maker/model_maker.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"

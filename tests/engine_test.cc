@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "lib/engine/session.h"
 #include "lib/engine/text_stream.h"
-#include "lib/model/gguf_writer.h"
+#include "lib/maker/gguf_writer.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 #include <cstddef>
 #include <cstring>
@@ -7,10 +7,10 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "lib/model/gguf_writer.h"
+#include "lib/maker/gguf_writer.h"
 #include "lib/model/model_config.h"
 #include "lib/model/model_weights.h"
-#include "lib/model/quantizer.h"
+#include "lib/maker/quantizer.h"
 #include "tests/test_util.h"
 
 namespace llm42 {

@@ -26,8 +26,8 @@
 #include "gtest/gtest.h"
 #include "lib/engine/session.h"
 #include "lib/model/fingerprint.h"
-#include "lib/model/gguf_reader.h"
-#include "lib/model/model_maker.h"
+#include "lib/format/gguf_reader.h"
+#include "lib/maker/model_maker.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/model_runner.h"
-#include "lib/model/model_maker.h"
+#include "lib/maker/model_maker.h"
 #include "tests/test_util.h"
 
 namespace llm42::testing {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 namespace llm42 {
 

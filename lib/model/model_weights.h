@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/model/arch/architecture.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 #include "lib/model/layer_tensors.h"
 #include "lib/model/model_config.h"
 

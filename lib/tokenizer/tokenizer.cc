@@ -5,7 +5,7 @@
 #include <list>
 
 #include "absl/strings/str_replace.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 #include "lib/tokenizer/bpe_encoder.h"
 #include "lib/tokenizer/spm_encoder.h"
 #include "lib/util/status.h"

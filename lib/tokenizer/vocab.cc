@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 #include "lib/util/status.h"
 
 namespace llm42 {

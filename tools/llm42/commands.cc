@@ -18,10 +18,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lib/model/fingerprint.h"
-#include "lib/model/gguf_reader.h"
-#include "lib/model/hf_loader.h"
+#include "lib/format/gguf_reader.h"
+#include "lib/format/hf_loader.h"
 #include "lib/model/model_config.h"
-#include "lib/model/model_maker.h"
+#include "lib/maker/model_maker.h"
 #include "llm42/llm42.hpp"
 
 ABSL_FLAG(std::string, model, "", "Path of a GGUF model file");

@@ -1,7 +1,7 @@
 #include "lib/model/arch/architecture.h"
 
 #include "absl/strings/str_cat.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 #include "lib/util/status.h"
 
 namespace llm42 {

@@ -3,7 +3,7 @@
 // the logits too (final_logit_softcapping, 30), sliding-window attention on even layers.
 #include "lib/model/arch/blocks.h"
 #include "lib/model/arch/gemma_common.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 namespace llm42 {
 namespace {

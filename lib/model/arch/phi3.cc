@@ -3,7 +3,7 @@
 // has them (rope_factors_short / _long.weight: ModelWeights) and its attention factor, and a
 // sliding window on every layer where the file sets one.
 #include "lib/model/arch/blocks.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 namespace llm42 {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 namespace llm42 {
 

@@ -1,4 +1,4 @@
-#include "lib/model/hf_loader.h"
+#include "lib/format/hf_loader.h"
 
 #include <cmath>
 #include <deque>
@@ -9,9 +9,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "lib/model/model_maker.h"
-#include "lib/model/safetensors.h"
-#include "lib/tokenizer/vocab.h"
+#include "lib/format/rope_factors.h"
+#include "lib/format/safetensors.h"
+#include "lib/format/vocab_spec.h"
 #include "lib/util/status.h"
 #include "nlohmann/json.hpp"
 #include "proto/sentencepiece_model.pb.h"

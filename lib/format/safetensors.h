@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_SAFETENSORS_H_
-#define LLM42_MODEL_SAFETENSORS_H_
+#ifndef LLM42_FORMAT_SAFETENSORS_H_
+#define LLM42_FORMAT_SAFETENSORS_H_
 
 #include <cstdint>
 #include <memory>
@@ -48,4 +48,4 @@ class SafetensorsFile {
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_SAFETENSORS_H_
+#endif  // LLM42_FORMAT_SAFETENSORS_H_

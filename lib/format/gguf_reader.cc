@@ -1,4 +1,4 @@
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 #include <cstring>
 #include <limits>

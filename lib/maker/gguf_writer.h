@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_GGUF_WRITER_H_
-#define LLM42_MODEL_GGUF_WRITER_H_
+#ifndef LLM42_MAKER_GGUF_WRITER_H_
+#define LLM42_MAKER_GGUF_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "lib/util/ggml_types.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 namespace llm42 {
 
@@ -50,4 +50,4 @@ class GgufWriter {
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_GGUF_WRITER_H_
+#endif  // LLM42_MAKER_GGUF_WRITER_H_

@@ -1,4 +1,4 @@
-#include "lib/model/gguf_writer.h"
+#include "lib/maker/gguf_writer.h"
 
 #include <cstdio>
 #include <cstring>

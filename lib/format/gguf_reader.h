@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_GGUF_READER_H_
-#define LLM42_MODEL_GGUF_READER_H_
+#ifndef LLM42_FORMAT_GGUF_READER_H_
+#define LLM42_FORMAT_GGUF_READER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -118,4 +118,4 @@ class GgufFile {
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_GGUF_READER_H_
+#endif  // LLM42_FORMAT_GGUF_READER_H_

@@ -1,11 +1,11 @@
-#ifndef LLM42_MODEL_HF_LOADER_H_
-#define LLM42_MODEL_HF_LOADER_H_
+#ifndef LLM42_FORMAT_HF_LOADER_H_
+#define LLM42_FORMAT_HF_LOADER_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "lib/model/gguf_reader.h"
+#include "lib/format/gguf_reader.h"
 
 namespace llm42 {
 
@@ -29,4 +29,4 @@ absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& dir
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_HF_LOADER_H_
+#endif  // LLM42_FORMAT_HF_LOADER_H_

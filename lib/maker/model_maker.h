@@ -1,11 +1,12 @@
-#ifndef LLM42_MODEL_MODEL_MAKER_H_
-#define LLM42_MODEL_MODEL_MAKER_H_
+#ifndef LLM42_MAKER_MODEL_MAKER_H_
+#define LLM42_MAKER_MODEL_MAKER_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "lib/format/rope_factors.h"
 #include "lib/util/ggml_types.h"
 
 namespace llm42 {
@@ -36,10 +37,6 @@ const std::vector<ModelPreset>& ModelPresets();
 // values come from Philox) and the vocabulary (tokens, scores, types, special ids) of
 // `vocab_path`, another GGUF. Matrices are stored as `dtype` (quantizer.h's types; the embedding
 // table of q8_0 and q4_0 models in f16); norms are f32 ones.
-// The Llama 3.1 RoPE frequency divisors (Hugging Face rope_scaling type "llama3") for n_rot
-// dims: 1 for high frequencies, `factor` for low ones, interpolated between.
-std::vector<float> Llama3RopeFactors(int64_t n_rot, double base, double factor, double low_freq_factor,
-                                     double high_freq_factor, double original_context);
 
 // A non-empty chat_template replaces the vocabulary file's tokenizer.chat_template.
 absl::Status MakeModel(const ModelPreset& preset, GgmlType dtype, const std::string& vocab_path,
@@ -47,4 +44,4 @@ absl::Status MakeModel(const ModelPreset& preset, GgmlType dtype, const std::str
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_MODEL_MAKER_H_
+#endif  // LLM42_MAKER_MODEL_MAKER_H_

@@ -1,5 +1,5 @@
-#ifndef LLM42_MODEL_QUANTIZER_H_
-#define LLM42_MODEL_QUANTIZER_H_
+#ifndef LLM42_MAKER_QUANTIZER_H_
+#define LLM42_MAKER_QUANTIZER_H_
 
 #include <cstdint>
 #include <span>
@@ -22,4 +22,4 @@ bool CanQuantize(GgmlType type);
 
 }  // namespace llm42
 
-#endif  // LLM42_MODEL_QUANTIZER_H_
+#endif  // LLM42_MAKER_QUANTIZER_H_

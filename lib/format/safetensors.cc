@@ -1,4 +1,4 @@
-#include "lib/model/safetensors.h"
+#include "lib/format/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

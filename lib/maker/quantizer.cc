@@ -1,4 +1,4 @@
-#include "lib/model/quantizer.h"
+#include "lib/maker/quantizer.h"
 
 #include <algorithm>
 #include <cmath>
