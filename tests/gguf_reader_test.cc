@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -10,6 +11,7 @@
 #include "lib/maker/gguf_writer.h"
 #include "lib/model/model_config.h"
 #include "lib/model/model_weights.h"
+#include "lib/maker/model_maker.h"
 #include "lib/maker/quantizer.h"
 #include "tests/test_util.h"
 
@@ -281,6 +283,55 @@ TEST(ModelWeightsLoad, DamagedBlockScalesNameTheTensor) {
     }
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     EXPECT_NE(s.message().find("blk.0.attn_k.weight: block 1 of"), std::string::npos) << s;
+  }
+}
+
+// A generated model of `preset` rewritten: without tensor `drop`, with integer key `key` set to
+// `value` (where key is not empty); the load's status.
+absl::Status LoadEdited(const std::string& preset_name, const std::string& drop, const std::string& key, int64_t value) {
+  const std::string vocab = testing::SharedPath("models/stories260K.gguf");
+  const ModelPreset* preset = nullptr;
+  for (const ModelPreset& p : ModelPresets()) {
+    if (p.name == preset_name) preset = &p;
+  }
+  const std::string made = testing::TempPath(preset_name + "-edit-source.gguf");
+  if (!std::filesystem::exists(made)) {
+    EXPECT_TRUE(MakeModel(*preset, GgmlType::kF32, vocab, 1, made).ok());
+  }
+  auto file = GgufFile::Open(made);
+  EXPECT_TRUE(file.ok()) << file.status();
+  GgufWriter w;
+  for (const auto& [k, v] : (*file)->metadata()) {
+    if (k == key) {
+      w.AddUint32(k, static_cast<uint32_t>(value));
+    } else {
+      w.AddValue(k, v);
+    }
+  }
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    if (t.name != drop) w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  return LoadModel(w, preset_name + "-edited.gguf");
+}
+
+// The new architectures' bad files (issue 40): each a FORMAT_ERROR naming the tensor or key.
+TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
+  LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
+  ASSERT_TRUE(LoadEdited("tiny-gemma2", "", "", 0).ok());  // the control: unedited, it loads
+  struct Case {
+    const char *preset, *drop, *key;
+    int64_t value;
+    const char* message;
+  };
+  for (const Case& c : {Case{"tiny-gemma2", "blk.2.post_ffw_norm.weight", "", 0, "missing tensor 'blk.2.post_ffw_norm.weight'"},
+                        Case{"tiny-gemma3", "blk.0.attn_k_norm.weight", "", 0, "missing tensor 'blk.0.attn_k_norm.weight'"},
+                        // Four KV heads where the fused rows hold eight: 256 + 2 * 128 rows expected.
+                        Case{"tiny-phi", "", "phi3.attention.head_count_kv", 4, "tensor blk.0.attn_qkv.weight: expected 256x512, got 256x768"},
+                        Case{"tiny-gemma2", "", "gemma2.attention.sliding_window", 0, "gemma2.attention.sliding_window' = 0 is out of range"},
+                        Case{"tiny-gemma3", "", "gemma3.attention.sliding_window", 4096, "gemma3.attention.sliding_window' = 4096 is out of range"}}) {
+    const absl::Status s = LoadEdited(c.preset, c.drop, c.key, c.value);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.preset << " " << c.drop << c.key << ": " << s;
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s;
   }
 }
 
