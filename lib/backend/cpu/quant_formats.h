@@ -77,6 +77,13 @@ inline uint32_t Load32(const uint8_t* p) {
   return v;
 }
 
+// Q4_K's and Q5_K's sub-block s: a = d * scale, c = -(dmin * min).
+inline SubBlockScale KQuantScaleMin(uint16_t d, uint16_t dmin, const uint8_t* scales, int64_t s) {
+  int32_t sc, m;
+  ScaleMinK4(scales, s, &sc, &m);
+  return {HalfToFloat(d) * static_cast<float>(sc), -(HalfToFloat(dmin) * static_cast<float>(m))};
+}
+
 #if LLM42_X86
 // Eight bytes from p as int32 lanes, shifted right by `shift` and masked.
 LLM42_AVX2 inline __m256i Bytes8(const uint8_t* p, int shift, int mask) {
@@ -190,11 +197,7 @@ struct Q4_KFormat {
   using Block = BlockQ4_K;
   static constexpr int64_t kBlock = 256, kSub = 32;
   static constexpr bool kOffset = true;
-  static SubBlockScale Scale(const Block& b, int64_t s) {
-    int32_t sc, m;
-    ScaleMinK4(b.scales, s, &sc, &m);
-    return {HalfToFloat(b.d) * static_cast<float>(sc), -(HalfToFloat(b.dmin) * static_cast<float>(m))};
-  }
+  static SubBlockScale Scale(const Block& b, int64_t s) { return KQuantScaleMin(b.d, b.dmin, b.scales, s); }
   static int32_t Q(const Block& b, int64_t j) { return Nibble(b.qs + 32 * (j / 64), j % 64, 32); }
 #if LLM42_X86
   LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) { return Nibbles8(b.qs + 32 * (j / 64), j % 64, 32); }
@@ -206,11 +209,7 @@ struct Q5_KFormat {
   using Block = BlockQ5_K;
   static constexpr int64_t kBlock = 256, kSub = 32;
   static constexpr bool kOffset = true;
-  static SubBlockScale Scale(const Block& b, int64_t s) {
-    int32_t sc, m;
-    ScaleMinK4(b.scales, s, &sc, &m);
-    return {HalfToFloat(b.d) * static_cast<float>(sc), -(HalfToFloat(b.dmin) * static_cast<float>(m))};
-  }
+  static SubBlockScale Scale(const Block& b, int64_t s) { return KQuantScaleMin(b.d, b.dmin, b.scales, s); }
   static int32_t Q(const Block& b, int64_t j) {
     return Nibble(b.qs + 32 * (j / 64), j % 64, 32) | (((b.qh[j % 32] >> (j / 32)) & 1) << 4);
   }
