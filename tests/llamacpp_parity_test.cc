@@ -13,7 +13,7 @@
 // in position fails the mean bound by far, so the logprobs vary enough across positions that a
 // model computing something else could not pass. Checked to fail on broken builds: with Q4_K's
 // nibbles read high before low (quant_formats.h, Q4_KFormat::Q and Q8) both q4_k cases measured
-// mean 0.36-0.38 nats (max 1.2-1.4); with Qwen3's per-head query norm skipped (model_runner.cc)
+// mean 0.36-0.38 nats (max 1.2-1.4); with Qwen3's per-head query norm skipped (now arch/blocks.cc)
 // both qwen3 cases mean 0.075, max 0.28; with no sliding window (ModelConfig::window) the gemma
 // cases 0.17-0.27; without Gemma 2's attention soft-cap (attention.cc) 0.019, max 0.091
 // (tiny-gemma2 caps at 0.05 and 1.0, where its scores and logits lie), without its final cap

@@ -38,7 +38,8 @@ struct ForwardBatch {
 };
 
 // A ModelWeights on a Backend: its weights uploaded there, the backend's KV storage sized for a
-// KvCache's blocks, and the Llama graph written once over the backend's ops. Between the batch
+// KvCache's blocks, and the pass every architecture shares (embeddings, the architecture's layers, the
+// output norm and matrix; lib/model/arch) over the backend's ops. Between the batch
 // plan going in and the logits coming out, no activation touches the host.
 class ModelRunner {
  public:
