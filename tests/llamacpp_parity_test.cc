@@ -18,6 +18,7 @@
 // cases 0.17-0.27; without Gemma 2's attention soft-cap (attention.cc) 0.019, max 0.091
 // (tiny-gemma2 caps at 0.05 and 1.0, where its scores and logits lie), without its final cap
 // 0.021.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -67,7 +68,11 @@ class LlamaCppParity : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     vocab_ = testing::SharedPath("vocab/ggml-vocab-llama-spm.gguf");
-    if (!fs::exists(vocab_)) GTEST_SKIP() << "../shared/vocab/ggml-vocab-llama-spm.gguf is missing";
+    // An asset outside the repo: the models are made with its vocabulary (as the references were).
+    if (!fs::exists(vocab_)) {
+      GTEST_SKIP() << "../shared/vocab/ggml-vocab-llama-spm.gguf is missing (the parity models are made with its "
+                      "vocabulary); place the shared/ folder beside the repo";
+    }
     ref_ = json::parse(testing::ReadFile(ReferenceDir() + "/" + GetParam() + ".json"));
     const std::string preset_name = ref_["preset"].get<std::string>();
     const ModelPreset* preset = nullptr;
@@ -153,6 +158,17 @@ TEST_P(LlamaCppParity, ReferenceNumbersDiscriminate) {
   const Run run = Generate(false);
   ASSERT_EQ(run.logprobs.size(), ref.size());
   EXPECT_GT(Compare(run.logprobs, ref).mean, 4 * (float_weights_ ? 0.01 : 0.05));
+}
+
+// The references are committed: a missing or emptied directory fails here rather than leaving the
+// parameterised tests above with nothing to run.
+TEST(LlamaCppParityReferences, EveryArchitectureAndWeightTypeHasOne) {
+  const std::vector<std::string> files = ReferenceFiles();
+  EXPECT_GE(files.size(), 22u) << ReferenceDir();
+  for (const char* must : {"tiny-qwen3-f32", "tiny-gemma2-f32", "tiny-gemma3-f32", "tiny-phi-f32", "tiny-blocks-q4_k",
+                           "tiny-blocks-iq4_xs"}) {
+    EXPECT_NE(std::find(files.begin(), files.end(), must), files.end()) << must;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, LlamaCppParity, ::testing::ValuesIn(ReferenceFiles()),

@@ -43,9 +43,7 @@ inline std::string SmallVocabTinyModelPath(const std::string& preset_name = "tin
   const std::string vocab = SharedPath("models/stories260K.gguf");
   if (!std::filesystem::exists(vocab)) return std::string();
   const char* type_name = GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name;
-  const std::string out = preset_name == "tiny" && dtype == GgmlType::kF32
-                              ? TempPath("tiny-v512-f32.gguf")
-                              : TempPath(preset_name + "-v512-" + type_name + ".gguf");
+  const std::string out = TempPath(preset_name + "-v512-" + type_name + ".gguf");
   if (!std::filesystem::exists(out)) {
     const ModelPreset* preset = nullptr;
     for (const ModelPreset& p : ModelPresets()) {

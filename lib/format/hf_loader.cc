@@ -493,9 +493,10 @@ std::string GgufName(const std::string& hf, const std::string& arch) {
   if (dot == std::string::npos) return {};
   const std::string layer = hf.substr(kPrefix.size(), dot - kPrefix.size());
   const std::string rest = hf.substr(dot + 1);
-  const bool gemma = arch == "gemma2" || arch == "gemma3";
-  for (const auto& [from, to] : gemma ? std::span(kGemmaLayer) : arch == "phi3" ? std::span(kPhi3Layer)
-                                                                                  : std::span(kGemmaLayer).first(0)) {
+  std::span<const std::pair<const char*, const char*>> own;
+  if (arch == "gemma2" || arch == "gemma3") own = kGemmaLayer;
+  if (arch == "phi3") own = kPhi3Layer;
+  for (const auto& [from, to] : own) {
     if (rest == from) return absl::StrCat("blk.", layer, ".", to);
   }
   for (const auto& [from, to] : kLayer) {

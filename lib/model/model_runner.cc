@@ -34,13 +34,15 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeig
   }
   LLM42_ASSIGN_OR_RETURN(r->output_norm_, be.UploadVector(model.output_norm()));
   r->rope_ = model.rope();
+  // Per-pair divisors: LongRoPE's long ones past the original context, else its short ones, else
+  // Llama 3.1's (a file has at most one kind).
   const int64_t context = context_length > 0 ? context_length : c.n_ctx_train;
-  const std::vector<float>& factors = !model.rope_factors_long().empty() && c.rope_original_context > 0 &&
-                                              context > c.rope_original_context
-                                          ? model.rope_factors_long()
-                                      : !model.rope_factors_short().empty() ? model.rope_factors_short()
-                                                                            : model.rope_freqs();
-  LLM42_ASSIGN_OR_RETURN(r->rope_.freq_factors, UploadOptional(be, factors));
+  const std::vector<float>* factors = &model.rope_freqs();
+  if (!model.rope_factors_short().empty()) factors = &model.rope_factors_short();
+  if (!model.rope_factors_long().empty() && c.rope_original_context > 0 && context > c.rope_original_context) {
+    factors = &model.rope_factors_long();
+  }
+  LLM42_ASSIGN_OR_RETURN(r->rope_.freq_factors, UploadOptional(be, *factors));
   r->rope_local_ = r->rope_;
   if (c.rope_local_base > 0) {
     r->rope_local_.freq_base = c.rope_local_base;

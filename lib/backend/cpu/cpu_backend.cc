@@ -139,6 +139,7 @@ absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
     for (int64_t b = 0; b < len; b += kAttentionChunk) decode_ranges_.push_back({i, b, std::min(len, b + kAttentionChunk)});
   }
   decode_first_.push_back(static_cast<int64_t>(decode_ranges_.size()));
+  window_ranges_for_ = 0;
   return absl::OkStatus();
 }
 
@@ -694,7 +695,8 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
   // one trimmed to it (the blocked path's chunks, so prefill and decode give the same bits).
   const std::vector<DecodeRange>* ranges = &decode_ranges_;
   const std::vector<int64_t>* firsts = &decode_first_;
-  if (shape.window > 0) {
+  if (shape.window > 0 && shape.window != window_ranges_for_) {
+    window_ranges_for_ = shape.window;
     window_ranges_.clear();
     window_first_.clear();
     for (size_t j = 0; j < decode_tokens_.size(); ++j) {
@@ -708,6 +710,8 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
       }
     }
     window_first_.push_back(static_cast<int64_t>(window_ranges_.size()));
+  }
+  if (shape.window > 0) {
     ranges = &window_ranges_;
     firsts = &window_first_;
   }

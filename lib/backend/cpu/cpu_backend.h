@@ -128,9 +128,12 @@ class CpuBackend final : public Backend {
   std::vector<char> decode_row_;
   std::vector<int64_t> decode_tokens_, decode_first_;
   std::vector<DecodeRange> decode_ranges_;
-  // A sliding-window layer's decode chunks: decode_ranges_ trimmed to each token's window.
+  // A sliding-window layer's decode chunks: decode_ranges_ trimmed to each token's window of
+  // window_ranges_for_ positions (built once a step and window, for every layer of that window;
+  // 0: not built this step).
   std::vector<DecodeRange> window_ranges_;
   std::vector<int64_t> window_first_;
+  int64_t window_ranges_for_ = 0;
   std::vector<internal::Partial> decode_parts_;
   std::vector<float> decode_out_;
   std::deque<std::vector<float>> vectors_;

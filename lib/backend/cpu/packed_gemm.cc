@@ -393,7 +393,7 @@ void DirectGemmFor(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0
                    int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
   WithElementLoader(type, [&](auto l) {
     using L = decltype(l);
-    if constexpr (!std::is_same_v<L, Q8_0Loader> && !std::is_same_v<L, Q4_0Loader>) {
+    if constexpr (kFloatKernels<L>) {
       DirectGemmT<K, VecOf<L>>(type, w, row_bytes, r0, r1, x, k, rows, n_rows, y, ldy);
     }
   });

@@ -76,6 +76,10 @@ inline uint32_t Load32(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
+// Q5_0's and Q5_1's five bits of element j: its nibble, and bit j of qh (little-endian) above it.
+inline int32_t Five(const uint8_t* qs, const uint8_t* qh, int64_t j) {
+  return Nibble(qs, j, 16) | static_cast<int32_t>(((Load32(qh) >> j) & 1) << 4);
+}
 
 // Q4_K's and Q5_K's sub-block s: a = d * scale, c = -(dmin * min).
 inline SubBlockScale KQuantScaleMin(uint16_t d, uint16_t dmin, const uint8_t* scales, int64_t s) {
@@ -108,6 +112,10 @@ LLM42_AVX2 inline __m256i Iq4Values8(const uint8_t* p, int64_t j, int64_t half) 
   const __m128i grid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
   return _mm256_cvtepi8_epi32(_mm_shuffle_epi8(grid, b));
 }
+// Five() of eight elements from j.
+LLM42_AVX2 inline __m256i Five8(const uint8_t* qs, const uint8_t* qh, int64_t j) {
+  return _mm256_or_si256(Nibbles8(qs, j, 16), _mm256_slli_epi32(Bits8(Load32(qh) >> j), 4));
+}
 #endif
 
 struct Q4_1Format {
@@ -126,13 +134,10 @@ struct Q5_0Format {
   static constexpr int64_t kBlock = 32, kSub = 32;
   static constexpr bool kOffset = false;
   static SubBlockScale Scale(const Block& b, int64_t) { return {HalfToFloat(b.d), 0}; }
-  static int32_t Q(const Block& b, int64_t j) {
-    return (Nibble(b.qs, j, 16) | (((Load32(b.qh) >> j) & 1) << 4)) - 16;
-  }
+  static int32_t Q(const Block& b, int64_t j) { return Five(b.qs, b.qh, j) - 16; }
 #if LLM42_X86
   LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) {
-    const __m256i q = _mm256_or_si256(Nibbles8(b.qs, j, 16), _mm256_slli_epi32(Bits8(Load32(b.qh) >> j), 4));
-    return _mm256_sub_epi32(q, _mm256_set1_epi32(16));
+    return _mm256_sub_epi32(Five8(b.qs, b.qh, j), _mm256_set1_epi32(16));
   }
 #endif
 };
@@ -142,11 +147,9 @@ struct Q5_1Format {
   static constexpr int64_t kBlock = 32, kSub = 32;
   static constexpr bool kOffset = true;
   static SubBlockScale Scale(const Block& b, int64_t) { return {HalfToFloat(b.d), HalfToFloat(b.m)}; }
-  static int32_t Q(const Block& b, int64_t j) { return Nibble(b.qs, j, 16) | (((Load32(b.qh) >> j) & 1) << 4); }
+  static int32_t Q(const Block& b, int64_t j) { return Five(b.qs, b.qh, j); }
 #if LLM42_X86
-  LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) {
-    return _mm256_or_si256(Nibbles8(b.qs, j, 16), _mm256_slli_epi32(Bits8(Load32(b.qh) >> j), 4));
-  }
+  LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) { return Five8(b.qs, b.qh, j); }
 #endif
 };
 

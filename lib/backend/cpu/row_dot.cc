@@ -348,7 +348,7 @@ Fn Avx2ByType(GgmlType type, Pick pick) {
   Fn fn = nullptr;
   WithElementLoader(type, [&](auto l) {
     using L = decltype(l);
-    if constexpr (!std::is_same_v<L, Q8_0Loader> && !std::is_same_v<L, Q4_0Loader>) fn = pick(Avx2Types<VecOf<L>, L>{});
+    if constexpr (kFloatKernels<L>) fn = pick(Avx2Types<VecOf<L>, L>{});
   });
   return fn;
 }

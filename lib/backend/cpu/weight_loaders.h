@@ -84,14 +84,15 @@ bool WithElementLoader(GgmlType type, Fn&& fn) {
   }
 }
 
+// Whether loader L's type runs the float kernels (row_dot.h, packed_gemm.h): every type but q8_0
+// and q4_0, whose kernels are int8_dot.h's.
+template <typename L>
+inline constexpr bool kFloatKernels = !std::is_same_v<L, Q8_0Loader> && !std::is_same_v<L, Q4_0Loader>;
+
 // True for the types quant_formats.h decodes (their kernels are the float ones on exact values).
 inline bool IsFormatType(GgmlType type) {
   bool format = false;
-  WithElementLoader(type, [&](auto l) {
-    format = !std::is_same_v<decltype(l), F32Loader> && !std::is_same_v<decltype(l), F16Loader> &&
-             !std::is_same_v<decltype(l), Bf16Loader> && !std::is_same_v<decltype(l), Q8_0Loader> &&
-             !std::is_same_v<decltype(l), Q4_0Loader>;
-  });
+  WithElementLoader(type, [&](auto l) { format = requires { typename decltype(l)::Format; }; });
   return format;
 }
 
