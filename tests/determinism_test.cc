@@ -1,6 +1,6 @@
 // The determinism acceptance suite (docs/determinism-tests.md), on stories260K and on
 // generated models with stories260K's 512-token vocabulary: `tiny` (hidden 256, 4 layers, f32),
-// `tiny-blocks` in q4_k, and tiny-qwen3, -gemma2, -gemma3 and -phi in several types, with
+// `tiny-blocks` in q4_k, and tiny-qwen3, -gemma2, -gemma3 and -swa (phi3) in several types, with
 // fast_path_noise on so the fast path diverges for real and verification has to catch it.
 // Item 8 (kernel row-invariance) is in cpu_kernels_test; item 6 (run to run) is the ctest
 // entries determinism_run_to_run*; items 9 and 10 are also checked per position and under the
@@ -596,13 +596,51 @@ TEST(SavedConversation, AnotherModelIsRefused) {
 INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,
                          // A k-quant file (q4_k) and every architecture of issue 40: qwen3
                          // (per-head norms, wide heads), gemma2 and gemma3 (sliding windows of 32
-                         // positions, soft-caps, GELU), phi3 (fused tensors, LongRoPE).
+                         // positions, soft-caps, GELU), phi3 (fused tensors, LongRoPE; a window of
+                         // 40 on every layer, whose blocks behind it the cache releases).
                          ::testing::Values(ModelCase{"stories260K", 1.0}, ModelCase{"tiny", 0.05, "tiny"},
                                            ModelCase{"tiny_blocks_q4_k", 0.05, "tiny-blocks", GgmlType::kQ4_K},
                                            ModelCase{"tiny_qwen3_q6_k", 0.05, "tiny-qwen3", GgmlType::kQ6_K},
                                            ModelCase{"tiny_gemma2_f32", 0.05, "tiny-gemma2"},
                                            ModelCase{"tiny_gemma3_bf16", 0.05, "tiny-gemma3", GgmlType::kBF16},
-                                           ModelCase{"tiny_phi_q8_0", 0.05, "tiny-phi", GgmlType::kQ8_0}),
+                                           ModelCase{"tiny_swa_q8_0", 0.05, "tiny-swa", GgmlType::kQ8_0}),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// A model whose every layer reads a window of recent positions (tiny-swa: phi3 with a window of
+// 40): its sequences release the KV blocks behind the window as they run (Scheduler::
+// ReleaseBehindWindows), so a deterministic request 10 times longer than the window runs to its
+// end in a cache of 160 positions, bitwise as in a cache that never runs short, alone and beside
+// co-runners that compete for that cache; a plain one runs past the cache's size too. Checked to
+// fail when ReleaseBefore releases one block more than the window allows (the request then reads
+// a released block: wrong tokens, or an ASan report).
+class SlidingWindowTest : public DeterminismTest {};
+
+TEST_P(SlidingWindowTest, SequencesRunPastTheCacheWithTheSameBits) {
+  const RequestOptions det = Spec(Prompt(20, 7), 400, true);
+  const Output ref = Alone({}, det);
+  ASSERT_EQ(ref.tokens.size(), 400u);
+  Knobs small;
+  small.kv_tokens = 160;
+  small.max_batch_tokens = 64;
+  auto s = Open(small);
+  ASSERT_NE(s, nullptr);
+  auto alone = s->Submit(det, nullptr);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(Result(**alone) == ref) << "alone in the small cache";
+  EXPECT_GE(s->stat(Stat::kKvWindowReleases), (420 - 160) / KvCache::kDefaultBlockSize)
+      << "the sequence was meant to release the blocks behind its window";
+  for (uint32_t trial = 0; trial < 3; ++trial) {
+    EXPECT_TRUE(WithCoRunners(*s, det, 300 + trial) == ref) << "co-runners, trial " << trial;
+  }
+  auto plain = s->Submit(Spec(Prompt(30, 8), 300, false), nullptr);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(Result(**plain).tokens.size(), 300u);
+  EXPECT_EQ(s->invariant_violations(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Windowed, SlidingWindowTest, ::testing::Values(ModelCase{"tiny_swa", 0.05, "tiny-swa"}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            return std::string(info.param.name);
                          });

@@ -2,11 +2,14 @@
 // GGUF and HF layout computing the same bits.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
@@ -468,6 +471,92 @@ TEST(HfTokenizerModel, SentencePieceVectorsThroughTokenizerModel) {
   model.mutable_trainer_spec()->set_model_type(sentencepiece::TrainerSpec::UNIGRAM);
   WriteFile(dir / "tokenizer.model", model.SerializeAsString());
   EXPECT_THAT(std::string(OpenModel(dir.string()).status().message()), ::testing::HasSubstr("UNIGRAM"));
+}
+
+// tokenizer.json as Hugging Face ports a SentencePiece BPE model (Llama 2's, Mistral's, Gemma's:
+// byte-fallback BPE, the merges its converter derives from the pieces' scores), with no
+// tokenizer.model beside it, built from the llama-spm GGUF's pieces as transformers' converter
+// does (every split of a piece into two pieces, ordered by the piece's score): llama.cpp's
+// llama-spm vectors must come out. Then Gemma's normalizer (spaces replaced, nothing prepended):
+// no space marker before the first word.
+TEST(HfTokenizerJson, SentencePieceVectorsThroughByteFallbackBpe) {
+  LLM42_SHARED_OR_SKIP(vocab_path, "vocab/ggml-vocab-llama-spm.gguf");
+  auto gguf = GgufFile::Open(vocab_path);
+  ASSERT_TRUE(gguf.ok());
+  const GgufValue* tokens = (*gguf)->Find("tokenizer.ggml.tokens");
+  const GgufValue* scores = (*gguf)->Find("tokenizer.ggml.scores");
+  const GgufValue* types = (*gguf)->Find("tokenizer.ggml.token_type");
+  ASSERT_TRUE(tokens && scores && types);
+  const std::vector<std::string>& pieces = tokens->string_array;
+  std::map<std::string, size_t> id;
+  for (size_t i = 0; i < pieces.size(); ++i) id.emplace(pieces[i], i);
+  struct Merge {
+    size_t left, right;
+    double score;
+  };
+  std::vector<Merge> merges;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    std::vector<Merge> local;
+    const std::string& p = pieces[i];
+    for (size_t cut = 1; cut < p.size(); ++cut) {
+      if ((static_cast<unsigned char>(p[cut]) & 0xC0) == 0x80) continue;  // inside a character
+      auto l = id.find(p.substr(0, cut)), r = id.find(p.substr(cut));
+      if (l != id.end() && r != id.end()) local.push_back({l->second, r->second, scores->float_array[i]});
+    }
+    std::sort(local.begin(), local.end(),
+              [](const Merge& a, const Merge& b) { return std::tie(a.left, a.right) < std::tie(b.left, b.right); });
+    merges.insert(merges.end(), local.begin(), local.end());
+  }
+  std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  json vocab = json::object(), merge_list = json::array(), added = json::array();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    vocab[pieces[i]] = i;
+    if (types->int_array[i] == 3 || types->int_array[i] == 2) {
+      added.push_back({{"id", i}, {"content", pieces[i]}, {"special", true}});
+    }
+  }
+  for (const Merge& m : merges) merge_list.push_back({pieces[m.left], pieces[m.right]});
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+  json tok = {{"added_tokens", added},
+              {"normalizer",
+               {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}}, replace}}}},
+              {"pre_tokenizer", nullptr},
+              {"model",
+               {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", merge_list}}}};
+  const fs::path dir = testing::TempPath("spm-tokenizer-json");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  WriteFile(dir / "tokenizer.json", tok.dump());
+  WriteFile(dir / "tokenizer_config.json", json{{"bos_token", "<s>"}, {"eos_token", "</s>"}}.dump());
+  WriteFile(dir / "config.json", SmallConfig("LlamaForCausalLM", 32000).dump());
+  auto open = [&]() -> std::unique_ptr<Tokenizer> {
+    auto file = OpenModel(dir.string());
+    EXPECT_TRUE(file.ok()) << file.status();
+    if (!file.ok()) return nullptr;
+    auto t = Tokenizer::FromGguf(**file);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? std::move(t).value() : nullptr;
+  };
+  auto t = open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->vocab().model(), "llama");
+  EXPECT_EQ(t->vocab().bos(), 1);
+  ExpectVectors(*t, vocab_path);
+  // Gemma's normalizer: the first word gets no marker.
+  tok["normalizer"] = replace;
+  WriteFile(dir / "tokenizer.json", tok.dump());
+  t = open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->Encode("Hello world", false, true),
+            (std::vector<int32_t>{static_cast<int32_t>(id.at("Hello")), static_cast<int32_t>(id.at("\u2581world"))}));
+  // A normalizer that does something else, and a pre-tokenizer that splits, are refused by name.
+  tok["normalizer"] = {{"type", "NFKC"}};
+  WriteFile(dir / "tokenizer.json", tok.dump());
+  EXPECT_THAT(std::string(OpenModel(dir.string()).status().message()), ::testing::HasSubstr("NFKC"));
+  tok["normalizer"] = replace;
+  tok["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"split", true}};
+  WriteFile(dir / "tokenizer.json", tok.dump());
+  EXPECT_EQ(OpenModel(dir.string()).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 // Chat through a session: a Hugging Face directory whose tokenizer_config.json carries Qwen

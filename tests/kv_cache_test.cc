@@ -1,5 +1,6 @@
 // The paged KV cache's prefix caching alone (no model): what gets registered, what a new sequence
-// maps, schedules, provisional rows, rollbacks and eviction. The engine-level guarantee (cache
+// maps, schedules, provisional rows, rollbacks and eviction; and the release of blocks behind
+// sliding windows. The engine-level guarantee (cache
 // hits give the same bits as cold runs) is in determinism_test.
 #include "lib/kv/kv_cache.h"
 
@@ -108,6 +109,78 @@ TEST(PrefixCache, DisabledCachesNothing) {
   WriteAndFree(c, Tokens(40), true);
   EXPECT_EQ(c.cached_idle_blocks(), 0);
   EXPECT_EQ(Map(c, Tokens(40), false), 0);
+}
+
+// Sliding windows (KvCache::ReleaseBefore): the blocks wholly before the position go back to the
+// pool, the last block of the table always stays, the table keeps their places, and the rest of
+// the cache's bookkeeping (reserving, truncating, freeing) steps over them.
+TEST(SlidingWindow, BlocksBehindAPositionAreReleasedAndTheLastKept) {
+  KvCache c(8, 16);
+  const std::vector<int32_t> t = Tokens(64);
+  const int32_t s = c.Create();
+  ASSERT_TRUE(c.Reserve(s, 64));
+  for (int64_t p = 0; p < 64; ++p) c.NoteWritten(s, p, t[static_cast<size_t>(p)], true, false);
+  EXPECT_EQ(c.free_blocks(), 4);
+  EXPECT_EQ(c.ReleaseBefore(s, 40), 2);  // blocks 0 and 1; block 2 holds position 40
+  EXPECT_EQ(c.block_table(s)[0], KvCache::kReleased);
+  EXPECT_EQ(c.block_table(s)[1], KvCache::kReleased);
+  EXPECT_NE(c.block_table(s)[2], KvCache::kReleased);
+  EXPECT_EQ(c.ReleaseBefore(s, 47), 0);  // nothing more lies wholly before it
+  EXPECT_EQ(c.free_blocks(), 6);
+  EXPECT_EQ(c.ReleaseBefore(s, 1000), 1);  // block 2; block 3, the last, stays
+  EXPECT_EQ(c.released_blocks(s), 3);
+  EXPECT_EQ(c.window_releases(), 3);
+  EXPECT_EQ(c.reserved_positions(s), 64);  // positions keep their blocks' numbering
+  ASSERT_TRUE(c.Reserve(s, 80));
+  EXPECT_EQ(c.free_blocks(), 6);
+  c.Truncate(s, 70);
+  EXPECT_EQ(c.reserved_positions(s), 80);
+  c.Truncate(s, 20);  // into the released blocks (never done by the engine): only held ones return
+  EXPECT_EQ(c.free_blocks(), 8);
+  c.Free(s);
+  EXPECT_EQ(c.free_blocks(), 8);
+  const int32_t again = c.Create();  // the id is reused with nothing released
+  EXPECT_EQ(again, s);
+  EXPECT_EQ(c.released_blocks(again), 0);
+  c.Free(again);
+}
+
+// A released block is one no sequence holds: cached, it still serves a new sequence's prefix.
+TEST(SlidingWindow, ReleasedBlocksStayCachedForOtherSequences) {
+  KvCache c(8, 16);
+  const std::vector<int32_t> t = Tokens(64);
+  const int32_t s = c.Create();
+  ASSERT_TRUE(c.Reserve(s, 64));
+  for (int64_t p = 0; p < 64; ++p) c.NoteWritten(s, p, t[static_cast<size_t>(p)], true, false);
+  ASSERT_EQ(c.ReleaseBefore(s, 48), 3);
+  EXPECT_EQ(c.cached_idle_blocks(), 3);
+  EXPECT_EQ(Map(c, t, true), 48);
+  c.Free(s);
+}
+
+// The block after a released one keeps the content it was computed against: once another
+// sequence has taken the released block and written other tokens into it, the sequence's next
+// rows must not register its block as following that new content. Checked to fail when
+// ReleaseBefore does not freeze the next block's parent (the mixed prefix then maps 32).
+TEST(SlidingWindow, ABlockAfterAReleasedOneIsNeverCachedAgainstNewContent) {
+  KvCache c(2, 16);
+  const std::vector<int32_t> t = Tokens(40);
+  const int32_t s = c.Create();
+  ASSERT_TRUE(c.Reserve(s, 32));
+  for (int64_t p = 0; p < 24; ++p) c.NoteWritten(s, p, t[static_cast<size_t>(p)], true, false);
+  ASSERT_EQ(c.ReleaseBefore(s, 20), 1);
+  const int32_t other = c.Create();
+  const std::vector<int32_t> u = Tokens(16, 1);
+  ASSERT_TRUE(c.Reserve(other, 16));  // evicts the released block
+  EXPECT_EQ(c.evictions(), 1);
+  for (int64_t p = 0; p < 16; ++p) c.NoteWritten(other, p, u[static_cast<size_t>(p)], true, false);
+  for (int64_t p = 24; p < 32; ++p) c.NoteWritten(s, p, t[static_cast<size_t>(p)], true, false);
+  std::vector<int32_t> mixed = u;
+  mixed.insert(mixed.end(), t.begin() + 16, t.end());
+  c.Free(other);
+  EXPECT_EQ(Map(c, mixed, true), 16);
+  EXPECT_EQ(Map(c, t, true), 0);
+  c.Free(s);
 }
 
 }  // namespace

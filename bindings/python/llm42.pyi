@@ -45,6 +45,7 @@ class Stat(enum.IntEnum):
     TOKENS_DECODED_FIXED = 10
     CACHED_PROMPT_TOKENS = 11
     KV_EVICTIONS = 12
+    KV_WINDOW_RELEASES = 13
 
 
 class FinishReason(enum.IntEnum):

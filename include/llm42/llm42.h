@@ -167,6 +167,9 @@ typedef enum llm42_stat {
   LLM42_STAT_CACHED_PROMPT_TOKENS = 11,
   /* session only: cached KV blocks evicted to make room */
   LLM42_STAT_KV_EVICTIONS = 12,
+  /* session only: KV blocks released behind sliding windows while their sequences ran (models
+   * whose every layer attends to a window of recent positions: Phi-3 files that set one) */
+  LLM42_STAT_KV_WINDOW_RELEASES = 13,
   LLM42_STAT_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_stat;
 

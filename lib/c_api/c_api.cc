@@ -49,7 +49,8 @@ LLM42_SAME_STAT(LLM42_STAT_PREEMPTIONS, kPreemptions);
 LLM42_SAME_STAT(LLM42_STAT_TOKENS_DECODED_FIXED, kTokensDecodedFixed);
 LLM42_SAME_STAT(LLM42_STAT_CACHED_PROMPT_TOKENS, kCachedPromptTokens);
 LLM42_SAME_STAT(LLM42_STAT_KV_EVICTIONS, kKvEvictions);
-static_assert(LLM42_STAT_KV_EVICTIONS + 1 == llm42::kStatCount, "a counter without its ABI number");
+LLM42_SAME_STAT(LLM42_STAT_KV_WINDOW_RELEASES, kKvWindowReleases);
+static_assert(LLM42_STAT_KV_WINDOW_RELEASES + 1 == llm42::kStatCount, "a counter without its ABI number");
 #undef LLM42_SAME_STAT
 
 thread_local std::string t_last_error;

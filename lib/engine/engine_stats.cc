@@ -30,14 +30,14 @@ std::string EngineStats::Json(int64_t kv_cache_tokens) const {
       "{\"requests_finished\":%d,\"tokens_generated\":%d,\"tokens_verified\":%d,"
       "\"verify_passes\":%d,\"rollbacks\":%d,\"tokens_rolled_back\":%d,\"prefill_tokens\":%d,"
       "\"decode_steps\":%d,\"preemptions\":%d,\"tokens_decoded_fixed\":%d,\"cached_prompt_tokens\":%d,"
-      "\"kv_evictions\":%d,\"kv_blocks_in_use\":%d,\"kv_cache_tokens\":%d,"
+      "\"kv_evictions\":%d,\"kv_window_releases\":%d,\"kv_blocks_in_use\":%d,\"kv_cache_tokens\":%d,"
       "\"step_forward_us\":%d,\"step_logits_us\":%d,\"step_host_us\":%d}",
       Get(Stat::kRequestsFinished), Get(Stat::kTokensGenerated),
       Get(Stat::kTokensVerified), Get(Stat::kVerifyPasses),
       Get(Stat::kRollbacks), Get(Stat::kTokensRolledBack),
       Get(Stat::kPrefillTokens), Get(Stat::kDecodeSteps),
       Get(Stat::kPreemptions), Get(Stat::kTokensDecodedFixed), Get(Stat::kCachedPromptTokens),
-      Get(Stat::kKvEvictions), blocks_in_use(), kv_cache_tokens, static_cast<int64_t>(t.forward_s * 1e6),
+      Get(Stat::kKvEvictions), Get(Stat::kKvWindowReleases), blocks_in_use(), kv_cache_tokens, static_cast<int64_t>(t.forward_s * 1e6),
       static_cast<int64_t>(t.logits_s * 1e6), static_cast<int64_t>(t.host_s * 1e6));
 }
 

@@ -140,7 +140,8 @@ int64_t Request::stat(Stat which) const {
     case Stat::kTokensDecodedFixed: return tokens_decoded_fixed_;
     case Stat::kCachedPromptTokens: return cached_prompt_tokens_;
     case Stat::kRequestsFinished:
-    case Stat::kKvEvictions: break;  // session only (IsRequestStat)
+    case Stat::kKvEvictions:
+    case Stat::kKvWindowReleases: break;  // session only (IsRequestStat)
   }
   return 0;
 }

@@ -15,6 +15,17 @@ void Scheduler::UpdateBlocksInUse() {
   stats_.set_blocks_in_use(cache_.n_blocks() - cache_.free_blocks());
   stats_.Add(Stat::kKvEvictions, cache_.evictions() - evictions_reported_);
   evictions_reported_ = cache_.evictions();
+  stats_.Add(Stat::kKvWindowReleases, cache_.window_releases() - window_releases_reported_);
+  window_releases_reported_ = cache_.window_releases();
+}
+
+void Scheduler::ReleaseBehindWindows() {
+  if (limits_.kv_window <= 0) return;
+  for (const auto& s : running_) {
+    if (s->kv_seq < 0) continue;
+    const int64_t lowest = s->dvr ? std::min(s->n_computed, s->n_committed - 1) : s->n_computed;
+    cache_.ReleaseBefore(s->kv_seq, lowest - limits_.kv_window + 1);
+  }
 }
 
 void Scheduler::Release(Sequence& seq) {
@@ -110,6 +121,7 @@ bool Scheduler::ReserveOrPreempt(Sequence& seq, int64_t positions) {
 }
 
 std::vector<PlanEntry> Scheduler::Plan() {
+  ReleaseBehindWindows();
   std::vector<PlanEntry> plan;
   int64_t budget = limits_.max_batch_tokens;
   const bool any_ready = std::any_of(running_.begin(), running_.end(),

@@ -31,6 +31,9 @@ struct SchedulerLimits {
   int64_t max_batch_tokens = 512;
   int64_t max_running_requests = 16;
   int32_t verify_group = 8;  // ready requests verified per step, at most
+  // Every layer of the model attends to at most this many recent positions (0: some layer
+  // attends to all): blocks behind every window are released as sequences advance.
+  int64_t kv_window = 0;
 };
 
 // Admission, preemption and the plan of each engine step (continuous batching over a paged KV
@@ -45,6 +48,10 @@ struct SchedulerLimits {
 //   3. prefill chunks, oldest first, as far as the KV pool allows.
 // When more requests decode than the batch holds and some request awaits verification, the
 // last decode row yields to one verify row, so verification always progresses.
+// Before planning, each running sequence releases the cache blocks its rows will never read
+// again (SchedulerLimits::kv_window): those before the window of the lowest position it may
+// still write (its next row; a deterministic request's last committed token, from which a
+// verify pass rewrites).
 class Scheduler {
  public:
   Scheduler(SchedulerLimits limits, KvCache& cache, EngineStats& stats);
@@ -71,6 +78,8 @@ class Scheduler {
   void Preempt(Sequence& victim);
   bool ReserveOrPreempt(Sequence& seq, int64_t positions);
   void UpdateBlocksInUse();
+  // The blocks behind every running sequence's window (SchedulerLimits::kv_window).
+  void ReleaseBehindWindows();
 
   SchedulerLimits limits_;
   KvCache& cache_;
@@ -78,6 +87,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   int64_t evictions_reported_ = 0;
+  int64_t window_releases_reported_ = 0;
 };
 
 }  // namespace llm42

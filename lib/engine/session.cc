@@ -118,7 +118,15 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                                      " tokens on ", s->backend_->name(), ": ", kv.message()));
   }
   if (options.kv_prefault) LLM42_RETURN_IF_ERROR(s->backend_->PrefaultKv());
-  s->max_sequence_ = std::min<int64_t>(s->context_length_, s->cache_->capacity_tokens());
+  // A model whose every layer reads a window of recent positions releases the blocks behind it
+  // (Scheduler::ReleaseBehindWindows): a sequence then holds at most its window, a step's rows and
+  // two partial blocks, and runs to the full context in a cache that holds that much.
+  const int64_t window = c.common_window();
+  const int64_t window_hold = window + std::max<int64_t>(options.max_batch_tokens, options.determinism.window + 1) +
+                              2 * int64_t{KvCache::kDefaultBlockSize};
+  s->max_sequence_ = window > 0 && s->cache_->capacity_tokens() >= window_hold
+                         ? int64_t{s->context_length_}
+                         : std::min<int64_t>(s->context_length_, s->cache_->capacity_tokens());
   {
     ReceiptSetup setup;
     setup.schedule_version = kFixedScheduleVersion;
@@ -131,7 +139,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   }
   EngineConfig config;
   config.limits = SchedulerLimits{options.max_batch_tokens, options.max_running_requests,
-                                  options.determinism.verify_group};
+                                  options.determinism.verify_group, c.common_window()};
   config.determinism = options.determinism;
   config.schedule = s->schedule_;
   config.max_sequence = s->max_sequence_;
@@ -225,7 +233,7 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
                                               " tokens, which leaves no room in the context of ",
                                               context_length_, " tokens"));
   }
-  if (static_cast<int64_t>(prompt.size()) >= cache_->capacity_tokens()) {
+  if (static_cast<int64_t>(prompt.size()) >= max_sequence_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the prompt has ", prompt.size(), " tokens; the whole KV cache holds ",
         cache_->capacity_tokens()));

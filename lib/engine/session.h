@@ -109,7 +109,7 @@ class Session {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCache> cache_;
   int32_t context_length_ = 0;
-  int64_t max_sequence_ = 0;  // min(context, KV capacity)
+  int64_t max_sequence_ = 0;  // min(context, KV capacity); the context for windowed models that fit (Create)
   Schedule schedule_ = Schedule::kFast;
   uint64_t model_id_ = 0;
   std::shared_ptr<ReceiptContext> receipts_;

@@ -21,11 +21,12 @@ enum class Stat : int32_t {
   kTokensDecodedFixed = 10,
   kCachedPromptTokens = 11,  // prompt positions taken from the prefix cache, not prefilled
   kKvEvictions = 12,         // session only: cached KV blocks evicted to make room
+  kKvWindowReleases = 13,    // session only: KV blocks released behind sliding windows
 };
-inline constexpr int32_t kStatCount = 13;
+inline constexpr int32_t kStatCount = 14;
 
 constexpr bool IsSessionStat(Stat s) {
-  return s >= Stat::kRequestsFinished && s <= Stat::kKvEvictions && s != Stat::kTimeToFirstTokenUs;
+  return s >= Stat::kRequestsFinished && s <= Stat::kKvWindowReleases && s != Stat::kTimeToFirstTokenUs;
 }
 constexpr bool IsRequestStat(Stat s) {
   return s >= Stat::kTokensGenerated && s <= Stat::kCachedPromptTokens;

@@ -315,6 +315,111 @@ absl::StatusOr<VocabSpec> ReadSentencePiece(const fs::path& path, int64_t n_voca
   return spec;
 }
 
+// tokenizer.json's model.vocab and added_tokens as id -> text pairs, and each added token's id and
+// whether it is special.
+absl::Status ReadJsonVocab(const json& tok, std::vector<std::pair<int64_t, std::string>>* pairs,
+                           std::vector<std::pair<int64_t, bool>>* added) {
+  const json& vocab = tok.value("model", json::object()).value("vocab", json::object());
+  for (const auto& [text, id] : vocab.items()) {
+    if (!id.is_number_integer()) return FormatError("tokenizer.json: vocab['", text, "'] is not an id");
+    pairs->emplace_back(id.get<int64_t>(), text);
+  }
+  for (const json& a : tok.value("added_tokens", json::array())) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+        !a["content"].is_string()) {
+      return FormatError("tokenizer.json: added token ", a.dump(), " lacks an id or content");
+    }
+    pairs->emplace_back(a["id"].get<int64_t>(), a["content"].get<std::string>());
+    added->emplace_back(a["id"].get<int64_t>(), a.value("special", false));
+  }
+  return absl::OkStatus();
+}
+
+// tokenizer.json's model.merges ("left right" strings or [left, right] pairs), highest priority
+// first.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadJsonMerges(const json& tok) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const json& m : tok.value("model", json::object()).value("merges", json::array())) {
+    if (m.is_string()) {
+      const std::string both = m.get<std::string>();
+      const size_t space = both.find(' ', 1);
+      if (space == std::string::npos) return FormatError("tokenizer.json: merge ", m.dump(), " is not a pair");
+      out.emplace_back(both.substr(0, space), both.substr(space + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      out.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      return FormatError("tokenizer.json: merge ", m.dump(), " is not a pair");
+    }
+  }
+  return out;
+}
+
+// A byte-fallback BPE tokenizer.json (Gemma's, and Llama 2's or Mistral's port of their
+// SentencePiece models): the SentencePiece tokenizer GGUF's "llama" model describes, with each
+// token's score from the merge that makes it (-rank: SentencePiece merges the pair whose result
+// scores highest, Hugging Face's BPE the pair ranked first, so the two agree), the tokens no merge
+// makes ranked below them all, <0xXX> tokens as bytes. The space marker is prepended (GGUF's
+// add_space_prefix) where the normalizer prepends it or a Metaspace pre-tokenizer does.
+absl::StatusOr<VocabSpec> ReadByteFallbackBpe(const json& tok, int64_t n_vocab) {
+  const std::string normalizer = tok.value("normalizer", json()).dump();
+  const json& pre = tok.value("pre_tokenizer", json());
+  const bool metaspace =
+      pre.is_object() && pre.value("type", "") == "Metaspace" && pre.value("replacement", "\u2581") == "\u2581";
+  if (!pre.is_null() && !(metaspace && !pre.value("split", true))) {
+    return UnsupportedError("tokenizer.json: a byte-fallback BPE tokenizer whose pre-tokenizer splits the text (",
+                            pre.dump().substr(0, 200), ") is not supported");
+  }
+  for (const json& step : tok.value("normalizer", json()).is_object()
+                              ? tok["normalizer"].value("normalizers", json::array({tok["normalizer"]}))
+                              : json::array()) {
+    // What SentencePiece's normalization does: spaces become the marker, prepended or not.
+    const std::string type = step.value("type", "");
+    const bool prepend = type == "Prepend" && step.value("prepend", "") == "\u2581";
+    const bool replace = type == "Replace" && step.value("content", "") == "\u2581" &&
+                         step.value("pattern", json::object()).value("String", "") == " ";
+    if (!prepend && !replace) {
+      return UnsupportedError("tokenizer.json: normalizer ", step.dump().substr(0, 200),
+                              " is not supported (a Prepend or a Replace of spaces with U+2581)");
+    }
+  }
+  VocabSpec spec;
+  spec.model = "llama";
+  std::vector<std::pair<int64_t, std::string>> pairs;
+  std::vector<std::pair<int64_t, bool>> added;
+  LLM42_RETURN_IF_ERROR(ReadJsonVocab(tok, &pairs, &added));
+  LLM42_RETURN_IF_ERROR(PlaceTokens(pairs, n_vocab, &spec));
+  LLM42_ASSIGN_OR_RETURN(const auto merges, ReadJsonMerges(tok));
+  absl::flat_hash_map<std::string, int32_t> index;
+  for (size_t i = 0; i < spec.texts.size(); ++i) index.emplace(spec.texts[i], static_cast<int32_t>(i));
+  const auto unranked = -static_cast<float>(merges.size() + 1);
+  spec.scores.assign(spec.texts.size(), unranked);
+  std::vector<bool> ranked(spec.texts.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    auto it = index.find(merges[r].first + merges[r].second);
+    if (it == index.end()) return FormatError("tokenizer.json: merge ", r, " makes a token outside the vocabulary");
+    const auto id = static_cast<size_t>(it->second);
+    if (!ranked[id]) spec.scores[id] = -static_cast<float>(r);
+    ranked[id] = true;
+  }
+  for (size_t i = 0; i < spec.texts.size(); ++i) {
+    const std::string& t = spec.texts[i];
+    if (t.size() == 6 && t.rfind("<0x", 0) == 0 && t.back() == '>') spec.types[i] = TokenType::kByte;
+  }
+  if (const json& unk = tok["model"].value("unk_token", json()); unk.is_string()) {
+    if (auto it = index.find(unk.get<std::string>()); it != index.end()) {
+      spec.unk = it->second;
+      spec.types[static_cast<size_t>(it->second)] = TokenType::kUnknown;
+    }
+  }
+  for (const auto& [id, special] : added) {
+    if (static_cast<int32_t>(id) == spec.unk) continue;
+    spec.types[static_cast<size_t>(id)] = special ? TokenType::kControl : TokenType::kUserDefined;
+  }
+  spec.add_space_prefix = normalizer.find("\"Prepend\"") != std::string::npos ||
+                          (metaspace && pre.value("prepend_scheme", "always") != "never");
+  return spec;
+}
+
 absl::StatusOr<VocabSpec> ReadTokenizer(const fs::path& dir, const json& config, int64_t n_vocab) {
   VocabSpec spec;
   spec.model = "gpt2";
@@ -326,38 +431,23 @@ absl::StatusOr<VocabSpec> ReadTokenizer(const fs::path& dir, const json& config,
   }
   const bool byte_level_json =
       tok.is_object() && tok.value("pre_tokenizer", json()).dump().find("\"ByteLevel\"") != std::string::npos;
+  const bool byte_fallback_json = tok.is_object() && tok.value("model", json::object()).value("type", "") == "BPE" &&
+                                  tok["model"].value("byte_fallback", false);
   if (!byte_level_json && fs::exists(dir / "tokenizer.model")) {
-    // Llama 2, Mistral: SentencePiece (their tokenizer.json is a byte-fallback BPE port of it).
+    // Llama 2, Mistral, Gemma: SentencePiece (their tokenizer.json is a byte-fallback BPE port of it).
     LLM42_ASSIGN_OR_RETURN(spec, ReadSentencePiece(dir / "tokenizer.model", n_vocab));
+  } else if (byte_fallback_json && !byte_level_json) {
+    LLM42_ASSIGN_OR_RETURN(spec, ReadByteFallbackBpe(tok, n_vocab));
   } else if (!tok.is_null()) {
     const json& model = tok.value("model", json::object());
     if (model.value("type", "") != "BPE") {
       return UnsupportedError("tokenizer.json: model type '", model.value("type", "?"),
-                              "' is not supported (byte-level BPE)");
+                              "' is not supported (BPE)");
     }
     LLM42_ASSIGN_OR_RETURN(spec.pre, PreTokenizerName(tok));
-    const json& vocab = model.value("vocab", json::object());
-    for (const auto& [text, id] : vocab.items()) {
-      if (!id.is_number_integer()) return FormatError("tokenizer.json: vocab['", text, "'] is not an id");
-      pairs.emplace_back(id.get<int64_t>(), text);
-    }
-    for (const json& m : model.value("merges", json::array())) {
-      if (m.is_string()) {
-        spec.merges.push_back(m.get<std::string>());
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-        spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
-      } else {
-        return FormatError("tokenizer.json: merge ", m.dump(), " is not a pair");
-      }
-    }
-    for (const json& a : tok.value("added_tokens", json::array())) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-          !a["content"].is_string()) {
-        return FormatError("tokenizer.json: added token ", a.dump(), " lacks an id or content");
-      }
-      pairs.emplace_back(a["id"].get<int64_t>(), a["content"].get<std::string>());
-      added.emplace_back(a["id"].get<int64_t>(), a.value("special", false));
-    }
+    LLM42_RETURN_IF_ERROR(ReadJsonVocab(tok, &pairs, &added));
+    LLM42_ASSIGN_OR_RETURN(const auto merges, ReadJsonMerges(tok));
+    for (const auto& [left, right] : merges) spec.merges.push_back(left + " " + right);
   } else if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
     spec.pre = "gpt-2";
     LLM42_ASSIGN_OR_RETURN(json vocab, ReadJson(dir / "vocab.json"));

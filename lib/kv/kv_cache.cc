@@ -27,11 +27,13 @@ int32_t KvCache::Create() {
     return s;
   }
   tables_.emplace_back();
+  released_.push_back(0);
   return static_cast<int32_t>(tables_.size() - 1);
 }
 
 void KvCache::Free(int32_t seq) {
   Truncate(seq, 0);
+  released_[static_cast<size_t>(seq)] = 0;
   free_seqs_.push_back(seq);
 }
 
@@ -56,6 +58,7 @@ int32_t KvCache::TakeBlock() {
   blk.refs = 1;
   blk.parent = -1;
   blk.parent_gen = 0;
+  blk.parent_frozen = false;
   blk.written = blk.not_fixed = blk.provisional = 0;
   return b;
 }
@@ -120,12 +123,14 @@ void KvCache::Truncate(int32_t seq, int64_t n) {
   std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
   const auto keep = static_cast<size_t>(BlocksFor(n));
   while (t.size() > keep) {
-    Release(t.back());
+    if (t.back() != kReleased) Release(t.back());
     t.pop_back();
   }
+  int64_t& released = released_[static_cast<size_t>(seq)];
+  released = std::min(released, static_cast<int64_t>(t.size()));
   // Positions past n in the last block kept no longer hold K/V. (Never a shared block: only
   // full blocks without provisional rows are shared, and nothing truncates into those.)
-  if (keep > 0 && n % block_size_ != 0) {
+  if (keep > 0 && n % block_size_ != 0 && t.back() != kReleased) {
     Block& blk = blocks_[static_cast<size_t>(t.back())];
     const uint64_t kept = (uint64_t{1} << (n % block_size_)) - 1;
     if ((blk.written & ~kept) != 0) {
@@ -135,6 +140,24 @@ void KvCache::Truncate(int32_t seq, int64_t n) {
       Changed(t.back());
     }
   }
+}
+
+int64_t KvCache::ReleaseBefore(int32_t seq, int64_t position) {
+  std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
+  int64_t& released = released_[static_cast<size_t>(seq)];
+  // The last block stays: the next block reserved follows it in the prefix cache's chain.
+  const int64_t until = std::min(position / block_size_, static_cast<int64_t>(t.size()) - 1);
+  const int64_t before = released;
+  for (; released < until; ++released) {
+    Release(t[static_cast<size_t>(released)]);
+    t[static_cast<size_t>(released)] = kReleased;
+  }
+  // The first block kept now follows one this sequence can no longer rewrite, whose content
+  // may change once another sequence takes it: its rows were computed against the content it
+  // followed when they were written (NoteWritten), never against what the block holds later.
+  if (released > before) blocks_[static_cast<size_t>(t[static_cast<size_t>(released)])].parent_frozen = true;
+  window_releases_ += released - before;
+  return released - before;
 }
 
 int64_t KvCache::reserved_positions(int32_t seq) const {
@@ -155,7 +178,7 @@ void KvCache::NoteWritten(int32_t seq, int64_t position, int32_t token, bool fix
   // The row was computed against what the block before holds now. (When that block's content
   // changes — a verify pass rewriting candidates — every later row of the sequence is rewritten
   // in the same pass or truncated, so a full block never mixes rows of both.)
-  if (blk.parent >= 0) blk.parent_gen = blocks_[static_cast<size_t>(blk.parent)].gen;
+  if (blk.parent >= 0 && !blk.parent_frozen) blk.parent_gen = blocks_[static_cast<size_t>(blk.parent)].gen;
   slot = token;
   blk.written |= bit;
   blk.not_fixed = fixed ? blk.not_fixed & ~bit : blk.not_fixed | bit;

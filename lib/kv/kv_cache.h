@@ -28,9 +28,16 @@ namespace llm42 {
 // registered chain of full blocks matching its tokens; `fixed_only` follows only `fixed`
 // blocks, whose K/V are those a cold `fixed` prefill computes, bit for bit (the schedule is
 // row-invariant), which is what lets deterministic requests hit the cache.
+//
+// Sliding windows: when every layer of the model reads only a window of recent positions, the
+// blocks a sequence will never read again are released while it runs (ReleaseBefore): its table
+// keeps their places, marked kReleased, so positions keep their blocks' numbering; a released
+// block that is registered stays cached like any block no sequence holds.
 class KvCache {
  public:
   static constexpr int32_t kDefaultBlockSize = 16;
+  // A block-table entry whose block the sequence released (ReleaseBefore); never read.
+  static constexpr int32_t kReleased = -1;
 
   explicit KvCache(int64_t n_blocks, int32_t block_size = kDefaultBlockSize, bool prefix_caching = true);
 
@@ -44,6 +51,8 @@ class KvCache {
   // Cached blocks held by no sequence, and blocks evicted so far.
   int64_t cached_idle_blocks() const { return static_cast<int64_t>(lru_.size()); }
   int64_t evictions() const { return evictions_; }
+  // Blocks released behind sliding windows so far (ReleaseBefore).
+  int64_t window_releases() const { return window_releases_; }
 
   // Sequences are small integer ids, reused after Free.
   int32_t Create();
@@ -52,6 +61,12 @@ class KvCache {
   bool Reserve(int32_t seq, int64_t n);
   // Keeps positions [0, n), returning the blocks past them to the pool.
   void Truncate(int32_t seq, int64_t n);
+  // Releases the blocks of `seq` whose positions all lie before `position` (the sequence will
+  // never read them again), all but its last block, leaving kReleased in their table entries;
+  // returns how many.
+  int64_t ReleaseBefore(int32_t seq, int64_t position);
+  // Leading table entries of `seq` that ReleaseBefore released.
+  int64_t released_blocks(int32_t seq) const { return released_[static_cast<size_t>(seq)]; }
   int64_t reserved_positions(int32_t seq) const;
   const int32_t* block_table(int32_t seq) const { return tables_[static_cast<size_t>(seq)].data(); }
 
@@ -81,6 +96,7 @@ class KvCache {
     uint32_t gen = 0;
     int32_t parent = -1;  // the block before it in the sequence that wrote it
     uint32_t parent_gen = 0;
+    bool parent_frozen = false;  // the parent was released behind a window (ReleaseBefore)
     uint64_t written = 0;      // bit i: position i holds K/V
     uint64_t not_fixed = 0;    // bit i: position i was computed under fast
     uint64_t provisional = 0;  // bit i: a rollback may rewrite position i
@@ -102,12 +118,14 @@ class KvCache {
   bool prefix_caching_;
   std::vector<int32_t> free_;
   std::vector<std::vector<int32_t>> tables_;
+  std::vector<int64_t> released_;  // per sequence: its leading kReleased entries
   std::vector<int32_t> free_seqs_;
   std::vector<Block> blocks_;
   std::vector<int32_t> tokens_;  // block_size per block
   std::list<int32_t> lru_;       // registered blocks held by no sequence, least recent first
   absl::flat_hash_map<Key, int32_t> registry_;
   int64_t evictions_ = 0;
+  int64_t window_releases_ = 0;
 };
 
 }  // namespace llm42

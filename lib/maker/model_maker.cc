@@ -77,6 +77,7 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"tiny-gemma2", 256, 4, 4, 2, 768, 2048, "gemma2", false, 64, 32, 0.05f, 1.0f},
       {"tiny-gemma3", 256, 6, 4, 2, 768, 2048, "gemma3", false, 64, 32},
       {"tiny-phi", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 2047},
+      {"tiny-swa", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 40},
       {"llama-110m", 768, 12, 12, 12, 2048, 2048},
       {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
       // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).

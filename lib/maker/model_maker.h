@@ -29,7 +29,8 @@ struct ModelPreset {
 // are twice n_embd / n_head wide, as Qwen3-0.6B's), tiny-blocks (the tiny shape in whole
 // 256-weight blocks, for every quantized type), tiny-gemma2, tiny-gemma3 (windows of 32 positions),
 // tiny-phi (phi3: fused tensors, LongRoPE factors; a name without "phi3", which llama.cpp takes
-// for Phi-3's own vocabulary), llama-110m, llama-1b,
+// for Phi-3's own vocabulary), tiny-swa (tiny-phi with a window of 40 positions on every layer, as
+// Phi-3-mini-4k's 2047: the KV cache releases what lies behind it), llama-110m, llama-1b,
 // llama-8b (Llama-3.1-8B's shape).
 const std::vector<ModelPreset>& ModelPresets();
 

@@ -50,6 +50,15 @@ struct ModelConfig {
                : 0;
   }
 
+  // The window every layer attends within, when every layer has one (0: some layer reads every
+  // earlier position): the KV cache may release what lies behind it.
+  int64_t common_window() const {
+    for (int64_t l = 0; l < n_layer; ++l) {
+      if (window(l) == 0) return 0;
+    }
+    return n_layer > 0 ? sliding_window : 0;
+  }
+
   // Widths of all query heads and of all key (or value) heads of a position; q_dim may differ
   // from n_embd (Qwen3-0.6B: 16 heads of 128 on 1024).
   int64_t q_dim() const { return n_head * head_dim; }
