@@ -12,6 +12,7 @@
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/int8_gemm.h"
+#include "lib/backend/cpu/kquant_gemv.h"
 #include "lib/backend/cpu/round_row.h"
 #include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/packed_gemm.h"
@@ -122,6 +123,60 @@ TEST(BlockTypes, DecodingMatchesTheWrittenOutDefinitions) {
       testing::ReferenceDequantizeBlock(type, bytes.data() + b * info.block_bytes, ref.data() + b * info.block_size);
     }
     for (size_t i = 0; i < ours.size(); ++i) ASSERT_EQ(ours[i], ref[i]) << info.name << " element " << i;
+  }
+}
+
+// fast's Q4_K, Q5_K, Q6_K and IQ4_XS decode GEMV (kquant_gemv.h) on AVX-512 VNNI. The activation rounding
+// first: every value within half a step of x, and the sums of 16 those of the bytes. Then the
+// GEMV against the product, in float64, of the written-out weights (quant_reference.h) and the
+// rounded activations (q * d): equal up to f32 accumulation; and within the rounding's bound
+// (sum of |w| * d / 2) of the product with x itself. Fails with a sub-block's scale taken from its
+// neighbour, the Q6_K -32 dropped, Q5_K's fifth bit from the wrong sub-block or IQ4_XS's +128
+// dropped (tried each).
+TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
+  std::mt19937 rng(11);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS}) {
+    if (!internal::KQuantGemvAvailable(type)) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or SIMD is off)";
+    const GgmlTypeInfo info = *GetGgmlTypeInfo(static_cast<uint32_t>(type));
+    const int64_t k = 3 * kSuperBlock, n_rows = 20, nb = k / kSuperBlock;
+    const std::vector<uint8_t> w = testing::RandomBlocks(type, n_rows * nb, rng, testing::UnitScale(type));
+    std::vector<float> x(static_cast<size_t>(k));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = normal(rng) * (i % 97 == 0 ? 20.0f : 1.0f);
+    AlignedVector<internal::ActivationQ8K> act(static_cast<size_t>(nb));
+    internal::QuantizeQ8K(x.data(), k, act.data());
+    std::vector<double> xq(static_cast<size_t>(k));
+    for (int64_t b = 0; b < nb; ++b) {
+      const internal::ActivationQ8K& a = act[static_cast<size_t>(b)];
+      for (int s = 0; s < 16; ++s) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += a.q[16 * s + i];
+        ASSERT_EQ(a.bsums[s], sum) << info.name << " block " << b;
+      }
+      for (int i = 0; i < kSuperBlock; ++i) {
+        const double v = static_cast<double>(a.q[i]) * a.d;
+        ASSERT_LE(std::fabs(v - x[static_cast<size_t>(b * kSuperBlock + i)]), a.d * 0.5001) << info.name;
+        xq[static_cast<size_t>(b * kSuperBlock + i)] = v;
+      }
+    }
+    std::vector<float> out(static_cast<size_t>(n_rows));
+    internal::KQuantGemv(type, w.data(), static_cast<size_t>(nb * info.block_bytes), n_rows, act.data(), k, out.data());
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        testing::ReferenceDequantizeBlock(type, w.data() + (r * nb + b) * info.block_bytes, row.data() + b * kSuperBlock);
+      }
+      double dot_q = 0, dot_x = 0, magnitude = 0, bound = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double wi = row[static_cast<size_t>(i)];
+        dot_q += wi * xq[static_cast<size_t>(i)];
+        dot_x += wi * x[static_cast<size_t>(i)];
+        magnitude += std::fabs(wi * xq[static_cast<size_t>(i)]);
+        bound += std::fabs(wi) * act[static_cast<size_t>(i / kSuperBlock)].d * 0.5001;
+      }
+      EXPECT_NEAR(out[static_cast<size_t>(r)], dot_q, magnitude * 1e-6 + 1e-30) << info.name << " row " << r;
+      EXPECT_LE(std::fabs(out[static_cast<size_t>(r)] - dot_x), bound + magnitude * 1e-6) << info.name << " row " << r;
+    }
   }
 }
 

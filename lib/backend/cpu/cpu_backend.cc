@@ -14,6 +14,7 @@
 #include "lib/backend/cpu/blas_gemm.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/int8_gemm.h"
+#include "lib/backend/cpu/kquant_gemv.h"
 #include "lib/backend/cpu/packed_gemm.h"
 #include "lib/backend/cpu/round_row.h"
 #include "lib/backend/cpu/row_dot.h"
@@ -265,6 +266,13 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
                                      static_cast<int64_t>(f->rows.size()), panels.data());
     }
   }
+  // fast decode rows of Q4_K and Q6_K on AVX-512 VNNI: integer sub-block products against
+  // activations rounded to 8 bits per 256 values (kquant_gemv.h), each row quantized once here.
+  const bool kquant_gemv = !fast_rows_.empty() && m < kGemvMaxRows && internal::KQuantGemvAvailable(w0.type, simd_);
+  if (kquant_gemv) {
+    act_k8_.resize(static_cast<size_t>(m * (k / kSuperBlock)));
+    for (int64_t i : fast_rows_) internal::QuantizeQ8K(x + i * k, k, act_k8_.data() + i * (k / kSuperBlock));
+  }
   if (bf16_dot) {
     act_bf16_.resize(static_cast<size_t>(m * internal::Bf16Pairs(k)));
     internal::RoundActivationsToBf16(x, k, fast_rows_.data(), static_cast<int64_t>(fast_rows_.size()),
@@ -292,6 +300,13 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
           continue;
         }
         Int8Rows(f->int8, w, r0, r1, f->rows.data(), count, y, n);
+        continue;
+      }
+      if (f == &fast && kquant_gemv) {
+        for (int64_t i : f->rows) {
+          internal::KQuantGemv(w.type, w.row(r0), w.row_bytes, r1 - r0, act_k8_.data() + i * (k / kSuperBlock), k,
+                               y + i * n + r0);
+        }
         continue;
       }
       if (f == &fast && bf16_dot) {

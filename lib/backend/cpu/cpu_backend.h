@@ -9,6 +9,7 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/attention.h"
 #include "lib/backend/cpu/int8_dot.h"
+#include "lib/backend/cpu/kquant_gemv.h"
 #include "lib/util/aligned_vector.h"
 #include "lib/util/large_buffer.h"
 #include "lib/util/thread_pool.h"
@@ -114,6 +115,7 @@ class CpuBackend final : public Backend {
   std::vector<int64_t> fast_rows_, fixed_rows_;
   std::vector<internal::ActivationPairQ8> act_q8_;  // MatMul's activation rows, quantized (int8_dot.h)
   std::vector<int32_t> act_bias_;                    // their Int8GemmBiases (int8_gemm.h)
+  AlignedVector<internal::ActivationQ8K> act_k8_;   // fast decode rows for Q4_K/Q6_K (kquant_gemv.h)
   AlignedVector<uint8_t> act_panels_[2];             // fast's and fixed's rows for Int8GemmFewRows
   std::vector<uint32_t> act_bf16_;                   // fast's rows rounded to bf16 pairs (bf16_gemm.h)
   // Attention's blocks of queries (token * n_head + head): block b is attention_queries_[

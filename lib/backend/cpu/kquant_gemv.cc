@@ -1,0 +1,238 @@
+#include "lib/backend/cpu/kquant_gemv.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "lib/backend/cpu/quant_formats.h"
+#include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cpu/simd_targets.h"
+#include "lib/backend/cpu/weight_loaders.h"
+
+namespace llm42::internal {
+namespace {
+
+#if LLM42_X86
+// Q4_K's and Q5_K's eight 6-bit scales and mins (ScaleMinK4) as bytes, four at a time: with
+// words a, b, c of the 12 bytes, scales 0-3 are a's low six bits, mins 0-3 b's, and scales (mins)
+// 4-7 c's low (high) nibbles with a's (b's) top two bits above them.
+inline void UnpackQ4K(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
+  const uint32_t a = Load32(scales), b = Load32(scales + 4), c = Load32(scales + 8);
+  const uint32_t words[4] = {a & 0x3F3F3F3Fu, (c & 0x0F0F0F0Fu) | (((a >> 6) & 0x03030303u) << 4), b & 0x3F3F3F3Fu,
+                             ((c >> 4) & 0x0F0F0F0Fu) | (((b >> 6) & 0x03030303u) << 4)};
+  std::memcpy(sc, words, 8);
+  std::memcpy(m, words + 2, 8);
+}
+
+// 16 int32 lanes: lanes 0-7 `lo`, 8-15 `hi`.
+LLM42_VNNI512 inline __m512i Halves(int32_t lo, int32_t hi) {
+  return _mm512_inserti64x4(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi), 1);
+}
+
+// Two 32-byte pieces of the activation as one register.
+LLM42_VNNI512 inline __m512i Pieces(const int8_t* lo, const int8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo))),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+// Bytes with bit s0 set in the low 256 bits, bit s1 in the high.
+LLM42_VNNI512 inline __m512i Bits(int s0, int s1) {
+  return _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << s0)), _mm256_set1_epi8(static_cast<char>(1 << s1)), 1);
+}
+
+// The activation's sums over its eight runs of 32.
+LLM42_VNNI512 inline __m128i Sums32(const ActivationQ8K& a) {
+  return _mm_hadd_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(a.bsums)),
+                        _mm_load_si128(reinterpret_cast<const __m128i*>(a.bsums + 8)));
+}
+
+// Q4_K and Q5_K: qs bytes 32j..32j+31 hold sub-block 2j in their low nibbles and 2j + 1 in
+// their high ones (Q5_K: bit s of qh[l] above element l of sub-block s); a 64-byte load is
+// sub-blocks 4i, 4i + 2 (low) and 4i + 1, 4i + 3 (high).
+template <typename Block>
+LLM42_VNNI512 float DotQ45K(const Block* w, const ActivationQ8K* x, int64_t nb) {
+  constexpr bool kFive = std::is_same_v<Block, BlockQ5_K>;
+  const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  __m512 acc = _mm512_setzero_ps();
+  __m128 mins = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Block& blk = w[b];
+    PrefetchLines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
+    const ActivationQ8K& a = x[b];
+    alignas(16) uint8_t sc[8], m[8];
+    UnpackQ4K(blk.scales, sc, m);
+    __m512i qh = _mm512_setzero_si512();
+    if constexpr (kFive) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh)));
+    __m512i isum = _mm512_setzero_si512();
+    for (int i = 0; i < 2; ++i) {
+      const __m512i bytes = _mm512_loadu_si512(blk.qs + 64 * i);
+      __m512i lo = _mm512_and_si512(bytes, low4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
+      if constexpr (kFive) {
+        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, Bits(4 * i, 4 * i + 2)), lo, sixteen);
+        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, Bits(4 * i + 1, 4 * i + 3)), hi, sixteen);
+      }
+      const int8_t* q = a.q + 128 * i;
+      const __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, Pieces(q, q + 64));
+      const __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, Pieces(q + 32, q + 96));
+      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(plo, Halves(sc[4 * i], sc[4 * i + 2])));
+      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(phi, Halves(sc[4 * i + 1], sc[4 * i + 3])));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(HalfToFloat(blk.d) * a.d), acc);
+    // Mins: sum over sub-blocks of m[s] * (the activation's sum over it).
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+    mins = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(m16, Sums32(a))), _mm_set1_ps(HalfToFloat(blk.dmin) * a.d), mins);
+  }
+  return _mm512_reduce_add_ps(acc) - (mins[0] + mins[1] + mins[2] + mins[3]);
+}
+
+// IQ4_XS: sub-block s's 16 qs bytes hold its elements 0-15 (low nibbles) and 16-31 (high), each
+// an index into kIq4NlValues, looked up plus 128 (unsigned for dpbusd; 128 times the
+// activation's sums come off); its scale the 6-bit (scales_l, scales_h) value minus 32.
+LLM42_VNNI512 float DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* x, int64_t nb) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  alignas(16) int8_t shifted[16];
+  for (int i = 0; i < 16; ++i) shifted[i] = static_cast<int8_t>(kIq4NlValues[i] + 128);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
+  // Lane l of half i's products takes scale 4i + l / 4.
+  const __m512i spread[2] = {_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                             _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)};
+  const __m128i high_shifts = _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14);
+  // The activation's bytes 0-15, 32-47, 64-79, 96-111 (low) and 16-31, ... (high) of 128.
+  const __m512i pick_lo = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+  const __m512i pick_hi = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockIQ4_XS& blk = w[b];
+    PrefetchLines<sizeof(BlockIQ4_XS)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
+    const ActivationQ8K& a = x[b];
+    // The eight scales: low nibbles of scales_l in order (byte s / 2, half s % 2), two bits of
+    // scales_h (2s) above them, minus 32.
+    const __m128i l = _mm_cvtsi32_si128(static_cast<int32_t>(Load32(blk.scales_l)));
+    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(l, _mm_set1_epi8(0x0F)),
+                                              _mm_and_si128(_mm_srli_epi16(l, 4), _mm_set1_epi8(0x0F)));
+    const __m128i high = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(blk.scales_h)), high_shifts),
+                                       _mm_set1_epi16(3));
+    const __m128i ls16 = _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4)), _mm_set1_epi16(32));
+    const __m512i ls = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(ls16));
+    __m512i isum = _mm512_setzero_si512();
+    for (int i = 0; i < 2; ++i) {
+      const __m512i bytes = _mm512_loadu_si512(blk.qs + 64 * i);
+      const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(bytes, low4));
+      const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4));
+      const __m512i x0 = _mm512_load_si512(a.q + 128 * i), x1 = _mm512_load_si512(a.q + 128 * i + 64);
+      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_permutex2var_epi64(x0, pick_lo, x1));
+      p = _mm512_dpbusd_epi32(p, hi, _mm512_permutex2var_epi64(x0, pick_hi, x1));
+      const __m512i scale = _mm512_permutexvar_epi32(spread[i], ls);
+      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, scale));
+    }
+    // The +128: 128 * sum over sub-blocks of scale * the activation's sum over it.
+    const __m128i off = _mm_madd_epi16(ls16, Sums32(a));
+    isum = _mm512_sub_epi32(isum, _mm512_zextsi128_si512(_mm_slli_epi32(off, 7)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(HalfToFloat(blk.d) * a.d), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// Q6_K: per half h, ql bytes 0-63 hold elements 0-63 (low nibbles) and 64-127 (high), qh byte l
+// their two high bits (shifts 0, 2 for elements l, l + 32; 4, 6 for l + 64, l + 96); the
+// unsigned six bits go to dpbusd and 32 times the activation's sums come off.
+LLM42_VNNI512 float DotQ6K(const BlockQ6_K* w, const ActivationQ8K* x, int64_t nb) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
+  // Lane l of a 64-element product takes scale (l / 4): bytes 0,0,0,0,1,1,1,1,...
+  const __m128i spread_lo = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m128i spread_hi = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& blk = w[b];
+    PrefetchLines<sizeof(BlockQ6_K)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
+    const ActivationQ8K& a = x[b];
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+      const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                         _mm512_slli_epi16(_mm512_and_si512(qh2, low2), 4));
+      const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), low2), 4));
+      const int8_t* q = a.q + 128 * h;
+      const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, _mm512_load_si512(q));
+      const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v1, _mm512_load_si512(q + 64));
+      const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h));
+      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p0, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_lo))));
+      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p1, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_hi))));
+    }
+    // The -32: 32 * sum over sub-blocks of scale * the activation's sum over it.
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    const __m256i off = _mm256_madd_epi16(s16, _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bsums)));
+    isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(HalfToFloat(blk.d) * a.d), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+LLM42_VNNI512 void QuantizeQ8KVnni(const float* x, int64_t k, ActivationQ8K* out) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    const float* xb = x + b * kSuperBlock;
+    __m512 amax = _mm512_setzero_ps();
+    for (int i = 0; i < 16; ++i) {
+      const __m512 v = _mm512_loadu_ps(xb + 16 * i);
+      amax = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask)), amax);
+    }
+    const float d = _mm512_reduce_max_ps(amax) / 127.0f;
+    const __m512 inv = _mm512_set1_ps(d > 0 ? 1.0f / d : 0.0f);
+    ActivationQ8K& o = out[b];
+    o.d = d;
+    for (int i = 0; i < 16; ++i) {
+      // |x / d| <= 127 (up to a rounding of the product): no saturation but for NaN.
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * i), inv));
+      _mm_store_si128(reinterpret_cast<__m128i*>(o.q + 16 * i), _mm512_cvtsepi32_epi8(q));
+      o.bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+  }
+}
+
+template <typename Block, float (*Dot)(const Block*, const ActivationQ8K*, int64_t)>
+LLM42_VNNI512 void Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* x, int64_t k,
+                        float* out) {
+  const int64_t nb = k / kSuperBlock;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    out[r] = Dot(reinterpret_cast<const Block*>(row), x, nb);
+  }
+}
+#endif
+
+}  // namespace
+
+bool KQuantGemvAvailable(GgmlType type, bool allow_simd) {
+  return allow_simd &&
+         (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K || type == GgmlType::kIQ4_XS) &&
+         CpuHasVnni512();
+}
+
+void QuantizeQ8K(const float* x, int64_t k, ActivationQ8K* out) {
+#if LLM42_X86
+  QuantizeQ8KVnni(x, k, out);
+#else
+  (void)x, (void)k, (void)out;
+#endif
+}
+
+void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* x, int64_t k,
+                float* out) {
+#if LLM42_X86
+  switch (type) {
+    case GgmlType::kQ4_K: return Rows<BlockQ4_K, DotQ45K<BlockQ4_K>>(w, row_bytes, n_rows, x, k, out);
+    case GgmlType::kQ5_K: return Rows<BlockQ5_K, DotQ45K<BlockQ5_K>>(w, row_bytes, n_rows, x, k, out);
+    case GgmlType::kQ6_K: return Rows<BlockQ6_K, DotQ6K>(w, row_bytes, n_rows, x, k, out);
+    case GgmlType::kIQ4_XS: return Rows<BlockIQ4_XS, DotIq4Xs>(w, row_bytes, n_rows, x, k, out);
+    default: return;
+  }
+#else
+  (void)type, (void)w, (void)row_bytes, (void)n_rows, (void)x, (void)k, (void)out;
+#endif
+}
+
+}  // namespace llm42::internal

@@ -1,0 +1,47 @@
+#ifndef LLM42_BACKEND_CPU_KQUANT_GEMV_H_
+#define LLM42_BACKEND_CPU_KQUANT_GEMV_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lib/util/ggml_types.h"
+
+namespace llm42::internal {
+
+// fast's decode GEMV for Q4_K, Q5_K, Q6_K and IQ4_XS weights on AVX-512 VNNI: whole sub-block
+// integer products against activations rounded to 8 bits per 256 values, as llama.cpp decodes
+// these types. The weights' unsigned integers (Q4_K's nibbles, Q5_K's five bits, Q6_K's six
+// before their -32, IQ4_XS's table values plus 128) go to dpbusd against the activation bytes;
+// each sub-block's products are multiplied by its integer scale in the integer lanes; per
+// super-block one conversion and fused multiply-add by d * the activation scale, and the mins
+// (Q4_K, Q5_K) or the offset (Q6_K's -32, IQ4_XS's +128) from the activation's sums of 16. No weight is
+// converted to f32: decode of these types was bound by that conversion (format_gemv.h).
+//
+// fast only: the activation rounding moves the result by up to half an activation step per
+// value, so these rows do not have the fixed family's bits (fixed keeps format_gemv.h's
+// arithmetic on the exact f32 values; a deterministic request's candidates decoded here are
+// verified against it like any fast row's).
+
+// One activation row's 256 values: q = x / d rounded to nearest (the SIMD conversion's rule),
+// d = max|x| / 127, and the sums of each 16 q.
+struct alignas(64) ActivationQ8K {
+  int8_t q[256];
+  int16_t bsums[16];
+  float d;
+};
+
+// Whether the CPU has AVX-512 VNNI (and LLM42_CPU_SIMD is not off, allow_simd) and `type` is
+// Q4_K, Q5_K, Q6_K or IQ4_XS.
+bool KQuantGemvAvailable(GgmlType type, bool allow_simd = true);
+
+// Row x of k values (a multiple of 256) into k / 256 records. Needs KQuantGemvAvailable.
+void QuantizeQ8K(const float* x, int64_t k, ActivationQ8K* out);
+
+// out[r] = dot(weight row r, the activation row) for n_rows consecutive rows of `type` (row r at
+// w + r * row_bytes). Needs KQuantGemvAvailable(type).
+void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* x,
+                int64_t k, float* out);
+
+}  // namespace llm42::internal
+
+#endif  // LLM42_BACKEND_CPU_KQUANT_GEMV_H_
