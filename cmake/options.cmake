@@ -5,6 +5,14 @@ option(LLM42_BUILD_BINDINGS "Build the SWIG bindings whose toolchains are found"
 option(LLM42_WERROR "Treat warnings as errors" OFF)
 option(LLM42_BUILD_FUZZERS "Build the libFuzzer targets in fuzz/ (needs clang; tools/fuzz.sh)" OFF)
 set(LLM42_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined")
+# A self-contained libllm42 (packages): Abseil, Protobuf's runtime and utf8proc linked statically
+# from tools/build-deps.sh's cache (LLM42_DEPS_PREFIX, the path it prints), no BLIS. OFF (the
+# default, and for distribution packagers): Debian's shared libraries.
+option(LLM42_BUNDLED_DEPS "Link the dependencies tools/build-deps.sh builds, statically" OFF)
+set(LLM42_DEPS_PREFIX "" CACHE PATH "tools/build-deps.sh's install prefix (LLM42_BUNDLED_DEPS)")
+if(LLM42_BUNDLED_DEPS AND NOT EXISTS "${LLM42_DEPS_PREFIX}/lib/libprotobuf.a")
+  message(FATAL_ERROR "LLM42_BUNDLED_DEPS needs LLM42_DEPS_PREFIX: the path tools/build-deps.sh prints")
+endif()
 
 # CUDA is optional: ON by default only where a toolkit is found.
 find_package(CUDAToolkit QUIET)
@@ -18,7 +26,7 @@ option(LLM42_WITH_CUDA "Build the CUDA backend (needs the CUDA toolkit)" ${_llm4
 # BLIS (Debian's libblis-serial-dev) for the fast schedule's prompt GEMMs: ON where it is found.
 find_path(LLM42_BLIS_INCLUDE_DIR blis.h PATH_SUFFIXES blis-serial ${CMAKE_LIBRARY_ARCHITECTURE}/blis-serial)
 find_library(LLM42_BLIS_LIBRARY blis)
-if(LLM42_BLIS_INCLUDE_DIR AND LLM42_BLIS_LIBRARY)
+if(LLM42_BLIS_INCLUDE_DIR AND LLM42_BLIS_LIBRARY AND NOT LLM42_BUNDLED_DEPS)
   set(_llm42_blis_default ON)
 else()
   set(_llm42_blis_default OFF)

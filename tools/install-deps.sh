@@ -31,7 +31,10 @@ PINNED=(
   mono-devel=6.8.0.105+dfsg-3.3+deb12u1
   libnunit-cil-dev=2.6.4+dfsg-1.1
   nunit-console=2.6.4+dfsg-1.1
+  dpkg-dev=1.21.22
 )
+# Sourced (tools/build-deps.sh reads the pins): nothing else.
+if [[ ${BASH_SOURCE[0]} != "$0" ]]; then return 0; fi
 
 missing=()
 for spec in "${PINNED[@]}"; do

@@ -1,6 +1,5 @@
 #include "lib/model/fingerprint.h"
 
-#include <openssl/sha.h>
 
 #include <algorithm>
 #include <vector>
@@ -44,12 +43,6 @@ void AppendValue(const GgufValue& v, std::string* out) {
 }
 
 }  // namespace
-
-std::string Sha256(const void* data, size_t n) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(static_cast<const unsigned char*>(data), n, digest);
-  return std::string(reinterpret_cast<const char*>(digest), sizeof digest);
-}
 
 std::string HexOf(const std::string& bytes) {
   static const char kDigits[] = "0123456789abcdef";

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "lib/format/gguf_reader.h"
+#include "lib/util/sha256.h"
 
 namespace llm42 {
 
@@ -22,8 +23,6 @@ struct ModelFingerprintValue {
 // read of every weight byte: measured in docs/receipts.md (about 1.5 GB/s per core with SHA-NI).
 ModelFingerprintValue FingerprintModel(const GgufFile& file, int threads);
 
-// SHA-256 of `n` bytes, as 32 raw bytes.
-std::string Sha256(const void* data, size_t n);
 std::string HexOf(const std::string& bytes);
 
 }  // namespace llm42

@@ -115,7 +115,8 @@ WideGemv SelectFormatGemv(GgmlType type, DotFamily family, bool allow_simd) {
       // Four rows' single chains interleaved (each chain waits on its fused multiply-add), for
       // both families: fast's own two rows of two chains ran slower (llama-110m q4_k decode, two
       // threads, on a Zen 4: 124 against 161 tok/s; q6_k 91 against 105), and fast rows with the
-      // fixed bits agree with their replay.
+      // fixed bits agree with their replay. (On AVX-512 VNNI the backend decodes Q4_K, Q5_K, Q6_K
+      // and IQ4_XS fast rows with kquant_gemv.h's integer kernels instead.)
       gemv = CpuHasAvx512() ? WideGemv{FormatGemvRows512<F, 4>, 4} : WideGemv{FormatGemvRows<F, 4, 1>, 4};
     }
   });

@@ -16,7 +16,8 @@ namespace llm42::internal {
 // q6_k 105 -> 114, llama.cpp's Q4_K_M file 130 -> 148), each row's lanes the same chain.
 // Both families: one chain of eight lanes per row, a fused multiply-add per eight-element step,
 // then row_dot.h's tree: the fixed family's arithmetic on the weights' exact values, so the bits
-// of every other fixed kernel (fast decode rows of these types are their replay's bits). The
+// of every other fixed kernel (fast decode rows of these types are their replay's bits, but for
+// Q4_K, Q5_K, Q6_K and IQ4_XS on AVX-512 VNNI, which fast decodes with kquant_gemv.h). The
 // kernels template on U chains per row for a fast variant of its own; none measured faster. fn
 // nullptr for other types and without AVX2.
 WideGemv SelectFormatGemv(GgmlType type, DotFamily family, bool allow_simd = true);

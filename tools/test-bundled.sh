@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The self-contained build (LLM42_BUNDLED_DEPS): Abseil, Protobuf's runtime and utf8proc built
+# from Debian's sources into a cache (tools/build-deps.sh; seconds once cached), libllm42 linked
+# with them, and the tests about it: the library needs only the C and C++ runtimes, exports only
+# the C ABI, works beside a host on Debian's shared Protobuf and Abseil that registers llm42's
+# own receipt.proto in its Protobuf, and passes the C ABI test. (The CUDA backend stays out of
+# this build until it is a plug-in of its own.)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+bash tools/install-deps.sh
+prefix=$(bash tools/build-deps.sh)
+build=build-bundled
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLM42_BUNDLED_DEPS=ON -DLLM42_DEPS_PREFIX="$prefix" \
+  -DLLM42_WITH_CUDA=OFF -DLLM42_WERROR=ON >/dev/null
+cmake --build "$build" --target llm42 c_api_test host_coexistence_test
+ctest --test-dir "$build" --output-on-failure --timeout 180 \
+  -R '^(exported_symbols|needed_libraries|host_coexistence|c_api_test)$'
