@@ -32,6 +32,7 @@ PINNED=(
   libnunit-cil-dev=2.6.4+dfsg-1.1
   nunit-console=2.6.4+dfsg-1.1
   dpkg-dev=1.21.22
+  debootstrap=1.0.128+nmu2+deb12u2
 )
 # Sourced (tools/build-deps.sh reads the pins): nothing else.
 if [[ ${BASH_SOURCE[0]} != "$0" ]]; then return 0; fi

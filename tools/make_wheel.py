@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Packs the built Python binding into a wheel: llm42.py, llm42.pyi, the _llm42 extension and
 libllm42 (under llm42.libs/, preloaded by llm42.py), tagged for the interpreter running this
-script. Standard library only.
+script, for this machine's platform or the one named by --platform (tools/package.sh:
+manylinux_2_36_x86_64, for a build whose libllm42 carries its dependencies). Standard library only.
 
     make_wheel.py --module-dir BUILD/bindings/python --lib BUILD/lib/libllm42.so.0 \
-                  --version 0.1.0 --out DIR
+                  --version 0.1.0 [--platform TAG] --out DIR
 """
 import argparse
 import base64
@@ -25,11 +26,12 @@ def main():
     p.add_argument("--module-dir", required=True)
     p.add_argument("--lib", required=True)
     p.add_argument("--version", required=True)
+    p.add_argument("--platform", default=sysconfig.get_platform().replace("-", "_").replace(".", "_"))
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
     py = "cp%d%d" % sys.version_info[:2]
-    tag = "%s-%s-%s" % (py, py, sysconfig.get_platform().replace("-", "_").replace(".", "_"))
+    tag = "%s-%s-%s" % (py, py, a.platform)
     dist = "llm42-%s.dist-info" % a.version
     files = []
     for name in ("llm42.py", "llm42.pyi", "_llm42.so"):
