@@ -391,15 +391,30 @@ INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
                            return std::string(info.param.hf_architecture);
                          });
 
+// The tokenizer keys of a vocabulary GGUF (null where absent), kept alive by `file`.
+struct VocabKeys {
+  std::unique_ptr<GgufFile> file;
+  const GgufValue *tokens = nullptr, *scores = nullptr, *types = nullptr, *merges = nullptr;
+};
+VocabKeys ReadVocabKeys(const std::string& path) {
+  auto gguf = GgufFile::Open(path);
+  EXPECT_TRUE(gguf.ok()) << gguf.status();
+  if (!gguf.ok()) return {};
+  VocabKeys v;
+  v.file = std::move(gguf).value();
+  v.tokens = v.file->Find("tokenizer.ggml.tokens");
+  v.scores = v.file->Find("tokenizer.ggml.scores");
+  v.types = v.file->Find("tokenizer.ggml.token_type");
+  v.merges = v.file->Find("tokenizer.ggml.merges");
+  return v;
+}
+
 // tokenizer.json with Llama 3's pre-tokenizer, built from the llama-bpe GGUF's tokens and
 // merges, opened as a tokenizer-only directory: llama.cpp's llama-bpe vectors must come out.
 TEST(HfTokenizerJson, Llama3VectorsThroughTokenizerJson) {
   LLM42_SHARED_OR_SKIP(vocab_path, "vocab/ggml-vocab-llama-bpe.gguf");
-  auto gguf = GgufFile::Open(vocab_path);
-  ASSERT_TRUE(gguf.ok());
-  const GgufValue* tokens = (*gguf)->Find("tokenizer.ggml.tokens");
-  const GgufValue* types = (*gguf)->Find("tokenizer.ggml.token_type");
-  const GgufValue* merges = (*gguf)->Find("tokenizer.ggml.merges");
+  const VocabKeys keys = ReadVocabKeys(vocab_path);
+  const GgufValue *tokens = keys.tokens, *types = keys.types, *merges = keys.merges;
   ASSERT_TRUE(tokens && types && merges);
   json vocab = json::object(), added = json::array();
   for (size_t i = 0; i < tokens->string_array.size(); ++i) {
@@ -440,11 +455,8 @@ TEST(HfTokenizerJson, Llama3VectorsThroughTokenizerJson) {
 // the llama-spm GGUF's pieces: llama.cpp's llama-spm vectors must come out.
 TEST(HfTokenizerModel, SentencePieceVectorsThroughTokenizerModel) {
   LLM42_SHARED_OR_SKIP(vocab_path, "vocab/ggml-vocab-llama-spm.gguf");
-  auto gguf = GgufFile::Open(vocab_path);
-  ASSERT_TRUE(gguf.ok());
-  const GgufValue* tokens = (*gguf)->Find("tokenizer.ggml.tokens");
-  const GgufValue* scores = (*gguf)->Find("tokenizer.ggml.scores");
-  const GgufValue* types = (*gguf)->Find("tokenizer.ggml.token_type");
+  const VocabKeys keys = ReadVocabKeys(vocab_path);
+  const GgufValue *tokens = keys.tokens, *scores = keys.scores, *types = keys.types;
   ASSERT_TRUE(tokens && scores && types);
   sentencepiece::ModelProto model;
   model.mutable_trainer_spec()->set_model_type(sentencepiece::TrainerSpec::BPE);
@@ -481,11 +493,8 @@ TEST(HfTokenizerModel, SentencePieceVectorsThroughTokenizerModel) {
 // no space marker before the first word.
 TEST(HfTokenizerJson, SentencePieceVectorsThroughByteFallbackBpe) {
   LLM42_SHARED_OR_SKIP(vocab_path, "vocab/ggml-vocab-llama-spm.gguf");
-  auto gguf = GgufFile::Open(vocab_path);
-  ASSERT_TRUE(gguf.ok());
-  const GgufValue* tokens = (*gguf)->Find("tokenizer.ggml.tokens");
-  const GgufValue* scores = (*gguf)->Find("tokenizer.ggml.scores");
-  const GgufValue* types = (*gguf)->Find("tokenizer.ggml.token_type");
+  const VocabKeys keys = ReadVocabKeys(vocab_path);
+  const GgufValue *tokens = keys.tokens, *scores = keys.scores, *types = keys.types;
   ASSERT_TRUE(tokens && scores && types);
   const std::vector<std::string>& pieces = tokens->string_array;
   std::map<std::string, size_t> id;

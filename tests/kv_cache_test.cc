@@ -111,15 +111,21 @@ TEST(PrefixCache, DisabledCachesNothing) {
   EXPECT_EQ(Map(c, Tokens(40), false), 0);
 }
 
+// A sequence holding `tokens`, every row written under fixed.
+int32_t Held(KvCache& c, const std::vector<int32_t>& tokens) {
+  const int32_t s = c.Create();
+  EXPECT_TRUE(c.Reserve(s, static_cast<int64_t>(tokens.size())));
+  for (size_t p = 0; p < tokens.size(); ++p) c.NoteWritten(s, static_cast<int64_t>(p), tokens[p], true, false);
+  return s;
+}
+
 // Sliding windows (KvCache::ReleaseBefore): the blocks wholly before the position go back to the
 // pool, the last block of the table always stays, the table keeps their places, and the rest of
 // the cache's bookkeeping (reserving, truncating, freeing) steps over them.
 TEST(SlidingWindow, BlocksBehindAPositionAreReleasedAndTheLastKept) {
   KvCache c(8, 16);
   const std::vector<int32_t> t = Tokens(64);
-  const int32_t s = c.Create();
-  ASSERT_TRUE(c.Reserve(s, 64));
-  for (int64_t p = 0; p < 64; ++p) c.NoteWritten(s, p, t[static_cast<size_t>(p)], true, false);
+  const int32_t s = Held(c, t);
   EXPECT_EQ(c.free_blocks(), 4);
   EXPECT_EQ(c.ReleaseBefore(s, 40), 2);  // blocks 0 and 1; block 2 holds position 40
   EXPECT_EQ(c.block_table(s)[0], KvCache::kReleased);
@@ -149,9 +155,7 @@ TEST(SlidingWindow, BlocksBehindAPositionAreReleasedAndTheLastKept) {
 TEST(SlidingWindow, ReleasedBlocksStayCachedForOtherSequences) {
   KvCache c(8, 16);
   const std::vector<int32_t> t = Tokens(64);
-  const int32_t s = c.Create();
-  ASSERT_TRUE(c.Reserve(s, 64));
-  for (int64_t p = 0; p < 64; ++p) c.NoteWritten(s, p, t[static_cast<size_t>(p)], true, false);
+  const int32_t s = Held(c, t);
   ASSERT_EQ(c.ReleaseBefore(s, 48), 3);
   EXPECT_EQ(c.cached_idle_blocks(), 3);
   EXPECT_EQ(Map(c, t, true), 48);

@@ -12,14 +12,12 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-bash tools/install-deps.sh
-prefix=$(bash tools/build-deps.sh)
+source tools/bundled_common.sh
 build=build-package
 stage=$root/$build/stage
 version=$(sed -n 's/^project(llm42 VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 echo "llm42: package: [1/3] build ($build)" >&2
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLM42_BUNDLED_DEPS=ON -DLLM42_DEPS_PREFIX="$prefix" \
-  -DLLM42_WITH_CUDA=OFF -DLLM42_BUILD_TESTS=OFF -DLLM42_BUILD_SAMPLES=OFF -DLLM42_WERROR=ON >/dev/null
+configure_bundled "$build" -DLLM42_BUILD_TESTS=OFF -DLLM42_BUILD_SAMPLES=OFF
 cmake --build "$build"
 echo "llm42: package: [2/3] install" >&2
 rm -rf "$stage"

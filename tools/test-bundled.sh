@@ -9,11 +9,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-bash tools/install-deps.sh
-prefix=$(bash tools/build-deps.sh)
+source tools/bundled_common.sh
 build=build-bundled
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLM42_BUNDLED_DEPS=ON -DLLM42_DEPS_PREFIX="$prefix" \
-  -DLLM42_WITH_CUDA=OFF -DLLM42_WERROR=ON >/dev/null
+configure_bundled "$build"
 cmake --build "$build" --target llm42 c_api_test host_coexistence_test
 ctest --test-dir "$build" --output-on-failure --timeout 180 \
   -R '^(exported_symbols|needed_libraries|host_coexistence|c_api_test)$'
