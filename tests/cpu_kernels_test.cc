@@ -159,8 +159,14 @@ TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
         xq[static_cast<size_t>(b * kSuperBlock + i)] = v;
       }
     }
-    std::vector<float> out(static_cast<size_t>(n_rows));
-    internal::KQuantGemv(type, w.data(), static_cast<size_t>(nb * info.block_bytes), n_rows, act.data(), k, out.data());
+    // The row among five copies of itself (one group of four, then one alone): the same result in
+    // every place.
+    std::vector<float> out(static_cast<size_t>(n_rows)), copies(static_cast<size_t>(4 * n_rows));
+    const internal::ActivationQ8K* xs[5] = {act.data(), act.data(), act.data(), act.data(), act.data()};
+    float* outs[5] = {copies.data(), copies.data() + n_rows, copies.data() + 2 * n_rows, copies.data() + 3 * n_rows,
+                      out.data()};
+    internal::KQuantGemv(type, w.data(), static_cast<size_t>(nb * info.block_bytes), n_rows, xs, 5, k, outs);
+    for (size_t i = 0; i < copies.size(); ++i) ASSERT_EQ(copies[i], out[i % static_cast<size_t>(n_rows)]) << info.name;
     std::vector<float> row(static_cast<size_t>(k));
     for (int64_t r = 0; r < n_rows; ++r) {
       for (int64_t b = 0; b < nb; ++b) {

@@ -50,6 +50,9 @@ constexpr int64_t kBlasMinSide = 2048;
 // Fewer activation rows than this (decode of one to three sequences) run as GEMVs: all of a
 // thread's weight rows per kernel call, handed out in guided chunks.
 constexpr int64_t kGemvMaxRows = 4;
+// fast rows of Q4_K, Q5_K, Q6_K and IQ4_XS up to this many (decode batches) go through
+// kquant_gemv.h, four activation rows to each weight super-block unpacked.
+constexpr int64_t kKQuantGemvMaxRows = 32;
 // The smallest chunk of a decode GEMV's rows handed to a thread (ThreadPool::ParallelForGuided).
 constexpr int64_t kGuidedMinRows = 32;
 // Below this many multiply-adds an op runs on the calling thread: waking the pool costs more.
@@ -268,7 +271,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
   }
   // fast decode rows of Q4_K and Q6_K on AVX-512 VNNI: integer sub-block products against
   // activations rounded to 8 bits per 256 values (kquant_gemv.h), each row quantized once here.
-  const bool kquant_gemv = !fast_rows_.empty() && m < kGemvMaxRows && internal::KQuantGemvAvailable(w0.type, simd_);
+  const bool kquant_gemv = !fast_rows_.empty() && static_cast<int64_t>(fast_rows_.size()) <= kKQuantGemvMaxRows && internal::KQuantGemvAvailable(w0.type, simd_);
   if (kquant_gemv) {
     act_k8_.resize(static_cast<size_t>(m * (k / kSuperBlock)));
     for (int64_t i : fast_rows_) internal::QuantizeQ8K(x + i * k, k, act_k8_.data() + i * (k / kSuperBlock));
@@ -303,10 +306,14 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
         continue;
       }
       if (f == &fast && kquant_gemv) {
-        for (int64_t i : f->rows) {
-          internal::KQuantGemv(w.type, w.row(r0), w.row_bytes, r1 - r0, act_k8_.data() + i * (k / kSuperBlock), k,
-                               y + i * n + r0);
+        const internal::ActivationQ8K* acts[kKQuantGemvMaxRows];
+        float* outs[kKQuantGemvMaxRows];
+        for (int64_t j = 0; j < count; ++j) {
+          const int64_t i = f->rows[static_cast<size_t>(j)];
+          acts[j] = act_k8_.data() + i * (k / kSuperBlock);
+          outs[j] = y + i * n + r0;
         }
+        internal::KQuantGemv(w.type, w.row(r0), w.row_bytes, r1 - r0, acts, count, k, outs);
         continue;
       }
       if (f == &fast && bf16_dot) {

@@ -45,24 +45,29 @@ LLM42_VNNI512 inline __m128i Sums32(const ActivationQ8K& a) {
                         _mm_load_si128(reinterpret_cast<const __m128i*>(a.bsums + 8)));
 }
 
+// Each kernel takes NX activation rows against one weight row: the weights are unpacked once per
+// super-block for all of them (decode batches), and each activation row's arithmetic is the same
+// whatever NX, so a row's result does not depend on its neighbours.
+
 // Q4_K and Q5_K: qs bytes 32j..32j+31 hold sub-block 2j in their low nibbles and 2j + 1 in
 // their high ones (Q5_K: bit s of qh[l] above element l of sub-block s); a 64-byte load is
 // sub-blocks 4i, 4i + 2 (low) and 4i + 1, 4i + 3 (high).
-template <typename Block>
-LLM42_VNNI512 float DotQ45K(const Block* w, const ActivationQ8K* x, int64_t nb) {
+template <typename Block, int NX>
+LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
   constexpr bool kFive = std::is_same_v<Block, BlockQ5_K>;
   const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
-  __m512 acc = _mm512_setzero_ps();
-  __m128 mins = _mm_setzero_ps();
+  __m512 acc[NX];
+  __m128 mins[NX];
+  for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps(), mins[j] = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Block& blk = w[b];
     PrefetchLines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
-    const ActivationQ8K& a = x[b];
     alignas(16) uint8_t sc[8], m[8];
     UnpackQ4K(blk.scales, sc, m);
     __m512i qh = _mm512_setzero_si512();
     if constexpr (kFive) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh)));
-    __m512i isum = _mm512_setzero_si512();
+    __m512i isum[NX];
+    for (int j = 0; j < NX; ++j) isum[j] = _mm512_setzero_si512();
     for (int i = 0; i < 2; ++i) {
       const __m512i bytes = _mm512_loadu_si512(blk.qs + 64 * i);
       __m512i lo = _mm512_and_si512(bytes, low4);
@@ -71,24 +76,80 @@ LLM42_VNNI512 float DotQ45K(const Block* w, const ActivationQ8K* x, int64_t nb) 
         lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, Bits(4 * i, 4 * i + 2)), lo, sixteen);
         hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, Bits(4 * i + 1, 4 * i + 3)), hi, sixteen);
       }
-      const int8_t* q = a.q + 128 * i;
-      const __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, Pieces(q, q + 64));
-      const __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, Pieces(q + 32, q + 96));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(plo, Halves(sc[4 * i], sc[4 * i + 2])));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(phi, Halves(sc[4 * i + 1], sc[4 * i + 3])));
+      const __m512i scale_lo = Halves(sc[4 * i], sc[4 * i + 2]), scale_hi = Halves(sc[4 * i + 1], sc[4 * i + 3]);
+      for (int j = 0; j < NX; ++j) {
+        const int8_t* q = x[j][b].q + 128 * i;
+        const __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, Pieces(q, q + 64));
+        const __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, Pieces(q + 32, q + 96));
+        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(plo, scale_lo));
+        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(phi, scale_hi));
+      }
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(HalfToFloat(blk.d) * a.d), acc);
     // Mins: sum over sub-blocks of m[s] * (the activation's sum over it).
     const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-    mins = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(m16, Sums32(a))), _mm_set1_ps(HalfToFloat(blk.dmin) * a.d), mins);
+    const float d = HalfToFloat(blk.d), dmin = HalfToFloat(blk.dmin);
+    for (int j = 0; j < NX; ++j) {
+      const ActivationQ8K& a = x[j][b];
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_set1_ps(d * a.d), acc[j]);
+      mins[j] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(m16, Sums32(a))), _mm_set1_ps(dmin * a.d), mins[j]);
+    }
   }
-  return _mm512_reduce_add_ps(acc) - (mins[0] + mins[1] + mins[2] + mins[3]);
+  for (int j = 0; j < NX; ++j) out[j] = _mm512_reduce_add_ps(acc[j]) - (mins[j][0] + mins[j][1] + mins[j][2] + mins[j][3]);
+}
+
+// Q6_K: per half h, ql bytes 0-63 hold elements 0-63 (low nibbles) and 64-127 (high), qh byte l
+// their two high bits (shifts 0, 2 for elements l, l + 32; 4, 6 for l + 64, l + 96); the
+// unsigned six bits go to dpbusd and 32 times the activation's sums come off.
+template <int NX>
+LLM42_VNNI512 void DotQ6K(const BlockQ6_K* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
+  // Lane l of a 64-element product takes scale (l / 4): bytes 0,0,0,0,1,1,1,1,...
+  const __m128i spread_lo = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m128i spread_hi = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+  __m512 acc[NX];
+  for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& blk = w[b];
+    PrefetchLines<sizeof(BlockQ6_K)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
+    __m512i isum[NX];
+    for (int j = 0; j < NX; ++j) isum[j] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+      const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                         _mm512_slli_epi16(_mm512_and_si512(qh2, low2), 4));
+      const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), low2), 4));
+      const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h));
+      const __m512i scale0 = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_lo));
+      const __m512i scale1 = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_hi));
+      for (int j = 0; j < NX; ++j) {
+        const int8_t* q = x[j][b].q + 128 * h;
+        const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, _mm512_load_si512(q));
+        const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v1, _mm512_load_si512(q + 64));
+        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(p0, scale0));
+        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(p1, scale1));
+      }
+    }
+    // The -32: 32 * sum over sub-blocks of scale * the activation's sum over it.
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    const float d = HalfToFloat(blk.d);
+    for (int j = 0; j < NX; ++j) {
+      const ActivationQ8K& a = x[j][b];
+      const __m256i off = _mm256_madd_epi16(s16, _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bsums)));
+      isum[j] = _mm512_sub_epi32(isum[j], _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_set1_ps(d * a.d), acc[j]);
+    }
+  }
+  for (int j = 0; j < NX; ++j) out[j] = _mm512_reduce_add_ps(acc[j]);
 }
 
 // IQ4_XS: sub-block s's 16 qs bytes hold its elements 0-15 (low nibbles) and 16-31 (high), each
 // an index into kIq4NlValues, looked up plus 128 (unsigned for dpbusd; 128 times the
 // activation's sums come off); its scale the 6-bit (scales_l, scales_h) value minus 32.
-LLM42_VNNI512 float DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* x, int64_t nb) {
+template <int NX>
+LLM42_VNNI512 void DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   alignas(16) int8_t shifted[16];
   for (int i = 0; i < 16; ++i) shifted[i] = static_cast<int8_t>(kIq4NlValues[i] + 128);
@@ -100,11 +161,11 @@ LLM42_VNNI512 float DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* x, int64
   // The activation's bytes 0-15, 32-47, 64-79, 96-111 (low) and 16-31, ... (high) of 128.
   const __m512i pick_lo = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
   const __m512i pick_hi = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[NX];
+  for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockIQ4_XS& blk = w[b];
     PrefetchLines<sizeof(BlockIQ4_XS)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
-    const ActivationQ8K& a = x[b];
     // The eight scales: low nibbles of scales_l in order (byte s / 2, half s % 2), two bits of
     // scales_h (2s) above them, minus 32.
     const __m128i l = _mm_cvtsi32_si128(static_cast<int32_t>(Load32(blk.scales_l)));
@@ -114,61 +175,31 @@ LLM42_VNNI512 float DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* x, int64
                                        _mm_set1_epi16(3));
     const __m128i ls16 = _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nibbles), _mm_slli_epi16(high, 4)), _mm_set1_epi16(32));
     const __m512i ls = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(ls16));
-    __m512i isum = _mm512_setzero_si512();
+    __m512i isum[NX];
+    for (int j = 0; j < NX; ++j) isum[j] = _mm512_setzero_si512();
     for (int i = 0; i < 2; ++i) {
       const __m512i bytes = _mm512_loadu_si512(blk.qs + 64 * i);
       const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(bytes, low4));
       const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4));
-      const __m512i x0 = _mm512_load_si512(a.q + 128 * i), x1 = _mm512_load_si512(a.q + 128 * i + 64);
-      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_permutex2var_epi64(x0, pick_lo, x1));
-      p = _mm512_dpbusd_epi32(p, hi, _mm512_permutex2var_epi64(x0, pick_hi, x1));
       const __m512i scale = _mm512_permutexvar_epi32(spread[i], ls);
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, scale));
+      for (int j = 0; j < NX; ++j) {
+        const int8_t* q = x[j][b].q + 128 * i;
+        const __m512i x0 = _mm512_load_si512(q), x1 = _mm512_load_si512(q + 64);
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_permutex2var_epi64(x0, pick_lo, x1));
+        p = _mm512_dpbusd_epi32(p, hi, _mm512_permutex2var_epi64(x0, pick_hi, x1));
+        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(p, scale));
+      }
     }
-    // The +128: 128 * sum over sub-blocks of scale * the activation's sum over it.
-    const __m128i off = _mm_madd_epi16(ls16, Sums32(a));
-    isum = _mm512_sub_epi32(isum, _mm512_zextsi128_si512(_mm_slli_epi32(off, 7)));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(HalfToFloat(blk.d) * a.d), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
-}
-
-// Q6_K: per half h, ql bytes 0-63 hold elements 0-63 (low nibbles) and 64-127 (high), qh byte l
-// their two high bits (shifts 0, 2 for elements l, l + 32; 4, 6 for l + 64, l + 96); the
-// unsigned six bits go to dpbusd and 32 times the activation's sums come off.
-LLM42_VNNI512 float DotQ6K(const BlockQ6_K* w, const ActivationQ8K* x, int64_t nb) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
-  // Lane l of a 64-element product takes scale (l / 4): bytes 0,0,0,0,1,1,1,1,...
-  const __m128i spread_lo = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m128i spread_hi = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ6_K& blk = w[b];
-    PrefetchLines<sizeof(BlockQ6_K)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
-    const ActivationQ8K& a = x[b];
-    __m512i isum = _mm512_setzero_si512();
-    for (int h = 0; h < 2; ++h) {
-      const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * h);
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-      const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-      const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, low4),
-                                         _mm512_slli_epi16(_mm512_and_si512(qh2, low2), 4));
-      const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), low2), 4));
-      const int8_t* q = a.q + 128 * h;
-      const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, _mm512_load_si512(q));
-      const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v1, _mm512_load_si512(q + 64));
-      const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p0, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_lo))));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p1, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_hi))));
+    const float d = HalfToFloat(blk.d);
+    for (int j = 0; j < NX; ++j) {
+      const ActivationQ8K& a = x[j][b];
+      // The +128: 128 * sum over sub-blocks of scale * the activation's sum over it.
+      const __m128i off = _mm_madd_epi16(ls16, Sums32(a));
+      isum[j] = _mm512_sub_epi32(isum[j], _mm512_zextsi128_si512(_mm_slli_epi32(off, 7)));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_set1_ps(d * a.d), acc[j]);
     }
-    // The -32: 32 * sum over sub-blocks of scale * the activation's sum over it.
-    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-    const __m256i off = _mm256_madd_epi16(s16, _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bsums)));
-    isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(HalfToFloat(blk.d) * a.d), acc);
   }
-  return _mm512_reduce_add_ps(acc);
+  for (int j = 0; j < NX; ++j) out[j] = _mm512_reduce_add_ps(acc[j]);
 }
 
 LLM42_VNNI512 void QuantizeQ8KVnni(const float* x, int64_t k, ActivationQ8K* out) {
@@ -193,13 +224,21 @@ LLM42_VNNI512 void QuantizeQ8KVnni(const float* x, int64_t k, ActivationQ8K* out
   }
 }
 
-template <typename Block, float (*Dot)(const Block*, const ActivationQ8K*, int64_t)>
-LLM42_VNNI512 void Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* x, int64_t k,
-                        float* out) {
+// Weight rows one at a time, against the activation rows four at a time, then one by one.
+template <typename Block, void (*Dot4)(const Block*, const ActivationQ8K* const*, int64_t, float*),
+          void (*Dot1)(const Block*, const ActivationQ8K* const*, int64_t, float*)>
+LLM42_VNNI512 void Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* const* x, int64_t n_x,
+                        int64_t k, float* const* out) {
   const int64_t nb = k / kSuperBlock;
   for (int64_t r = 0; r < n_rows; ++r) {
-    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-    out[r] = Dot(reinterpret_cast<const Block*>(row), x, nb);
+    const auto* row = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
+    int64_t j = 0;
+    for (; j + 4 <= n_x; j += 4) {
+      float y[4];
+      Dot4(row, x + j, nb, y);
+      for (int i = 0; i < 4; ++i) out[j + i][r] = y[i];
+    }
+    for (; j < n_x; ++j) Dot1(row, x + j, nb, &out[j][r]);
   }
 }
 #endif
@@ -220,18 +259,20 @@ void QuantizeQ8K(const float* x, int64_t k, ActivationQ8K* out) {
 #endif
 }
 
-void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* x, int64_t k,
-                float* out) {
+void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* const* x,
+                int64_t n_x, int64_t k, float* const* out) {
 #if LLM42_X86
   switch (type) {
-    case GgmlType::kQ4_K: return Rows<BlockQ4_K, DotQ45K<BlockQ4_K>>(w, row_bytes, n_rows, x, k, out);
-    case GgmlType::kQ5_K: return Rows<BlockQ5_K, DotQ45K<BlockQ5_K>>(w, row_bytes, n_rows, x, k, out);
-    case GgmlType::kQ6_K: return Rows<BlockQ6_K, DotQ6K>(w, row_bytes, n_rows, x, k, out);
-    case GgmlType::kIQ4_XS: return Rows<BlockIQ4_XS, DotIq4Xs>(w, row_bytes, n_rows, x, k, out);
+    case GgmlType::kQ4_K:
+      return Rows<BlockQ4_K, DotQ45K<BlockQ4_K, 4>, DotQ45K<BlockQ4_K, 1>>(w, row_bytes, n_rows, x, n_x, k, out);
+    case GgmlType::kQ5_K:
+      return Rows<BlockQ5_K, DotQ45K<BlockQ5_K, 4>, DotQ45K<BlockQ5_K, 1>>(w, row_bytes, n_rows, x, n_x, k, out);
+    case GgmlType::kQ6_K: return Rows<BlockQ6_K, DotQ6K<4>, DotQ6K<1>>(w, row_bytes, n_rows, x, n_x, k, out);
+    case GgmlType::kIQ4_XS: return Rows<BlockIQ4_XS, DotIq4Xs<4>, DotIq4Xs<1>>(w, row_bytes, n_rows, x, n_x, k, out);
     default: return;
   }
 #else
-  (void)type, (void)w, (void)row_bytes, (void)n_rows, (void)x, (void)k, (void)out;
+  (void)type, (void)w, (void)row_bytes, (void)n_rows, (void)x, (void)n_x, (void)k, (void)out;
 #endif
 }
 

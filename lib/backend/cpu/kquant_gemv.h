@@ -37,10 +37,12 @@ bool KQuantGemvAvailable(GgmlType type, bool allow_simd = true);
 // Row x of k values (a multiple of 256) into k / 256 records. Needs KQuantGemvAvailable.
 void QuantizeQ8K(const float* x, int64_t k, ActivationQ8K* out);
 
-// out[r] = dot(weight row r, the activation row) for n_rows consecutive rows of `type` (row r at
-// w + r * row_bytes). Needs KQuantGemvAvailable(type).
-void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* x,
-                int64_t k, float* out);
+// out[j][r] = dot(weight row r, activation row x[j]) for n_rows consecutive rows of `type` (row r
+// at w + r * row_bytes) and n_x activation rows (each k / 256 records): a decode batch, each
+// weight super-block unpacked once for four activation rows at a time. A row's result does not
+// depend on n_x or its place among them. Needs KQuantGemvAvailable(type).
+void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* const* x,
+                int64_t n_x, int64_t k, float* const* out);
 
 }  // namespace llm42::internal
 
