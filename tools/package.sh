@@ -29,7 +29,7 @@ mkdir -p dist
 python3 tools/make_wheel.py --module-dir "$build/bindings/python" --lib "$build/lib/libllm42.so.0" \
   --version "$version" --platform manylinux_2_36_x86_64 --out dist >/dev/null
 find "$stage" -name "llm42-$version.jar" -exec cp {} dist/ \;
-find "$build" -name "*.nupkg" -exec cp {} dist/ \;
+find "$stage" -name "Llm42.$version.nupkg" -exec cp {} dist/ \;
 sdk=llm42-$version-linux-x86_64
 rm -rf "$build/$sdk"
 mkdir -p "$build/$sdk"
