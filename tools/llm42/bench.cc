@@ -332,10 +332,11 @@ int BenchPpTg(const std::string& model, const std::vector<bool>& schedules, cons
       // Bytes read per generated token: the weights, and the K/V of the context (about depth + tg/2).
       const double bytes = static_cast<double>(weight_bytes) +
                            static_cast<double>((*session)->kv_bytes_per_token()) * (depth + tg / 2.0);
-      rows.push_back(absl::StrFormat("| %-5s | tg%d @ d%d | %9.2f | %.2f of the bandwidth floor (%.1f tok/s) |",
-                                     sched, tg, depth, best,
-                                     bandwidth > 0 ? best * bytes / bandwidth : 0.0,
-                                     bandwidth > 0 ? bandwidth / bytes : 0.0));
+      const std::string floor =
+          bandwidth > 0 ? absl::StrFormat("%.2f of the bandwidth floor (%.1f tok/s)", best * bytes / bandwidth,
+                                          bandwidth / bytes)
+                        : std::string("bandwidth not measured (--bandwidth)");
+      rows.push_back(absl::StrFormat("| %-5s | tg%d @ d%d | %9.2f | %s |", sched, tg, depth, best, floor));
     }
   }
   std::cout << "\n| sched | test | t/s | against this machine |\n|---|---|---|---|\n";
