@@ -23,11 +23,6 @@ inline void UnpackQ4K(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
   std::memcpy(m, words + 2, 8);
 }
 
-// 16 int32 lanes: lanes 0-7 `lo`, 8-15 `hi`.
-LLM42_VNNI512 inline __m512i Halves(int32_t lo, int32_t hi) {
-  return _mm512_inserti64x4(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi), 1);
-}
-
 // Two 32-byte pieces of the activation as one register.
 LLM42_VNNI512 inline __m512i Pieces(const int8_t* lo, const int8_t* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo))),
@@ -52,10 +47,20 @@ LLM42_VNNI512 inline __m128i Sums32(const ActivationQ8K& a) {
 // Q4_K and Q5_K: qs bytes 32j..32j+31 hold sub-block 2j in their low nibbles and 2j + 1 in
 // their high ones (Q5_K: bit s of qh[l] above element l of sub-block s); a 64-byte load is
 // sub-blocks 4i, 4i + 2 (low) and 4i + 1, 4i + 3 (high).
+// The 16-bit scales of half i of a Q4_K/Q5_K super-block after _mm512_packs_epi32(plo, phi):
+// 128-bit lanes 0-1 hold sub-blocks 4i (four words) and 4i + 1, lanes 2-3 sub-blocks 4i + 2 and
+// 4i + 3.
+LLM42_VNNI512 inline __m512i PairScaleIndex(int i) {
+  const short a = static_cast<short>(4 * i), b = static_cast<short>(4 * i + 1), c = static_cast<short>(4 * i + 2),
+              d = static_cast<short>(4 * i + 3);
+  return _mm512_set_epi16(d, d, d, d, c, c, c, c, d, d, d, d, c, c, c, c, b, b, b, b, a, a, a, a, b, b, b, b, a, a, a, a);
+}
+
 template <typename Block, int NX>
 LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
   constexpr bool kFive = std::is_same_v<Block, BlockQ5_K>;
   const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  const __m512i kPairScale[2] = {PairScaleIndex(0), PairScaleIndex(1)};
   __m512 acc[NX];
   __m128 mins[NX];
   for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps(), mins[j] = _mm_setzero_ps();
@@ -64,6 +69,7 @@ LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_
     PrefetchLines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
     alignas(16) uint8_t sc[8], m[8];
     UnpackQ4K(blk.scales, sc, m);
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
     __m512i qh = _mm512_setzero_si512();
     if constexpr (kFive) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh)));
     __m512i isum[NX];
@@ -76,13 +82,14 @@ LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_
         lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, Bits(4 * i, 4 * i + 2)), lo, sixteen);
         hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, Bits(4 * i + 1, 4 * i + 3)), hi, sixteen);
       }
-      const __m512i scale_lo = Halves(sc[4 * i], sc[4 * i + 2]), scale_hi = Halves(sc[4 * i + 1], sc[4 * i + 3]);
+      const __m512i scale = _mm512_permutexvar_epi16(kPairScale[i], sc16);
       for (int j = 0; j < NX; ++j) {
         const int8_t* q = x[j][b].q + 128 * i;
         const __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, Pieces(q, q + 64));
         const __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, Pieces(q + 32, q + 96));
-        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(plo, scale_lo));
-        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(phi, scale_hi));
+        // Each lane's sum of four products fits 16 bits (|4 * 31 * 128| < 2^15): packed (per 128
+        // bits, four lanes of plo then four of phi) and multiplied by their scales in pairs.
+        isum[j] = _mm512_dpwssd_epi32(isum[j], _mm512_packs_epi32(plo, phi), scale);
       }
     }
     // Mins: sum over sub-blocks of m[s] * (the activation's sum over it).
@@ -100,17 +107,30 @@ LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_
 // Q6_K: per half h, ql bytes 0-63 hold elements 0-63 (low nibbles) and 64-127 (high), qh byte l
 // their two high bits (shifts 0, 2 for elements l, l + 32; 4, 6 for l + 64, l + 96); the
 // unsigned six bits go to dpbusd and 32 times the activation's sums come off.
+// The 16-bit scales of half h of a Q6_K super-block after _mm512_packs_epi32(p0, p1): 128-bit lane
+// k holds four words of sub-block 8h + k (p0's lanes 4k..4k+3), then four of 8h + 4 + k (p1's).
+LLM42_VNNI512 inline __m512i Q6KPairScaleIndex(int h) {
+  alignas(64) int16_t idx[32];
+  for (int k = 0; k < 4; ++k) {
+    for (int w = 0; w < 4; ++w) {
+      idx[8 * k + w] = static_cast<int16_t>(8 * h + k);
+      idx[8 * k + 4 + w] = static_cast<int16_t>(8 * h + 4 + k);
+    }
+  }
+  return _mm512_load_si512(idx);
+}
+
 template <int NX>
 LLM42_VNNI512 void DotQ6K(const BlockQ6_K* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
-  // Lane l of a 64-element product takes scale (l / 4): bytes 0,0,0,0,1,1,1,1,...
-  const __m128i spread_lo = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m128i spread_hi = _mm_setr_epi8(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+  const __m512i kPairScale[2] = {Q6KPairScaleIndex(0), Q6KPairScaleIndex(1)};
   __m512 acc[NX];
   for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& blk = w[b];
     PrefetchLines<sizeof(BlockQ6_K)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    const __m512i scales16 = _mm512_castsi256_si512(s16);
     __m512i isum[NX];
     for (int j = 0; j < NX; ++j) isum[j] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
@@ -121,19 +141,16 @@ LLM42_VNNI512 void DotQ6K(const BlockQ6_K* w, const ActivationQ8K* const* x, int
                                          _mm512_slli_epi16(_mm512_and_si512(qh2, low2), 4));
       const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh2, 4), low2), 4));
-      const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h));
-      const __m512i scale0 = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_lo));
-      const __m512i scale1 = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(s8, spread_hi));
+      const __m512i scale = _mm512_permutexvar_epi16(kPairScale[h], scales16);
       for (int j = 0; j < NX; ++j) {
         const int8_t* q = x[j][b].q + 128 * h;
         const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, _mm512_load_si512(q));
         const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v1, _mm512_load_si512(q + 64));
-        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(p0, scale0));
-        isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(p1, scale1));
+        // |4 * 63 * 128| < 2^15: packed to 16 bits and multiplied by their scales in pairs.
+        isum[j] = _mm512_dpwssd_epi32(isum[j], _mm512_packs_epi32(p0, p1), scale);
       }
     }
     // The -32: 32 * sum over sub-blocks of scale * the activation's sum over it.
-    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
     const float d = HalfToFloat(blk.d);
     for (int j = 0; j < NX; ++j) {
       const ActivationQ8K& a = x[j][b];
