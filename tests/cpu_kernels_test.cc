@@ -16,6 +16,7 @@
 #include "lib/backend/cpu/round_row.h"
 #include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/packed_gemm.h"
+#include "lib/backend/cpu/quant_formats.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/row_ops.h"
 #include "lib/util/ggml_types.h"
@@ -134,9 +135,20 @@ TEST(BlockTypes, DecodingMatchesTheWrittenOutDefinitions) {
 // neighbour, the Q6_K -32 dropped, Q5_K's fifth bit from the wrong sub-block or IQ4_XS's +128
 // dropped (tried each).
 TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
+  // The kernels exist only for AVX-512 VNNI (elsewhere these types decode through format_gemv.h,
+  // tested by the MatMul suite); the skip says which of the two reasons holds.
+  if (!internal::KQuantGemvAvailable(GgmlType::kQ4_K)) {
+#if LLM42_X86
+    const bool cpu_has_it = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#else
+    const bool cpu_has_it = false;
+#endif
+    GTEST_SKIP() << (cpu_has_it ? "LLM42_CPU_SIMD caps SIMD below AVX-512 in this run" : "this CPU lacks AVX-512 VNNI")
+                 << ": no integer k-quant GEMV to test (the float kernels decode these types here)";
+  }
   std::mt19937 rng(11);
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS}) {
-    if (!internal::KQuantGemvAvailable(type)) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or SIMD is off)";
+    ASSERT_TRUE(internal::KQuantGemvAvailable(type));
     const GgmlTypeInfo info = *GetGgmlTypeInfo(static_cast<uint32_t>(type));
     const int64_t k = 3 * kSuperBlock, n_rows = 20, nb = k / kSuperBlock;
     const std::vector<uint8_t> w = testing::RandomBlocks(type, n_rows * nb, rng, testing::UnitScale(type));
@@ -182,6 +194,23 @@ TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
       }
       EXPECT_NEAR(out[static_cast<size_t>(r)], dot_q, magnitude * 1e-6 + 1e-30) << info.name << " row " << r;
       EXPECT_LE(std::fabs(out[static_cast<size_t>(r)] - dot_x), bound + magnitude * 1e-6) << info.name << " row " << r;
+    }
+  }
+}
+
+// Q4_K's scales and mins unpacked all at once (the integer GEMVs') equal the per-sub-block rule
+// (ScaleMinK4, which DecodingMatchesTheWrittenOutDefinitions checks against ggml's loops).
+TEST(BlockTypes, ScalesAndMinsAllAtOnceMatchOneAtATime) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20000; ++trial) {
+    uint8_t q[12], sc[8], m[8];
+    for (uint8_t& b : q) b = static_cast<uint8_t>(rng());
+    internal::ScalesMinsK4(q, sc, m);
+    for (int s = 0; s < 8; ++s) {
+      int32_t want_sc, want_m;
+      internal::ScaleMinK4(q, s, &want_sc, &want_m);
+      ASSERT_EQ(sc[s], want_sc) << s;
+      ASSERT_EQ(m[s], want_m) << s;
     }
   }
 }

@@ -139,7 +139,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   }
   EngineConfig config;
   config.limits = SchedulerLimits{options.max_batch_tokens, options.max_running_requests,
-                                  options.determinism.verify_group, c.common_window()};
+                                  options.determinism.verify_group, window};
   config.determinism = options.determinism;
   config.schedule = s->schedule_;
   config.max_sequence = s->max_sequence_;

@@ -361,7 +361,6 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadJsonMerges(
 // makes ranked below them all, <0xXX> tokens as bytes. The space marker is prepended (GGUF's
 // add_space_prefix) where the normalizer prepends it or a Metaspace pre-tokenizer does.
 absl::StatusOr<VocabSpec> ReadByteFallbackBpe(const json& tok, int64_t n_vocab) {
-  const std::string normalizer = tok.value("normalizer", json()).dump();
   const json& pre = tok.value("pre_tokenizer", json());
   const bool metaspace =
       pre.is_object() && pre.value("type", "") == "Metaspace" && pre.value("replacement", "\u2581") == "\u2581";
@@ -369,10 +368,12 @@ absl::StatusOr<VocabSpec> ReadByteFallbackBpe(const json& tok, int64_t n_vocab) 
     return UnsupportedError("tokenizer.json: a byte-fallback BPE tokenizer whose pre-tokenizer splits the text (",
                             pre.dump().substr(0, 200), ") is not supported");
   }
-  for (const json& step : tok.value("normalizer", json()).is_object()
-                              ? tok["normalizer"].value("normalizers", json::array({tok["normalizer"]}))
-                              : json::array()) {
-    // What SentencePiece's normalization does: spaces become the marker, prepended or not.
+  // The normalizer: none, one step, or a Sequence of them; each what SentencePiece's normalization
+  // does (spaces become the marker, which may be prepended).
+  const json& normalizer = tok.value("normalizer", json());
+  const json steps = normalizer.is_object() ? normalizer.value("normalizers", json::array({normalizer})) : json::array();
+  bool prepends = metaspace && pre.value("prepend_scheme", "always") != "never";
+  for (const json& step : steps) {
     const std::string type = step.value("type", "");
     const bool prepend = type == "Prepend" && step.value("prepend", "") == "\u2581";
     const bool replace = type == "Replace" && step.value("content", "") == "\u2581" &&
@@ -381,6 +382,7 @@ absl::StatusOr<VocabSpec> ReadByteFallbackBpe(const json& tok, int64_t n_vocab) 
       return UnsupportedError("tokenizer.json: normalizer ", step.dump().substr(0, 200),
                               " is not supported (a Prepend or a Replace of spaces with U+2581)");
     }
+    prepends = prepends || prepend;
   }
   VocabSpec spec;
   spec.model = "llama";
@@ -415,8 +417,7 @@ absl::StatusOr<VocabSpec> ReadByteFallbackBpe(const json& tok, int64_t n_vocab) 
     if (static_cast<int32_t>(id) == spec.unk) continue;
     spec.types[static_cast<size_t>(id)] = special ? TokenType::kControl : TokenType::kUserDefined;
   }
-  spec.add_space_prefix = normalizer.find("\"Prepend\"") != std::string::npos ||
-                          (metaspace && pre.value("prepend_scheme", "always") != "never");
+  spec.add_space_prefix = prepends;
   return spec;
 }
 

@@ -1,6 +1,5 @@
 #include "lib/model/fingerprint.h"
 
-
 #include <algorithm>
 #include <vector>
 

@@ -1,5 +1,6 @@
 #include "lib/util/sha256.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__)

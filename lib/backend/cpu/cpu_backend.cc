@@ -269,9 +269,11 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
                                      static_cast<int64_t>(f->rows.size()), panels.data());
     }
   }
-  // fast decode rows of Q4_K and Q6_K on AVX-512 VNNI: integer sub-block products against
-  // activations rounded to 8 bits per 256 values (kquant_gemv.h), each row quantized once here.
-  const bool kquant_gemv = !fast_rows_.empty() && static_cast<int64_t>(fast_rows_.size()) <= kKQuantGemvMaxRows && internal::KQuantGemvAvailable(w0.type, simd_);
+  // fast decode rows of Q4_K, Q5_K, Q6_K and IQ4_XS on AVX-512 VNNI: integer sub-block products
+  // against activations rounded to 8 bits per 256 values (kquant_gemv.h), each row quantized once
+  // here for every matrix and thread.
+  const bool kquant_gemv = !fast_rows_.empty() && static_cast<int64_t>(fast_rows_.size()) <= kKQuantGemvMaxRows &&
+                           internal::KQuantGemvAvailable(w0.type, simd_);
   if (kquant_gemv) {
     act_k8_.resize(static_cast<size_t>(m * (k / kSuperBlock)));
     for (int64_t i : fast_rows_) internal::QuantizeQ8K(x + i * k, k, act_k8_.data() + i * (k / kSuperBlock));

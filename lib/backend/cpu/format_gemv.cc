@@ -8,6 +8,20 @@ namespace llm42::internal {
 namespace {
 
 #if LLM42_X86
+// Rows g .. g + R - 1 from w (consecutive, row_bytes apart) as blocks.
+template <typename Block, int R>
+inline void GroupRows(const uint8_t* w, size_t row_bytes, int64_t g, const Block** rows) {
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(g + r) * row_bytes);
+}
+
+// Block b of the next group's rows (R rows further on), a group ahead of the one being read.
+template <typename Block, int R>
+inline void PrefetchNextGroup(const Block* const* rows, int64_t b, size_t row_bytes) {
+  for (int r = 0; r < R; ++r) {
+    PrefetchLines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(rows[r] + b) + static_cast<size_t>(R) * row_bytes);
+  }
+}
+
 // R rows from w (consecutive, row_bytes apart) against x: out[r]. U chains per row over
 // alternate eight-element steps (a block's steps number a multiple of two, so step parity is the
 // same within a block as over the row).
@@ -18,16 +32,13 @@ LLM42_AVX2 void FormatGemvRows(const uint8_t* w, size_t row_bytes, int64_t n_row
   const int64_t nb = k / F::kBlock;
   for (int64_t g = 0; g < n_rows; g += R) {
     const Block* rows[R];
-    for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(g + r) * row_bytes);
+    GroupRows<Block, R>(w, row_bytes, g, rows);
     __m256 acc[R][U];
     for (int r = 0; r < R; ++r) {
       for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < nb; ++b) {
-      // The next rows' bytes at this place, a block ahead of the group after this one.
-      for (int r = 0; r < R; ++r) {
-        PrefetchLines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(rows[r] + b) + static_cast<size_t>(R) * row_bytes);
-      }
+      PrefetchNextGroup<Block, R>(rows, b, row_bytes);
       const float* xb = x + b * F::kBlock;
       for (int64_t s = 0; s < F::kBlock / F::kSub; ++s) {
         __m256 a[R], c[R];
@@ -67,13 +78,11 @@ LLM42_AVX512 void FormatGemvRows512(const uint8_t* w, size_t row_bytes, int64_t 
   const int64_t nb = k / F::kBlock;
   for (int64_t g = 0; g < n_rows; g += R) {
     const Block* rows[R];
-    for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(g + r) * row_bytes);
+    GroupRows<Block, R>(w, row_bytes, g, rows);
     __m512 acc[P];
     for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      for (int r = 0; r < R; ++r) {
-        PrefetchLines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(rows[r] + b) + static_cast<size_t>(R) * row_bytes);
-      }
+      PrefetchNextGroup<Block, R>(rows, b, row_bytes);
       const float* xb = x + b * F::kBlock;
       for (int64_t s = 0; s < F::kBlock / F::kSub; ++s) {
         __m512 a[P], c[P];

@@ -1,6 +1,5 @@
 #include "lib/backend/cpu/kquant_gemv.h"
 
-#include <cstring>
 #include <type_traits>
 
 #include "lib/backend/cpu/quant_formats.h"
@@ -12,17 +11,6 @@ namespace llm42::internal {
 namespace {
 
 #if LLM42_X86
-// Q4_K's and Q5_K's eight 6-bit scales and mins (ScaleMinK4) as bytes, four at a time: with
-// words a, b, c of the 12 bytes, scales 0-3 are a's low six bits, mins 0-3 b's, and scales (mins)
-// 4-7 c's low (high) nibbles with a's (b's) top two bits above them.
-inline void UnpackQ4K(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
-  const uint32_t a = Load32(scales), b = Load32(scales + 4), c = Load32(scales + 8);
-  const uint32_t words[4] = {a & 0x3F3F3F3Fu, (c & 0x0F0F0F0Fu) | (((a >> 6) & 0x03030303u) << 4), b & 0x3F3F3F3Fu,
-                             ((c >> 4) & 0x0F0F0F0Fu) | (((b >> 6) & 0x03030303u) << 4)};
-  std::memcpy(sc, words, 8);
-  std::memcpy(m, words + 2, 8);
-}
-
 // Two 32-byte pieces of the activation as one register.
 LLM42_VNNI512 inline __m512i Pieces(const int8_t* lo, const int8_t* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo))),
@@ -68,7 +56,7 @@ LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_
     const Block& blk = w[b];
     PrefetchLines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(&blk) + kStreamPrefetchBytes);
     alignas(16) uint8_t sc[8], m[8];
-    UnpackQ4K(blk.scales, sc, m);
+    ScalesMinsK4(blk.scales, sc, m);
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
     __m512i qh = _mm512_setzero_si512();
     if constexpr (kFive) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh)));

@@ -76,6 +76,16 @@ inline uint32_t Load32(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
+// ScaleMinK4 for all eight sub-blocks as bytes, four at a time (the integer decode GEMVs' form,
+// kquant_gemv.h): with words a, b, c of the 12 bytes, scales 0-3 are a's low six bits, mins 0-3
+// b's, and scales (mins) 4-7 c's low (high) nibbles with a's (b's) top two bits above them.
+inline void ScalesMinsK4(const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  const uint32_t a = Load32(q), b = Load32(q + 4), c = Load32(q + 8);
+  const uint32_t words[4] = {a & 0x3F3F3F3Fu, (c & 0x0F0F0F0Fu) | (((a >> 6) & 0x03030303u) << 4), b & 0x3F3F3F3Fu,
+                             ((c >> 4) & 0x0F0F0F0Fu) | (((b >> 6) & 0x03030303u) << 4)};
+  std::memcpy(sc, words, 8);
+  std::memcpy(m, words + 2, 8);
+}
 // Q5_0's and Q5_1's five bits of element j: its nibble, and bit j of qh (little-endian) above it.
 inline int32_t Five(const uint8_t* qs, const uint8_t* qh, int64_t j) {
   return Nibble(qs, j, 16) | static_cast<int32_t>(((Load32(qh) >> j) & 1) << 4);
