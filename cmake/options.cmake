@@ -14,8 +14,15 @@ if(LLM42_BUNDLED_DEPS AND NOT EXISTS "${LLM42_DEPS_PREFIX}/lib/libprotobuf.a")
   message(FATAL_ERROR "LLM42_BUNDLED_DEPS needs LLM42_DEPS_PREFIX: the path tools/build-deps.sh prints")
 endif()
 
-# CUDA is optional: ON by default only where a toolkit is found.
-find_package(CUDAToolkit QUIET)
+if(WIN32 AND NOT LLM42_BUNDLED_DEPS)
+  message(FATAL_ERROR "Windows builds link the bundled dependencies: tools/build-windows.sh")
+endif()
+
+# CUDA is optional: ON by default only where a toolkit is found (not on Windows: nvcc for Windows
+# hosts needs MSVC).
+if(NOT WIN32)
+  find_package(CUDAToolkit QUIET)
+endif()
 if(CUDAToolkit_FOUND)
   set(_llm42_cuda_default ON)
 else()

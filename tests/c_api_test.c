@@ -369,7 +369,11 @@ static void TestSavedConversationInAFreshProcess(const char* self) {
   EXPECT_STATUS(llm42_session_save_conversation(s, t1, path), LLM42_OK);
   here = SubmitTurn(s, t1, NULL, " The end.", NULL, 0);
   FormatOutput(here, expected, sizeof expected);
+#ifdef _WIN32 /* cmd.exe quotes with double quotes */
+  snprintf(command, sizeof command, "\"\"%s\" \"%s\" --continue-saved \"%s\"\"", self, g_model, path);
+#else
   snprintf(command, sizeof command, "'%s' '%s' --continue-saved '%s'", self, g_model, path);
+#endif
   child = popen(command, "r");
   EXPECT(child != NULL);
   if (child != NULL) {

@@ -1026,7 +1026,7 @@ float WholeBlockDot(GgmlType type, const uint8_t* row, const internal::Activatio
       for (int e = 0; e < 32; ++e) p += ((e < 16 ? blk.q[e] & 0x0F : blk.q[e - 16] >> 4) - 8) * xb.q[e];
       scale = blk.scale;
     }
-    c[b % chains] = std::fma(static_cast<float>(p), Fp16ToFp32(scale) * xb.d, c[b % chains]);
+    c[b % chains] = PortableFmaf(static_cast<float>(p), Fp16ToFp32(scale) * xb.d, c[b % chains]);
   }
   if (chains == 1) return c[0];
   return ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7]));

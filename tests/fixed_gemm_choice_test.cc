@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
+#include "lib/util/portable_math.h"
 
 namespace llm42 {
 namespace {
@@ -79,7 +80,7 @@ class FakeDevice : public FixedGemmDevice {
     switch (way.kind) {
       case GemmWay::Kind::kFmaChain: {
         float acc = 0;
-        for (int64_t i = 0; i < kK; ++i) acc = std::fma(x[i], w[i], acc);
+        for (int64_t i = 0; i < kK; ++i) acc = PortableFmaf(x[i], w[i], acc);
         return acc;
       }
       case GemmWay::Kind::kTensorCore: {

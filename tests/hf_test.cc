@@ -1,5 +1,6 @@
 // Hugging Face directories: safetensors validation, tokenizer files, and the same weights in
 // GGUF and HF layout computing the same bits.
+#include <numbers>
 #include <unistd.h>
 
 #include <algorithm>
@@ -667,7 +668,7 @@ TEST(RopeScaling, Llama3FactorsMatchTransformersFormula) {
   ASSERT_EQ(got.size(), 64u);
   for (int i = 0; i < 64; ++i) {
     const double inv_freq = std::pow(base, -2.0 * i / 128);
-    const double wavelen = 2 * M_PI / inv_freq;
+    const double wavelen = 2 * std::numbers::pi / inv_freq;
     double scaled = inv_freq;
     if (wavelen > original / low) {
       scaled = inv_freq / factor;

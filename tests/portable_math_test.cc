@@ -2,14 +2,18 @@
 // not depend on which implementation glibc dispatched to.
 #include "lib/util/portable_math.h"
 
+#if defined(__linux__)
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -60,6 +64,7 @@ Digests Compute() {
   std::_Exit(0);
 }();
 
+#if defined(__linux__)
 // Runs this binary again with glibc told that the CPU has neither AVX2 nor FMA, which makes
 // libm's exp, log and cos take their other implementations. Our functions must give the same
 // bits; libm's (the control) must not where the CPU has FMA, or the mask did nothing and the
@@ -93,6 +98,63 @@ TEST(PortableMath, DigestsIgnoreGlibcDispatch) {
   if (__builtin_cpu_supports("fma")) {
     EXPECT_NE(libm, parent.libm) << "control: masking AVX2/FMA did not change libm here";
   }
+}
+#endif  // glibc's dispatch; across operating systems, tests/cross_os.cmake compares the digests
+
+// The processor's fused multiply-add: the reference for FmafRoundToOdd.
+__attribute__((target("fma"))) float HardwareFmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+
+// FmafRoundToOdd gives the processor's fused multiply-add bits: on random operands over a wide
+// exponent range, and on the cases a double-rounded a * b + c gets wrong (the exact result just
+// off a halfway point between floats, cancellation, results below float's normal range, overflow,
+// infinities, NaN). Checked to fail with the round-to-odd step taken out (a plain double sum
+// rounded to float).
+TEST(PortableMath, FmafRoundToOddIsTheFusedMultiplyAdd) {
+  if (!__builtin_cpu_supports("fma")) GTEST_SKIP() << "this CPU has no FMA instruction to compare with";
+  std::mt19937_64 rng(99);
+  auto random_float = [&](int spread) {
+    const uint32_t sign = static_cast<uint32_t>(rng() & 1) << 31;
+    const uint32_t exponent = static_cast<uint32_t>(127 - spread + static_cast<int>(rng() % (2 * spread + 1)));
+    return std::bit_cast<float>(sign | exponent << 23 | static_cast<uint32_t>(rng() & 0x7fffff));
+  };
+  int64_t checked = 0, hard = 0;
+  auto check = [&](float a, float b, float c) {
+    const float want = HardwareFmaf(a, b, c), got = internal::FmafRoundToOdd(a, b, c);
+    ++checked;
+    if (static_cast<float>(static_cast<double>(a) * b + c) != want) ++hard;
+    if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want) && !(got != got && want != want)) {
+      ADD_FAILURE() << std::hexfloat << a << " * " << b << " + " << c << ": " << got << ", the FMA gives " << want;
+      return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 2000000; ++i) {
+    if (!check(random_float(30), random_float(30), random_float(60))) return;
+  }
+  // Sums whose double rounding lands exactly halfway between two floats while the exact sum is
+  // just off it: c in [1, 2) with an odd last bit, a * b = +-2^-24 (1 - 2^-46 i^2), so that
+  // c + a * b is c +- half an ulp -+ 2^-70 i^2 (below double's precision). A single rounding
+  // gives c; a double rounding ties to even and gives c's neighbour. Scaled by powers of two.
+  for (int i = 0; i < 200000; ++i) {
+    const int n = 1 + static_cast<int>(rng() % 360);
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 60) - 30);
+    const float c = std::bit_cast<float>(0x3f800001u | static_cast<uint32_t>(rng() & 0x7ffffe)) * scale;
+    const float a = (1 + n * 0x1p-23f) * 0x1p-24f * scale, b = 1 - n * 0x1p-23f;
+    if (!check(a, b, c) || !check(-a, b, c) || !check(a, -b, -c)) return;
+  }
+  // Subnormal and overflowing results, infinities, NaN.
+  for (int i = 0; i < 200000; ++i) {
+    if (!check(random_float(70) * 0x1p-60f, random_float(10) * 0x1p-10f, random_float(5) * 0x1p-140f)) return;
+    if (!check(random_float(5) * 0x1p100f, random_float(5) * 0x1p30f, random_float(5) * 0x1p127f)) return;
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (float a : {0.0f, -0.0f, 1.0f, -3.5f, inf, -inf, nan}) {
+    for (float c : {0.0f, -0.0f, 2.0f, inf, -inf, nan}) {
+      if (!check(a, 2.0f, c) || !check(a, -0.0f, c)) return;
+    }
+  }
+  // The control: double rounding gets some of these wrong, or the cases tested nothing hard.
+  EXPECT_GT(hard, 1000) << "of " << checked;
 }
 
 // ulps between a double and the correctly rounded long double result.

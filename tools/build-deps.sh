@@ -4,7 +4,11 @@
 # position-independent static libraries with hidden visibility, into a cache outside the build
 # tree. Prints the install prefix on stdout (for -DLLM42_DEPS_PREFIX); progress goes to stderr.
 #
-#   tools/build-deps.sh [TARGET]      TARGET: linux-x86_64 (the default; the only one so far)
+#   tools/build-deps.sh [TARGET]      TARGET: linux-x86_64 (the default) or windows-x86_64
+#
+# windows-x86_64 cross-builds with Debian's MinGW-w64 (cmake/toolchains/mingw-w64-x86_64.cmake)
+# and adds what a Windows build cannot take from the system: GoogleTest (for the tests, run under
+# Wine) and nlohmann-json's headers.
 #
 # The sources come through `apt-get source`, with a source list this script writes under its
 # cache from the system's own Debian archives (their deb entries as deb-src); the system's apt
@@ -15,11 +19,21 @@
 set -euo pipefail
 
 target=${1:-linux-x86_64}
-case "$target" in
-  linux-x86_64) ;;
-  *) echo "llm42: build-deps: unknown target '$target' (linux-x86_64)" >&2; exit 2 ;;
-esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Each bundled library: the binary package install-deps.sh pins (its source package has the same
+# version), and the library it builds.
+deps=(libabsl-dev libprotobuf-dev libutf8proc-dev)
+case "$target" in
+  linux-x86_64)
+    flags="-O2 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden"
+    target_args=() ;;
+  windows-x86_64)
+    # A DLL exports only what it marks: no visibility flags on PE.
+    flags="-O2"
+    target_args=(-DCMAKE_TOOLCHAIN_FILE="$here/../cmake/toolchains/mingw-w64-x86_64.cmake")
+    deps+=(libgtest-dev nlohmann-json3-dev) ;;
+  *) echo "llm42: build-deps: unknown target '$target' (linux-x86_64, windows-x86_64)" >&2; exit 2 ;;
+esac
 cache=${LLM42_DEPS_CACHE:-$HOME/.cache/llm42/deps}
 prefix=$cache/$target
 source "$here/install-deps.sh"  # PINNED only, when sourced
@@ -33,12 +47,9 @@ pin() {
   echo "llm42: build-deps: $1 is not pinned in tools/install-deps.sh" >&2
   exit 1
 }
-# Each bundled library: the binary package install-deps.sh pins, and the library it builds.
-deps=(libabsl-dev libprotobuf-dev libutf8proc-dev)
-flags="-O2 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden"
 stamp_text="target=$target flags=$flags"
 for d in "${deps[@]}"; do stamp_text+=" $d=$(pin "$d")"; done
-stamp_text+=" script=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)"
+stamp_text+=" script=$(cat "${BASH_SOURCE[0]}" "$here/../cmake/toolchains/mingw-w64-x86_64.cmake" | sha256sum | cut -c1-16)"
 
 complete() {
   [[ -f $prefix/.stamp && $(cat "$prefix/.stamp") == "$stamp_text" ]] &&
@@ -83,14 +94,15 @@ open(sys.argv[1], 'w').write('\n'.join(out))
 EOF
 apt_opts=(-q -o "Dir::Etc::SourceList=$cache/apt/none.list" -o "Dir::Etc::SourceParts=$cache/apt/sources.list.d"
           -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt/cache" -o "APT::Sandbox::User=root")
-echo "llm42: build-deps: [1/5] source lists" >&2
+steps=$(( ${#deps[@]} + 1 ))
+echo "llm42: build-deps: [1/$steps] source lists" >&2
 apt-get "${apt_opts[@]}" update >&2
 
 step=1
 for d in "${deps[@]}"; do
   step=$((step + 1))
   want=$(pin "$d")
-  echo "llm42: build-deps: [$step/5] $d $want: source" >&2
+  echo "llm42: build-deps: [$step/$steps] $d $want: source" >&2
   dir=$cache/src/$d-$want
   if [[ ! -d $dir/tree ]]; then
     rm -rf "$dir" && mkdir -p "$dir"
@@ -104,7 +116,7 @@ for d in "${deps[@]}"; do
   common=(-G Ninja -S "$dir/tree" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix"
           -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_SHARED_LIBS=OFF
           -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_CXX_VISIBILITY_PRESET=hidden
-          -DCMAKE_VISIBILITY_INLINES_HIDDEN=ON)
+          -DCMAKE_VISIBILITY_INLINES_HIDDEN=ON "${target_args[@]}")
   case "$d" in
     # C++20, as llm42 compiles: Abseil's std:: aliases (optional, string_view, ...) follow the
     # standard it is built with, and must agree with the code that includes its headers.
@@ -112,8 +124,10 @@ for d in "${deps[@]}"; do
     libprotobuf-dev) cmake "${common[@]}" -Dprotobuf_BUILD_TESTS=OFF -Dprotobuf_BUILD_PROTOC_BINARIES=OFF \
                        -Dprotobuf_BUILD_LIBPROTOC=OFF -Dprotobuf_WITH_ZLIB=OFF -Dprotobuf_BUILD_SHARED_LIBS=OFF >&2 ;;
     libutf8proc-dev) cmake "${common[@]}" -DUTF8PROC_ENABLE_TESTING=OFF >&2 ;;
+    libgtest-dev) cmake "${common[@]}" -DCMAKE_CXX_STANDARD=20 -Dgtest_disable_pthreads=OFF >&2 ;;
+    nlohmann-json3-dev) cmake "${common[@]}" -DJSON_BuildTests=OFF -DJSON_Install=ON >&2 ;;
   esac
-  echo "llm42: build-deps: [$step/5] $d $want: build" >&2
+  echo "llm42: build-deps: [$step/$steps] $d $want: build" >&2
   cmake --build "$build" --target install >&2
 done
 echo "$stamp_text" >"$prefix/.stamp"

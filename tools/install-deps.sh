@@ -33,6 +33,8 @@ PINNED=(
   nunit-console=2.6.4+dfsg-1.1
   dpkg-dev=1.21.22
   debootstrap=1.0.128+nmu2+deb12u2
+  g++-mingw-w64-x86-64-posix=12.2.0-14+deb12u1+25.2+b1
+  wine64=8.0~repack-4
 )
 # Sourced (tools/build-deps.sh reads the pins): nothing else.
 if [[ ${BASH_SOURCE[0]} != "$0" ]]; then return 0; fi

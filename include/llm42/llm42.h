@@ -31,7 +31,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__GNUC__)
+#if defined(_WIN32)
+#if defined(LLM42_BUILDING_DLL)
+#define LLM42_API __declspec(dllexport)
+#else
+#define LLM42_API /* functions need no dllimport: the import library's thunks resolve them */
+#endif
+#elif defined(__GNUC__)
 #define LLM42_API __attribute__((visibility("default")))
 #else
 #define LLM42_API

@@ -12,6 +12,7 @@
 #include "lib/engine/session.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
+#include "lib/util/thread_scratch.h"
 #include "lib/util/utf8.h"
 
 struct llm42_determinism {
@@ -53,7 +54,9 @@ LLM42_SAME_STAT(LLM42_STAT_KV_WINDOW_RELEASES, kKvWindowReleases);
 static_assert(LLM42_STAT_KV_WINDOW_RELEASES + 1 == llm42::kStatCount, "a counter without its ABI number");
 #undef LLM42_SAME_STAT
 
-thread_local std::string t_last_error;
+// The calling thread's last error message (ThreadScratch: a thread_local std::string's destructor
+// is unsafe under MinGW's emulated TLS, and host threads come and go).
+std::string& LastError() { return llm42::ThreadScratch<std::string, struct LastErrorMessage>(); }
 
 llm42_status ToC(absl::StatusCode code) {
   switch (code) {
@@ -73,7 +76,7 @@ llm42_status ToC(absl::StatusCode code) {
 }
 
 llm42_status Fail(llm42_status code, std::string message) {
-  t_last_error = std::move(message);
+  LastError() = std::move(message);
   return code;
 }
 
@@ -105,7 +108,7 @@ llm42_status CopyOut(const T* data, size_t n, T* buf, size_t capacity, size_t* o
 // Runs body; a C++ exception (allocation failure above all) becomes a status.
 template <typename F>
 llm42_status Guard(F&& body) {
-  t_last_error.clear();
+  LastError().clear();
   try {
     return body();
   } catch (const std::bad_alloc&) {
@@ -189,7 +192,7 @@ const char* llm42_status_name(llm42_status status) {
   return "LLM42_UNKNOWN_STATUS";
 }
 
-const char* llm42_last_error(void) { return t_last_error.c_str(); }
+const char* llm42_last_error(void) { return LastError().c_str(); }
 
 void llm42_set_log_callback(llm42_log_callback fn, void* user_data) {
   llm42::SetLogSink(fn, user_data);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numbers>
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
@@ -23,7 +24,7 @@ void AddNoise(std::span<float> logits, double stddev, uint64_t key, int64_t posi
     const double u2 = PhiloxUniform(key ^ 0x5bd1e995, static_cast<uint64_t>(position), static_cast<uint32_t>(i));
     const double r = std::sqrt(-2.0 * PortableLog(u1)) * stddev;
     double sin_t, cos_t;
-    PortableSinCos(2 * M_PI * u2, &sin_t, &cos_t);
+    PortableSinCos(2 * std::numbers::pi * u2, &sin_t, &cos_t);
     logits[i] += static_cast<float>(r * cos_t);
     if (i + 1 < logits.size()) logits[i + 1] += static_cast<float>(r * sin_t);
   }

@@ -1,15 +1,14 @@
 #include "lib/engine/options.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fstream>
+#include <filesystem>
 #include <sstream>
 
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/util/platform.h"
 #include "lib/util/status.h"
 #include "lib/util/utf8.h"
 #include "proto/session_config.pb.h"
@@ -91,9 +90,12 @@ absl::Status RequestOptions::Validate() const {
 }
 
 absl::Status SessionOptions::LoadConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(platform::Utf8Path(path), std::ios::binary);
   if (!in) {
-    if (::access(path.c_str(), F_OK) != 0) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    std::error_code ec;
+    if (!std::filesystem::exists(platform::Utf8Path(path), ec)) {
+      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    }
     return IoError(path, ": cannot read");
   }
   std::stringstream text;

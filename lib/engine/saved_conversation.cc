@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "lib/util/platform.h"
 #include "lib/util/stable_hash.h"
 
 namespace llm42 {
@@ -88,7 +89,7 @@ absl::Status WriteSavedConversation(const std::string& path, const SavedConversa
   w.Array(c.block_fixed.data(), c.block_fixed.size(), 1);
   w.Array(c.kv.data(), c.kv.size(), 1);
   w.Put(Checksum(w.out().data(), w.out().size()));
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  std::ofstream f(platform::Utf8Path(path), std::ios::binary | std::ios::trunc);
   if (!f) return absl::UnavailableError(absl::StrCat("cannot create ", path));
   f.write(w.out().data(), static_cast<std::streamsize>(w.out().size()));
   f.close();
@@ -116,7 +117,7 @@ absl::Status CheckSameSetup(const SavedConversation& saved, const SavedConversat
 }
 
 absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(platform::Utf8Path(path), std::ios::binary);
   if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   const std::string bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
   auto bad = [&](const char* why) {

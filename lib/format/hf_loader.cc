@@ -12,6 +12,8 @@
 #include "lib/format/rope_factors.h"
 #include "lib/format/safetensors.h"
 #include "lib/format/vocab_spec.h"
+#include "lib/util/platform.h"
+#include "lib/util/portable_math.h"
 #include "lib/util/status.h"
 #include "nlohmann/json.hpp"
 #include "proto/sentencepiece_model.pb.h"
@@ -39,7 +41,7 @@ struct Storage {
 
 absl::StatusOr<std::string> ReadText(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", platform::PathUtf8(path)));
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -48,7 +50,7 @@ absl::StatusOr<std::string> ReadText(const fs::path& path) {
 absl::StatusOr<json> ReadJson(const fs::path& path) {
   LLM42_ASSIGN_OR_RETURN(std::string text, ReadText(path));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return FormatError(path.string(), " is not a JSON object");
+  if (j.is_discarded() || !j.is_object()) return FormatError(platform::PathUtf8(path), " is not a JSON object");
   return j;
 }
 
@@ -219,7 +221,7 @@ absl::Status AddRopeScaling(const json& c, const std::string& arch, Metadata* md
     }
     const double scale = static_cast<double>(n_ctx) / static_cast<double>(original);
     md->emplace_back(arch + ".rope.scaling.attn_factor",
-                     Float(scale <= 1.0 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(original)))));
+                     Float(scale <= 1.0 ? 1.0 : std::sqrt(1 + PortableLog(scale) / PortableLog(static_cast<double>(original)))));
     md->emplace_back(arch + ".rope.scaling.original_context_length", Uint(original));
     return absl::OkStatus();
   }
@@ -292,10 +294,10 @@ absl::StatusOr<VocabSpec> ReadSentencePiece(const fs::path& path, int64_t n_voca
   LLM42_ASSIGN_OR_RETURN(std::string bytes, ReadText(path));
   sentencepiece::ModelProto model;
   if (!model.ParseFromString(bytes) || model.pieces_size() == 0) {
-    return FormatError(path.string(), " is not a SentencePiece model");
+    return FormatError(platform::PathUtf8(path), " is not a SentencePiece model");
   }
   if (model.trainer_spec().model_type() != sentencepiece::TrainerSpec::BPE) {
-    return UnsupportedError(path.string(), ": SentencePiece model type ",
+    return UnsupportedError(platform::PathUtf8(path), ": SentencePiece model type ",
                             sentencepiece::TrainerSpec::ModelType_Name(model.trainer_spec().model_type()),
                             " is not supported (BPE)");
   }
@@ -464,7 +466,7 @@ absl::StatusOr<VocabSpec> ReadTokenizer(const fs::path& dir, const json& config,
       spec.merges.push_back(line);
     }
   } else {
-    return FormatError(dir.string(), ": no tokenizer (tokenizer.json, tokenizer.model, or vocab.json "
+    return FormatError(platform::PathUtf8(dir), ": no tokenizer (tokenizer.json, tokenizer.model, or vocab.json "
                        "and merges.txt)");
   }
   if (spec.model == "gpt2") {
@@ -634,7 +636,7 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
   const int64_t n_head = config.value("num_attention_heads", 1);
   const int64_t n_head_kv = config.value("num_key_value_heads", n_head);
   for (const std::string& name : shard_names) {
-    LLM42_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> shard, SafetensorsFile::Open((dir / name).string()));
+    LLM42_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> shard, SafetensorsFile::Open(platform::PathUtf8(dir / name)));
     for (const SafetensorsTensor& t : shard->tensors()) {
       const std::string gguf = GgufName(t.name, arch);
       if (gguf.empty()) continue;
@@ -696,7 +698,7 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectoryOrThrow(const std::string& path) {
-  const fs::path dir(path);
+  const fs::path dir = platform::Utf8Path(path);
   LLM42_ASSIGN_OR_RETURN(json config, ReadJson(dir / "config.json"));
   Metadata md;
   std::string arch;
@@ -705,7 +707,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectoryOrThrow(const std::stri
   absl::Status s = AddConfig(config, &md, &arch, &n_vocab, &tied);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   md.insert(md.begin(), {"general.architecture", String(arch)});
-  md.insert(md.begin() + 1, {"general.name", String(dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string())});
+  md.insert(md.begin() + 1, {"general.name", String(dir.filename().empty() ? platform::PathUtf8(dir.parent_path().filename()) : platform::PathUtf8(dir.filename()))});
 
   auto storage = std::make_shared<Storage>();
   std::vector<GgufTensorInfo> tensors;
@@ -738,7 +740,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& pat
 
 absl::StatusOr<std::unique_ptr<GgufFile>> OpenModel(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return OpenHfDirectory(path);
+  if (fs::is_directory(platform::Utf8Path(path), ec)) return OpenHfDirectory(path);
   return GgufFile::Open(path);
 }
 

@@ -1,6 +1,7 @@
 #include "lib/format/rope_factors.h"
 
 #include <cmath>
+#include <numbers>
 
 #include "lib/util/portable_math.h"
 
@@ -13,7 +14,7 @@ std::vector<float> Llama3RopeFactors(int64_t n_rot, double base, double factor, 
   std::vector<float> factors;
   for (int64_t i = 0; i < n_rot; i += 2) {
     const double freq = 1.0 / PortablePow(base, static_cast<double>(i) / static_cast<double>(n_rot));
-    const double wavelen = 2 * M_PI / freq;
+    const double wavelen = 2 * std::numbers::pi / freq;
     if (wavelen < high_wavelen) {
       factors.push_back(1.0f);
     } else if (wavelen > low_wavelen) {

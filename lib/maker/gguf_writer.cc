@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "lib/util/platform.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
@@ -172,7 +173,7 @@ std::vector<uint8_t> GgufWriter::Serialize() const {
 absl::Status GgufWriter::WriteFile(const std::string& path) const {
   std::vector<uint64_t> offsets;
   const std::vector<uint8_t> header = Header(&offsets);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::FILE* f = platform::OpenFile(path, "wb");
   if (f == nullptr) return IoError(path, ": cannot open for writing");
   bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
   static const uint8_t kZeros[kAlignment] = {};

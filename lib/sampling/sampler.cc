@@ -8,6 +8,7 @@
 
 #include "lib/sampling/philox.h"
 #include "lib/util/portable_math.h"
+#include "lib/util/thread_scratch.h"
 
 namespace llm42 {
 namespace {
@@ -26,7 +27,9 @@ namespace {
 template <typename T, int kTag>
 class ThreadBuffer {
  public:
-  ThreadBuffer() : own_(in_use_ ? &fallback_ : &shared_), claimed_(!in_use_) { in_use_ = true; }
+  ThreadBuffer() : own_(in_use_ ? &fallback_ : &ThreadScratch<std::vector<T>, ThreadBuffer>()), claimed_(!in_use_) {
+    in_use_ = true;
+  }
   ThreadBuffer(const ThreadBuffer&) = delete;
   ThreadBuffer& operator=(const ThreadBuffer&) = delete;
   ~ThreadBuffer() {
@@ -36,14 +39,11 @@ class ThreadBuffer {
   std::vector<T>* operator->() { return own_; }
 
  private:
-  static thread_local std::vector<T> shared_;
   static thread_local bool in_use_;
   std::vector<T> fallback_;
   std::vector<T>* own_;
   bool claimed_;
 };
-template <typename T, int kTag>
-thread_local std::vector<T> ThreadBuffer<T, kTag>::shared_;
 template <typename T, int kTag>
 thread_local bool ThreadBuffer<T, kTag>::in_use_ = false;
 

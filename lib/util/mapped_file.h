@@ -23,9 +23,10 @@ class MappedFile {
   size_t size() const { return size_; }
 
  private:
-  MappedFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  MappedFile(const uint8_t* data, size_t size, uintptr_t handle) : data_(data), size_(size), handle_(handle) {}
   const uint8_t* data_;
   size_t size_;
+  uintptr_t handle_;
 };
 
 }  // namespace llm42

@@ -63,7 +63,35 @@ inline constexpr double kLn2Lo = 1.90821492927058770002e-10;
 inline constexpr double kExpfTaylor[] = {1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
                                          1.0 / 24,     1.0 / 6,     0.5,        1.0,       1.0};
 
+// a * b + c rounded once to float, from double arithmetic alone: a * b is exact in double (24 +
+// 24 bits), the sum is rounded to odd (to nearest, then, where inexact and the result's last bit
+// is even, one step toward the exact sum — TwoSum gives its sign), and a rounding to odd with at
+// least two more bits than float's 24 rounds to the nearest float exactly as a single rounding
+// would (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums", 2008).
+inline float FmafRoundToOdd(float af, float bf, float cf) {
+  const double p = static_cast<double>(af) * bf, c = cf;
+  const double s = p + c;
+  const double v = s - p;
+  const double err = (p - (s - v)) + (c - v);
+  auto bits = std::bit_cast<uint64_t>(s);
+  if (err != 0 && (bits & 1) == 0 && s - s == 0) {  // inexact, even, finite
+    bits += (err > 0) == (s > 0) ? 1 : static_cast<uint64_t>(-1);
+  }
+  return static_cast<float>(std::bit_cast<double>(bits));
+}
+
 }  // namespace internal
+
+// a * b + c with one rounding, the same bits on every platform: glibc's fmaf is exact (and a
+// single instruction inside functions compiled for FMA); MinGW's runtime's is not, so elsewhere
+// it is FmafRoundToOdd. Every scalar multiply-add of the fixed schedule goes through here.
+inline float PortableFmaf(float a, float b, float c) {
+#if defined(__GLIBC__)
+  return __builtin_fmaf(a, b, c);
+#else
+  return internal::FmafRoundToOdd(a, b, c);
+#endif
+}
 
 // e^x in float for the kernels (softmax, SiLU): inline and branch-light so loops stay fast.
 // Range reduction x = k ln2 + r in double, a degree-9 Taylor polynomial (relative error below

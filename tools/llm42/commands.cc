@@ -21,6 +21,7 @@
 #include "lib/format/gguf_reader.h"
 #include "lib/format/hf_loader.h"
 #include "lib/model/model_config.h"
+#include "lib/util/platform.h"
 #include "lib/maker/model_maker.h"
 #include "llm42/llm42.hpp"
 
@@ -94,12 +95,11 @@ std::string DefaultVocabPath() {
   namespace fs = std::filesystem;
   if (const char* dir = std::getenv("LLM42_SHARED_DIR"); dir != nullptr) {
     const fs::path p = fs::path(dir) / "vocab" / kDefaultVocab;
-    return fs::exists(p) ? p.string() : std::string();
+    return fs::exists(p) ? platform::PathUtf8(p) : std::string();
   }
-  std::error_code ec;
-  for (fs::path a = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec && !a.empty(); a = a.parent_path()) {
+  for (fs::path a = platform::ExecutablePath().parent_path(); !a.empty(); a = a.parent_path()) {
     const fs::path p = a / "shared" / "vocab" / kDefaultVocab;
-    if (fs::exists(p)) return p.string();
+    if (fs::exists(p)) return platform::PathUtf8(p);
     if (a == a.root_path()) break;
   }
   return std::string();
@@ -289,7 +289,7 @@ int Info() {
     return 1;
   }
   const GgufFile& f = **file;
-  const std::string format = std::filesystem::is_directory(f.path())
+  const std::string format = std::filesystem::is_directory(platform::Utf8Path(f.path()))
                                  ? std::string("Hugging Face directory, as GGUF")
                                  : absl::StrCat("GGUF v", f.version());
   std::cout << absl::StrFormat("file:        %s (%.2f MiB, %s, %d tensors, %d metadata keys)\n",
@@ -353,7 +353,7 @@ int MakeModel() {
   const int64_t seed = absl::GetFlag(FLAGS_seed);
   std::string chat_template;
   if (!absl::GetFlag(FLAGS_chat_template).empty()) {
-    std::ifstream in(absl::GetFlag(FLAGS_chat_template), std::ios::binary);
+    std::ifstream in(platform::Utf8Path(absl::GetFlag(FLAGS_chat_template)), std::ios::binary);
     if (!in) {
       std::cerr << "llm42 make-model: cannot read " << absl::GetFlag(FLAGS_chat_template) << "\n";
       return 1;

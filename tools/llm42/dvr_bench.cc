@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <numbers>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "lib/engine/session.h"
 #include "lib/sampling/philox.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "lib/util/platform.h"
 #include "tools/llm42/bench_util.h"
 #include "tools/llm42/commands.h"
 
@@ -72,7 +74,7 @@ std::vector<Job> MakeWorkload(int32_t vocab, int32_t bos) {
   double t = 0;
   auto normal = [](uint64_t i, uint32_t stream) {
     const double u1 = std::max(PhiloxUniform(4242, i, stream), 1e-12), u2 = PhiloxUniform(4242, i, stream + 1);
-    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
   };
   for (int i = 0; i < n; ++i) {
     Job j;
@@ -275,7 +277,7 @@ int BenchDvr() {
             << std::flush;
   std::ofstream csv;
   if (!absl::GetFlag(FLAGS_csv).empty()) {
-    csv.open(absl::GetFlag(FLAGS_csv));
+    csv.open(platform::Utf8Path(absl::GetFlag(FLAGS_csv)));
     csv << "mode,det_share,window,group,output_tps,vs_off,recompute_pct,verify_passes,rollbacks,"
            "ttft_p50,ttft_p99,e2e_p50,e2e_p99,temperature,variant,decoded_fixed,step_forward_ms,step_logits_ms,"
            "step_host_ms,disagree_per_k\n";

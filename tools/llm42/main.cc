@@ -8,6 +8,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "lib/util/platform.h"
 #include "tools/llm42/commands.h"
 
 namespace {
@@ -44,8 +45,7 @@ constexpr char kUsage[] =
     "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
 
 // absl flags are spelled with underscores; accept the dashed spellings people type.
-std::vector<std::string> NormalizeFlags(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
+std::vector<std::string> NormalizeFlags(std::vector<std::string> args) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string& a = args[i];
     if (a.rfind("--", 0) != 0) continue;
@@ -74,13 +74,15 @@ int main(int argc, char** argv) {
   // the program, and the command stands in argv[0]'s place, so it listed none).
   usage.contains_help_flags = [](absl::string_view path) { return absl::StartsWith(path, "tools/llm42/"); };
   absl::SetFlagsUsageConfig(usage);
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+  llm42::platform::UseUtf8Console();
+  std::vector<std::string> args = llm42::platform::Utf8Arguments(argc, argv);
+  if (args.size() < 2 || args[1] == "--help" || args[1] == "help") {
     std::cerr << kUsage << "\n";
-    return argc < 2 ? 2 : 0;
+    return args.size() < 2 ? 2 : 0;
   }
-  const std::string command = argv[1];
+  const std::string command = args[1];
   // The command takes argv[0]'s place so absl parses only the flags after it.
-  std::vector<std::string> args = NormalizeFlags(argc - 1, argv + 1);
+  args = NormalizeFlags(std::vector<std::string>(args.begin() + 1, args.end()));
   std::vector<char*> ptrs;
   for (std::string& a : args) ptrs.push_back(a.data());
   const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(ptrs.size()), ptrs.data());

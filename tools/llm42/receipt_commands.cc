@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "lib/engine/receipt.h"
+#include "lib/util/platform.h"
 #include "llm42/llm42.hpp"
 #include "tools/llm42/commands.h"
 
@@ -47,7 +48,7 @@ bool WriteReceiptFile(api::Request& request, const std::string& path) {
     }
     bytes = ReceiptText(*parsed);
   }
-  std::ofstream out(path, std::ios::binary);
+  std::ofstream out(platform::Utf8Path(path), std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) {
@@ -63,7 +64,7 @@ int Verify(const std::vector<std::string>& args) {
     std::cerr << "usage: llm42 verify --model PATH RECEIPT\n";
     return 2;
   }
-  std::ifstream in(args[0], std::ios::binary);
+  std::ifstream in(platform::Utf8Path(args[0]), std::ios::binary);
   if (!in) {
     std::cerr << "llm42: cannot read " << args[0] << "\n";
     return 2;

@@ -9,6 +9,7 @@
 #include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/portable_math.h"
+#include "lib/util/thread_scratch.h"
 
 
 namespace llm42::internal {
@@ -296,7 +297,9 @@ struct PaddedQueries {
 
   PaddedQueries(const float* const* qs, int n, int padded, int64_t hd, int64_t begin, const int64_t* end,
                 float* const* sc, float* const* os) {
-    thread_local std::vector<float> zeros, scratch_scores, scratch_o;
+    std::vector<float>& zeros = ThreadScratch<std::vector<float>, struct AttentionZeros>();
+    std::vector<float>& scratch_scores = ThreadScratch<std::vector<float>, struct AttentionScores>();
+    std::vector<float>& scratch_o = ThreadScratch<std::vector<float>, struct AttentionOutputs>();
     common = end[0];
     for (int j = 0; j < n; ++j) common = std::min(common, end[j]);
     shared = common - begin;
@@ -647,7 +650,7 @@ LLM42_AVX512 void AttendBlockQ(const float* const* q, int n, const KvLayerView& 
   float* const* sc = pq.scores;
   float* const* os = pq.o;
   const int64_t common = pq.common, shared = pq.shared;
-  thread_local std::vector<float> qp;
+  std::vector<float>& qp = ThreadScratch<std::vector<float>, struct AttentionQueryPanel>();
   qp.resize(static_cast<size_t>(Q / 2 * steps * 16));
   for (int p = 0; p < Q / 2; ++p) {
     for (int64_t s = 0; s < steps; ++s) {

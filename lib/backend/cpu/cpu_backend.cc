@@ -1,6 +1,5 @@
 #include "lib/backend/cpu/cpu_backend.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,8 +20,10 @@
 #include "lib/backend/cpu/row_ops.h"
 #include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/weight_loaders.h"
+#include "lib/util/platform.h"
 #include "lib/util/portable_math.h"
 #include "lib/util/status.h"
+#include "lib/util/thread_scratch.h"
 
 namespace llm42 {
 namespace {
@@ -109,8 +110,8 @@ absl::Status CpuBackend::AllocateKv(const KvShape& shape) {
 }
 
 int64_t CpuBackend::available_memory_bytes() const {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{8} << 30;
+  const int64_t bytes = platform::PhysicalMemoryBytes();
+  return bytes > 0 ? bytes : int64_t{8} << 30;
 }
 
 absl::Status CpuBackend::CopyFromHost(float* dst, const float* host, size_t n) {
@@ -298,7 +299,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
           continue;
         }
         if (int8_gemm(*f)) {
-          thread_local AlignedVector<uint8_t> panel;
+          AlignedVector<uint8_t>& panel = ThreadScratch<AlignedVector<uint8_t>, struct Int8GemmPanel>();
           const auto family = f == &fast ? internal::DotFamily::kFast : internal::DotFamily::kFixed;
           internal::Int8Gemm(family, w.type, w.data, w.row_bytes, r0, r1, act_q8_.data(), act_bias_.data(), k,
                              f->rows.data(), count, y, n, panel);
@@ -319,12 +320,12 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
         continue;
       }
       if (f == &fast && bf16_dot) {
-        thread_local AlignedVector<uint32_t> panel;
+        AlignedVector<uint32_t>& panel = ThreadScratch<AlignedVector<uint32_t>, struct Bf16GemmPanel>();
         internal::Bf16Gemm(w.data, w.row_bytes, r0, r1, act_bf16_.data(), k, f->rows.data(), count, y, n, panel);
         continue;
       }
       if (packed && count >= kPackedMinRows) {
-        thread_local AlignedVector<float> panel;
+        AlignedVector<float>& panel = ThreadScratch<AlignedVector<float>, struct PackedGemmPanel>();
         if (f == &fast && blas &&
             internal::BlasGemm(w.type, w.data, w.row_bytes, r0, r1, x, k, f->rows.data(), count, y, n, panel)) {
           continue;
@@ -459,7 +460,7 @@ void CpuBackend::ForRows(int64_t m, int64_t n, const std::function<void(int64_t,
 absl::Status CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t n,
                                  float eps, float* y, Schedules) {
   ForRows(m, n, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<double> sums;
+    std::vector<double>& sums = ThreadScratch<std::vector<double>, struct RmsNormSums>();
     sums.resize(static_cast<size_t>(i1 - i0));
     internal::SumSquares(x + i0 * n, n, i1 - i0, sums.data(), simd_);
     for (int64_t i = i0; i < i1; ++i) {
@@ -649,7 +650,8 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   attention_blocks_.push_back(static_cast<int64_t>(attention_queries_.size()));
   pool_.ParallelFor(n_blocks, work < kMinParallelWork ? n_blocks : 1, [&](int64_t b0, int64_t b1) {
     constexpr int kMax = internal::kMaxBlockQueries;
-    thread_local std::vector<float> scores, chunk_out;
+    std::vector<float>& scores = ThreadScratch<std::vector<float>, struct BlockAttentionScores>();
+    std::vector<float>& chunk_out = ThreadScratch<std::vector<float>, struct BlockAttentionChunkOut>();
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t* items_b = attention_queries_.data() + attention_blocks_[static_cast<size_t>(b)];
       const int n = static_cast<int>(attention_blocks_[static_cast<size_t>(b) + 1] - attention_blocks_[static_cast<size_t>(b)]);
@@ -749,7 +751,7 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
   decode_parts_.resize(static_cast<size_t>(n_chunks * n_head));
   decode_out_.resize(static_cast<size_t>(n_chunks * width));
   pool_.ParallelFor(n_chunks * slices, work < kMinParallelWork ? n_chunks * slices : 1, [&](int64_t u0, int64_t u1) {
-    thread_local std::vector<float> scores;
+    std::vector<float>& scores = ThreadScratch<std::vector<float>, struct DecodeAttentionScores>();
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t r = u / slices, slice = u % slices;
       const DecodeRange& range = (*ranges)[static_cast<size_t>(r)];

@@ -8,6 +8,8 @@
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
+#include "lib/util/portable_math.h"
+#include "lib/util/thread_scratch.h"
 
 namespace llm42::internal {
 
@@ -154,7 +156,7 @@ float PortableFixedInt8Dot(const uint8_t* w, const ActivationPairQ8* x, int64_t 
     const ActivationBlockQ8 xb = ActivationBlock(x, b);
     int32_t p = 0;
     for (int i = 0; i < 32; ++i) p += static_cast<int32_t>(QL::Q(w, 32 * b + i)) * xb.q[i];
-    c[b % 8] = std::fma(static_cast<float>(p), QL::Scale(w, b) * xb.d, c[b % 8]);
+    c[b % 8] = PortableFmaf(static_cast<float>(p), QL::Scale(w, b) * xb.d, c[b % 8]);
   }
   return FixedTreeSum(c);
 }
@@ -362,7 +364,7 @@ LLM42_AVX2 inline __m256 WeightScales8(const typename W::Block* w) {
 // Activation row x's block scales in a row (k values), in a per-thread buffer: decode's, loaded
 // by every weight row.
 const float* ActivationScaleRow(const ActivationPairQ8* x, int64_t k) {
-  thread_local std::vector<float> scales;
+  std::vector<float>& scales = ThreadScratch<std::vector<float>, struct ActivationScales>();
   scales.resize(static_cast<size_t>(k / 32));
   for (int64_t b = 0; b < k / 32; ++b) scales[static_cast<size_t>(b)] = ActivationBlock(x, b).d;
   return scales.data();
@@ -390,7 +392,7 @@ LLM42_AVX2 inline float FinishFixedInt8(__m256 acc, const uint8_t* w, const Acti
     h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 1, 1, 1)));
     const auto total = static_cast<float>(_mm_cvtsi128_si32(h));
-    c[b % 8] = std::fma(total, _cvtsh_ss(blocks[b].scale) * xb.d, c[b % 8]);
+    c[b % 8] = PortableFmaf(total, _cvtsh_ss(blocks[b].scale) * xb.d, c[b % 8]);
   }
   return FixedTreeSum(c);
 }

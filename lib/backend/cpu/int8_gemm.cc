@@ -9,6 +9,7 @@
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
+#include "lib/util/thread_scratch.h"
 
 namespace llm42::internal {
 namespace {
@@ -39,7 +40,7 @@ void ChainSlots(int64_t nb, int chains, std::vector<int64_t>& slots) {
 template <typename QL>
 void PackPanel(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t c0, int64_t r1, int64_t nb,
                const int64_t* slots, uint8_t* out) {
-  thread_local std::vector<uint8_t> unsigned_row;
+  std::vector<uint8_t>& unsigned_row = ThreadScratch<std::vector<uint8_t>, struct UnsignedPanelRow>();
   unsigned_row.resize(static_cast<size_t>(32 * nb));
   for (int i = 0; i < kPanelRows; ++i) {
     const bool real = c0 + i < r1;
@@ -226,7 +227,7 @@ void Int8Gemm(DotFamily family, GgmlType type, const uint8_t* w, size_t row_byte
   const int64_t row_block = std::clamp<int64_t>(kRowBlockBytes / record_bytes / kTileX * kTileX, kTileX, kRowBlock);
   panel.resize(static_cast<size_t>(std::min(group_rows, (r1 - r0 + kPairRows - 1) / kPairRows * kPairRows) /
                                    kPairRows * pair_bytes));
-  thread_local std::vector<int64_t> slots;
+  std::vector<int64_t>& slots = ThreadScratch<std::vector<int64_t>, struct ChainSlotsScratch>();
   ChainSlots(nb, chains, slots);
   for (int64_t g0 = r0; g0 < r1; g0 += group_rows) {
     const int64_t g1 = std::min(r1, g0 + group_rows);
@@ -290,8 +291,8 @@ void Int8GemmFewRows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t 
                      const uint8_t* panels, int64_t k, const int64_t* rows, int64_t n_rows, float* y, int64_t ldy) {
 #if LLM42_X86
   const int64_t nb = k / 32, n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
-  thread_local AlignedVector<uint8_t> unsigned_rows;
-  thread_local std::vector<float> scales;
+  AlignedVector<uint8_t>& unsigned_rows = ThreadScratch<AlignedVector<uint8_t>, struct FewRowsUnsigned>();
+  std::vector<float>& scales = ThreadScratch<std::vector<float>, struct FewRowsScales>();
   unsigned_rows.resize(static_cast<size_t>(kFewRowsW * 32 * nb));
   scales.resize(static_cast<size_t>(kFewRowsW * nb));
   for (int64_t r = r0; r < r1; r += kFewRowsW) {

@@ -9,6 +9,8 @@
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
+#include "lib/util/portable_math.h"
+#include "lib/util/thread_scratch.h"
 
 namespace llm42::internal {
 namespace {
@@ -19,7 +21,7 @@ namespace {
 // multiply-add per element past the 8-element steps (the element loaders' exact values).
 float FinishRow(float tree, GgmlType type, const uint8_t* row, const float* x, int64_t k8, int64_t k) {
   WithElementLoader(type, [&](auto loader) {
-    for (int64_t t = 8 * k8; t < k; ++t) tree = std::fma(decltype(loader)::At(row, t), x[t], tree);
+    for (int64_t t = 8 * k8; t < k; ++t) tree = PortableFmaf(decltype(loader)::At(row, t), x[t], tree);
   });
   return tree;
 }
@@ -344,7 +346,7 @@ void PackedGemmT(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t r0, 
   panel.resize(static_cast<size_t>((std::min(group_rows, r1 - r0) + K::kCols - 1) / K::kCols * panel_floats));
   // Chunked: the accumulators of every row group of every row block against every panel of the group.
   const int64_t blocks = (n_rows + kRowBlock - 1) / kRowBlock, block_tiles = kRowBlock / K::kRows;
-  thread_local AlignedVector<float> state;
+  AlignedVector<float>& state = ThreadScratch<AlignedVector<float>, struct PackedGemmState>();
   if (chunked) state.resize(static_cast<size_t>(blocks * group_panels * block_tiles * K::kStateFloats));
   typename K::Panel src;
   for (int64_t g0 = r0; g0 < r1; g0 += group_rows) {

@@ -4,6 +4,7 @@
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/weight_loaders.h"
+#include "lib/util/portable_math.h"
 #include "lib/util/simd_switch.h"
 
 #include <algorithm>
@@ -51,10 +52,10 @@ float PortableFixedDot(const uint8_t* w, const float* x, int64_t k) {
   float acc[8] = {};
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] = std::fma(L::At(w, i + l), x[i + l], acc[l]);
+    for (int l = 0; l < 8; ++l) acc[l] = PortableFmaf(L::At(w, i + l), x[i + l], acc[l]);
   }
   float s = FixedTreeSum(acc);
-  for (; i < k; ++i) s = std::fma(L::At(w, i), x[i], s);
+  for (; i < k; ++i) s = PortableFmaf(L::At(w, i), x[i], s);
   return s;
 }
 
@@ -99,7 +100,7 @@ LLM42_AVX2 void Avx2Dot(const uint8_t* w, const float* const* x, int64_t k, floa
   for (int j = 0; j < NX; ++j) {
     for (int u = 1; u < U; ++u) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][u]);
     float s = FixedTreeSum(acc[j][0]);
-    for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w, t), x[j][t], s);
+    for (int64_t t = i; t < k; ++t) s = PortableFmaf(L::At(w, t), x[j][t], s);
     out[j] = s;
   }
 }
@@ -121,8 +122,8 @@ LLM42_AVX2 void Avx2Tile(const uint8_t* w0, const uint8_t* w1, const float* cons
   for (int j = 0; j < 4; ++j) {
     float s0 = FixedTreeSum(acc[j][0]), s1 = FixedTreeSum(acc[j][1]);
     for (int64_t t = i; t < k; ++t) {
-      s0 = std::fma(L::At(w0, t), x[j][t], s0);
-      s1 = std::fma(L::At(w1, t), x[j][t], s1);
+      s0 = PortableFmaf(L::At(w0, t), x[j][t], s0);
+      s1 = PortableFmaf(L::At(w1, t), x[j][t], s1);
     }
     out[j * 2] = s0;
     out[j * 2 + 1] = s1;
@@ -185,7 +186,7 @@ LLM42_AVX2 __attribute__((always_inline)) inline void GemvRowsBody(const uint8_t
   for (int r = 0; r < R; ++r) {
     for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
     float s = FixedTreeSum(acc[r][0]);
-    for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
+    for (int64_t t = i; t < k; ++t) s = PortableFmaf(L::At(w[r], t), x[t], s);
     out[r] = s;
   }
 }
@@ -240,7 +241,7 @@ LLM42_AVX512 __attribute__((always_inline)) inline void GemvRows512Body(const ui
   for (int r = 0; r < R; ++r) {
     for (int u = 1; u < U; ++u) acc[r][0] = _mm512_add_ps(acc[r][0], acc[r][u]);
     float s = _mm512_reduce_add_ps(acc[r][0]);
-    for (int64_t t = i; t < k; ++t) s = std::fma(L::At(w[r], t), x[t], s);
+    for (int64_t t = i; t < k; ++t) s = PortableFmaf(L::At(w[r], t), x[t], s);
     out[r] = s;
   }
 }

@@ -18,7 +18,7 @@ namespace llm42::internal {
 // - fixed: every (weight row, activation row) pair, however the rows are grouped, runs the same
 //   arithmetic: one accumulator of 8 lanes updated by a fused multiply-add per 8-element step,
 //   the reduction tree ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then a fused multiply-add per
-//   tail element. The portable version emulates exactly that with std::fma, so fixed results
+//   tail element. The portable version emulates exactly that with PortableFmaf, so fixed results
 //   are the same bits with or without AVX2, and the 2x4 tile and the 4-row GEMV may serve it.
 // Quantized rows (q8_0, q4_0) have their fixed arithmetic defined in int8_dot.h (integer dot
 // products against 8-bit activations): SelectRowDot returns no fixed kernel for them, and their

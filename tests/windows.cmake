@@ -1,0 +1,48 @@
+# The Windows build's tests (tools/build-windows.sh test), run under Wine through the toolchain's
+# CMAKE_CROSSCOMPILING_EMULATOR: the C ABI, the kernels at every SIMD level, the determinism
+# acceptance suite and its neighbours, and the cross-OS receipts. Each executable is one ctest
+# entry (a Wine start costs more than most single test cases).
+function(llm42_windows_gtest name)
+  add_executable(${name} ${name}.cc)
+  target_link_libraries(${name} PRIVATE llm42_core llm42_maker GTest::gtest_main nlohmann_json::nlohmann_json ${ARGN})
+  target_compile_definitions(${name} PRIVATE
+    LLM42_SHARED_DIR="${LLM42_SHARED_DIR}"
+    LLM42_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    LLM42_TEST_TMP_DIR="${CMAKE_CURRENT_BINARY_DIR}/tmp/${name}")
+  add_test(NAME ${name} COMMAND ${name} --gtest_filter=-*/cuda)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 540)
+endfunction()
+
+foreach(unit cpu_kernels_test backend_ops_test portable_math_test fixed_schedule_test determinism_test
+             receipt_test kv_cache_test scheduler_test sampling_test tokenizer_test engine_test
+             saved_conversation_test large_buffer_test thread_pool_test)
+  llm42_windows_gtest(${unit})
+endforeach()
+# The kernels under each SIMD level this CPU has: AVX-512 (where present), AVX2, portable.
+foreach(unit cpu_kernels_test backend_ops_test portable_math_test)
+  add_test(NAME ${unit}_avx2 COMMAND ${unit} --gtest_filter=-*/cuda)
+  add_test(NAME ${unit}_portable COMMAND ${unit} --gtest_filter=-*/cuda)
+  set_tests_properties(${unit}_avx2 PROPERTIES ENVIRONMENT LLM42_CPU_SIMD=avx2 TIMEOUT 540)
+  set_tests_properties(${unit}_portable PROPERTIES ENVIRONMENT LLM42_CPU_SIMD=off TIMEOUT 540)
+endforeach()
+
+add_executable(c_api_test c_api_test.c)
+target_link_libraries(c_api_test PRIVATE llm42 Threads::Threads)
+add_test(NAME c_api_test COMMAND c_api_test ${LLM42_STORIES})
+set_tests_properties(c_api_test PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 540)
+
+add_test(NAME cli_generate
+  COMMAND llm42_cli generate --model ${LLM42_STORIES} --prompt "Once upon a time" --max-tokens 32 --threads 2)
+set_tests_properties(cli_generate PROPERTIES TIMEOUT 180
+  PASS_REGULAR_EXPRESSION "Once upon a time, there was a little girl named Lily\\. She loved to play outside in the park\\. One day, she saw")
+
+# The same bits and receipts on Linux and Windows (tests/cross_os.cmake): needs the Linux CLI,
+# which tools/build-windows.sh builds and names.
+set(LLM42_LINUX_CLI "" CACHE FILEPATH "The Linux llm42 CLI, for the cross-OS receipt test")
+if(LLM42_LINUX_CLI)
+  add_test(NAME determinism_cross_os
+    COMMAND ${CMAKE_COMMAND} -DLINUX_CLI=${LLM42_LINUX_CLI} -DWINDOWS_CLI=$<TARGET_FILE:llm42_cli>
+      "-DWINE=${CMAKE_CROSSCOMPILING_EMULATOR}" -DSTORIES=${LLM42_STORIES} -DVOCAB=${LLM42_STORIES}
+      -DDIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cross_os -P ${CMAKE_CURRENT_SOURCE_DIR}/cross_os.cmake)
+  set_tests_properties(determinism_cross_os PROPERTIES TIMEOUT 540)
+endif()
