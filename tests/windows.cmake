@@ -3,12 +3,7 @@
 # acceptance suite and its neighbours, and the cross-OS receipts. Each executable is one ctest
 # entry (a Wine start costs more than most single test cases).
 function(llm42_windows_gtest name)
-  add_executable(${name} ${name}.cc)
-  target_link_libraries(${name} PRIVATE llm42_core llm42_maker GTest::gtest_main nlohmann_json::nlohmann_json ${ARGN})
-  target_compile_definitions(${name} PRIVATE
-    LLM42_SHARED_DIR="${LLM42_SHARED_DIR}"
-    LLM42_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    LLM42_TEST_TMP_DIR="${CMAKE_CURRENT_BINARY_DIR}/tmp/${name}")
+  llm42_gtest_executable(${name} ${ARGN})
   add_test(NAME ${name} COMMAND ${name} --gtest_filter=-*/cuda)
   set_tests_properties(${name} PROPERTIES TIMEOUT 540)
 endfunction()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Windows x64, cross-built here with Debian's MinGW-w64 (posix threads) and tested under
 # Debian's Wine. Writes build-windows/: llm42.dll (its C and C++ runtimes linked in), its import
-# libraries (libllm42.dll.a for MinGW, llm42.lib for MSVC), llm42.exe and the test executables.
+# libraries (libllm42.dll.a for MinGW, llm42.lib for MSVC), llm42.exe, the test executables, and
+# the Java and C# bindings' native libraries (bindings/lib/llm42_jni.dll, llm42_csharp.dll).
 #
 #   tools/build-windows.sh            build
 #   tools/build-windows.sh test       build, then run the Windows tests under Wine
@@ -25,7 +26,7 @@ fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/mingw-w64-x86_64.cmake" \
   -DLLM42_BUNDLED_DEPS=ON -DLLM42_DEPS_PREFIX="$prefix" -DLLM42_WERROR=ON \
-  -DLLM42_BUILD_BINDINGS=OFF -DLLM42_BUILD_SAMPLES=OFF "${linux_cli[@]}" >/dev/null
+  -DLLM42_BUILD_BINDINGS=ON -DLLM42_BUILD_SAMPLES=OFF "${linux_cli[@]}" >/dev/null
 cmake --build "$build"
 if [[ ${1:-} == test ]]; then
   # Wine's prefix lives in the cache. Its server and services start once here, detached from

@@ -25,7 +25,9 @@ final class Llm42NativeLoader {
     String arch = System.getProperty("os.arch", "").toLowerCase(java.util.Locale.ROOT);
     if (arch.equals("amd64") || arch.equals("x86_64")) arch = "x86_64";
     if (arch.equals("arm64")) arch = "aarch64";
-    return (os.startsWith("linux") ? "linux" : os.replace(' ', '_')) + "-" + arch;
+    if (os.startsWith("linux")) os = "linux";
+    if (os.startsWith("windows")) os = "windows";  // "Windows 10", "Windows 11", "Windows Server 2022"
+    return os.replace(' ', '_') + "-" + arch;
   }
 
   static void load() {
