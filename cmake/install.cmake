@@ -6,6 +6,10 @@ install(TARGETS llm42 EXPORT llm42Targets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS llm42_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET llm42_cuda)
+  # The CUDA backend's plug-in beside libllm42 (LLM42_CUDA_PLUGIN; backend_plugin.h).
+  install(TARGETS llm42_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 if(WIN32)
   # MSVC's import library (lib/CMakeLists.txt makes it from the DLL's exports) beside MinGW's.
   install(FILES $<TARGET_FILE_DIR:llm42>/llm42.lib DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -29,6 +29,9 @@ else()
   set(_llm42_cuda_default OFF)
 endif()
 option(LLM42_WITH_CUDA "Build the CUDA backend (needs the CUDA toolkit)" ${_llm42_cuda_default})
+# The CUDA backend as a plug-in (libllm42-cuda.so beside libllm42, loaded at run time) instead of
+# compiled in: what packages ship (the self-contained builds turn it on).
+option(LLM42_CUDA_PLUGIN "Build the CUDA backend as the plug-in libllm42-cuda.so" OFF)
 
 # BLIS (Debian's libblis-serial-dev) for the fast schedule's prompt GEMMs: ON where it is found.
 find_path(LLM42_BLIS_INCLUDE_DIR blis.h PATH_SUFFIXES blis-serial ${CMAKE_LIBRARY_ARCHITECTURE}/blis-serial)

@@ -9,8 +9,8 @@
 #   llm42-VERSION-linux-x86_64.tar.gz                      the C/C++ SDK: headers, library, CMake config,
 #   llm42-VERSION-windows-x86_64.zip                       pkg-config file, the llm42 CLI (Windows: the
 #                                                          DLL, llm42.lib and libllm42.dll.a)
-# Windows comes from tools/build-windows.sh (MinGW-w64). (The CUDA backend is not in these packages
-# until it is a plug-in.)
+# Windows comes from tools/build-windows.sh (MinGW-w64). The CUDA backend is the plug-in
+# lib/libllm42-cuda.so in the Linux SDK archive; the wheel, jar and nupkg are CPU-only.
 # tools/test-packages.sh then runs the wheel and the SDK in a minimal Debian root.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,6 +40,9 @@ mkdir -p "$build/$sdk"
 cp -a "$stage/include" "$stage/bin" "$build/$sdk/"
 mkdir -p "$build/$sdk/lib"
 cp -a "$stage"/lib/libllm42.so* "$stage/lib/cmake" "$stage/lib/pkgconfig" "$build/$sdk/lib/"
+# The CUDA backend's plug-in, where the toolkit was found (it needs the driver and cuBLASLt 13
+# where it runs; without them --backend cuda says so and auto takes the CPU).
+if [[ -f $stage/lib/libllm42-cuda.so ]]; then cp -a "$stage/lib/libllm42-cuda.so" "$build/$sdk/lib/"; fi
 tar -C "$build" -czf "dist/$sdk.tar.gz" "$sdk"
 
 echo "llm42: package: [4/4] Windows x64 (build-windows)" >&2

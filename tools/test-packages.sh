@@ -102,6 +102,17 @@ chroot "$min" env -i PATH=/usr/bin:/bin /tmp/llm42-packages/stream_c /tmp/llm42-
 echo >&2
 chroot "$min" env -i PATH=/usr/bin:/bin /tmp/llm42-packages/sdk/bin/llm42 verify \
   --model /tmp/llm42-packages/model.gguf /tmp/llm42-packages/receipt.bin
+# The CUDA plug-in in the SDK's lib/: with no CUDA libraries in the root it cannot load, and
+# --backend cuda says so (UNSUPPORTED, naming the missing library) instead of failing to start.
+if [[ -f $work/sdk/lib/libllm42-cuda.so ]]; then
+  out=$(chroot "$min" env -i PATH=/usr/bin:/bin /tmp/llm42-packages/sdk/bin/llm42 generate \
+    --model /tmp/llm42-packages/model.gguf --prompt "Once" --max-tokens 4 --backend cuda 2>&1 || true)
+  if [[ $out != *"LLM42_UNSUPPORTED"*"libllm42-cuda.so cannot be loaded"*"libcublasLt"* ]]; then
+    echo "llm42: test-packages: --backend cuda without CUDA printed: $out" >&2
+    exit 1
+  fi
+  echo "without CUDA in the root: $out" >&2
+fi
 echo "llm42: test-packages: the wheel, the C SDK and its CLI ran in a root without compilers or -dev packages" >&2
 
 echo "llm42: test-packages: [5/5] Windows (Wine): the SDK zip, its CLI, the bindings' natives" >&2

@@ -1,8 +1,10 @@
 #include "lib/backend/backend_registry.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/backend_plugin.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/util/logging.h"
+#include "lib/util/platform.h"
 #include "lib/util/status.h"
 #if LLM42_HAVE_CUDA
 #include "lib/backend/cuda/cuda_factory.h"
@@ -15,6 +17,16 @@ absl::Status CpuUsable() { return absl::OkStatus(); }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpu(const BackendOptions& options) {
   return std::make_unique<CpuBackend>(options.threads, /*allow_simd=*/true, options.kv_dtype);
+}
+
+// CUDA as a plug-in beside libllm42 (backend_plugin.h), where it is not compiled in.
+absl::StatusOr<const BackendEntry*> CudaPlugin() {
+  const std::filesystem::path path = FindBackendPlugin("cuda");
+  absl::StatusOr<const BackendEntry*> e = LoadBackendPlugin(path);
+  if (e.ok() && std::string_view((*e)->name) != "cuda") {
+    return UnsupportedError(platform::PathUtf8(path), " holds backend '", (*e)->name, "', not 'cuda'");
+  }
+  return e;
 }
 
 }  // namespace
@@ -41,7 +53,14 @@ const std::vector<BackendEntry>& RegisteredBackends() {
 bool IsKnownBackendName(std::string_view name) { return name == "auto" || name == "cpu" || name == "cuda"; }
 
 absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name) {
+  const bool cuda_built_in = RegisteredBackends().front().name == std::string_view("cuda");
   if (name == "auto") {
+    if (!cuda_built_in) {
+      absl::StatusOr<const BackendEntry*> cuda = CudaPlugin();
+      absl::Status usable = cuda.ok() ? (*cuda)->usable() : cuda.status();
+      if (usable.ok()) return *cuda;
+      Log(LogLevel::kInfo, "backend cuda skipped: ", usable.message());
+    }
     for (const BackendEntry& e : RegisteredBackends()) {
       const absl::Status usable = e.usable();
       if (usable.ok()) return &e;
@@ -55,8 +74,13 @@ absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name) {
     return &e;
   }
   if (name == "cuda") {
-    return absl::UnimplementedError(
-        "backend 'cuda' is not built into this llm42 (configure with the CUDA toolkit present)");
+    absl::StatusOr<const BackendEntry*> cuda = CudaPlugin();
+    if (!cuda.ok()) {
+      return UnsupportedError("backend 'cuda' is neither built into this llm42 nor usable as a plug-in: ",
+                              cuda.status().message());
+    }
+    if (absl::Status usable = (*cuda)->usable(); !usable.ok()) return usable;
+    return *cuda;
   }
   return InvalidArgument("unknown backend '", std::string(name), "' (auto, cpu, cuda)");
 }
