@@ -1,11 +1,12 @@
 # The Windows build's tests (tools/build-windows.sh test), run under Wine through the toolchain's
 # CMAKE_CROSSCOMPILING_EMULATOR: the C ABI, the kernels at every SIMD level, the determinism
-# acceptance suite and its neighbours, and the cross-OS receipts. Each executable is one ctest
-# entry (a Wine start costs more than most single test cases).
+# acceptance suite and its neighbours, and the cross-OS receipts (with c_api_test and cli_generate,
+# which tests/CMakeLists.txt defines for both). Each executable is one ctest entry (a Wine start
+# costs more than most single test cases).
 function(llm42_windows_gtest name)
   llm42_gtest_executable(${name} ${ARGN})
   add_test(NAME ${name} COMMAND ${name} --gtest_filter=-*/cuda)
-  set_tests_properties(${name} PROPERTIES TIMEOUT 540)
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${LLM42_TEST_TIMEOUT})
 endfunction()
 
 foreach(unit cpu_kernels_test backend_ops_test portable_math_test fixed_schedule_test determinism_test
@@ -17,19 +18,9 @@ endforeach()
 foreach(unit cpu_kernels_test backend_ops_test portable_math_test)
   add_test(NAME ${unit}_avx2 COMMAND ${unit} --gtest_filter=-*/cuda)
   add_test(NAME ${unit}_portable COMMAND ${unit} --gtest_filter=-*/cuda)
-  set_tests_properties(${unit}_avx2 PROPERTIES ENVIRONMENT LLM42_CPU_SIMD=avx2 TIMEOUT 540)
-  set_tests_properties(${unit}_portable PROPERTIES ENVIRONMENT LLM42_CPU_SIMD=off TIMEOUT 540)
+  set_tests_properties(${unit}_avx2 PROPERTIES ENVIRONMENT LLM42_CPU_SIMD=avx2 TIMEOUT ${LLM42_TEST_TIMEOUT})
+  set_tests_properties(${unit}_portable PROPERTIES ENVIRONMENT LLM42_CPU_SIMD=off TIMEOUT ${LLM42_TEST_TIMEOUT})
 endforeach()
-
-add_executable(c_api_test c_api_test.c)
-target_link_libraries(c_api_test PRIVATE llm42 Threads::Threads)
-add_test(NAME c_api_test COMMAND c_api_test ${LLM42_STORIES})
-set_tests_properties(c_api_test PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 540)
-
-add_test(NAME cli_generate
-  COMMAND llm42_cli generate --model ${LLM42_STORIES} --prompt "Once upon a time" --max-tokens 32 --threads 2)
-set_tests_properties(cli_generate PROPERTIES TIMEOUT 180
-  PASS_REGULAR_EXPRESSION "Once upon a time, there was a little girl named Lily\\. She loved to play outside in the park\\. One day, she saw")
 
 # The same bits and receipts on Linux and Windows (tests/cross_os.cmake): needs the Linux CLI,
 # which tools/build-windows.sh builds and names.
@@ -39,5 +30,5 @@ if(LLM42_LINUX_CLI)
     COMMAND ${CMAKE_COMMAND} -DLINUX_CLI=${LLM42_LINUX_CLI} -DWINDOWS_CLI=$<TARGET_FILE:llm42_cli>
       "-DWINE=${CMAKE_CROSSCOMPILING_EMULATOR}" -DSTORIES=${LLM42_STORIES} -DVOCAB=${LLM42_STORIES}
       -DDIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cross_os -P ${CMAKE_CURRENT_SOURCE_DIR}/cross_os.cmake)
-  set_tests_properties(determinism_cross_os PROPERTIES TIMEOUT 540)
+  set_tests_properties(determinism_cross_os PROPERTIES TIMEOUT ${LLM42_TEST_TIMEOUT})
 endif()
