@@ -76,7 +76,7 @@ absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name) {
   if (name == "cuda") {
     absl::StatusOr<const BackendEntry*> cuda = CudaPlugin();
     if (!cuda.ok()) {
-      return UnsupportedError("backend 'cuda' is neither built into this llm42 nor usable as a plug-in: ",
+      return UnsupportedError("backend 'cuda' is not built into this llm42, and its plug-in is not usable: ",
                               cuda.status().message());
     }
     if (absl::Status usable = (*cuda)->usable(); !usable.ok()) return usable;
