@@ -16,7 +16,7 @@ fi
 target=$1 seconds=$2
 shift 2
 targets=(gguf_fuzzer receipt_fuzzer tokenizer_fuzzer saved_conversation_fuzzer hf_fuzzer chat_template_fuzzer
-         session_config_fuzzer c_api_fuzzer)
+         session_config_fuzzer c_api_fuzzer gbnf_fuzzer)
 [[ $target == all ]] || targets=("$target")
 shared=${LLM42_SHARED_DIR:-$root/../shared}
 build=build-fuzz
@@ -50,6 +50,9 @@ else
   targets=("${targets[@]/c_api_fuzzer/}")
 fi
 printf 'LLM42CV1' > "$seeds/saved_conversation_fuzzer/magic"
+mkdir -p "$seeds/gbnf_fuzzer"
+printf 'root ::= "{" ws (item ("," ws item)*)? "}"\nitem ::= [a-z]+ | "\\"" [^"]* "\\""\nws ::= [ \\t\\n]*\0{a, "b"}' \
+  > "$seeds/gbnf_fuzzer/object"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
