@@ -298,26 +298,32 @@ class GbnfParser {
     }
   }
 
-  // Every rule reachable from root must derive some finite string, or the language is empty
-  // (a rule that only refers to itself, an empty class).
-  absl::Status CheckProductive() {
-    const size_t n = grammar_.rules.size();
-    std::vector<bool> productive(n, false);
+  // The rules with an alternative whose every element `holds` (given the rules marked so far),
+  // to a fixed point: the productive rules, the nullable ones.
+  template <typename Holds>
+  std::vector<bool> RulesWithAnAlternative(Holds holds) const {
+    std::vector<bool> marked(grammar_.rules.size(), false);
     for (bool changed = true; changed;) {
       changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (productive[r]) continue;
+      for (size_t r = 0; r < marked.size(); ++r) {
+        if (marked[r]) continue;
         for (const Sequence& alt : grammar_.rules[r].alternatives) {
-          const bool ok = std::all_of(alt.begin(), alt.end(), [&](const GrammarElement& e) {
-            return e.is_rule() ? productive[static_cast<size_t>(e.rule)] : (e.negated || !e.ranges.empty());
-          });
-          if (ok) {
-            productive[r] = changed = true;
+          if (std::all_of(alt.begin(), alt.end(), [&](const GrammarElement& e) { return holds(e, marked); })) {
+            marked[r] = changed = true;
             break;
           }
         }
       }
     }
+    return marked;
+  }
+
+  // Root must derive some finite string, or the language is empty (a rule that only refers to
+  // itself, an empty class).
+  absl::Status CheckProductive() {
+    const std::vector<bool> productive = RulesWithAnAlternative([](const GrammarElement& e, const std::vector<bool>& p) {
+      return e.is_rule() ? p[static_cast<size_t>(e.rule)] : (e.negated || !e.ranges.empty());
+    });
     if (!productive[static_cast<size_t>(grammar_.root)]) {
       return Error(positions_[static_cast<size_t>(grammar_.root)], "the grammar derives no finite string");
     }
@@ -327,21 +333,9 @@ class GbnfParser {
   // No rule may reach itself without consuming a code point: the matcher would expand it forever.
   absl::Status CheckLeftRecursion() {
     const size_t n = grammar_.rules.size();
-    std::vector<bool> nullable(n, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (nullable[r]) continue;
-        for (const Sequence& alt : grammar_.rules[r].alternatives) {
-          if (std::all_of(alt.begin(), alt.end(), [&](const GrammarElement& e) {
-                return e.is_rule() && nullable[static_cast<size_t>(e.rule)];
-              })) {
-            nullable[r] = changed = true;
-            break;
-          }
-        }
-      }
-    }
+    const std::vector<bool> nullable = RulesWithAnAlternative([](const GrammarElement& e, const std::vector<bool>& z) {
+      return e.is_rule() && z[static_cast<size_t>(e.rule)];
+    });
     // Edges to the rules an alternative can start with; then a depth-first search for a cycle.
     std::vector<std::vector<int32_t>> first(n);
     for (size_t r = 0; r < n; ++r) {
