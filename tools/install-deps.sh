@@ -22,6 +22,7 @@ PINNED=(
   libssl-dev=3.0.19-1~deb12u2
   clang=1:14.0-55.7~deb12u1
   python3-jinja2=3.1.2-1+deb12u3
+  python3-jsonschema=4.10.3-1
   swig=4.1.0-0.2
   python3-dev=3.11.2-1+b1
   python3-pytest=7.2.1-2

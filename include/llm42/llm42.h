@@ -354,6 +354,57 @@ LLM42_API llm42_status llm42_request_options_set_top_k(llm42_request_options* op
 LLM42_API llm42_status llm42_request_options_set_top_p(llm42_request_options* options, float p);
 /* In [0, 1); 0 = off (default). */
 LLM42_API llm42_status llm42_request_options_set_min_p(llm42_request_options* options, float p);
+/* Logit bias, penalties and output grammars change the logits before temperature, top-k, top-p
+ * and min-p, in this order: logit bias; penalties; the grammar's mask. All are pure functions of
+ * the logits and the tokens before the position, so a deterministic request's fast-path draw and
+ * its fixed-schedule replay apply them alike, and its output stays bitwise reproducible. Logprobs
+ * (and top logprobs) are those of the changed logits at temperature 1; a token the grammar or a
+ * -INFINITY bias excludes has logprob -INFINITY. */
+/* Adds `bias` to token `token`'s logit (calling it again for a token replaces its bias; 0 removes
+ * nothing but is harmless); -INFINITY bans the token. OUT_OF_RANGE for NaN or +INFINITY; a token
+ * outside the model's vocabulary is OUT_OF_RANGE at submit. */
+LLM42_API llm42_status llm42_request_options_set_logit_bias(llm42_request_options* options, int32_t token,
+                                                           float bias);
+/* llama.cpp's repetition penalty over the last `last_n` tokens of the sequence, the prompt's
+ * included (0: the whole sequence; default 64, llama.cpp's): a token found there has its logit
+ * divided by `penalty` when positive and multiplied by it otherwise. `penalty` in (0, 100]; 1 = off
+ * (default). `last_n` is also the window the frequency and presence penalties count in.
+ * OUT_OF_RANGE for NaN, values outside those ranges, or a negative last_n. */
+LLM42_API llm42_status llm42_request_options_set_repetition_penalty(llm42_request_options* options,
+                                                                   float penalty, int32_t last_n);
+/* Subtracts penalty * (times the token occurs in the window) from its logit, after the repetition
+ * penalty (OpenAI's and llama.cpp's frequency penalty). In [-100, 100]; 0 = off (default). */
+LLM42_API llm42_status llm42_request_options_set_frequency_penalty(llm42_request_options* options,
+                                                                  float penalty);
+/* Subtracts penalty from the logit of every token that occurs in the window, after the frequency
+ * penalty. In [-100, 100]; 0 = off (default). */
+LLM42_API llm42_status llm42_request_options_set_presence_penalty(llm42_request_options* options,
+                                                                 float penalty);
+/* Constrains the output to a grammar in llama.cpp's GBNF syntax (rule `root`; literals, character
+ * classes and ranges, alternation, grouping, ? * +, {m,n}, comments); copied. At each position
+ * only tokens whose text continues a sentence of the grammar may be drawn; the model's
+ * end-of-generation tokens only where the output is a whole sentence (and never with
+ * ignore_eos); once nothing can follow, the request finishes with LLM42_FINISH_STOP. A request
+ * that ends by max_tokens, the context, a stop string or cancellation may leave the sentence
+ * incomplete (finish reason LENGTH, or STOP for a stop string). INVALID_ARGUMENT for a grammar
+ * that does not parse (llm42_last_error gives the line and column), uses an undefined rule, is
+ * left-recursive or derives no string; or when a JSON schema is set (remove it first). NULL or ""
+ * removes the grammar. At submit, INVALID_ARGUMENT when no token of the model's vocabulary can
+ * begin a sentence; a request whose grammar later allows no token of the vocabulary finishes with
+ * LLM42_FINISH_ERROR (FAILED_PRECONDITION). */
+LLM42_API llm42_status llm42_request_options_set_grammar(llm42_request_options* options, const char* gbnf);
+/* Constrains the output to JSON valid under a JSON Schema (copied), as set_grammar does with the
+ * grammar the schema converts to. Supported: type (all seven, or a list), properties, required,
+ * additionalProperties, items, prefixItems, minItems, maxItems, enum, const, anyOf, oneOf, $ref to
+ * #/$defs or #/definitions, minLength, maxLength, minimum/maximum (and exclusive ones) for
+ * integers, pattern (an ECMA-262 subset: literals, ., classes, \d \w \s and their negations,
+ * groups, |, greedy ? * + {m,n}; no backreferences, lookaround or lazy quantifiers), format date,
+ * time, date-time and uuid; "{}" means any JSON value. Properties come in the schema's order;
+ * an object schema with properties gets no others unless additionalProperties allows them.
+ * INVALID_ARGUMENT for malformed JSON, an unsupported keyword (named, never ignored) or value
+ * (llm42_last_error gives its JSON pointer), or when a GBNF grammar is set. NULL or "" removes
+ * the schema. */
+LLM42_API llm42_status llm42_request_options_set_json_schema(llm42_request_options* options, const char* schema);
 /* Sampling seed. Without one a request draws a random seed (deterministic requests use the
  * policy's default seed); llm42_request_effective_seed reports it. */
 LLM42_API llm42_status llm42_request_options_set_seed(llm42_request_options* options,

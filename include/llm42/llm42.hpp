@@ -225,6 +225,33 @@ class RequestOptions {
     detail::Check(llm42_request_options_set_min_p(h_.get(), p));
     return *this;
   }
+  // Logit bias, penalties and output grammars: see llm42.h (llm42_request_options_set_logit_bias ...).
+  RequestOptions& SetLogitBias(int32_t token, float bias) {
+    detail::Check(llm42_request_options_set_logit_bias(h_.get(), token, bias));
+    return *this;
+  }
+  RequestOptions& SetRepetitionPenalty(float penalty, int32_t last_n = 64) {
+    detail::Check(llm42_request_options_set_repetition_penalty(h_.get(), penalty, last_n));
+    return *this;
+  }
+  RequestOptions& SetFrequencyPenalty(float penalty) {
+    detail::Check(llm42_request_options_set_frequency_penalty(h_.get(), penalty));
+    return *this;
+  }
+  RequestOptions& SetPresencePenalty(float penalty) {
+    detail::Check(llm42_request_options_set_presence_penalty(h_.get(), penalty));
+    return *this;
+  }
+  // GBNF; "" removes it.
+  RequestOptions& SetGrammar(const std::string& gbnf) {
+    detail::Check(llm42_request_options_set_grammar(h_.get(), gbnf.c_str()));
+    return *this;
+  }
+  // JSON Schema text; "" removes it.
+  RequestOptions& SetJsonSchema(const std::string& schema) {
+    detail::Check(llm42_request_options_set_json_schema(h_.get(), schema.c_str()));
+    return *this;
+  }
   RequestOptions& SetSeed(uint64_t seed) {
     detail::Check(llm42_request_options_set_seed(h_.get(), seed));
     return *this;

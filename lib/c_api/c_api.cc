@@ -503,6 +503,55 @@ llm42_status llm42_request_options_set_min_p(llm42_request_options* o, float p) 
     f.sampling.min_p = p;
   });
 }
+llm42_status llm42_request_options_set_logit_bias(llm42_request_options* o, int32_t token, float bias) {
+  if (token < 0) return Fail(LLM42_OUT_OF_RANGE, absl::StrCat("logit bias for token ", token, ": token ids are >= 0"));
+  return SetField(o, [&](llm42::RequestOptions& f) { f.controls.SetBias(token, bias); });
+}
+llm42_status llm42_request_options_set_repetition_penalty(llm42_request_options* o, float penalty, int32_t last_n) {
+  return SetField(o, [&](llm42::RequestOptions& f) {
+    f.controls.repetition_penalty = penalty;
+    f.controls.penalty_last_n = last_n;
+  });
+}
+llm42_status llm42_request_options_set_frequency_penalty(llm42_request_options* o, float penalty) {
+  return SetField(o, [&](llm42::RequestOptions& f) { f.controls.frequency_penalty = penalty; });
+}
+llm42_status llm42_request_options_set_presence_penalty(llm42_request_options* o, float penalty) {
+  return SetField(o, [&](llm42::RequestOptions& f) { f.controls.presence_penalty = penalty; });
+}
+
+namespace {
+
+// set_grammar and set_json_schema: parse, then set (or remove) the options' output grammar.
+llm42_status SetOutputGrammar(llm42_request_options* o, llm42::RequestOptions::OutputGrammar::Kind kind,
+                              const char* text) {
+  using Kind = llm42::RequestOptions::OutputGrammar::Kind;
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, NullHandle(o));
+    std::optional<llm42::RequestOptions::OutputGrammar>& current = Fields(o).output_grammar;
+    if (text == nullptr || *text == '\0') {
+      if (current && current->kind == kind) current.reset();
+      return LLM42_OK;
+    }
+    if (current && current->kind != kind) {
+      return Fail(LLM42_INVALID_ARGUMENT, kind == Kind::kGbnf ? "the options have a JSON schema; remove it before setting a grammar"
+                                                             : "the options have a grammar; remove it before setting a JSON schema");
+    }
+    absl::StatusOr<llm42::RequestOptions::OutputGrammar> g = llm42::RequestOptions::MakeOutputGrammar(kind, text);
+    if (!g.ok()) return Check(g.status());
+    current = *std::move(g);
+    return LLM42_OK;
+  });
+}
+
+}  // namespace
+
+llm42_status llm42_request_options_set_grammar(llm42_request_options* o, const char* gbnf) {
+  return SetOutputGrammar(o, llm42::RequestOptions::OutputGrammar::Kind::kGbnf, gbnf);
+}
+llm42_status llm42_request_options_set_json_schema(llm42_request_options* o, const char* schema) {
+  return SetOutputGrammar(o, llm42::RequestOptions::OutputGrammar::Kind::kJsonSchema, schema);
+}
 llm42_status llm42_request_options_set_seed(llm42_request_options* o, uint64_t seed) {
   return SetField(o, [&](llm42::RequestOptions& f) {
     f.sampling.seed = seed;

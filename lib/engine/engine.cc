@@ -6,7 +6,10 @@
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "lib/grammar/token_grammar.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/sampling/logit_controls.h"
 #include "lib/sampling/philox.h"
 #include "lib/sampling/sampler.h"
 #include "lib/tokenizer/tokenizer.h"
@@ -45,7 +48,8 @@ Engine::Engine(const EngineConfig& config, const Tokenizer& tokenizer, KvCache& 
 FinishReason Engine::EndsRequest(const Sequence& s, int32_t token, int64_t length,
                                  int64_t generated, bool stop_string) const {
   const RequestOptions& o = s.request->options();
-  if (stop_string || (tokenizer_.vocab().IsEndOfGeneration(token) && !o.ignore_eos)) {
+  if (stop_string || (tokenizer_.vocab().IsEndOfGeneration(token) && !o.ignore_eos) ||
+      CompletesGrammar(s, length - 1, token)) {
     return FinishReason::kStop;
   }
   if (generated >= o.max_tokens || length >= o.SequenceLimit(config_.max_sequence)) return FinishReason::kLength;
@@ -97,6 +101,42 @@ void Engine::Finish(Sequence& s, FinishReason reason, absl::Status status) {
   s.request->Commit({}, {}, {}, rest, true, reason, std::move(status));
 }
 
+void Engine::Fail(Sequence& s, absl::Status status) {
+  scheduler_.Release(s);
+  Finish(s, FinishReason::kError, std::move(status));
+}
+
+bool Engine::ControlsLogits(const Sequence& s) {
+  return s.grammar != nullptr || s.request->options().controls.active();
+}
+
+bool Engine::ControlLogits(Sequence& s, int64_t position, std::span<float> logits) {
+  const RequestOptions& o = s.request->options();
+  if (o.controls.active()) {
+    ApplyLogitControls(o.controls, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(position)), logits);
+  }
+  if (s.grammar == nullptr) return true;
+  const GrammarState* state = s.grammar->After(s.OutputBefore(position));
+  return state != nullptr && s.grammar->grammar().MaskLogits(*state, !o.ignore_eos, logits);
+}
+
+bool Engine::CompletesGrammar(const Sequence& s, int64_t position, int32_t token) {
+  if (s.grammar == nullptr) return false;
+  const GrammarState* state = s.grammar->After(s.OutputBefore(position));
+  GrammarState next;
+  return state != nullptr && s.grammar->grammar().Advance(*state, token, &next) &&
+         s.grammar->grammar().automaton().IsComplete(next);
+}
+
+namespace {
+
+absl::Status NoTokenAllowed(const Sequence& s, int64_t position) {
+  return absl::FailedPreconditionError(absl::StrCat("the output grammar allows no token of the model's vocabulary after ",
+                                                    position - s.n_prompt, " output tokens"));
+}
+
+}  // namespace
+
 void Engine::FinishAll(FinishReason reason, const absl::Status& status) {
   for (auto& s : scheduler_.TakeAll()) Finish(*s, reason, status);
 }
@@ -110,13 +150,30 @@ Schedule Engine::EntrySchedule(const PlanEntry& p, DvrController::DecodeChoice c
   return choice != Choice::kCandidates && p.seq->candidates() == 0 ? Schedule::kFixed : Schedule::kFast;
 }
 
-bool Engine::VerifyEntry(Sequence& s, int64_t n,
-                         const std::function<std::span<const float>(int64_t)>& rows) {
+bool Engine::VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<float>(int64_t)>& rows) {
   const RequestOptions& o = s.request->options();
-  const DvrController::Verdict v = dvr_.Verify(s, n, o.logprobs, o.top_logprobs, rows);
+  // A row where the grammar allows nothing can only be the one after the last candidate (each
+  // candidate was drawn where it allowed something): its token is not committed.
+  int64_t dead = -1;
+  DvrController::Verdict v = dvr_.Verify(s, n, o.logprobs, o.top_logprobs, [&](int64_t j) -> std::span<const float> {
+    const std::span<float> logits = rows(j);
+    if (!ControlLogits(s, s.n_committed + j, logits) && dead < 0) dead = j;
+    return logits;
+  });
   dvr_.Count(s, v);
+  const bool dead_end = dead >= 0 && static_cast<size_t>(dead) < v.tokens.size();
+  if (dead_end) {
+    const auto keep = static_cast<size_t>(dead);
+    v.tokens.resize(keep);
+    if (!v.logprobs.empty()) v.logprobs.resize(keep);
+    v.top.resize(std::min(v.top.size(), keep * static_cast<size_t>(o.top_logprobs)));
+  }
   const int64_t before = s.n_committed;
   const bool done = CommitTokens(s, v.tokens, v.logprobs, v.top);
+  if (dead_end && !done) {
+    Fail(s, NoTokenAllowed(s, s.n_committed));
+    return true;
+  }
   // The token after a window that agreed came from the replay's last row: decoded under fixed.
   if (!v.disagreed && s.n_committed - before > v.verified) stats_.Add(Stat::kTokensDecodedFixed);
   if (done) return true;
@@ -202,7 +259,7 @@ bool Engine::Step() {
     if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
       const RequestOptions& o = s.request->options();
       want_logits(tokens.size() - 1, IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0 &&
-                                         config_.determinism.fast_path_noise == 0);
+                                         config_.determinism.fast_path_noise == 0 && !ControlsLogits(s));
     }
   }
   // Where each logit row's logits land on the host: packed, the summarized rows skipped (-1).
@@ -253,7 +310,7 @@ bool Engine::Step() {
   std::vector<std::optional<SampledToken>> draws(plan.size());
   auto draw = [&](size_t e) {
     const PlanEntry& p = plan[e];
-    const Sequence& s = *p.seq;
+    Sequence& s = *p.seq;
     const bool fast_row = entry_schedule[e] == Schedule::kFast;
     if (argmax_only[first_logit[e]]) {  // greedy: what SampleWithMargin / SampleToken would return
       const ArgmaxSummary& a = argmax_[first_logit[e]];
@@ -263,6 +320,10 @@ bool Engine::Step() {
     const std::span<float> logits = row(first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
     if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
+    if (!ControlLogits(s, position, logits)) {
+      draws[e] = SampledToken{-1, 0.0};  // the loop below fails the request
+      return;
+    }
     draws[e] = s.dvr && fast_row ? SampleWithMargin(logits, s.sampling, position)
                                  : SampledToken{SampleToken(logits, s.sampling, position), 0.0};
   };
@@ -297,7 +358,7 @@ bool Engine::Step() {
       s.prompt_scored += static_cast<int64_t>(score_n[e]);
     }
     if (p.kind == RowKind::kVerify) {
-      if (VerifyEntry(s, p.n, [&](int64_t j) -> std::span<const float> {
+      if (VerifyEntry(s, p.n, [&](int64_t j) {
             return row(first_logit[e] + static_cast<size_t>(j));
           })) {
         finished.push_back(&s);
@@ -319,6 +380,11 @@ bool Engine::Step() {
     const std::span<float> logits = row(first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
     if (!draws[e].has_value()) draw(e);
+    if (draws[e]->token < 0) {
+      Fail(s, NoTokenAllowed(s, position));
+      finished.push_back(&s);
+      continue;
+    }
     if (s.dvr && fast_row) {
       // A candidate: held until verified. Only candidates need the draw's margin.
       const SampledToken sampled = *draws[e];

@@ -73,13 +73,26 @@ class Engine {
   bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs,
                     std::span<const TopLogprob> top = {});
   void Finish(Sequence& s, FinishReason reason, absl::Status status);
+  // Finishes a running request with an error: its cache released, the status reported.
+  void Fail(Sequence& s, absl::Status status);
+  // Whether the request changes its logits before they are sampled (then every draw needs the
+  // whole row, never only its argmax summary).
+  static bool ControlsLogits(const Sequence& s);
+  // The request's changes to the logits of `position`: its logit bias and penalties
+  // (logit_controls.h), then its grammar's mask (token_grammar.h), from the tokens before the
+  // position — what every draw of the position (a candidate, its replay, a direct commit) samples
+  // from. False when the grammar leaves no token of the vocabulary there.
+  static bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits);
+  // Whether `token` at `position` completes the request's grammar (nothing can follow it).
+  static bool CompletesGrammar(const Sequence& s, int64_t position, int32_t token);
   // How an entry's rows compute: plain requests under the session's schedule (their decode rows
   // under fixed when the step's choice is kAllFixed); a deterministic request's verify and
   // prefill rows under fixed, its decode row under fixed when the choice is not kCandidates and
   // nothing awaits verification, else under fast (a candidate).
   Schedule EntrySchedule(const PlanEntry& p, DvrController::DecodeChoice choice) const;
   // A deterministic request's candidates against the replay in `rows`; true when finished.
-  bool VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<const float>(int64_t)>& rows);
+  // `rows` are the raw logits; VerifyEntry applies the request's controls (ControlLogits).
+  bool VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<float>(int64_t)>& rows);
 
   EngineConfig config_;
   const Tokenizer& tokenizer_;

@@ -8,6 +8,7 @@
 #include "google/protobuf/text_format.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/grammar/json_schema.h"
 #include "lib/util/platform.h"
 #include "lib/util/status.h"
 #include "lib/util/utf8.h"
@@ -76,6 +77,7 @@ absl::Status RequestOptions::Validate() const {
     return OutOfRange("top_logprobs = ", top_logprobs, " (0..", kMaxTopLogprobs, ")");
   }
   if (stops.size() > kMaxStops) return OutOfRange(stops.size(), " stop strings (at most ", kMaxStops, ")");
+  LLM42_RETURN_IF_ERROR(controls.Validate());
   for (const std::string& stop : stops) {
     if (stop.empty()) return InvalidArgument("a stop string is empty");
     if (!IsValidUtf8(stop)) return InvalidArgument("a stop string is not valid UTF-8");
@@ -87,6 +89,24 @@ absl::Status RequestOptions::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<RequestOptions::OutputGrammar> RequestOptions::MakeOutputGrammar(OutputGrammar::Kind kind,
+                                                                             std::string_view source) {
+  if (!IsValidUtf8(source)) return InvalidArgument("the grammar or schema is not valid UTF-8");
+  OutputGrammar g{kind, std::string(source), nullptr};
+  if (kind == OutputGrammar::Kind::kGbnf) {
+    absl::StatusOr<Grammar> parsed = ParseGbnf(source);
+    if (!parsed.ok()) return InvalidArgument("grammar: ", parsed.status().message());
+    g.grammar = std::make_shared<const Grammar>(*std::move(parsed));
+  } else {
+    absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(source);
+    if (!gbnf.ok()) return InvalidArgument("JSON schema: ", gbnf.status().message());
+    absl::StatusOr<Grammar> parsed = ParseGbnf(*gbnf);
+    if (!parsed.ok()) return absl::InternalError(absl::StrCat("the schema's grammar: ", parsed.status().message()));
+    g.grammar = std::make_shared<const Grammar>(*std::move(parsed));
+  }
+  return g;
 }
 
 absl::Status SessionOptions::LoadConfig(const std::string& path) {

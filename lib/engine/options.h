@@ -3,11 +3,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "lib/grammar/grammar.h"
+#include "lib/sampling/logit_controls.h"
 #include "lib/sampling/sampler.h"
 
 namespace llm42 {
@@ -108,6 +113,22 @@ struct RequestOptions {
     return max_sequence > 0 ? std::min(max_sequence, session_limit) : session_limit;
   }
   SamplingParams sampling;
+  // Logit bias and penalties, applied before `sampling` (logit_controls.h).
+  LogitControls controls;
+  // The grammar every output must follow (llm42_request_options_set_grammar / _set_json_schema),
+  // its source kept for receipts. The output's tokens are masked to those the grammar allows
+  // after the output so far (after `controls`); end-of-generation tokens only where it can end;
+  // the request stops once nothing can follow. Logprobs are those of the masked distribution.
+  struct OutputGrammar {
+    enum class Kind : int32_t { kGbnf = 1, kJsonSchema = 2 };
+    Kind kind = Kind::kGbnf;
+    std::string source;
+    std::shared_ptr<const Grammar> grammar;
+  };
+  std::optional<OutputGrammar> output_grammar;
+  // Parses `source` as `kind` (INVALID_ARGUMENT with the line and column, or the JSON pointer, of
+  // the first error).
+  static absl::StatusOr<OutputGrammar> MakeOutputGrammar(OutputGrammar::Kind kind, std::string_view source);
   bool has_seed = false;
   bool deterministic = false;
   std::vector<std::string> stops;

@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "lib/engine/request.h"
 #include "lib/engine/text_stream.h"
+#include "lib/grammar/grammar_trace.h"
 #include "lib/sampling/sampler.h"
 
 namespace llm42 {
@@ -49,8 +51,15 @@ struct Sequence {
   bool planned = false;  // in the batch being built (never a preemption victim then)
   TextStream text;     // committed text
   TextStream probe;    // dvr: committed text plus candidates, to spot a candidate stop string
+  // The output grammar's state per output position (RequestOptions::output_grammar), else null.
+  std::unique_ptr<GrammarTrace> grammar;
 
   int64_t generated() const { return n_committed - n_prompt; }
+  // The output tokens before `position` (committed, then candidates).
+  std::span<const int32_t> OutputBefore(int64_t position) const {
+    return std::span<const int32_t>(tokens).subspan(static_cast<size_t>(n_prompt),
+                                                    static_cast<size_t>(position - n_prompt));
+  }
   int64_t candidates() const { return static_cast<int64_t>(tokens.size()) - n_committed; }
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
   // dvr: the committed prefix's K/V must (re)computed under fixed, and the token after it is

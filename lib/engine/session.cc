@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenModel(options.model_path));
   s->file_ = std::move(file);
   LLM42_ASSIGN_OR_RETURN(s->tokenizer_, Tokenizer::FromGguf(*s->file_));
+  s->grammars_ = std::make_unique<GrammarCache>(*s->tokenizer_);
   {
     const Vocab& v = s->tokenizer_->vocab();
     s->chat_template_ = ChatTemplate::Detect(v.chat_template(), v.Find("<|im_start|>").has_value(),
@@ -241,6 +242,17 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   const uint64_t seed = options.has_seed        ? options.sampling.seed
                         : options.deterministic ? options_.determinism.default_seed
                                                 : RandomSeed();
+  for (const auto& [token, bias] : options.controls.bias) {
+    if (!tokenizer_->vocab().IsValid(token)) {
+      return absl::OutOfRangeError(absl::StrCat("logit bias for token ", token, ", outside the vocabulary of ",
+                                                tokenizer_->vocab().size(), " tokens"));
+    }
+  }
+  std::unique_ptr<GrammarTrace> grammar;
+  if (options.output_grammar) {
+    LLM42_ASSIGN_OR_RETURN(std::shared_ptr<const TokenGrammar> compiled, grammars_->Get(*options.output_grammar));
+    grammar = std::make_unique<GrammarTrace>(std::move(compiled));
+  }
   SamplingParams sampling = options.sampling;
   sampling.seed = seed;
   effective.parent.reset();
@@ -257,6 +269,7 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   const bool dvr = options.deterministic && options_.determinism.mode == DeterminismMode::kSelective;
   auto seq = std::make_unique<Sequence>(request, next_arrival_++, sampling, dvr, engine_->initial_window());
   seq->fixed_kv = dvr || schedule_ == Schedule::kFixed;
+  seq->grammar = std::move(grammar);
   incoming_.push_back(std::move(seq));
   return request;
 }

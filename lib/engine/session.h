@@ -17,6 +17,7 @@
 #include "lib/chat/chat_template.h"
 #include "lib/engine/engine.h"
 #include "lib/engine/engine_stats.h"
+#include "lib/engine/grammar_cache.h"
 #include "lib/engine/options.h"
 #include "lib/engine/receipt.h"
 #include "lib/engine/request.h"
@@ -113,6 +114,7 @@ class Session {
   Schedule schedule_ = Schedule::kFast;
   uint64_t model_id_ = 0;
   std::shared_ptr<ReceiptContext> receipts_;
+  std::unique_ptr<GrammarCache> grammars_;
 
   EngineStats stats_;
   std::unique_ptr<Engine> engine_;  // driven by thread_ only

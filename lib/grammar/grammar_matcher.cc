@@ -1,78 +1,198 @@
 #include "lib/grammar/grammar_matcher.h"
 
+#include <algorithm>
 #include <utility>
-
-#include "utf8proc.h"
 
 namespace llm42 {
 
-GrammarMatcher::GrammarMatcher(const Grammar* grammar) : grammar_(grammar) {
-  const auto& root = grammar_->rules[static_cast<size_t>(grammar_->root)];
-  for (size_t a = 0; a < root.alternatives.size(); ++a) {
-    Expand(Stack{{grammar_->root, static_cast<int32_t>(a), 0}}, &stacks_);
+std::vector<int32_t> GrammarState::Key() const {
+  std::vector<int32_t> key{need, static_cast<int32_t>(partial), length};
+  for (const auto& s : stacks) {
+    key.push_back(static_cast<int32_t>(s.size()));
+    key.insert(key.end(), s.begin(), s.end());
+  }
+  return key;
+}
+
+bool GrammarAutomaton::CodePointSet::Intersects(uint32_t lo, uint32_t hi) const {
+  if (!negated) {
+    for (const auto& [a, b] : ranges) {
+      if (a <= hi && b >= lo) return true;
+    }
+    return false;
+  }
+  // Some code point of [lo, hi] outside every range: walk up from lo past the ranges covering it.
+  uint32_t cp = lo;
+  for (bool moved = true; moved && cp <= hi;) {
+    moved = false;
+    for (const auto& [a, b] : ranges) {
+      if (a <= cp && cp <= b) {
+        if (b >= hi) return false;
+        cp = b + 1;
+        moved = true;
+      }
+    }
+  }
+  return cp <= hi;
+}
+
+GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : root_(grammar.root) {
+  alternatives_.resize(grammar.rules.size());
+  for (size_t r = 0; r < grammar.rules.size(); ++r) {
+    for (const auto& alternative : grammar.rules[r].alternatives) {
+      alternatives_[r].push_back(static_cast<int32_t>(elements_.size()));
+      for (const GrammarElement& e : alternative) {
+        if (e.is_rule()) {
+          elements_.push_back({-1, e.rule});
+        } else {
+          sets_.push_back({e.ranges, e.negated});
+          elements_.push_back({static_cast<int32_t>(sets_.size() - 1), -1});
+        }
+      }
+      elements_.push_back({});  // the end
+    }
   }
 }
 
-const GrammarElement& GrammarMatcher::Top(const Stack& s) const {
-  const Position& p = s.back();
-  return grammar_->rules[static_cast<size_t>(p.rule)].alternatives[static_cast<size_t>(p.alternative)]
-                       [static_cast<size_t>(p.element)];
-}
-
-// Brings `s` to where its top is a code-point element (or it is empty), in every way the
+// Brings `stack` to where its top is a code-point set (or it is empty), in every way the
 // references allow, into `out`.
-void GrammarMatcher::Expand(Stack s, std::set<Stack>* out) const {
-  // Positions at the end of their alternative are done: the one beneath continues.
-  auto at_end = [&](const Position& p) {
-    return static_cast<size_t>(p.element) ==
-           grammar_->rules[static_cast<size_t>(p.rule)].alternatives[static_cast<size_t>(p.alternative)].size();
-  };
-  while (!s.empty() && at_end(s.back())) s.pop_back();
-  if (s.empty() || !Top(s).is_rule()) {
-    out->insert(std::move(s));
+void GrammarAutomaton::Expand(std::vector<int32_t> stack, std::vector<std::vector<int32_t>>* out) const {
+  while (!stack.empty() && elements_[static_cast<size_t>(stack.back())].is_end()) stack.pop_back();
+  if (stack.empty() || elements_[static_cast<size_t>(stack.back())].set >= 0) {
+    out->push_back(std::move(stack));
     return;
   }
-  const int32_t rule = Top(s).rule;
-  ++s.back().element;  // where to continue once the rule is matched
-  if (at_end(s.back())) s.pop_back();  // nothing follows it here: no need to keep the position
-  const auto& alternatives = grammar_->rules[static_cast<size_t>(rule)].alternatives;
-  for (size_t a = 0; a < alternatives.size(); ++a) {
-    Stack next = s;
-    next.push_back({rule, static_cast<int32_t>(a), 0});
+  const int32_t rule = elements_[static_cast<size_t>(stack.back())].rule;
+  ++stack.back();  // where to continue once the rule is matched
+  if (elements_[static_cast<size_t>(stack.back())].is_end()) stack.pop_back();  // nothing follows: drop it
+  const auto& starts = alternatives_[static_cast<size_t>(rule)];
+  for (size_t a = 0; a < starts.size(); ++a) {
+    std::vector<int32_t> next = a + 1 == starts.size() ? std::move(stack) : stack;
+    next.push_back(starts[a]);
     Expand(std::move(next), out);
   }
 }
 
-bool GrammarMatcher::Accept(uint32_t code_point) {
-  std::set<Stack> next;
-  for (const Stack& s : stacks_) {
-    if (s.empty() || !Top(s).Matches(code_point)) continue;
-    Stack advanced = s;
-    ++advanced.back().element;
-    Expand(std::move(advanced), &next);
+namespace {
+
+void SortUnique(std::vector<std::vector<int32_t>>* stacks) {
+  std::sort(stacks->begin(), stacks->end());
+  stacks->erase(std::unique(stacks->begin(), stacks->end()), stacks->end());
+}
+
+}  // namespace
+
+GrammarState GrammarAutomaton::Initial() const {
+  GrammarState s;
+  for (int32_t start : alternatives_[static_cast<size_t>(root_)]) Expand({start}, &s.stacks);
+  SortUnique(&s.stacks);
+  return s;
+}
+
+bool GrammarAutomaton::AcceptCodePoint(const GrammarState& in, uint32_t cp, GrammarState* out) const {
+  out->stacks.clear();
+  out->partial = 0;
+  out->need = 0;
+  out->length = 0;
+  for (const auto& s : in.stacks) {
+    if (s.empty()) continue;
+    const CodePointSet& set = sets_[static_cast<size_t>(elements_[static_cast<size_t>(s.back())].set)];
+    if (!set.Intersects(cp, cp)) continue;
+    std::vector<int32_t> advanced = s;
+    ++advanced.back();
+    Expand(std::move(advanced), &out->stacks);
+    if (out->stacks.size() > kMaxStacks) return false;
   }
-  if (next.empty()) return false;
-  stacks_ = std::move(next);
+  if (out->stacks.empty()) return false;
+  SortUnique(&out->stacks);
   return true;
+}
+
+bool GrammarAutomaton::Viable(const GrammarState& s) const {
+  // The code points the bytes so far can begin, past the overlong forms of their length.
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  const uint32_t lo = std::max(s.partial << (6 * s.need), kSmallest[s.length]);
+  const uint32_t hi = std::min<uint32_t>((s.partial << (6 * s.need)) | ((1u << (6 * s.need)) - 1), 0x10FFFF);
+  if (lo > hi) return false;
+  for (const auto& stack : s.stacks) {
+    if (stack.empty()) continue;
+    if (sets_[static_cast<size_t>(elements_[static_cast<size_t>(stack.back())].set)].Intersects(lo, hi)) return true;
+  }
+  return false;
+}
+
+bool GrammarAutomaton::Step(const GrammarState& in, uint8_t b, GrammarState* out) const {
+  if (in.need == 0) {
+    if (b < 0x80) return AcceptCodePoint(in, b, out);
+    int32_t need;
+    uint32_t bits;
+    if (b >= 0xC2 && b <= 0xDF) {
+      need = 1, bits = b & 0x1Fu;
+    } else if ((b & 0xF0) == 0xE0) {
+      need = 2, bits = b & 0x0Fu;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      need = 3, bits = b & 0x07u;
+    } else {
+      return false;  // a continuation byte, or a lead that begins no code point
+    }
+    out->stacks = in.stacks;
+    out->partial = bits;
+    out->need = need;
+    out->length = need + 1;
+    return Viable(*out);
+  }
+  if ((b & 0xC0) != 0x80) return false;
+  // Second bytes that would make an overlong form, a surrogate or a code point past U+10FFFF.
+  if (in.need == 2 && in.partial <= 0xF) {  // a three-byte form's second byte
+    if ((in.partial == 0 && b < 0xA0) || (in.partial == 0xD && b >= 0xA0)) return false;
+  } else if (in.need == 3) {
+    if ((in.partial == 0 && b < 0x90) || (in.partial == 4 && b >= 0x90)) return false;
+  }
+  const uint32_t partial = in.partial << 6 | (b & 0x3Fu);
+  if (in.need == 1) return AcceptCodePoint(in, partial, out);
+  out->stacks = in.stacks;
+  out->partial = partial;
+  out->need = in.need - 1;
+  out->length = in.length;
+  return Viable(*out);
+}
+
+bool GrammarAutomaton::CanEnd(const GrammarState& s) const {
+  return s.need == 0 && !s.stacks.empty() && s.stacks.front().empty();  // sorted: the empty stack first
+}
+
+bool GrammarAutomaton::IsComplete(const GrammarState& s) const { return CanEnd(s) && s.stacks.size() == 1; }
+
+GrammarMatcher::GrammarMatcher(const Grammar* grammar) : automaton_(*grammar), state_(automaton_.Initial()) {}
+
+bool GrammarMatcher::Accept(uint32_t code_point) {
+  char utf8[4];
+  size_t n;
+  if (code_point < 0x80) {
+    utf8[0] = static_cast<char>(code_point), n = 1;
+  } else if (code_point < 0x800) {
+    utf8[0] = static_cast<char>(0xC0 | code_point >> 6), utf8[1] = static_cast<char>(0x80 | (code_point & 0x3F)), n = 2;
+  } else if (code_point < 0x10000) {
+    utf8[0] = static_cast<char>(0xE0 | code_point >> 12), utf8[1] = static_cast<char>(0x80 | (code_point >> 6 & 0x3F));
+    utf8[2] = static_cast<char>(0x80 | (code_point & 0x3F)), n = 3;
+  } else if (code_point <= 0x10FFFF) {
+    utf8[0] = static_cast<char>(0xF0 | code_point >> 18), utf8[1] = static_cast<char>(0x80 | (code_point >> 12 & 0x3F));
+    utf8[2] = static_cast<char>(0x80 | (code_point >> 6 & 0x3F)), utf8[3] = static_cast<char>(0x80 | (code_point & 0x3F));
+    n = 4;
+  } else {
+    return false;
+  }
+  return AcceptText(std::string_view(utf8, n));
 }
 
 bool GrammarMatcher::AcceptText(std::string_view utf8) {
-  const std::set<Stack> before = stacks_;
-  for (size_t i = 0; i < utf8.size();) {
-    utf8proc_int32_t cp = 0;
-    const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(utf8.data() + i),
-                                                static_cast<utf8proc_ssize_t>(utf8.size() - i), &cp);
-    if (n <= 0 || cp < 0 || !Accept(static_cast<uint32_t>(cp))) {
-      stacks_ = before;
-      return false;
-    }
-    i += static_cast<size_t>(n);
+  GrammarState s = state_, next;
+  for (char c : utf8) {
+    if (!automaton_.Step(s, static_cast<uint8_t>(c), &next)) return false;
+    std::swap(s, next);
   }
+  state_ = std::move(s);
   return true;
 }
-
-bool GrammarMatcher::CanEnd() const { return stacks_.count(Stack{}) > 0; }
-
-bool GrammarMatcher::IsComplete() const { return stacks_.size() == 1 && CanEnd(); }
 
 }  // namespace llm42

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -33,6 +35,14 @@ ABSL_FLAG(int32_t, top_k, 0, "Keep the k most likely tokens; 0 = off");
 ABSL_FLAG(float, top_p, 1.0f, "Nucleus sampling mass; 1 = off");
 ABSL_FLAG(float, min_p, 0.0f, "Drop tokens below min_p times the best probability; 0 = off");
 ABSL_FLAG(int64_t, seed, -1, "Sampling seed; -1 = random");
+ABSL_FLAG(std::string, grammar, "", "Constrain the output to the GBNF grammar in this file (llama.cpp's syntax)");
+ABSL_FLAG(std::string, json_schema, "", "Constrain the output to JSON valid under the JSON Schema in this file");
+ABSL_FLAG(std::vector<std::string>, logit_bias, {},
+          "Comma-separated ID=BIAS pairs added to the tokens' logits (BIAS -inf bans the token)");
+ABSL_FLAG(float, repeat_penalty, 1.0f, "llama.cpp's repetition penalty over the last --repeat_last_n tokens; 1 = off");
+ABSL_FLAG(int32_t, repeat_last_n, 64, "Tokens the penalties look back over, the prompt's included; 0 = all");
+ABSL_FLAG(float, frequency_penalty, 0.0f, "Lower a token's logit by this times its count in the window; 0 = off");
+ABSL_FLAG(float, presence_penalty, 0.0f, "Lower the logit of every token in the window by this; 0 = off");
 ABSL_FLAG(int32_t, threads, 0, "Worker threads; 0 = all cores");
 ABSL_FLAG(int32_t, context, 0, "Context length; 0 = the model's (at most 4096)");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "Comma-separated stop strings");
@@ -126,6 +136,30 @@ void ApplyGenerationFlags(api::RequestOptions& ro) {
       .SetTopLogprobs(absl::GetFlag(FLAGS_top_logprobs))
       .SetPromptLogprobs(absl::GetFlag(FLAGS_print_prompt_logprobs));
   if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+  ro.SetRepetitionPenalty(absl::GetFlag(FLAGS_repeat_penalty), absl::GetFlag(FLAGS_repeat_last_n))
+      .SetFrequencyPenalty(absl::GetFlag(FLAGS_frequency_penalty))
+      .SetPresencePenalty(absl::GetFlag(FLAGS_presence_penalty));
+  for (const std::string& pair : absl::GetFlag(FLAGS_logit_bias)) {
+    const size_t eq = pair.find('=');
+    int32_t id = 0;
+    float bias = 0;
+    const std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    const bool ok = eq != std::string::npos && absl::SimpleAtoi(pair.substr(0, eq), &id) &&
+                    (value == "-inf" || absl::SimpleAtof(value, &bias));
+    if (!ok) throw api::Error(LLM42_INVALID_ARGUMENT, "--logit_bias takes ID=BIAS pairs, not '" + pair + "'");
+    ro.SetLogitBias(id, value == "-inf" ? -INFINITY : bias);
+  }
+  for (const auto& [flag, path] : {std::pair{"--grammar", absl::GetFlag(FLAGS_grammar)},
+                                   std::pair{"--json_schema", absl::GetFlag(FLAGS_json_schema)}}) {
+    if (path.empty()) continue;
+    const std::optional<std::string> text = ReadFileBytes(path);
+    if (!text) throw api::Error(LLM42_NOT_FOUND, std::string(flag) + ": cannot read " + path);
+    if (std::string_view(flag) == "--grammar") {
+      ro.SetGrammar(*text);
+    } else {
+      ro.SetJsonSchema(*text);
+    }
+  }
 }
 
 // Runs a command that needs --model, turning an API failure into a message and exit code 1.
@@ -141,6 +175,12 @@ int WithModel(Body body) {
 }
 
 }  // namespace
+
+std::optional<std::string> ReadFileBytes(const std::string& path) {
+  std::ifstream in(platform::Utf8Path(path), std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 api::SessionOptions SessionOptionsFromFlags() {
   api::SessionOptions so;
@@ -353,12 +393,12 @@ int MakeModel() {
   const int64_t seed = absl::GetFlag(FLAGS_seed);
   std::string chat_template;
   if (!absl::GetFlag(FLAGS_chat_template).empty()) {
-    std::ifstream in(platform::Utf8Path(absl::GetFlag(FLAGS_chat_template)), std::ios::binary);
-    if (!in) {
+    const std::optional<std::string> text = ReadFileBytes(absl::GetFlag(FLAGS_chat_template));
+    if (!text) {
       std::cerr << "llm42 make-model: cannot read " << absl::GetFlag(FLAGS_chat_template) << "\n";
       return 1;
     }
-    chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    chat_template = *text;
   }
   std::string vocab = absl::GetFlag(FLAGS_vocab);
   if (vocab.empty()) vocab = DefaultVocabPath();

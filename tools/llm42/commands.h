@@ -2,6 +2,7 @@
 #define LLM42_TOOLS_LLM42_COMMANDS_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ api::SessionOptions SessionOptionsFromFlags();
 // Runs `body` when --model is set (else a usage message and 2), turning an API failure into a
 // message and 1.
 int RunWithModel(const std::function<int()>& body);
+// The whole file's bytes; nullopt when it cannot be read.
+std::optional<std::string> ReadFileBytes(const std::string& path);
 // Writes request's receipt to `path`: text format for .txtpb/.textproto/.txt, else binary.
 bool WriteReceiptFile(api::Request& request, const std::string& path);
 

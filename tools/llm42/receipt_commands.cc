@@ -64,12 +64,12 @@ int Verify(const std::vector<std::string>& args) {
     std::cerr << "usage: llm42 verify --model PATH RECEIPT\n";
     return 2;
   }
-  std::ifstream in(platform::Utf8Path(args[0]), std::ios::binary);
-  if (!in) {
+  const std::optional<std::string> read = ReadFileBytes(args[0]);
+  if (!read) {
     std::cerr << "llm42: cannot read " << args[0] << "\n";
     return 2;
   }
-  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string& bytes = *read;
   const auto receipt = ParseReceipt(bytes);
   if (!receipt.ok()) {
     std::cerr << "llm42: " << args[0] << ": " << receipt.status().message() << "\n";

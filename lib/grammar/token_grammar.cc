@@ -1,0 +1,131 @@
+#include "lib/grammar/token_grammar.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+namespace llm42 {
+namespace {
+
+// Memory the cached masks of one grammar may hold.
+constexpr size_t kCacheBytes = size_t{32} << 20;
+
+}  // namespace
+
+TokenGrammar::TokenGrammar(const Grammar& grammar, std::vector<std::string> token_bytes,
+                           std::vector<int32_t> end_tokens)
+    : automaton_(grammar), bytes_(std::move(token_bytes)), end_tokens_(std::move(end_tokens)) {
+  std::sort(end_tokens_.begin(), end_tokens_.end());
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    if (!bytes_[id].empty()) order_.push_back(static_cast<int32_t>(id));
+  }
+  std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
+    return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
+  });
+  shared_.resize(order_.size());
+  for (size_t i = 1; i < order_.size(); ++i) {
+    const std::string& a = bytes_[static_cast<size_t>(order_[i - 1])];
+    const std::string& b = bytes_[static_cast<size_t>(order_[i])];
+    shared_[i] = static_cast<uint32_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+  }
+  max_cached_ = std::max<size_t>(64, kCacheBytes / ((bytes_.size() + 63) / 64 * 8 + 1));
+}
+
+absl::StatusOr<std::shared_ptr<const TokenGrammar>> TokenGrammar::Create(const Grammar& grammar,
+                                                                         std::vector<std::string> token_bytes,
+                                                                         std::vector<int32_t> end_tokens) {
+  std::shared_ptr<const TokenGrammar> g(new TokenGrammar(grammar, std::move(token_bytes), std::move(end_tokens)));
+  const GrammarState initial = g->automaton_.Initial();
+  const std::shared_ptr<const Mask> first = g->Allowed(initial);
+  const bool any = std::any_of(first->begin(), first->end(), [](uint64_t w) { return w != 0; });
+  if (!any && !g->automaton_.CanEnd(initial)) {
+    return absl::InvalidArgumentError("no token of the model's vocabulary can begin a sentence of the grammar");
+  }
+  return g;
+}
+
+TokenGrammar::Mask TokenGrammar::Compute(const GrammarState& s) const {
+  Mask mask((bytes_.size() + 63) / 64, 0);
+  std::vector<GrammarState> depth(1, s);
+  size_t valid = 0;  // depth[0..valid] are the states after the current token's first bytes
+  for (size_t i = 0; i < order_.size();) {
+    const int32_t id = order_[i];
+    const std::string& t = bytes_[static_cast<size_t>(id)];
+    if (depth.size() < t.size() + 1) depth.resize(t.size() + 1);
+    size_t k = std::min<size_t>(shared_[i], valid);
+    bool refused = false;
+    for (; k < t.size(); ++k) {
+      if (!automaton_.Step(depth[k], static_cast<uint8_t>(t[k]), &depth[k + 1])) {
+        refused = true;
+        break;
+      }
+    }
+    if (!refused) {
+      mask[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+      valid = t.size();
+      ++i;
+      continue;
+    }
+    // Every token that shares t's first k + 1 bytes is refused as well.
+    valid = k;
+    for (++i; i < order_.size() && shared_[i] > k; ++i) {
+    }
+  }
+  return mask;
+}
+
+std::shared_ptr<const TokenGrammar::Mask> TokenGrammar::Allowed(const GrammarState& s) const {
+  std::vector<int32_t> key = s.Key();
+  {
+    MutexLock lock(&mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  auto mask = std::make_shared<const Mask>(Compute(s));
+  MutexLock lock(&mu_);
+  if (cache_.size() >= max_cached_) cache_.clear();
+  cache_.emplace(std::move(key), mask);
+  return mask;
+}
+
+bool TokenGrammar::IsEndToken(int32_t id) const {
+  return std::binary_search(end_tokens_.begin(), end_tokens_.end(), id);
+}
+
+bool TokenGrammar::MaskLogits(const GrammarState& s, bool allow_end, std::span<float> logits) const {
+  const std::shared_ptr<const Mask> mask = Allowed(s);
+  // The end tokens add no bytes, so the mask clears them: keep their logits where they may come.
+  std::vector<std::pair<size_t, float>> ends;
+  if (allow_end && automaton_.CanEnd(s)) {
+    for (int32_t id : end_tokens_) {
+      if (static_cast<size_t>(id) < logits.size()) ends.emplace_back(static_cast<size_t>(id), logits[static_cast<size_t>(id)]);
+    }
+  }
+  const size_t n = std::min(logits.size(), bytes_.size());
+  bool any = !ends.empty();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = (*mask)[w];
+    any |= bits != 0;
+    if (bits == ~uint64_t{0}) continue;
+    for (size_t i = w * 64; i < std::min(n, w * 64 + 64); ++i) {
+      if (!(bits >> (i % 64) & 1)) logits[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  for (size_t i = n; i < logits.size(); ++i) logits[i] = -std::numeric_limits<float>::infinity();
+  for (const auto& [id, logit] : ends) logits[id] = logit;
+  return any;
+}
+
+bool TokenGrammar::Advance(const GrammarState& s, int32_t id, GrammarState* out) const {
+  if (id < 0 || static_cast<size_t>(id) >= bytes_.size() || bytes_[static_cast<size_t>(id)].empty()) return false;
+  GrammarState cur = s;
+  for (char c : bytes_[static_cast<size_t>(id)]) {
+    if (!automaton_.Step(cur, static_cast<uint8_t>(c), out)) return false;
+    std::swap(cur, *out);
+  }
+  *out = std::move(cur);
+  return true;
+}
+
+}  // namespace llm42
