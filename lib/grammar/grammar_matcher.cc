@@ -6,7 +6,7 @@
 namespace llm42 {
 
 std::vector<int32_t> GrammarState::Key() const {
-  std::vector<int32_t> key{need, static_cast<int32_t>(partial), length};
+  std::vector<int32_t> key{utf8.need, static_cast<int32_t>(utf8.bits), utf8.length};
   for (const auto& s : stacks) {
     key.push_back(static_cast<int32_t>(s.size()));
     key.insert(key.end(), s.begin(), s.end());
@@ -91,9 +91,7 @@ GrammarState GrammarAutomaton::Initial() const {
 
 bool GrammarAutomaton::AcceptCodePoint(const GrammarState& in, uint32_t cp, GrammarState* out) const {
   out->stacks.clear();
-  out->partial = 0;
-  out->need = 0;
-  out->length = 0;
+  out->utf8 = Utf8Partial{};
   for (const auto& s : in.stacks) {
     if (s.empty()) continue;
     const CodePointSet& set = sets_[static_cast<size_t>(elements_[static_cast<size_t>(s.back())].set)];
@@ -108,24 +106,35 @@ bool GrammarAutomaton::AcceptCodePoint(const GrammarState& in, uint32_t cp, Gram
   return true;
 }
 
-bool GrammarAutomaton::Viable(const GrammarState& s) const {
-  // The code points the bytes so far can begin, past the overlong forms of their length.
-  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  const uint32_t lo = std::max(s.partial << (6 * s.need), kSmallest[s.length]);
-  const uint32_t hi = std::min<uint32_t>((s.partial << (6 * s.need)) | ((1u << (6 * s.need)) - 1), 0x10FFFF);
+bool GrammarAutomaton::Viable(const GrammarState& in, const Utf8Partial& partial) const {
+  const uint32_t lo = partial.lowest(), hi = partial.highest();
   if (lo > hi) return false;
-  for (const auto& stack : s.stacks) {
+  for (const auto& stack : in.stacks) {
     if (stack.empty()) continue;
     if (sets_[static_cast<size_t>(elements_[static_cast<size_t>(stack.back())].set)].Intersects(lo, hi)) return true;
   }
   return false;
 }
 
-bool GrammarAutomaton::Step(const GrammarState& in, uint8_t b, GrammarState* out) const {
-  if (in.need == 0) {
-    if (b < 0x80) return AcceptCodePoint(in, b, out);
-    int32_t need;
-    uint32_t bits;
+std::vector<uint32_t> GrammarAutomaton::CodePointIntervals() const {
+  std::vector<uint32_t> starts = {0};
+  for (const CodePointSet& set : sets_) {
+    for (const auto& [lo, hi] : set.ranges) {
+      starts.push_back(lo);
+      if (hi < 0x10FFFF) starts.push_back(hi + 1);
+    }
+  }
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  return starts;
+}
+
+Utf8Partial::Push Utf8Partial::Take(uint8_t b) {
+  if (need == 0) {
+    if (b < 0x80) {
+      bits = b;
+      return Push::kComplete;
+    }
     if (b >= 0xC2 && b <= 0xDF) {
       need = 1, bits = b & 0x1Fu;
     } else if ((b & 0xF0) == 0xE0) {
@@ -133,32 +142,51 @@ bool GrammarAutomaton::Step(const GrammarState& in, uint8_t b, GrammarState* out
     } else if (b >= 0xF0 && b <= 0xF4) {
       need = 3, bits = b & 0x07u;
     } else {
-      return false;  // a continuation byte, or a lead that begins no code point
+      return Push::kRefused;  // a continuation byte, or a lead that begins no code point
     }
-    out->stacks = in.stacks;
-    out->partial = bits;
-    out->need = need;
-    out->length = need + 1;
-    return Viable(*out);
+    length = need + 1;
+    return Push::kPartial;
   }
-  if ((b & 0xC0) != 0x80) return false;
+  if ((b & 0xC0) != 0x80) return Push::kRefused;
   // Second bytes that would make an overlong form, a surrogate or a code point past U+10FFFF.
-  if (in.need == 2 && in.partial <= 0xF) {  // a three-byte form's second byte
-    if ((in.partial == 0 && b < 0xA0) || (in.partial == 0xD && b >= 0xA0)) return false;
-  } else if (in.need == 3) {
-    if ((in.partial == 0 && b < 0x90) || (in.partial == 4 && b >= 0x90)) return false;
+  if (length == 3 && need == 2) {
+    if ((bits == 0 && b < 0xA0) || (bits == 0xD && b >= 0xA0)) return Push::kRefused;
+  } else if (length == 4 && need == 3) {
+    if ((bits == 0 && b < 0x90) || (bits == 4 && b >= 0x90)) return Push::kRefused;
   }
-  const uint32_t partial = in.partial << 6 | (b & 0x3Fu);
-  if (in.need == 1) return AcceptCodePoint(in, partial, out);
+  bits = bits << 6 | (b & 0x3Fu);
+  if (--need > 0) return Push::kPartial;
+  length = 0;
+  return Push::kComplete;
+}
+
+uint32_t Utf8Partial::lowest() const {
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  return std::max(bits << (6 * need), kSmallest[length]);
+}
+
+uint32_t Utf8Partial::highest() const {
+  return std::min<uint32_t>((bits << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFF);
+}
+
+bool GrammarAutomaton::Step(const GrammarState& in, uint8_t b, GrammarState* out) const {
+  Utf8Partial p = in.utf8;
+  switch (p.Take(b)) {
+    case Utf8Partial::Push::kRefused:
+      return false;
+    case Utf8Partial::Push::kComplete:
+      return AcceptCodePoint(in, p.bits, out);
+    case Utf8Partial::Push::kPartial:
+      break;
+  }
+  if (!Viable(in, p)) return false;
   out->stacks = in.stacks;
-  out->partial = partial;
-  out->need = in.need - 1;
-  out->length = in.length;
-  return Viable(*out);
+  out->utf8 = p;
+  return true;
 }
 
 bool GrammarAutomaton::CanEnd(const GrammarState& s) const {
-  return s.need == 0 && !s.stacks.empty() && s.stacks.front().empty();  // sorted: the empty stack first
+  return s.utf8.need == 0 && !s.stacks.empty() && s.stacks.front().empty();  // sorted: the empty stack first
 }
 
 bool GrammarAutomaton::IsComplete(const GrammarState& s) const { return CanEnd(s) && s.stacks.size() == 1; }

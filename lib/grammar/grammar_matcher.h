@@ -18,12 +18,27 @@
 
 namespace llm42 {
 
+// A code point's UTF-8 bytes so far.
+struct Utf8Partial {
+  uint32_t bits = 0;   // the code point's bits so far (all of them once complete)
+  int32_t need = 0;    // continuation bytes still to come; 0: none begun (or just completed)
+  int32_t length = 0;  // the code point's UTF-8 length, while need > 0
+  bool operator==(const Utf8Partial&) const = default;
+
+  enum class Push { kRefused, kPartial, kComplete };
+  // Takes the next byte: kComplete leaves the code point in `bits` (and need 0); kRefused for a
+  // byte no well-formed UTF-8 has here (overlong forms, surrogates and values past U+10FFFF
+  // included), leaving *this unspecified.
+  Push Take(uint8_t byte);
+  // The code points the bytes so far can begin (need > 0).
+  uint32_t lowest() const;
+  uint32_t highest() const;
+};
+
 struct GrammarState {
   // Sorted and unique; a stack's last entry is its top.
   std::vector<std::vector<int32_t>> stacks;
-  uint32_t partial = 0;  // the code point's bits so far, while `need` continuation bytes remain
-  int32_t need = 0;
-  int32_t length = 0;  // the code point's UTF-8 length, while `need` > 0
+  Utf8Partial utf8;
 
   bool operator==(const GrammarState&) const = default;
   // The state as one sequence of integers (what the mask cache is keyed by).
@@ -38,9 +53,17 @@ class GrammarAutomaton {
   explicit GrammarAutomaton(const Grammar& grammar);
 
   GrammarState Initial() const;
-  // The state after `byte` in *out (which may be `in`'s storage only if distinct objects): false
-  // when the grammar allows no continuation with it (then *out is unspecified).
+  // The state after `byte` in *out (a distinct object): false when the grammar allows no
+  // continuation with it (then *out is unspecified).
   bool Step(const GrammarState& in, uint8_t byte, GrammarState* out) const;
+  // The steps Step takes: after a whole code point (in.utf8 empty), and whether some code point
+  // the partial bytes can begin is allowed after `in`.
+  bool AcceptCodePoint(const GrammarState& in, uint32_t cp, GrammarState* out) const;
+  bool Viable(const GrammarState& in, const Utf8Partial& partial) const;
+  // Where the grammar's code-point sets begin and end: sorted, from 0, each value the first code
+  // point of an interval within which every set either holds every code point or none (so every
+  // code point of an interval steps every state alike).
+  std::vector<uint32_t> CodePointIntervals() const;
   // Whether the input so far is a whole sentence (it may go on).
   bool CanEnd(const GrammarState& s) const;
   // Whether nothing more can follow: a whole sentence that no code point extends.
@@ -59,8 +82,6 @@ class GrammarAutomaton {
   };
 
   void Expand(std::vector<int32_t> stack, std::vector<std::vector<int32_t>>* out) const;
-  bool AcceptCodePoint(const GrammarState& in, uint32_t cp, GrammarState* out) const;
-  bool Viable(const GrammarState& s) const;  // some allowed code point begins with s.partial
 
   std::vector<Element> elements_;
   std::vector<CodePointSet> sets_;

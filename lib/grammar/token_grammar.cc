@@ -30,6 +30,11 @@ TokenGrammar::TokenGrammar(const Grammar& grammar, std::vector<std::string> toke
     shared_[i] = static_cast<uint32_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
   }
   max_cached_ = std::max<size_t>(64, kCacheBytes / ((bytes_.size() + 63) / 64 * 8 + 1));
+  intervals_ = automaton_.CodePointIntervals();
+  bmp_interval_.resize(0x10000);
+  for (uint32_t cp = 0; cp < 0x10000; ++cp) {
+    bmp_interval_[cp] = static_cast<uint16_t>(std::upper_bound(intervals_.begin(), intervals_.end(), cp) - intervals_.begin() - 1);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const TokenGrammar>> TokenGrammar::Create(const Grammar& grammar,
@@ -45,10 +50,68 @@ absl::StatusOr<std::shared_ptr<const TokenGrammar>> TokenGrammar::Create(const G
   return g;
 }
 
+size_t TokenGrammar::IntervalOf(uint32_t cp) const {
+  if (cp < bmp_interval_.size()) return bmp_interval_[cp];
+  return static_cast<size_t>(std::upper_bound(intervals_.begin(), intervals_.end(), cp) - intervals_.begin()) - 1;
+}
+
+int32_t TokenGrammar::Intern(GrammarState s) const {
+  std::vector<int32_t> key = s.Key();
+  auto [it, added] = state_ids_.try_emplace(std::move(key), static_cast<int32_t>(states_.size()));
+  if (added) {
+    states_.push_back(std::move(s));
+    next_.resize(next_.size() + intervals_.size(), kUnknown);
+  }
+  return it->second;
+}
+
+int32_t TokenGrammar::NextInInterval(int32_t id, size_t interval) const {
+  const size_t at = static_cast<size_t>(id) * intervals_.size() + interval;
+  if (next_[at] != kUnknown) return next_[at];
+  GrammarState out;
+  const int32_t next = automaton_.AcceptCodePoint(states_[static_cast<size_t>(id)], intervals_[interval], &out)
+                           ? Intern(std::move(out))
+                           : kDead;
+  next_[at] = next;  // (Intern may have grown the table: index it again)
+  return next;
+}
+
+bool TokenGrammar::Next(const At& at, uint8_t byte, At* out) const {
+  Utf8Partial p = at.utf8;
+  switch (p.Take(byte)) {
+    case Utf8Partial::Push::kRefused:
+      return false;
+    case Utf8Partial::Push::kComplete:
+      out->id = NextInInterval(at.id, IntervalOf(p.bits));
+      out->utf8 = Utf8Partial{};
+      return out->id != kDead;
+    case Utf8Partial::Push::kPartial:
+      break;
+  }
+  // Some code point the bytes can begin steps on: one of the intervals their range meets.
+  const uint32_t lo = p.lowest(), hi = p.highest();
+  if (lo > hi) return false;
+  for (size_t i = IntervalOf(lo), last = IntervalOf(hi); i <= last; ++i) {
+    if (NextInInterval(at.id, i) != kDead) {
+      *out = At{at.id, p};
+      return true;
+    }
+  }
+  return false;
+}
+
 TokenGrammar::Mask TokenGrammar::Compute(const GrammarState& s) const {
   Mask mask((bytes_.size() + 63) / 64, 0);
-  std::vector<GrammarState> depth(1, s);
-  size_t valid = 0;  // depth[0..valid] are the states after the current token's first bytes
+  MutexLock lock(&dfa_mu_);
+  if (states_.size() > kMaxStates) {
+    state_ids_.clear();
+    states_.clear();
+    next_.clear();
+  }
+  GrammarState whole = s;
+  whole.utf8 = Utf8Partial{};
+  std::vector<At> depth(1, At{Intern(std::move(whole)), s.utf8});
+  size_t valid = 0;  // depth[0..valid] are the places after the current token's first bytes
   for (size_t i = 0; i < order_.size();) {
     const int32_t id = order_[i];
     const std::string& t = bytes_[static_cast<size_t>(id)];
@@ -56,7 +119,7 @@ TokenGrammar::Mask TokenGrammar::Compute(const GrammarState& s) const {
     size_t k = std::min<size_t>(shared_[i], valid);
     bool refused = false;
     for (; k < t.size(); ++k) {
-      if (!automaton_.Step(depth[k], static_cast<uint8_t>(t[k]), &depth[k + 1])) {
+      if (!Next(depth[k], static_cast<uint8_t>(t[k]), &depth[k + 1])) {
         refused = true;
         break;
       }

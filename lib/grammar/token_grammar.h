@@ -6,8 +6,13 @@
 // The tokens' bytes are sorted once, each with the length of the prefix it shares with the one
 // before (a trie laid out flat): a mask walks them in order, keeps the automaton's state per byte
 // depth, so a shared prefix is stepped once, and skips every token under a prefix the grammar
-// refused. Masks are cached per state (a state recurs constantly: every character inside a JSON
-// string leaves the same one), bounded in memory, shared by every request of the grammar.
+// refused. The automaton's states between code points are interned as the walks meet them, with
+// their transitions remembered on first use per interval of code points the grammar treats alike
+// (GrammarAutomaton::CodePointIntervals: a few dozen for a JSON schema), so a walk is table
+// lookups once the states around it are known (inside a JSON string of at most n characters, the
+// n + 1 states of the count). Masks are
+// cached per state (a state recurs constantly: every character inside an unbounded string leaves
+// the same one). Both are bounded in memory and shared by every request of the grammar.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -51,6 +56,20 @@ class TokenGrammar {
   TokenGrammar(const Grammar& grammar, std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens);
   Mask Compute(const GrammarState& s) const;
 
+  // Interned states (without a partial code point) and their transitions per code-point interval
+  // (kUnknown until stepped, kDead when refused).
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+  static constexpr size_t kMaxStates = 65536;  // then they start over
+  struct At {  // a walk's place: a state and the bytes of a code point begun after it
+    int32_t id;
+    Utf8Partial utf8;
+  };
+  int32_t Intern(GrammarState s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
+  // The place after `byte`; false when refused.
+  bool Next(const At& at, uint8_t byte, At* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
+  int32_t NextInInterval(int32_t id, size_t interval) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
+  size_t IntervalOf(uint32_t cp) const;
+
   GrammarAutomaton automaton_;
   std::vector<std::string> bytes_;
   std::vector<int32_t> end_tokens_;  // sorted
@@ -59,6 +78,12 @@ class TokenGrammar {
   size_t max_cached_;
   mutable Mutex mu_;
   mutable absl::flat_hash_map<std::vector<int32_t>, std::shared_ptr<const Mask>> cache_ ABSL_GUARDED_BY(mu_);
+  mutable Mutex dfa_mu_;  // held through a mask's walk
+  mutable absl::flat_hash_map<std::vector<int32_t>, int32_t> state_ids_ ABSL_GUARDED_BY(dfa_mu_);
+  mutable std::vector<GrammarState> states_ ABSL_GUARDED_BY(dfa_mu_);
+  std::vector<uint32_t> intervals_;        // CodePointIntervals
+  std::vector<uint16_t> bmp_interval_;     // IntervalOf for the code points below U+10000
+  mutable std::vector<int32_t> next_ ABSL_GUARDED_BY(dfa_mu_);  // [state * intervals + interval]
 };
 
 }  // namespace llm42
