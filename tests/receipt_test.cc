@@ -10,6 +10,7 @@
 #include "lib/engine/receipt.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -165,6 +166,73 @@ TEST_F(ReceiptTest, ChangedSeedOrSamplingIsFoundWhereTheTokensDiffer) {
     EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherOutput) << "variant " << variant;
     EXPECT_EQ(c->first_difference, expected) << "variant " << variant << ": " << c->detail;
   }
+}
+
+// A request's output grammar, logit biases and penalties are part of its receipt: a constrained
+// request's receipt reproduces, and the same output claimed under another grammar, penalty or
+// bias is found where the replay first differs. Checked to fail with MakeReceipt leaving the
+// grammar out (variant 0 then replays as the original and reproduces).
+TEST_F(ReceiptTest, GrammarBiasAndPenaltiesAreRecordedAndReplayed) {
+  auto s = Open(model_);
+  RequestOptions spec = Spec(true);
+  spec.max_tokens = 48;
+  spec.output_grammar = *RequestOptions::MakeOutputGrammar(RequestOptions::OutputGrammar::Kind::kJsonSchema,
+                                                           R"({"type": "array", "items": {"type": "string", "maxLength": 6}})");
+  spec.controls.SetBias(3 + 'a', 1.5f);
+  spec.controls.SetBias(3 + ',', -0.5f);
+  spec.controls.repetition_penalty = 1.2f;
+  spec.controls.penalty_last_n = 16;
+  spec.controls.frequency_penalty = 0.3f;
+  spec.controls.presence_penalty = 0.2f;
+  const std::string receipt = ReceiptOf(*s, spec);
+  auto parsed = ParseReceipt(receipt);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->sampling().grammar_kind(), OUTPUT_GRAMMAR_JSON_SCHEMA);
+  EXPECT_EQ(parsed->sampling().grammar(), spec.output_grammar->source);
+  ASSERT_EQ(parsed->sampling().logit_bias_size(), 2);
+  EXPECT_EQ(parsed->sampling().logit_bias(0).token(), 3 + ',');
+  EXPECT_EQ(parsed->sampling().penalty_last_n(), 16);
+  EXPECT_EQ(parsed->sampling().frequency_penalty(), 0.3f);
+  auto check = Open(model_)->VerifyReceipt(receipt);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(check->outcome, ReceiptCheck::Outcome::kReproduced) << check->detail;
+  auto r = s->Submit(spec, nullptr);
+  ASSERT_TRUE(r.ok());
+  (*r)->Wait(-1);
+  const std::vector<int32_t> output = (*r)->output_tokens();
+  ASSERT_EQ(output, std::vector<int32_t>(parsed->output_tokens().begin(), parsed->output_tokens().end()));
+  for (int variant = 0; variant < 3; ++variant) {
+    RequestOptions changed = spec;
+    if (variant == 0) changed.output_grammar.reset();
+    if (variant == 1) changed.controls.frequency_penalty = 0;
+    if (variant == 2) changed.controls.bias.clear();
+    auto other = s->Submit(changed, nullptr);
+    ASSERT_TRUE(other.ok());
+    (*other)->Wait(-1);
+    // Where the replay first differs: a token, or a logprob's bits (the changed logits).
+    const std::vector<int32_t> theirs = (*other)->output_tokens();
+    const std::vector<float> mine_lp = (*r)->logprobs(), theirs_lp = (*other)->logprobs();
+    std::ptrdiff_t expected = 0;
+    while (static_cast<size_t>(expected) < std::min(output.size(), theirs.size()) &&
+           output[static_cast<size_t>(expected)] == theirs[static_cast<size_t>(expected)] &&
+           std::memcmp(&mine_lp[static_cast<size_t>(expected)], &theirs_lp[static_cast<size_t>(expected)], sizeof(float)) == 0) {
+      ++expected;
+    }
+    ASSERT_LT(expected, static_cast<std::ptrdiff_t>(output.size())) << "variant " << variant << " changed nothing";
+    const std::string bytes = MakeReceipt((*r)->receipts()->Setup(), (*r)->prompt(), changed, changed.sampling.seed,
+                                          output, (*r)->logprobs(), (*r)->finish_reason());
+    auto c = s->VerifyReceipt(bytes);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherOutput) << "variant " << variant;
+    EXPECT_EQ(c->first_difference, expected) << "variant " << variant << ": " << c->detail;
+  }
+  // A receipt whose grammar no longer parses is refused as malformed, not replayed unconstrained.
+  RequestOptions unparsable = spec;
+  unparsable.output_grammar->source = R"({"type": "text"})";
+  auto refused = s->VerifyReceipt(MakeReceipt((*r)->receipts()->Setup(), (*r)->prompt(), unparsable, spec.sampling.seed,
+                                              output, (*r)->logprobs(), (*r)->finish_reason()));
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("output grammar"), std::string_view::npos) << refused.status();
 }
 
 TEST_F(ReceiptTest, DamagedOrAlteredBytesAreRefused) {

@@ -10,6 +10,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "llm42/llm42.h"
+#include "lib/util/status.h"
 #include "lib/util/logging.h"
 
 namespace llm42 {
@@ -107,6 +108,23 @@ std::string MakeReceipt(const ReceiptSetup& setup, const std::vector<int32_t>& p
   p->set_ignore_eos(options.ignore_eos);
   for (const std::string& stop : options.stops) p->add_stops(stop);
   p->set_max_sequence(options.SequenceLimit(setup.max_sequence));
+  for (const auto& [token, bias] : options.controls.bias) {
+    LogitBias* b = p->add_logit_bias();
+    b->set_token(token);
+    b->set_bias(bias);
+  }
+  if (options.controls.penalizes()) {  // (unset otherwise: a receipt without them keeps its bytes)
+    p->set_repetition_penalty(options.controls.repetition_penalty);
+    p->set_penalty_last_n(options.controls.penalty_last_n);
+    p->set_frequency_penalty(options.controls.frequency_penalty);
+    p->set_presence_penalty(options.controls.presence_penalty);
+  }
+  if (options.output_grammar) {
+    p->set_grammar_kind(options.output_grammar->kind == RequestOptions::OutputGrammar::Kind::kGbnf
+                            ? OUTPUT_GRAMMAR_GBNF
+                            : OUTPUT_GRAMMAR_JSON_SCHEMA);
+    p->set_grammar(options.output_grammar->source);
+  }
   r.mutable_output_tokens()->Add(output.begin(), output.end());
   r.mutable_logprobs()->Add(logprobs.begin(), logprobs.end());
   r.set_finish_reason(reason == FinishReason::kStop ? RECEIPT_FINISH_STOP : RECEIPT_FINISH_LENGTH);
@@ -182,7 +200,7 @@ ReceiptCheck CompareSetup(const Receipt& receipt, const ReceiptSetup& here) {
   return c;
 }
 
-RequestOptions ReplayOptions(const Receipt& receipt) {
+absl::StatusOr<RequestOptions> ReplayOptions(const Receipt& receipt) {
   RequestOptions o;
   o.prompt_tokens.assign(receipt.prompt_tokens().begin(), receipt.prompt_tokens().end());
   o.has_prompt_tokens = true;
@@ -197,6 +215,21 @@ RequestOptions ReplayOptions(const Receipt& receipt) {
   o.ignore_eos = p.ignore_eos();
   o.stops.assign(p.stops().begin(), p.stops().end());
   o.max_sequence = p.max_sequence();
+  for (const LogitBias& b : p.logit_bias()) o.controls.SetBias(b.token(), b.bias());
+  if (p.repetition_penalty() != 0) {  // recorded: the request had a penalty
+    o.controls.repetition_penalty = p.repetition_penalty();
+    o.controls.penalty_last_n = p.penalty_last_n();
+    o.controls.frequency_penalty = p.frequency_penalty();
+    o.controls.presence_penalty = p.presence_penalty();
+  }
+  if (p.grammar_kind() != OUTPUT_GRAMMAR_NONE) {
+    const auto kind = p.grammar_kind() == OUTPUT_GRAMMAR_GBNF ? RequestOptions::OutputGrammar::Kind::kGbnf
+                                                              : RequestOptions::OutputGrammar::Kind::kJsonSchema;
+    absl::StatusOr<RequestOptions::OutputGrammar> g = RequestOptions::MakeOutputGrammar(kind, p.grammar());
+    if (!g.ok()) return FormatError("the receipt's output grammar: ", g.status().message());
+    o.output_grammar = *std::move(g);
+  }
+  LLM42_RETURN_IF_ERROR(o.Validate());
   o.deterministic = true;
   o.logprobs = !receipt.logprobs().empty();
   return o;

@@ -78,7 +78,8 @@ std::string ReceiptText(const Receipt& receipt);
 // agree (the output is still to be compared).
 ReceiptCheck CompareSetup(const Receipt& receipt, const ReceiptSetup& here);
 // The request that replays the receipt.
-RequestOptions ReplayOptions(const Receipt& receipt);
+// FORMAT_ERROR when the receipt's options are not valid ones (a grammar that does not parse).
+absl::StatusOr<RequestOptions> ReplayOptions(const Receipt& receipt);
 // The replay's output against the receipt's.
 ReceiptCheck CompareOutput(const Receipt& receipt, const std::vector<int32_t>& tokens,
                            const std::vector<float>& logprobs, FinishReason reason);

@@ -360,7 +360,8 @@ absl::StatusOr<ReceiptCheck> Session::VerifyReceipt(std::string_view bytes) {
         " (context length ", context_length_, ", KV cache ", cache_->capacity_tokens(),
         " tokens): replay it in a session with a context of at least ", reached));
   }
-  LLM42_ASSIGN_OR_RETURN(std::shared_ptr<Request> replay, Submit(ReplayOptions(receipt), nullptr));
+  LLM42_ASSIGN_OR_RETURN(RequestOptions replay_options, ReplayOptions(receipt));
+  LLM42_ASSIGN_OR_RETURN(std::shared_ptr<Request> replay, Submit(replay_options, nullptr));
   replay->Wait(-1);
   LLM42_RETURN_IF_ERROR(replay->status());
   return CompareOutput(receipt, replay->output_tokens(), replay->logprobs(), replay->finish_reason());
