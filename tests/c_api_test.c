@@ -739,6 +739,81 @@ static void TestReceipts(void) {
   llm42_session_destroy(f16);
 }
 
+/* Output grammars, logit bias and penalties through the C ABI: a JSON schema constrains a real
+ * generation (its output is the schema's JSON and the request finishes STOP); refused grammars,
+ * schemas and values give their status and where the error is, and leave the options as they
+ * were (the request still runs under the grammar set before). */
+static void TestConstrainedOutput(llm42_session* s) {
+  llm42_request_options* ro = NULL;
+  llm42_request* r = NULL;
+  char text[1024];
+  size_t n = 0;
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 200), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_deterministic(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(
+                    ro, "{\"type\": \"object\", \"properties\": {\"mood\": {\"enum\": [\"happy\", \"sad\"]},"
+                        " \"n\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 9}}, \"required\": [\"mood\", \"n\"]}"),
+                LLM42_OK);
+  /* Refused: a GBNF grammar beside the schema, a malformed grammar (line and column), an
+   * unsupported keyword (by name, with its JSON pointer), out-of-range values. */
+  EXPECT_STATUS(llm42_request_options_set_grammar(ro, "root ::= \"a\""), LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "JSON schema") != NULL);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(ro, "{\"type\": \"string\", \"format\": \"email\"}"),
+                LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "email") != NULL);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(ro, "{\"properties\": {\"a\": {\"uniqueItems\": true}}}"),
+                LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "uniqueItems") != NULL && strstr(llm42_last_error(), "/properties/a") != NULL);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(ro, "{\"type\": "), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_logit_bias(ro, 5, NAN), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_logit_bias(ro, -1, 1.0f), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_repetition_penalty(ro, 1.1f, -1), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_repetition_penalty(ro, NAN, 64), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_repetition_penalty(ro, 0.0f, 64), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_frequency_penalty(ro, INFINITY), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_presence_penalty(ro, NAN), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_request_options_set_repetition_penalty(ro, 1.1f, 32), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_frequency_penalty(ro, 0.1f), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_logit_bias(ro, 100, -INFINITY), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+  EXPECT_STATUS(llm42_request_wait(r, -1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_status(r), LLM42_OK);
+  EXPECT(llm42_request_finish_reason(r) == LLM42_FINISH_STOP);
+  EXPECT_STATUS(llm42_request_output_text(r, text, sizeof text - 1, &n), LLM42_OK);
+  text[n < sizeof text ? n : sizeof text - 1] = '\0';
+  EXPECT(text[0] == '{' && strstr(text, "\"mood\"") != NULL && strstr(text, "\"n\"") != NULL &&
+         (strstr(text, "\"happy\"") != NULL || strstr(text, "\"sad\"") != NULL) && text[strlen(text) - 1] == '}');
+  {
+    int32_t ids[256];
+    size_t count = 0;
+    EXPECT_STATUS(llm42_request_output_tokens(r, ids, 256, &count), LLM42_OK);
+    for (size_t i = 0; i < count && i < 256; ++i) EXPECT(ids[i] != 100); /* banned */
+  }
+  llm42_request_destroy(r);
+  r = NULL;
+  /* A bias for a token outside the vocabulary: OUT_OF_RANGE at submit. */
+  EXPECT_STATUS(llm42_request_options_set_logit_bias(ro, 1000000, 1.0f), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OUT_OF_RANGE);
+  EXPECT(r == NULL && strstr(llm42_last_error(), "1000000") != NULL);
+  llm42_request_options_destroy(ro);
+  /* A malformed GBNF grammar: the line and column of the error; NULL removes a grammar. */
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_grammar(ro, "root ::= item\nitem ::= (\"a\" | \"b\"\n"), LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "line") != NULL);
+  EXPECT_STATUS(llm42_request_options_set_grammar(ro, "root ::= undefined-rule"), LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "undefined-rule") != NULL);
+  EXPECT_STATUS(llm42_request_options_set_grammar(ro, "root ::= root \"a\""), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_grammar(ro, "root ::= \"(\" [a-z]* \")\""), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(ro, "{}"), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_grammar(ro, NULL), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(ro, "{}"), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(ro, ""), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_grammar(NULL, "root ::= \"a\""), LLM42_INVALID_ARGUMENT);
+  llm42_request_options_destroy(ro);
+}
+
 int main(int argc, char** argv) {
   TestVersionAndStatusNames();
   g_model = argc > 1 ? argv[1] : NULL;
@@ -755,6 +830,7 @@ int main(int argc, char** argv) {
       TestCallback(s);
       TestCancelFromAnotherThread(s);
       TestTokenizeDetokenize(s);
+      TestConstrainedOutput(s);
       llm42_session_destroy(s);
     }
   }

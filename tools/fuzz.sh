@@ -2,7 +2,8 @@
 # tools/fuzz.sh TARGET SECONDS [libFuzzer flags...]
 # Builds build-fuzz/ (clang, AddressSanitizer + UBSan, libFuzzer coverage; fuzz/CMakeLists.txt)
 # and fuzzes TARGET (gguf_fuzzer, receipt_fuzzer, tokenizer_fuzzer, saved_conversation_fuzzer,
-# hf_fuzzer, chat_template_fuzzer, session_config_fuzzer, c_api_fuzzer, or "all") for SECONDS
+# hf_fuzzer, chat_template_fuzzer, session_config_fuzzer, c_api_fuzzer, gbnf_fuzzer,
+# json_schema_fuzzer, or "all") for SECONDS
 # each, starting from a seed corpus made at run time from ../shared, the CLI and
 # fuzz/make_seeds.py (nothing binary is committed). Prints libFuzzer's progress and a summary line per target;
 # exits non-zero on a crash, whose reproducer stays in build-fuzz/crashes/TARGET/.
@@ -16,7 +17,7 @@ fi
 target=$1 seconds=$2
 shift 2
 targets=(gguf_fuzzer receipt_fuzzer tokenizer_fuzzer saved_conversation_fuzzer hf_fuzzer chat_template_fuzzer
-         session_config_fuzzer c_api_fuzzer gbnf_fuzzer)
+         session_config_fuzzer c_api_fuzzer gbnf_fuzzer json_schema_fuzzer)
 [[ $target == all ]] || targets=("$target")
 shared=${LLM42_SHARED_DIR:-$root/../shared}
 build=build-fuzz
@@ -53,6 +54,10 @@ printf 'LLM42CV1' > "$seeds/saved_conversation_fuzzer/magic"
 mkdir -p "$seeds/gbnf_fuzzer"
 printf 'root ::= "{" ws (item ("," ws item)*)? "}"\nitem ::= [a-z]+ | "\\"" [^"]* "\\""\nws ::= [ \\t\\n]*\0{a, "b"}' \
   > "$seeds/gbnf_fuzzer/object"
+mkdir -p "$seeds/json_schema_fuzzer"
+printf '%s' '{"type": "object", "properties": {"a": {"type": "array", "items": {"enum": [1, "x"]}, "maxItems": 3},
+ "b": {"type": "string", "pattern": "^[a-z]{2}\\d?$"}, "c": {"$ref": "#/$defs/n"}}, "required": ["a"],
+ "$defs": {"n": {"type": "integer", "minimum": -5, "maximum": 120}}}' > "$seeds/json_schema_fuzzer/object"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

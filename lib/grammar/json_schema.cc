@@ -767,8 +767,14 @@ absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema) {
     root = Json::parse(schema.begin(), schema.end());
   } catch (const Json::parse_error& e) {
     return absl::InvalidArgumentError(absl::StrCat("not JSON (byte ", e.byte, ")"));
+  } catch (const Json::exception& e) {  // a number out of range
+    return absl::InvalidArgumentError(absl::StrCat("not usable JSON: ", e.what()));
   }
-  return SchemaConverter(root).Convert();
+  try {
+    return SchemaConverter(root).Convert();
+  } catch (const Json::exception& e) {  // (every access is checked first; this is the backstop)
+    return absl::InvalidArgumentError(absl::StrCat("the schema cannot be read: ", e.what()));
+  }
 }
 
 }  // namespace llm42
