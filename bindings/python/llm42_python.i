@@ -216,6 +216,19 @@ def log_messages():
         if level < 0:
             return
         yield level, take_log_message()
+_RequestOptions_set_json_schema = RequestOptions.set_json_schema
+
+
+def _set_json_schema(self, schema):
+    """Constrains the output to JSON valid under `schema`: JSON text, or a dict (serialized with
+    json.dumps, keys in the dict's order, which is the order properties are generated in)."""
+    if isinstance(schema, dict):
+        import json
+        schema = json.dumps(schema)
+    _RequestOptions_set_json_schema(self, schema)
+
+
+RequestOptions.set_json_schema = _set_json_schema
 _Request_status = Request.status
 Request.status = lambda self: Status(_Request_status(self))
 _Request_finish_reason = Request.finish_reason

@@ -349,6 +349,29 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   void set_min_p(float p) {
     llm42_swig::Check(llm42_request_options_set_min_p(llm42_swig::Handle($self, "RequestOptions"), p));
   }
+  /* Logit bias, penalties and output grammars (llm42.h: llm42_request_options_set_logit_bias ...):
+   * applied before temperature/top-k/top-p/min-p, in that order; a deterministic request stays
+   * bitwise reproducible. */
+  void set_logit_bias(int32_t token, float bias) {
+    llm42_swig::Check(llm42_request_options_set_logit_bias(llm42_swig::Handle($self, "RequestOptions"), token, bias));
+  }
+  void set_repetition_penalty(float penalty, int32_t last_n) {
+    llm42_swig::Check(llm42_request_options_set_repetition_penalty(llm42_swig::Handle($self, "RequestOptions"), penalty, last_n));
+  }
+  void set_frequency_penalty(float penalty) {
+    llm42_swig::Check(llm42_request_options_set_frequency_penalty(llm42_swig::Handle($self, "RequestOptions"), penalty));
+  }
+  void set_presence_penalty(float penalty) {
+    llm42_swig::Check(llm42_request_options_set_presence_penalty(llm42_swig::Handle($self, "RequestOptions"), penalty));
+  }
+  /* GBNF (llama.cpp's syntax); "" removes it. */
+  void set_grammar(const std::string& gbnf) {
+    llm42_swig::Check(llm42_request_options_set_grammar(llm42_swig::Handle($self, "RequestOptions"), gbnf.c_str()));
+  }
+  /* JSON Schema text; "" removes it. */
+  void set_json_schema(const std::string& schema) {
+    llm42_swig::Check(llm42_request_options_set_json_schema(llm42_swig::Handle($self, "RequestOptions"), schema.c_str()));
+  }
   void set_seed(int64_t seed) {
     llm42_swig::Check(llm42_request_options_set_seed(llm42_swig::Handle($self, "RequestOptions"), static_cast<uint64_t>(seed)));
   }

@@ -77,6 +77,41 @@ public class Llm42Test {
     }
   }
 
+  // An output grammar, logit bias and penalties: the output follows the grammar and ends STOP, a
+  // deterministic run repeats, refused grammars and values throw with their status.
+  @Test
+  public void grammarBiasAndPenalties() {
+    String[] texts = new String[2];
+    for (int run = 0; run < 2; ++run) {
+      try (RequestOptions ro = prompt(120)) {
+        ro.setTemperature(0.8f);
+        ro.setSeed(5);
+        ro.setDeterministic(true);
+        ro.setJsonSchema("{\"type\": \"object\", \"properties\": {\"mood\": {\"enum\": [\"happy\", \"sad\"]}},"
+            + " \"required\": [\"mood\"]}");
+        ro.setLogitBias(100, Float.NEGATIVE_INFINITY);
+        ro.setRepetitionPenalty(1.2f, 32);
+        ro.setFrequencyPenalty(0.1f);
+        ro.setPresencePenalty(0.1f);
+        try (Request r = session.submit(ro)) {
+          StringBuilder text = new StringBuilder();
+          for (String piece; (piece = r.readText(-1)) != null;) text.append(piece);
+          assertEquals(FinishReason.STOP, r.finishReason());
+          for (int id : r.outputTokens()) assertNotEquals(100, id);
+          texts[run] = text.toString();
+        }
+      }
+    }
+    assertTrue(texts[0], texts[0].matches("\\{\\s*\"mood\"\\s*:\\s*\"(happy|sad)\"\\s*\\}"));
+    assertEquals(texts[0], texts[1]);
+    try (RequestOptions ro = new RequestOptions()) {
+      assertStatus(Status.INVALID_ARGUMENT, () -> ro.setJsonSchema("{\"type\": \"string\", \"format\": \"email\"}"));
+      assertStatus(Status.INVALID_ARGUMENT, () -> ro.setGrammar("root ::= ("));
+      assertStatus(Status.OUT_OF_RANGE, () -> ro.setLogitBias(3, Float.NaN));
+      assertStatus(Status.OUT_OF_RANGE, () -> ro.setRepetitionPenalty(1.1f, -1));
+    }
+  }
+
   @BeforeClass
   public static void openSession() {
     Assume.assumeTrue("stories260K.gguf is missing (../shared/models)", new File(MODEL).exists());

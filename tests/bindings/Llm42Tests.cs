@@ -59,6 +59,40 @@ public class Llm42Tests {
     if (session != null) session.Dispose();
   }
 
+  // An output grammar, logit bias and penalties: the output follows the grammar and ends STOP, a
+  // deterministic run repeats, refused grammars and values throw with their status.
+  [Test]
+  public void GrammarBiasAndPenalties() {
+    var texts = new string[2];
+    for (int run = 0; run < 2; ++run) {
+      using (var ro = Prompt(120)) {
+        ro.SetTemperature(0.8f);
+        ro.SetSeed(5);
+        ro.SetDeterministic(true);
+        ro.SetJsonSchema("{\"type\": \"object\", \"properties\": {\"mood\": {\"enum\": [\"happy\", \"sad\"]}}, \"required\": [\"mood\"]}");
+        ro.SetLogitBias(100, float.NegativeInfinity);
+        ro.SetRepetitionPenalty(1.2f, 32);
+        ro.SetFrequencyPenalty(0.1f);
+        ro.SetPresencePenalty(0.1f);
+        using (var r = session.Submit(ro)) {
+          string text = "";
+          for (string piece; (piece = r.ReadText(-1)) != null;) text += piece;
+          Assert.AreEqual(FinishReason.STOP, r.FinishReason());
+          CollectionAssert.DoesNotContain(r.OutputTokens(), 100);
+          texts[run] = text;
+        }
+      }
+    }
+    StringAssert.IsMatch("^\\{\\s*\"mood\"\\s*:\\s*\"(happy|sad)\"\\s*\\}$", texts[0]);
+    Assert.AreEqual(texts[0], texts[1]);
+    using (var ro = new RequestOptions()) {
+      AssertStatus(Status.INVALID_ARGUMENT, () => ro.SetJsonSchema("{\"type\": \"string\", \"format\": \"email\"}"));
+      AssertStatus(Status.INVALID_ARGUMENT, () => ro.SetGrammar("root ::= ("));
+      AssertStatus(Status.OUT_OF_RANGE, () => ro.SetLogitBias(3, float.NaN));
+      AssertStatus(Status.OUT_OF_RANGE, () => ro.SetRepetitionPenalty(1.1f, -1));
+    }
+  }
+
   [Test]
   public void GreedyMatchesReferenceAndStreams() {
     using (var ro = Prompt(32))

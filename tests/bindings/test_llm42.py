@@ -351,6 +351,40 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(ctx.exception.status, status)
         self.assertTrue(str(ctx.exception))
 
+    def test_json_schema_bias_and_penalties(self):
+        # A dict schema: the output is JSON valid under it, the request ends STOP when it is
+        # complete, and a deterministic run repeats bitwise. Refused schemas and values raise.
+        schema = {"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]},
+                                                   "count": {"type": "integer", "minimum": 1, "maximum": 9}},
+                  "required": ["mood", "count"]}
+
+        def run():
+            with request_options(max_tokens=120, temperature=0.8, seed=5, deterministic=True) as ro:
+                ro.set_json_schema(schema)
+                ro.set_logit_bias(100, -float("inf"))
+                ro.set_repetition_penalty(1.2, 32)
+                ro.set_frequency_penalty(0.1)
+                ro.set_presence_penalty(0.1)
+                with self.session.submit(ro) as r:
+                    text = "".join(r)
+                    self.assertEqual(r.finish_reason(), llm42.FinishReason.STOP)
+                    self.assertNotIn(100, r.output_tokens())
+                    return text, r.output_tokens()
+
+        import json
+        text, tokens = run()
+        value = json.loads(text)
+        self.assertIn(value["mood"], ("happy", "sad"))
+        self.assertTrue(1 <= value["count"] <= 9)
+        self.assertEqual(run(), (text, tokens))
+        with llm42.RequestOptions() as ro:
+            self.assertStatus(llm42.Status.INVALID_ARGUMENT, ro.set_json_schema, {"type": "string", "format": "email"})
+            self.assertStatus(llm42.Status.INVALID_ARGUMENT, ro.set_grammar, "root ::= (")
+            self.assertStatus(llm42.Status.OUT_OF_RANGE, ro.set_logit_bias, 3, float("nan"))
+            self.assertStatus(llm42.Status.OUT_OF_RANGE, ro.set_repetition_penalty, 1.1, -1)
+            ro.set_grammar('root ::= "yes" | "no"')
+            self.assertStatus(llm42.Status.INVALID_ARGUMENT, ro.set_json_schema, "{}")
+
     def test_error_paths(self):
         self.assertStatus(llm42.Status.NOT_FOUND, open_session, llm42.Mode.SELECTIVE, MODEL + ".missing")
         with llm42.SessionOptions() as so:
