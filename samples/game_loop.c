@@ -4,9 +4,11 @@
  * LLM42_TIMEOUT at once when nothing new was verified) and renders whatever arrived. The NPC's
  * line is a deterministic request with a fixed seed, so every run of the game shows the same
  * line, bit for bit, even though a non-deterministic ambient request shares the engine's
- * batches. Then the player answers and the NPC's next line continues the conversation
+ * batches. Then the player answers and the NPC's next turn continues the conversation
  * (llm42_request_options_set_parent: its history comes from the prefix cache, not a new
- * prefill). Prints both lines, the frames they took and the slowest poll. */
+ * prefill) as a JSON action the game can act on: llm42_request_options_set_json_schema makes the
+ * output valid under kActionSchema, so the game reads it without parsing free text or retrying.
+ * Prints both turns, the action, the frames they took and the slowest poll. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -28,14 +30,25 @@ static double NowMs(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* parent: the request this one continues, or NULL. */
+/* What the NPC may do on its turn. */
+static const char kActionSchema[] =
+    "{\"type\": \"object\", \"properties\": {"
+    "\"line\": {\"type\": \"string\", \"maxLength\": 60},"
+    "\"action\": {\"enum\": [\"talk\", \"give_item\", \"attack\", \"flee\"]},"
+    "\"item\": {\"type\": \"string\", \"pattern\": \"^[a-z_]{1,16}$\"}},"
+    "\"required\": [\"line\", \"action\"], \"additionalProperties\": false}";
+
+/* parent: the request this one continues, or NULL; schema: a JSON Schema the output must follow,
+ * or NULL. */
 static llm42_status Submit(llm42_session* s, llm42_request* parent, const char* prompt, int deterministic,
-                           llm42_request** out) {
+                           const char* schema, llm42_request** out) {
   llm42_request_options* ro = NULL;
   llm42_status st = llm42_request_options_create(&ro);
   if (st == LLM42_OK && parent != NULL) st = llm42_request_options_set_parent(ro, parent);
   if (st == LLM42_OK) st = llm42_request_options_set_prompt(ro, prompt, strlen(prompt));
-  if (st == LLM42_OK) st = llm42_request_options_set_max_tokens(ro, 40);
+  if (st == LLM42_OK) st = llm42_request_options_set_max_tokens(ro, schema != NULL ? 160 : 40);
+  if (st == LLM42_OK && schema != NULL) st = llm42_request_options_set_json_schema(ro, schema);
+  if (st == LLM42_OK && schema != NULL) st = llm42_request_options_set_repetition_penalty(ro, 1.2f, 64);
   if (st == LLM42_OK) st = llm42_request_options_set_temperature(ro, 0.8f);
   if (st == LLM42_OK && deterministic) st = llm42_request_options_set_seed(ro, 2024);
   if (st == LLM42_OK) st = llm42_request_options_set_deterministic(ro, deterministic);
@@ -71,6 +84,21 @@ static int PlayLine(llm42_request* r, char* line, size_t capacity, int* frames, 
   return 0;
 }
 
+/* The string value of "key" in a JSON object the schema shaped (no escapes in the values the game
+ * acts on: the enum's names and the item's [a-z_]); "" when absent. */
+static void Field(const char* json, const char* key, char* out, size_t capacity) {
+  char quoted[64];
+  snprintf(quoted, sizeof quoted, "\"%s\"", key);
+  out[0] = '\0';
+  const char* at = strstr(json, quoted);
+  if (at == NULL || (at = strchr(at + strlen(quoted), '"')) == NULL) return;
+  const char* end = strchr(at + 1, '"');
+  if (end == NULL) return;
+  const size_t n = (size_t)(end - at - 1) < capacity - 1 ? (size_t)(end - at - 1) : capacity - 1;
+  memcpy(out, at + 1, n);
+  out[n] = '\0';
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
@@ -86,14 +114,28 @@ int main(int argc, char** argv) {
   CHECK(llm42_session_options_set_model_path(so, argv[1]));
   CHECK(llm42_session_options_set_threads(so, 1)); /* leave the other cores to the game */
   CHECK(llm42_session_create(so, &session));
-  CHECK(Submit(session, NULL, "The old wizard said", 1, &npc));
-  CHECK(Submit(session, NULL, "Far away, the wind", 0, &ambient));
+  CHECK(Submit(session, NULL, "The old wizard said", 1, NULL, &npc));
+  CHECK(Submit(session, NULL, "Far away, the wind", 0, NULL, &ambient));
   if (PlayLine(npc, line, sizeof line, &frames, &slowest_poll) != 0) return 1;
   printf("NPC: The old wizard said%s\n", line);
-  /* The player answers; the NPC's next line continues the conversation. */
-  CHECK(Submit(session, npc, " The hero asked about the road. The wizard said", 1, &reply));
+  /* The player answers; the NPC's next turn continues the conversation, as an action. */
+  CHECK(Submit(session, npc, " The hero asked about the road. The wizard answered:", 1, kActionSchema, &reply));
   if (PlayLine(reply, next, sizeof next, &frames, &slowest_poll) != 0) return 1;
-  printf("NPC, next turn: The wizard said%s\n", next);
+  if (llm42_request_finish_reason(reply) != LLM42_FINISH_STOP) {
+    fprintf(stderr, "the NPC's action was cut short: %s\n", next); /* max_tokens before the JSON closed */
+    return 1;
+  }
+  printf("NPC, next turn: %s\n", next);
+  {
+    char action[32], item[32];
+    Field(next, "action", action, sizeof action);
+    Field(next, "item", item, sizeof item);
+    if (strcmp(action, "give_item") == 0 && item[0] != '\0') {
+      printf("action: the wizard gives the hero a %s\n", item);
+    } else {
+      printf("action: %s\n", action);
+    }
+  }
   printf("frames: %d, slowest poll: %.3f ms, seed %llu\n", frames, slowest_poll,
          (unsigned long long)llm42_request_effective_seed(npc));
   llm42_request_destroy(reply);

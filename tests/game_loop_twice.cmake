@@ -1,5 +1,6 @@
 # Runs the game-loop sample twice: both runs must print the same NPC lines (the first, and the
-# next turn that continues it through the conversation API), the loop must have
+# next turn that continues it through the conversation API as a JSON action under the sample's
+# schema: an object whose "action" is one of its four names), the loop must have
 # rendered frames while it waited, and no poll may have blocked (zero-timeout reads).
 foreach(run 1 2)
   execute_process(COMMAND ${COMMAND} ${MODEL} OUTPUT_VARIABLE out${run} RESULT_VARIABLE rc)
@@ -10,6 +11,11 @@ foreach(run 1 2)
   list(LENGTH line${run} turns)
   if(NOT turns EQUAL 2)
     message(FATAL_ERROR "expected the NPC's two lines:\n${out${run}}")
+  endif()
+  string(REGEX MATCH "NPC, next turn: {[^}]*\"action\"[ \t\n]*:[ \t\n]*\"(talk|give_item|attack|flee)\"[^}]*}\naction: [^\n]+"
+         action "${out${run}}")
+  if(NOT action)
+    message(FATAL_ERROR "the NPC's turn is not a JSON action with one of the schema's names:\n${out${run}}")
   endif()
   string(REGEX MATCH "frames: ([0-9]+), slowest poll: ([0-9.]+) ms" stats "${out${run}}")
   if(NOT stats OR CMAKE_MATCH_1 LESS 2)
