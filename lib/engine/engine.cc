@@ -111,13 +111,19 @@ bool Engine::ControlsLogits(const Sequence& s) {
 }
 
 bool Engine::ControlLogits(Sequence& s, int64_t position, std::span<float> logits) {
+  if (!ControlsLogits(s)) return true;
+  const auto start = std::chrono::steady_clock::now();
   const RequestOptions& o = s.request->options();
   if (o.controls.active()) {
     ApplyLogitControls(o.controls, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(position)), logits);
   }
-  if (s.grammar == nullptr) return true;
-  const GrammarState* state = s.grammar->After(s.OutputBefore(position));
-  return state != nullptr && s.grammar->grammar().MaskLogits(*state, !o.ignore_eos, logits);
+  bool any = true;
+  if (s.grammar != nullptr) {
+    const GrammarState* state = s.grammar->After(s.OutputBefore(position));
+    any = state != nullptr && s.grammar->grammar().MaskLogits(*state, !o.ignore_eos, logits);
+  }
+  stats_.AddControlledRow(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return any;
 }
 
 bool Engine::CompletesGrammar(const Sequence& s, int64_t position, int32_t token) {

@@ -82,7 +82,8 @@ class Engine {
   // (logit_controls.h), then its grammar's mask (token_grammar.h), from the tokens before the
   // position — what every draw of the position (a candidate, its replay, a direct commit) samples
   // from. False when the grammar leaves no token of the vocabulary there.
-  static bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits);
+  // Timed into EngineStats::StepTimes. Any thread (a sequence's rows on one at a time).
+  bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits);
   // Whether `token` at `position` completes the request's grammar (nothing can follow it).
   static bool CompletesGrammar(const Sequence& s, int64_t position, int32_t token);
   // How an entry's rows compute: plain requests under the session's schedule (their decode rows

@@ -29,11 +29,16 @@ class EngineStats {
   // Where the engine thread's steps spent their time, in total over the session: the forward
   // pass until the device had finished it, copying its logits to the host, and the rest of the
   // step on the host (scheduling, draws, commits, callbacks).
+  // Of the host's time: the logit rows requests changed before sampling (logit bias, penalties,
+  // grammar masks; Engine::ControlLogits) and the time that took.
   struct StepTimes {
     int64_t steps = 0;
     double forward_s = 0, logits_s = 0, host_s = 0;
+    int64_t controlled_rows = 0;
+    double controls_s = 0;
   };
   void AddStepTimes(double forward_s, double logits_s, double host_s);
+  void AddControlledRow(double seconds);  // any thread
   StepTimes step_times() const;
 
   std::string Json(int64_t kv_cache_tokens) const;
@@ -44,6 +49,7 @@ class EngineStats {
   std::array<std::atomic<int64_t>, kStatCount> counters_{};
   std::atomic<int64_t> blocks_in_use_{0}, violations_{0};
   std::atomic<int64_t> steps_timed_{0}, forward_ns_{0}, logits_ns_{0}, host_ns_{0};
+  std::atomic<int64_t> controlled_rows_{0}, controls_ns_{0};
 };
 
 }  // namespace llm42

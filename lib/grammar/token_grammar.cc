@@ -1,6 +1,7 @@
 #include "lib/grammar/token_grammar.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -17,24 +18,52 @@ TokenGrammar::TokenGrammar(const Grammar& grammar, std::vector<std::string> toke
                            std::vector<int32_t> end_tokens)
     : automaton_(grammar), bytes_(std::move(token_bytes)), end_tokens_(std::move(end_tokens)) {
   std::sort(end_tokens_.begin(), end_tokens_.end());
-  for (size_t id = 0; id < bytes_.size(); ++id) {
-    if (!bytes_[id].empty()) order_.push_back(static_cast<int32_t>(id));
-  }
-  std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
-    return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
-  });
-  shared_.resize(order_.size());
-  for (size_t i = 1; i < order_.size(); ++i) {
-    const std::string& a = bytes_[static_cast<size_t>(order_[i - 1])];
-    const std::string& b = bytes_[static_cast<size_t>(order_[i])];
-    shared_[i] = static_cast<uint32_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
-  }
   max_cached_ = std::max<size_t>(64, kCacheBytes / ((bytes_.size() + 63) / 64 * 8 + 1));
   intervals_ = automaton_.CodePointIntervals();
   bmp_interval_.resize(0x10000);
   for (uint32_t cp = 0; cp < 0x10000; ++cp) {
     bmp_interval_[cp] = static_cast<uint16_t>(std::upper_bound(intervals_.begin(), intervals_.end(), cp) - intervals_.begin() - 1);
   }
+  // The tokens as symbols, grouped.
+  std::vector<std::pair<std::vector<uint32_t>, int32_t>> tokens;
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    if (!bytes_[id].empty()) tokens.emplace_back(Symbols(bytes_[id]), static_cast<int32_t>(id));
+  }
+  std::sort(tokens.begin(), tokens.end());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (symbols_.empty() || tokens[i].first != symbols_.back()) {
+      const uint32_t shared =
+          symbols_.empty() ? 0
+                           : static_cast<uint32_t>(std::mismatch(symbols_.back().begin(), symbols_.back().end(),
+                                                                 tokens[i].first.begin(), tokens[i].first.end())
+                                                       .first -
+                                                   symbols_.back().begin());
+      symbols_.push_back(std::move(tokens[i].first));
+      shared_.push_back(shared);
+      first_.push_back(static_cast<uint32_t>(members_.size()));
+    }
+    members_.push_back(tokens[i].second);
+  }
+  first_.push_back(static_cast<uint32_t>(members_.size()));
+}
+
+std::vector<uint32_t> TokenGrammar::Symbols(const std::string& bytes) const {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < bytes.size();) {
+    // A whole, well-formed code point from i: its interval; else the byte at i, raw.
+    Utf8Partial p;
+    size_t j = i;
+    Utf8Partial::Push r = Utf8Partial::Push::kPartial;
+    while (j < bytes.size() && (r = p.Take(static_cast<uint8_t>(bytes[j]))) == Utf8Partial::Push::kPartial) ++j;
+    if (j < bytes.size() && r == Utf8Partial::Push::kComplete) {
+      out.push_back(static_cast<uint32_t>(IntervalOf(p.bits)));
+      i = j + 1;
+    } else {
+      out.push_back(kRawByte | static_cast<uint8_t>(bytes[i]));
+      ++i;
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<const TokenGrammar>> TokenGrammar::Create(const Grammar& grammar,
@@ -100,6 +129,14 @@ bool TokenGrammar::Next(const At& at, uint8_t byte, At* out) const {
   return false;
 }
 
+bool TokenGrammar::NextSymbol(const At& at, uint32_t symbol, At* out) const {
+  if (symbol & kRawByte) return Next(at, static_cast<uint8_t>(symbol), out);
+  if (at.utf8.need != 0) return false;  // a whole code point where a begun one needs its next byte
+  out->id = NextInInterval(at.id, symbol);
+  out->utf8 = Utf8Partial{};
+  return out->id != kDead;
+}
+
 TokenGrammar::Mask TokenGrammar::Compute(const GrammarState& s) const {
   Mask mask((bytes_.size() + 63) / 64, 0);
   MutexLock lock(&dfa_mu_);
@@ -111,28 +148,30 @@ TokenGrammar::Mask TokenGrammar::Compute(const GrammarState& s) const {
   GrammarState whole = s;
   whole.utf8 = Utf8Partial{};
   std::vector<At> depth(1, At{Intern(std::move(whole)), s.utf8});
-  size_t valid = 0;  // depth[0..valid] are the places after the current token's first bytes
-  for (size_t i = 0; i < order_.size();) {
-    const int32_t id = order_[i];
-    const std::string& t = bytes_[static_cast<size_t>(id)];
+  size_t valid = 0;  // depth[0..valid] are the places after the current group's first symbols
+  for (size_t g = 0; g < symbols_.size();) {
+    const std::vector<uint32_t>& t = symbols_[g];
     if (depth.size() < t.size() + 1) depth.resize(t.size() + 1);
-    size_t k = std::min<size_t>(shared_[i], valid);
+    size_t k = std::min<size_t>(shared_[g], valid);
     bool refused = false;
     for (; k < t.size(); ++k) {
-      if (!Next(depth[k], static_cast<uint8_t>(t[k]), &depth[k + 1])) {
+      if (!NextSymbol(depth[k], t[k], &depth[k + 1])) {
         refused = true;
         break;
       }
     }
     if (!refused) {
-      mask[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+      for (uint32_t m = first_[g]; m < first_[g + 1]; ++m) {
+        const auto id = static_cast<size_t>(members_[m]);
+        mask[id / 64] |= uint64_t{1} << (id % 64);
+      }
       valid = t.size();
-      ++i;
+      ++g;
       continue;
     }
-    // Every token that shares t's first k + 1 bytes is refused as well.
+    // Every group that shares t's first k + 1 symbols is refused as well.
     valid = k;
-    for (++i; i < order_.size() && shared_[i] > k; ++i) {
+    for (++g; g < symbols_.size() && shared_[g] > k; ++g) {
     }
   }
   return mask;
@@ -166,13 +205,21 @@ bool TokenGrammar::MaskLogits(const GrammarState& s, bool allow_end, std::span<f
     }
   }
   const size_t n = std::min(logits.size(), bytes_.size());
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
   bool any = !ends.empty();
   for (size_t w = 0; w * 64 < n; ++w) {
     const uint64_t bits = (*mask)[w];
     any |= bits != 0;
-    if (bits == ~uint64_t{0}) continue;
-    for (size_t i = w * 64; i < std::min(n, w * 64 + 64); ++i) {
-      if (!(bits >> (i % 64) & 1)) logits[i] = -std::numeric_limits<float>::infinity();
+    float* row = logits.data() + w * 64;
+    const size_t width = std::min<size_t>(64, n - w * 64);
+    if (bits == 0) {
+      std::fill_n(row, width, kNone);
+      continue;
+    }
+    // The refused tokens of the word, lowest first.
+    for (uint64_t refused = ~bits & (width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1); refused != 0;
+         refused &= refused - 1) {
+      row[std::countr_zero(refused)] = kNone;
     }
   }
   for (size_t i = n; i < logits.size(); ++i) logits[i] = -std::numeric_limits<float>::infinity();

@@ -3,10 +3,13 @@
 
 // A grammar against a vocabulary: which tokens may come next in a state of its automaton.
 //
-// The tokens' bytes are sorted once, each with the length of the prefix it shares with the one
-// before (a trie laid out flat): a mask walks them in order, keeps the automaton's state per byte
-// depth, so a shared prefix is stepped once, and skips every token under a prefix the grammar
-// refused. The automaton's states between code points are interned as the walks meet them, with
+// Each token is read once as symbols: the interval (GrammarAutomaton::CodePointIntervals: every
+// code point of one steps every state alike) of each whole code point, and its raw bytes where
+// it splits one. Tokens with the same symbols are one group (every lowercase word of five
+// letters, say, when the grammar treats lowercase letters alike), and the groups are sorted,
+// each with the length of the prefix it shares with the one before (a trie laid out flat): a
+// mask walks them in order, keeps the automaton's state per depth, so a shared prefix is stepped
+// once, and skips every group under a prefix the grammar refused. The automaton's states between code points are interned as the walks meet them, with
 // their transitions remembered on first use per interval of code points the grammar treats alike
 // (GrammarAutomaton::CodePointIntervals: a few dozen for a JSON schema), so a walk is table
 // lookups once the states around it are known (inside a JSON string of at most n characters, the
@@ -67,14 +70,22 @@ class TokenGrammar {
   int32_t Intern(GrammarState s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
   // The place after `byte`; false when refused.
   bool Next(const At& at, uint8_t byte, At* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
+  // The place after a symbol (kRawByte | byte, or an interval).
+  bool NextSymbol(const At& at, uint32_t symbol, At* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
+  static constexpr uint32_t kRawByte = 0x80000000u;
+  std::vector<uint32_t> Symbols(const std::string& bytes) const;
   int32_t NextInInterval(int32_t id, size_t interval) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
   size_t IntervalOf(uint32_t cp) const;
 
   GrammarAutomaton automaton_;
   std::vector<std::string> bytes_;
   std::vector<int32_t> end_tokens_;  // sorted
-  std::vector<int32_t> order_;       // ids with bytes, by their bytes
-  std::vector<uint32_t> shared_;     // shared_[i]: common prefix of order_[i - 1]'s and order_[i]'s bytes
+  // The groups of tokens with the same symbols, sorted by them: group g's symbols, the length of the
+  // prefix they share with group g - 1's, and its token ids members_[first_[g]..first_[g + 1]).
+  std::vector<std::vector<uint32_t>> symbols_;
+  std::vector<uint32_t> shared_;
+  std::vector<uint32_t> first_;
+  std::vector<int32_t> members_;
   size_t max_cached_;
   mutable Mutex mu_;
   mutable absl::flat_hash_map<std::vector<int32_t>, std::shared_ptr<const Mask>> cache_ ABSL_GUARDED_BY(mu_);

@@ -27,6 +27,7 @@
 #include "tools/llm42/commands.h"
 #include "tools/llm42/machine_limits.h"
 
+ABSL_DECLARE_FLAG(std::string, json_schema);
 ABSL_FLAG(std::string, concurrency, "1,4,8,16", "Comma-separated numbers of concurrent requests");
 ABSL_FLAG(std::string, schedules, "fast,fixed", "Comma-separated schedules to compare");
 ABSL_FLAG(int32_t, prompt_tokens, 128, "Prompt length of each request (random token ids)");
@@ -365,6 +366,7 @@ int Bench() {
     std::cerr << "llm42: --model PATH is required\n";
     return 2;
   }
+  if (!absl::GetFlag(FLAGS_json_schema).empty()) return BenchJsonSchema();
   std::vector<int> levels;
   if (!ParsePositiveInts("concurrency", absl::GetFlag(FLAGS_concurrency), &levels)) return 2;
   std::vector<bool> schedules;

@@ -23,6 +23,8 @@ int Bench();
 int BenchDvr();
 int BenchChat();
 int BenchSampling();
+// `llm42 bench --json_schema FILE` (grammar_bench.cc).
+int BenchJsonSchema();
 // `llm42 verify --model PATH RECEIPT` (args: the positional arguments after the command).
 int Verify(const std::vector<std::string>& args);
 

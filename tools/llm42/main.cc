@@ -36,6 +36,8 @@ constexpr char kUsage[] =
     "           throughput and latency of concurrent requests, as a markdown table\n"
     "  bench --model PATH --pp N --tg N [--depth D]   llama-bench's pp/tg at a context depth\n"
     "  bench --model PATH --batched NPP,NTG,NPL,...   llama-batched-bench's columns\n"
+    "  bench --model PATH --json_schema FILE [--output_tokens N] [--rounds R] [--deterministic]\n"
+    "           grammar compile time, constrained vs unconstrained decode, mask time per token\n"
     "           (each with the FMA peak and read bandwidth measured in the same run)\n"
     "  bench-dvr --model PATH [--workload sharegpt|fixed] [--requests N] [--rate R] [--repeat N]\n"
     "           [--fractions 0.02,0.1,...] [--windows ...] [--groups ...] [--csv FILE]\n"
