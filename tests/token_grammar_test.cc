@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/grammar/grammar_trace.h"
+#include "lib/grammar/json_schema.h"
 
 namespace llm42 {
 namespace {
@@ -86,6 +87,49 @@ TEST(TokenGrammar, MasksAreWhatFeedingEachTokenAloneAllows) {
   EXPECT_TRUE(Allowed(*mid, 24));
   EXPECT_FALSE(Allowed(*mid, 19));
   EXPECT_FALSE(Allowed(*mid, 2));
+}
+
+// Deep stacks: a JSON schema's grammar nests arrays in objects in arrays, so a mask unites frame
+// tables (a stack's top positions) with the groups that leave them, checked from beneath. Tokens
+// that close a string and go on (`",`, `"]}`, `":`) leave the string's frames mid-token. Masks
+// against feeding each token alone, along random walks, and the walks' outputs reach depth 6.
+TEST(TokenGrammar, MasksOverDeepStacksAreWhatFeedingEachTokenAloneAllows) {
+  absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(R"({"type": "array", "items": {"type": "object",
+      "properties": {"k": {"type": "array", "items": {"anyOf": [{"type": "string", "maxLength": 3},
+      {"type": "array", "items": {"type": "integer"}}, {"$ref": "#"}]}}, "e": {"enum": ["ab", "c\"d"]}}}})");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+  const Grammar g = Parse(*gbnf);
+  std::vector<std::string> vocab = {"", "[", "]", "{", "}", "\"", ",", ":", " ", "\n", "k", "e", "a", "b", "c", "d",
+                                    "1", "-", "0", "\\", "\",", "\"]", "\"]}", "\":", "\"k\"", "\"e\":", "ab",
+                                    "\"ab\"", "[{", "}]", "}, {", "], [", "12", "\xC3", "\xA9", "é\"", "\",\"", "[[",
+                                    "]]", "\"c\\\"d\"", "\"k\": [", "\n  ", "\": \""};
+  auto tg = TokenGrammar::Create(g, vocab, {0});
+  ASSERT_TRUE(tg.ok()) << tg.status();
+  std::mt19937 rng(11);
+  int checked = 0;
+  size_t deepest = 0;
+  for (int walk = 0; walk < 60; ++walk) {
+    GrammarState s = (*tg)->automaton().Initial();
+    for (int step = 0; step < 80; ++step) {
+      const auto mask = (*tg)->Allowed(s);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
+        GrammarState next;
+        const bool fits = (*tg)->Advance(s, id, &next);
+        ASSERT_EQ(Allowed(*mask, id), fits) << "token " << id << " (" << vocab[static_cast<size_t>(id)] << ") at walk "
+                                             << walk << " step " << step;
+        if (fits) allowed.push_back(id);
+        ++checked;
+      }
+      for (const auto& stack : s.stacks) deepest = std::max(deepest, stack.size());
+      if (allowed.empty()) break;
+      GrammarState next;
+      ASSERT_TRUE((*tg)->Advance(s, allowed[rng() % allowed.size()], &next));
+      s = std::move(next);
+    }
+  }
+  EXPECT_GT(checked, 30000);
+  EXPECT_GE(deepest, 6u);
 }
 
 TEST(TokenGrammar, MaskedLogitsKeepAllowedValuesAndEndTokensOnlyWhereTheGrammarEnds) {

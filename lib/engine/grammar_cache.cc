@@ -1,5 +1,7 @@
 #include "lib/engine/grammar_cache.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "lib/tokenizer/tokenizer.h"
 
@@ -8,9 +10,18 @@ namespace llm42 {
 absl::StatusOr<std::shared_ptr<const TokenGrammar>> GrammarCache::Get(const RequestOptions::OutputGrammar& g) {
   MutexLock lock(&mu_);
   const std::string key = absl::StrCat(static_cast<int32_t>(g.kind), ":", g.source);
+  // The grammar moves to the end of the recent ones.
+  auto keep = [&](const std::shared_ptr<const TokenGrammar>& g) {
+    recent_.erase(std::remove(recent_.begin(), recent_.end(), g), recent_.end());
+    recent_.push_back(g);
+    if (recent_.size() > kKeep) recent_.erase(recent_.begin());
+  };
   auto it = grammars_.find(key);
   if (it != grammars_.end()) {
-    if (std::shared_ptr<const TokenGrammar> live = it->second.lock()) return live;
+    if (std::shared_ptr<const TokenGrammar> live = it->second.lock()) {
+      keep(live);
+      return live;
+    }
     grammars_.erase(it);
   }
   if (token_bytes_.empty()) {
@@ -27,6 +38,7 @@ absl::StatusOr<std::shared_ptr<const TokenGrammar>> GrammarCache::Get(const Requ
   // Drop entries of grammars no request holds any more.
   for (auto e = grammars_.begin(); e != grammars_.end();) e = e->second.expired() ? grammars_.erase(e) : std::next(e);
   grammars_[key] = *compiled;
+  keep(*compiled);
   return compiled;
 }
 

@@ -3,7 +3,8 @@
 
 // A session's output grammars compiled against its vocabulary (token_grammar.h), shared by every
 // request with the same grammar or schema text, so that their masks are computed once. Kept
-// while a request uses them.
+// while a request uses them, and the kKeep most recently used besides (a schema a program sends
+// request after request keeps its masks and tables; each grammar's are bounded, token_grammar.h).
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +33,8 @@ class GrammarCache {
   std::vector<std::string> token_bytes_ ABSL_GUARDED_BY(mu_);  // per id, filled on first use
   std::vector<int32_t> end_tokens_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::weak_ptr<const TokenGrammar>> grammars_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kKeep = 4;
+  std::vector<std::shared_ptr<const TokenGrammar>> recent_ ABSL_GUARDED_BY(mu_);  // most recent last
 };
 
 }  // namespace llm42

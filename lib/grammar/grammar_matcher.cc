@@ -52,6 +52,18 @@ GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : root_(grammar.root)
       elements_.push_back({});  // the end
     }
   }
+  sets_.push_back({});  // no code point
+  sentinel_ = static_cast<int32_t>(elements_.size());
+  elements_.push_back({static_cast<int32_t>(sets_.size() - 1), -1});
+  elements_.push_back({});
+}
+
+GrammarState GrammarAutomaton::Resume(std::vector<int32_t> stack) const {
+  GrammarState s;
+  Expand(std::move(stack), &s.stacks);
+  std::sort(s.stacks.begin(), s.stacks.end());
+  s.stacks.erase(std::unique(s.stacks.begin(), s.stacks.end()), s.stacks.end());
+  return s;
 }
 
 // Brings `stack` to where its top is a code-point set (or it is empty), in every way the

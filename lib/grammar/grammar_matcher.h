@@ -64,6 +64,12 @@ class GrammarAutomaton {
   // point of an interval within which every set either holds every code point or none (so every
   // code point of an interval steps every state alike).
   std::vector<uint32_t> CodePointIntervals() const;
+
+  // For walks over part of a stack (TokenGrammar): a position no code point matches, put beneath
+  // the part; a path that reaches it has left the part. Resume: the state a stack is in (its top
+  // expanded), for what lies beneath such a part.
+  int32_t sentinel() const { return sentinel_; }
+  GrammarState Resume(std::vector<int32_t> stack) const;
   // Whether the input so far is a whole sentence (it may go on).
   bool CanEnd(const GrammarState& s) const;
   // Whether nothing more can follow: a whole sentence that no code point extends.
@@ -87,6 +93,7 @@ class GrammarAutomaton {
   std::vector<CodePointSet> sets_;
   std::vector<std::vector<int32_t>> alternatives_;  // per rule: each alternative's first position
   int32_t root_ = 0;
+  int32_t sentinel_ = 0;
 };
 
 // A matcher for tests and one-off checks: an automaton and a state.

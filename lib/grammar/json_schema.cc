@@ -503,6 +503,13 @@ class SchemaConverter {
     const std::string r = ref.get<std::string>();
     auto known = refs_.find(r);
     if (known != refs_.end()) return known->second;
+    if (r == "#") {  // the whole schema: recursion through the root
+      const std::string rule = absl::StrCat("g-", ++n_rules_);
+      refs_[r] = rule;
+      LLM42_ASSIGN_OR_RETURN(std::string body, Visit(root_, ""));
+      Define(rule, body);
+      return rule;
+    }
     std::string section, name;
     for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
       if (r.rfind(prefix, 0) == 0) {
@@ -511,7 +518,7 @@ class SchemaConverter {
       }
     }
     if (section.empty() || name.empty() || name.find('/') != std::string::npos) {
-      return Error(ptr, "'", r, "': only references to #/$defs/NAME or #/definitions/NAME are supported");
+      return Error(ptr, "'", r, "': only references to #, #/$defs/NAME or #/definitions/NAME are supported");
     }
     std::string key;
     for (size_t i = 0; i < name.size(); ++i) {  // JSON pointer unescaping

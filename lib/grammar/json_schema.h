@@ -7,7 +7,7 @@
 // `properties`, `required`, `additionalProperties` (false, true or a schema; when absent, an
 // object with `properties` or `required` gets no others, one without any members), `items`, `prefixItems`, `minItems`/`maxItems`,
 // `enum`, `const`, `anyOf`/`oneOf` (oneOf's exclusivity is not enforced: an output may match
-// several), `$ref` to `#/$defs/NAME` or `#/definitions/NAME` (recursion allowed), `minLength`/
+// several), `$ref` to `#`, `#/$defs/NAME` or `#/definitions/NAME` (recursion allowed), `minLength`/
 // `maxLength`, `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` on integers (|x| <= 1e18),
 // `pattern`, and `format` date, time, date-time and uuid. `{}` and `true` mean any JSON value.
 // Annotations ($schema, $id, $comment, title, description, default, examples, deprecated,

@@ -10,7 +10,7 @@ namespace llm42 {
 namespace {
 
 // Memory the cached masks of one grammar may hold.
-constexpr size_t kCacheBytes = size_t{32} << 20;
+constexpr size_t kCacheBytes = size_t{16} << 20;
 
 }  // namespace
 
@@ -45,6 +45,13 @@ TokenGrammar::TokenGrammar(const Grammar& grammar, std::vector<std::string> toke
     members_.push_back(tokens[i].second);
   }
   first_.push_back(static_cast<uint32_t>(members_.size()));
+  for (size_t d = 0; d < kSkipLevels; ++d) {
+    skip_[d].resize(symbols_.size());
+    for (size_t g = symbols_.size(); g-- > 0;) {
+      const bool next_apart = g + 1 >= symbols_.size() || shared_[g + 1] <= d;
+      skip_[d][g] = static_cast<uint32_t>(next_apart ? g + 1 : skip_[d][g + 1]);
+    }
+  }
 }
 
 std::vector<uint32_t> TokenGrammar::Symbols(const std::string& bytes) const {
@@ -88,6 +95,9 @@ int32_t TokenGrammar::Intern(GrammarState s) const {
   std::vector<int32_t> key = s.Key();
   auto [it, added] = state_ids_.try_emplace(std::move(key), static_cast<int32_t>(states_.size()));
   if (added) {
+    bool left = false;
+    for (const auto& stack : s.stacks) left |= !stack.empty() && stack.back() == automaton_.sentinel();
+    left_.push_back(left);
     states_.push_back(std::move(s));
     next_.resize(next_.size() + intervals_.size(), kUnknown);
   }
@@ -137,41 +147,137 @@ bool TokenGrammar::NextSymbol(const At& at, uint32_t symbol, At* out) const {
   return out->id != kDead;
 }
 
-TokenGrammar::Mask TokenGrammar::Compute(const GrammarState& s) const {
-  Mask mask((bytes_.size() + 63) / 64, 0);
-  MutexLock lock(&dfa_mu_);
-  if (states_.size() > kMaxStates) {
-    state_ids_.clear();
-    states_.clear();
-    next_.clear();
+void TokenGrammar::Walk(int32_t start, const Utf8Partial& utf8, Mask* accepted,
+                        std::vector<std::pair<uint32_t, uint32_t>>* leaving) const {
+  std::vector<At> depth(1, At{start, utf8});
+  std::vector<uint32_t> left;  // depths of the current prefix where a stack has left the top
+  size_t valid = 0;            // depth[0..valid] are the places after the current group's first symbols
+  // Inside a code point, only groups that begin with its continuation bytes can go on: a range.
+  size_t g = 0, end = symbols_.size();
+  if (utf8.need != 0) {
+    auto first_symbol = [](const std::vector<uint32_t>& t, uint32_t v) { return t.front() < v; };
+    g = static_cast<size_t>(std::lower_bound(symbols_.begin(), symbols_.end(), kRawByte | 0x80u, first_symbol) -
+                            symbols_.begin());
+    end = static_cast<size_t>(std::lower_bound(symbols_.begin(), symbols_.end(), kRawByte | 0xC0u, first_symbol) -
+                              symbols_.begin());
   }
-  GrammarState whole = s;
-  whole.utf8 = Utf8Partial{};
-  std::vector<At> depth(1, At{Intern(std::move(whole)), s.utf8});
-  size_t valid = 0;  // depth[0..valid] are the places after the current group's first symbols
-  for (size_t g = 0; g < symbols_.size();) {
+  auto leaves = [&](size_t g, size_t k) {  // group g, refused at symbol k: where it may go on beneath
+    for (uint32_t j : left) {
+      if (j <= k) leaving->emplace_back(static_cast<uint32_t>(g), j);
+    }
+  };
+  while (g < end) {
     const std::vector<uint32_t>& t = symbols_[g];
     if (depth.size() < t.size() + 1) depth.resize(t.size() + 1);
     size_t k = std::min<size_t>(shared_[g], valid);
+    while (!left.empty() && left.back() > k) left.pop_back();
     bool refused = false;
     for (; k < t.size(); ++k) {
       if (!NextSymbol(depth[k], t[k], &depth[k + 1])) {
         refused = true;
         break;
       }
+      if (leaving != nullptr && depth[k + 1].utf8.need == 0 && left_[static_cast<size_t>(depth[k + 1].id)]) {
+        left.push_back(static_cast<uint32_t>(k + 1));
+      }
     }
     if (!refused) {
       for (uint32_t m = first_[g]; m < first_[g + 1]; ++m) {
         const auto id = static_cast<size_t>(members_[m]);
-        mask[id / 64] |= uint64_t{1} << (id % 64);
+        (*accepted)[id / 64] |= uint64_t{1} << (id % 64);
       }
       valid = t.size();
       ++g;
       continue;
     }
-    // Every group that shares t's first k + 1 symbols is refused as well.
+    // Every group that shares t's first k + 1 symbols is refused there as well.
     valid = k;
-    for (++g; g < symbols_.size() && shared_[g] > k; ++g) {
+    const bool any_left = leaving != nullptr && !left.empty();
+    if (any_left) leaves(g, k);
+    if (!any_left && k < kSkipLevels) {
+      g = std::min<size_t>(skip_[k][g], end);
+      continue;
+    }
+    for (++g; g < end && shared_[g] > k; ++g) {
+      if (any_left) leaves(g, k);
+    }
+  }
+}
+
+std::shared_ptr<const TokenGrammar::FrameTable> TokenGrammar::Table(std::vector<int32_t> top,
+                                                                    const Utf8Partial& utf8) const {
+  GrammarState start;
+  start.stacks.push_back({automaton_.sentinel()});
+  start.stacks[0].insert(start.stacks[0].end(), top.begin(), top.end());
+  top.insert(top.end(), {utf8.need, static_cast<int32_t>(utf8.bits), utf8.length});  // the key
+  auto it = tables_.find(top);
+  if (it != tables_.end()) return it->second;
+  if (tables_.size() >= kMaxTables) tables_.clear();
+  auto table = std::make_shared<FrameTable>();
+  table->accepted.assign((bytes_.size() + 63) / 64, 0);
+  Walk(Intern(std::move(start)), utf8, &table->accepted, &table->leaving);
+  auto suffix = [&](const std::pair<uint32_t, uint32_t>& e) {
+    return std::span<const uint32_t>(symbols_[e.first]).subspan(e.second);
+  };
+  std::sort(table->leaving.begin(), table->leaving.end(), [&](const auto& a, const auto& b) {
+    const auto x = suffix(a), y = suffix(b);
+    return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+  });
+  table->leaving_shared.resize(table->leaving.size());
+  for (size_t i = 1; i < table->leaving.size(); ++i) {
+    const auto x = suffix(table->leaving[i - 1]), y = suffix(table->leaving[i]);
+    table->leaving_shared[i] = static_cast<uint32_t>(std::mismatch(x.begin(), x.end(), y.begin(), y.end()).first - x.begin());
+  }
+  tables_.emplace(std::move(top), table);
+  return table;
+}
+
+TokenGrammar::Mask TokenGrammar::Compute(const GrammarState& s) const {
+  Mask mask((bytes_.size() + 63) / 64, 0);
+  MutexLock lock(&dfa_mu_);
+  if (states_.size() > kMaxStates) {
+    state_ids_.clear();
+    states_.clear();
+    left_.clear();
+    next_.clear();
+  }
+  for (const std::vector<int32_t>& stack : s.stacks) {
+    if (stack.empty()) continue;  // a whole sentence: no bytes follow on this stack
+    const size_t split = stack.size() > kTableFrames ? stack.size() - kTableFrames : 0;
+    const std::shared_ptr<const FrameTable> table =
+        Table(std::vector<int32_t>(stack.begin() + static_cast<std::ptrdiff_t>(split), stack.end()), s.utf8);
+    for (size_t w = 0; w < mask.size(); ++w) mask[w] |= table->accepted[w];
+    if (split == 0 || table->leaving.empty()) continue;  // leaving the whole stack: nothing follows
+    const int32_t beneath = Intern(
+        automaton_.Resume(std::vector<int32_t>(stack.begin(), stack.begin() + static_cast<std::ptrdiff_t>(split))));
+    // The leaving groups' rest from beneath: a walk over their sorted suffixes, as Walk's.
+    std::vector<At> depth(1, At{beneath, Utf8Partial{}});
+    size_t valid = 0;
+    const auto& leaving = table->leaving;
+    for (size_t e = 0; e < leaving.size();) {
+      const auto [g, k] = leaving[e];
+      const std::span<const uint32_t> rest = std::span<const uint32_t>(symbols_[g]).subspan(k);
+      if (depth.size() < rest.size() + 1) depth.resize(rest.size() + 1);
+      size_t i = std::min<size_t>(table->leaving_shared[e], valid);
+      bool refused = false;
+      for (; i < rest.size(); ++i) {
+        if (!NextSymbol(depth[i], rest[i], &depth[i + 1])) {
+          refused = true;
+          break;
+        }
+      }
+      if (!refused) {
+        for (uint32_t m = first_[g]; m < first_[g + 1]; ++m) {
+          const auto id = static_cast<size_t>(members_[m]);
+          mask[id / 64] |= uint64_t{1} << (id % 64);
+        }
+        valid = rest.size();
+        ++e;
+        continue;
+      }
+      valid = i;
+      for (++e; e < leaving.size() && table->leaving_shared[e] > i; ++e) {
+      }
     }
   }
   return mask;

@@ -5,17 +5,23 @@
 //
 // Each token is read once as symbols: the interval (GrammarAutomaton::CodePointIntervals: every
 // code point of one steps every state alike) of each whole code point, and its raw bytes where
-// it splits one. Tokens with the same symbols are one group (every lowercase word of five
-// letters, say, when the grammar treats lowercase letters alike), and the groups are sorted,
-// each with the length of the prefix it shares with the one before (a trie laid out flat): a
-// mask walks them in order, keeps the automaton's state per depth, so a shared prefix is stepped
-// once, and skips every group under a prefix the grammar refused. The automaton's states between code points are interned as the walks meet them, with
-// their transitions remembered on first use per interval of code points the grammar treats alike
-// (GrammarAutomaton::CodePointIntervals: a few dozen for a JSON schema), so a walk is table
-// lookups once the states around it are known (inside a JSON string of at most n characters, the
-// n + 1 states of the count). Masks are
-// cached per state (a state recurs constantly: every character inside an unbounded string leaves
-// the same one). Both are bounded in memory and shared by every request of the grammar.
+// it splits one. Tokens with the same symbols are one group, and the groups are sorted, each with
+// the length of the prefix it shares with the one before (a trie laid out flat): a walk keeps
+// the automaton's state per depth, so a shared prefix is stepped once, and skips every group
+// under a prefix the grammar refused.
+//
+// A state's mask is the union of its stacks' masks, and a stack's is computed from its top
+// kTableFrames positions alone, once per such top (a frame table, shared by every context it
+// occurs in: every string field of a JSON schema runs the same string rule): the groups accepted
+// within the top (or leaving it just as they end) need nothing more; a group that leaves it after
+// k symbols is checked from there on only, from what lies beneath. Inside a JSON string, those
+// are the few groups with a quote before their end.
+//
+// The automaton's states between code points are interned as the walks meet them, with their
+// transitions remembered on first use per interval, so a walk is table lookups once the states
+// around it are known. Masks are cached per state (a state recurs constantly: every character
+// inside an unbounded string leaves the same one). All of it is bounded in memory and shared by
+// every request of the grammar.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -58,11 +64,28 @@ class TokenGrammar {
  private:
   TokenGrammar(const Grammar& grammar, std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens);
   Mask Compute(const GrammarState& s) const;
+  // A walk over every group from one place: the accepted groups' tokens into *accepted, and
+  // (when `leaving`) each refused group with the depths where a stack had left the top beneath
+  // the walk's start (for frame tables: the sentinel reached).
+  struct FrameTable {
+    Mask accepted;
+    // (group, symbols before it leaves the top), sorted by the symbols after, each with the
+    // length of the prefix those share with the entry before's: checked from beneath as a walk.
+    std::vector<std::pair<uint32_t, uint32_t>> leaving;
+    std::vector<uint32_t> leaving_shared;
+  };
+  static constexpr size_t kTableFrames = 3;
+  static constexpr size_t kMaxTables = 512;  // 8 MB at a 128k vocabulary; then they start over
+  void Walk(int32_t start, const Utf8Partial& utf8, Mask* accepted,
+            std::vector<std::pair<uint32_t, uint32_t>>* leaving) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
+  // The table of a stack's top positions, after the bytes of a code point begun (`utf8`).
+  std::shared_ptr<const FrameTable> Table(std::vector<int32_t> top, const Utf8Partial& utf8) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dfa_mu_);
 
   // Interned states (without a partial code point) and their transitions per code-point interval
   // (kUnknown until stepped, kDead when refused).
   static constexpr int32_t kUnknown = -2, kDead = -1;
-  static constexpr size_t kMaxStates = 65536;  // then they start over
+  static constexpr size_t kMaxStates = 32768;  // then they start over
   struct At {  // a walk's place: a state and the bytes of a code point begun after it
     int32_t id;
     Utf8Partial utf8;
@@ -86,12 +109,18 @@ class TokenGrammar {
   std::vector<uint32_t> shared_;
   std::vector<uint32_t> first_;
   std::vector<int32_t> members_;
+  // skip_[d][g]: the first group after g that shares at most d symbols with the groups between
+  // (where a walk refused at symbol d goes on; deeper refusals step group by group).
+  static constexpr size_t kSkipLevels = 4;
+  std::vector<uint32_t> skip_[kSkipLevels];
   size_t max_cached_;
   mutable Mutex mu_;
   mutable absl::flat_hash_map<std::vector<int32_t>, std::shared_ptr<const Mask>> cache_ ABSL_GUARDED_BY(mu_);
   mutable Mutex dfa_mu_;  // held through a mask's walk
   mutable absl::flat_hash_map<std::vector<int32_t>, int32_t> state_ids_ ABSL_GUARDED_BY(dfa_mu_);
   mutable std::vector<GrammarState> states_ ABSL_GUARDED_BY(dfa_mu_);
+  mutable std::vector<uint8_t> left_ ABSL_GUARDED_BY(dfa_mu_);  // per state: a stack has left its top
+  mutable absl::flat_hash_map<std::vector<int32_t>, std::shared_ptr<const FrameTable>> tables_ ABSL_GUARDED_BY(dfa_mu_);
   std::vector<uint32_t> intervals_;        // CodePointIntervals
   std::vector<uint16_t> bmp_interval_;     // IntervalOf for the code points below U+10000
   mutable std::vector<int32_t> next_ ABSL_GUARDED_BY(dfa_mu_);  // [state * intervals + interval]
