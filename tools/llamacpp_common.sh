@@ -21,16 +21,18 @@ libllama=$(find "$pkg/llama/localBuilds" -path '*/Release/*' -name 'libllama.v*.
 libdir=$(dirname "$libllama")
 src="$pkg/llama/llama.cpp"
 
-# llamacpp_harness SOURCE: builds tools/llamacpp/SOURCE.cc against that library (once, again when
-# the source is newer) and prints the binary's path.
+# llamacpp_harness SOURCE [common]: builds tools/llamacpp/SOURCE.cc against that library (once,
+# again when the source is newer) and prints the binary's path; with `common`, against its common
+# library too (json_schema_to_grammar).
 llamacpp_harness() {
-  local name=$1 here
+  local name=$1 here extra=()
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  [[ ${2:-} == common ]] && extra=(-I"$src/common" -I"$src/vendor" -l:libllama-common.so)
   local out="$cache/$name"
   if [[ ! -x $out || $here/llamacpp/$name.cc -nt $out ]]; then
     g++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" -o "$out" "$here/llamacpp/$name.cc" \
-      -L"$libdir" -l:"$(basename "$libllama")" -l:"$(basename "$(ls "$libdir"/libggml.v*.so | head -1)")" -l:libggml-base.so \
-      -Wl,-rpath,"$libdir" >&2
+      -L"$libdir" "${extra[@]}" -l:"$(basename "$libllama")" -l:"$(basename "$(ls "$libdir"/libggml.v*.so | head -1)")" \
+      -l:libggml-base.so -Wl,-rpath,"$libdir" >&2
   fi
   echo "$out"
 }
