@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/sampling/logit_controls.h"
 #include "lib/sampling/philox.h"
 #include "lib/util/portable_math.h"
 
@@ -45,6 +46,48 @@ std::set<int32_t> Ids(const std::vector<Candidate>& c) {
   std::set<int32_t> s;
   for (const Candidate& x : c) s.insert(x.id);
   return s;
+}
+
+// Logit bias and llama.cpp's penalties (llama_sampler_penalties_apply's rule: for a token seen c
+// times in the last n, divide a positive logit by the repetition penalty or multiply a negative
+// one, then subtract c * frequency + presence), worked by hand on values exact in float.
+TEST(LogitControls, BiasThenLlamaCppPenaltiesOverTheLastNTokens) {
+  LogitControls c;
+  c.SetBias(2, 1.0f);
+  c.SetBias(4, -INFINITY);
+  c.SetBias(2, 1.0f);  // set again: replaced, not added twice
+  c.repetition_penalty = 2.0f;
+  c.penalty_last_n = 6;
+  c.frequency_penalty = 0.5f;
+  c.presence_penalty = 0.25f;
+  ASSERT_TRUE(c.Validate().ok());
+  std::vector<float> logits = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+  const std::vector<int32_t> history = {4, 0, 1, 1, 3, 3, 3};  // token 4 is outside the last 6
+  ApplyLogitControls(c, history, logits);
+  // 0: 2 / 2 - (1 * 0.5 + 0.25); 1: -1 * 2 - (2 * 0.5 + 0.25); 2: 0.5 + 1 (not seen);
+  // 3: 3 / 2 - (3 * 0.5 + 0.25); 4: banned.
+  EXPECT_EQ(logits, (std::vector<float>{0.25f, -3.25f, 1.5f, -0.25f, -INFINITY}));
+  // last_n 0: the whole history, token 4 included (-inf stays -inf).
+  c.penalty_last_n = 0;
+  c.bias.clear();
+  logits = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+  ApplyLogitControls(c, history, logits);
+  EXPECT_EQ(logits[4], -2.0f * 2.0f - 0.75f);
+  // Out of range.
+  for (float bad : {NAN, INFINITY}) {
+    LogitControls b;
+    b.SetBias(1, bad);
+    EXPECT_EQ(b.Validate().code(), absl::StatusCode::kOutOfRange);
+  }
+  LogitControls p;
+  p.repetition_penalty = 0.0f;
+  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kOutOfRange);
+  p.repetition_penalty = 1.0f;
+  p.penalty_last_n = -1;
+  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kOutOfRange);
+  p.penalty_last_n = 64;
+  p.presence_penalty = NAN;
+  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kOutOfRange);
 }
 
 TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {

@@ -97,7 +97,7 @@ absl::StatusOr<RequestOptions::OutputGrammar> RequestOptions::MakeOutputGrammar(
   OutputGrammar g{kind, std::string(source), nullptr};
   if (kind == OutputGrammar::Kind::kGbnf) {
     absl::StatusOr<Grammar> parsed = ParseGbnf(source);
-    if (!parsed.ok()) return InvalidArgument("grammar: ", parsed.status().message());
+    if (!parsed.ok()) return parsed.status();  // "grammar line L, column C: ..."
     g.grammar = std::make_shared<const Grammar>(*std::move(parsed));
   } else {
     absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(source);
