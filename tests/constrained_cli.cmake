@@ -12,16 +12,7 @@ file(WRITE ${DIR}/bad.gbnf "root ::= (\"a\" | \"b\"\n")
 file(WRITE ${DIR}/email.json [=[{"type": "string", "format": "email"}]=])
 set(gen ${CLI} generate --model ${MODEL} --prompt "Once upon a time" --max-tokens 120 --temperature 0.8
     --seed 5 --threads 2 --stats=false)
-function(run expect_rc pattern)
-  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-  if(NOT rc EQUAL expect_rc)
-    message(FATAL_ERROR "${ARGN}\nexited ${rc}, expected ${expect_rc}\n${out}\n${err}")
-  endif()
-  if(NOT "${out}${err}" MATCHES "${pattern}")
-    message(FATAL_ERROR "${ARGN}\nprinted no match for '${pattern}':\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_run.cmake)
 
 run(0 "receipt written" ${gen} --json_schema ${DIR}/mood.json --logit_bias 100=-inf,200=1.5 --repeat_penalty 1.2
     --repeat_last_n 32 --frequency_penalty 0.1 --presence_penalty 0.1 --deterministic --receipt ${DIR}/mood.txtpb)

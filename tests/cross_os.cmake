@@ -61,6 +61,28 @@ foreach(m IN LISTS models)
   message(STATUS "${m}: the same 40 tokens and logprob bits on both systems; both receipts REPRODUCED")
 endforeach()
 
+# Constrained output across systems: a deterministic generation under a JSON schema, a logit bias
+# and penalties prints the same JSON, ids and logprob bits on both, and each receipt (which
+# records the schema, bias and penalties) verifies on the other.
+file(WRITE ${DIR}/npc.json [=[{"type": "object", "properties": {"line": {"type": "string", "maxLength": 24},
+  "action": {"enum": ["talk", "give_item", "flee"]}}, "required": ["line", "action"]}]=])
+set(gen generate --model ${STORIES} --prompt "The wizard answered:" --max-tokens 80 --temperature 0.9 --seed 9
+    --deterministic --print-ids --print-logprobs --stats=false --threads 2 --json_schema ${DIR}/npc.json
+    --logit_bias 100=-inf,300=2 --repeat_penalty 1.2 --frequency_penalty 0.1)
+run(0 linux ${LINUX_CLI} ${gen} --receipt ${DIR}/linux-npc.bin)
+run(0 windows ${CMAKE_COMMAND} -E env LLM42_CPU_SIMD=avx2 ${win} ${gen} --receipt ${DIR}/windows-npc.bin)
+string(REGEX REPLACE "llm42: receipt written[^\n]*\n?" "" linux "${linux}")
+string(REGEX REPLACE "llm42: receipt written[^\n]*\n?" "" windows "${windows}")
+if(NOT linux STREQUAL windows OR NOT linux MATCHES "\"action\"")
+  message(FATAL_ERROR "constrained: Windows printed\n${windows}\nwhere Linux printed\n${linux}")
+endif()
+run(0 out ${win} verify --model ${STORIES} ${DIR}/linux-npc.bin)
+run(0 out2 ${LINUX_CLI} verify --model ${STORIES} ${DIR}/windows-npc.bin)
+if(NOT out MATCHES "^REPRODUCED" OR NOT out2 MATCHES "^REPRODUCED")
+  message(FATAL_ERROR "constrained receipts across systems:\n${out}\n${out2}")
+endif()
+message(STATUS "constrained output: the same JSON and bits on both systems; both receipts REPRODUCED")
+
 # The control: another model's receipt is refused, on either system.
 run(1 out ${win} verify --model ${STORIES} ${DIR}/linux-2.bin)
 if(NOT out MATCHES "^OTHER MODEL")

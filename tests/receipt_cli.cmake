@@ -6,16 +6,7 @@
 file(MAKE_DIRECTORY ${DIR})
 set(gen ${CLI} generate --model ${MODEL} --prompt "Once upon a time" --max-tokens 24 --temperature 0.8
     --seed 11 --threads 2 --stats=false)
-function(run expect_rc pattern)
-  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-  if(NOT rc EQUAL expect_rc)
-    message(FATAL_ERROR "${ARGN}\nexited ${rc}, expected ${expect_rc}\n${out}\n${err}")
-  endif()
-  if(NOT "${out}${err}" MATCHES "${pattern}")
-    message(FATAL_ERROR "${ARGN}\nprinted no match for '${pattern}':\n${out}\n${err}")
-  endif()
-  message(STATUS "${out}${err}")
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_run.cmake)
 
 run(0 "receipt written" ${gen} --deterministic --print-logprobs --receipt ${DIR}/r.bin)
 run(0 "^REPRODUCED: 24 tokens and their logprob bits" ${CLI} verify --model ${MODEL} ${DIR}/r.bin)

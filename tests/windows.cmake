@@ -11,7 +11,7 @@ endfunction()
 
 foreach(unit cpu_kernels_test backend_ops_test portable_math_test fixed_schedule_test determinism_test
              receipt_test kv_cache_test scheduler_test sampling_test tokenizer_test engine_test
-             saved_conversation_test large_buffer_test thread_pool_test)
+             saved_conversation_test large_buffer_test thread_pool_test grammar_test token_grammar_test)
   llm42_windows_gtest(${unit})
 endforeach()
 # The kernels under each SIMD level this CPU has: AVX-512 (where present), AVX2, portable.

@@ -546,6 +546,19 @@ class SchemaConverter {
     return v.get<int64_t>();
   }
 
+  // minLength/maxLength or minItems/maxItems: (at least, at most; absent: unbounded).
+  static absl::StatusOr<std::pair<int64_t, std::optional<int64_t>>> Counts(const Json& s, const char* min_key,
+                                                                           const char* max_key, const std::string& ptr) {
+    std::pair<int64_t, std::optional<int64_t>> c{0, std::nullopt};
+    if (s.contains(min_key)) {
+      LLM42_ASSIGN_OR_RETURN(c.first, Count(s, min_key, ptr));
+    }
+    if (s.contains(max_key)) {
+      LLM42_ASSIGN_OR_RETURN(c.second, Count(s, max_key, ptr));
+    }
+    return c;
+  }
+
   absl::StatusOr<std::string> OfType(const Json& s, const std::string& type, const std::set<std::string>& present,
                                      const std::string& ptr) {
     auto allow = [&](std::initializer_list<const char*> keys) -> absl::Status {
@@ -635,14 +648,8 @@ class SchemaConverter {
       if (!body.ok()) return Error(ptr + "/pattern", std::string(body.status().message()));
       return absl::StrCat("\"\\\"\" ", body->empty() ? "" : *body, " \"\\\"\"");
     }
-    int64_t lo = 0;
-    std::optional<int64_t> hi;
-    if (s.contains("minLength")) {
-      LLM42_ASSIGN_OR_RETURN(lo, Count(s, "minLength", ptr));
-    }
-    if (s.contains("maxLength")) {
-      LLM42_ASSIGN_OR_RETURN(hi, Count(s, "maxLength", ptr));
-    }
+    LLM42_ASSIGN_OR_RETURN(auto counts, Counts(s, "minLength", "maxLength", ptr));
+    const auto [lo, hi] = counts;
     if (hi && *hi < lo) return Error(ptr, "maxLength is below minLength");
     if (lo == 0 && !hi) return std::string("string");
     return absl::StrCat("\"\\\"\" ", Repeat("char", lo, hi), " \"\\\"\"");
@@ -668,14 +675,8 @@ class SchemaConverter {
         LLM42_ASSIGN_OR_RETURN(rest, Visit(it, ptr + "/items"));
       }
     }
-    int64_t lo = 0;
-    std::optional<int64_t> hi;
-    if (s.contains("minItems")) {
-      LLM42_ASSIGN_OR_RETURN(lo, Count(s, "minItems", ptr));
-    }
-    if (s.contains("maxItems")) {
-      LLM42_ASSIGN_OR_RETURN(hi, Count(s, "maxItems", ptr));
-    }
+    LLM42_ASSIGN_OR_RETURN(auto counts, Counts(s, "minItems", "maxItems", ptr));
+    auto [lo, hi] = counts;
     const auto k = static_cast<int64_t>(prefix.size());
     if (!rest) hi = hi ? std::min(*hi, k) : k;
     if (hi && *hi < lo) return Error(ptr, "no array length satisfies minItems, maxItems and items");

@@ -2,6 +2,7 @@
 #define LLM42_TOOLS_LLM42_BENCH_UTIL_H_
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ inline SessionOptions BenchSessionOptions(const std::string& model) {
   o.prefix_caching = false;
   o.kv_prefault = true;
   return o;
+}
+
+// Seconds from `since` until now.
+inline double SecondsSince(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 // The p-quantile (0..1) of `v`, nearest rank.

@@ -16,8 +16,8 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "lib/engine/grammar_cache.h"
 #include "lib/engine/session.h"
-#include "lib/grammar/token_grammar.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "tools/llm42/bench_util.h"
 #include "tools/llm42/commands.h"
@@ -31,10 +31,6 @@ ABSL_FLAG(int32_t, rounds, 3, "bench --json_schema: rounds of (unconstrained, co
 
 namespace llm42::cli {
 namespace {
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
 
 struct Generation {
   int64_t tokens = 0;
@@ -53,7 +49,7 @@ std::optional<Generation> Generate(Session& s, const RequestOptions& o) {
     return std::nullopt;
   }
   (*r)->Wait(-1);
-  const double total = Seconds(start);
+  const double total = SecondsSince(start);
   if (!(*r)->status().ok()) {
     std::cerr << "llm42 bench: " << (*r)->status().message() << "\n";
     return std::nullopt;
@@ -85,24 +81,21 @@ int BenchJsonSchema() {
   }
   Session& s = **session;
   // Compile time, alone: conversion and parse; then the grammar against the vocabulary (the
-  // session does the same at the first request, and keeps it for the others).
+  // session does the same at the first request, and keeps it for the next ones).
   auto start = std::chrono::steady_clock::now();
   auto grammar = RequestOptions::MakeOutputGrammar(RequestOptions::OutputGrammar::Kind::kJsonSchema, *schema);
-  const double convert_s = Seconds(start);
+  const double convert_s = SecondsSince(start);
   if (!grammar.ok()) {
     std::cerr << "llm42 bench: " << path << ": " << grammar.status().message() << "\n";
     return 1;
   }
-  std::vector<std::string> bytes;
-  std::vector<int32_t> ends;
+  // (A cache of its own: the session compiles it again at its first constrained request, inside
+  // that request's time to first token.)
   const Vocab& vocab = s.tokenizer().vocab();
-  for (int32_t id = 0; id < vocab.size(); ++id) {
-    bytes.push_back(s.tokenizer().TokenBytes(id));
-    if (vocab.IsEndOfGeneration(id)) ends.push_back(id);
-  }
+  GrammarCache cache(s.tokenizer());
   start = std::chrono::steady_clock::now();
-  auto compiled = TokenGrammar::Create(*grammar->grammar, std::move(bytes), std::move(ends));
-  const double compile_s = Seconds(start);
+  auto compiled = cache.Get(*grammar);
+  const double compile_s = SecondsSince(start);
   if (!compiled.ok()) {
     std::cerr << "llm42 bench: " << compiled.status().message() << "\n";
     return 1;

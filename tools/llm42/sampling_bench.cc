@@ -21,10 +21,6 @@ ABSL_FLAG(int32_t, rows, 256, "bench-sampling: rows of a step (decoding requests
 namespace llm42::cli {
 namespace {
 
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
 struct Case {
   const char* name;
   float spread;  // standard deviation of the logits
@@ -72,17 +68,17 @@ int BenchSampling() {
       const int singles = std::max(8, 2000000 / vocab);
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < singles; ++i) draw(i % rows, i);
-      const double per_draw = Seconds(t0) / singles;
+      const double per_draw = SecondsSince(t0) / singles;
       double serial = 1e30, parallel = 1e30;
       for (int round = 0; round < 3; ++round) {
         t0 = std::chrono::steady_clock::now();
         for (int64_t r = 0; r < rows; ++r) draw(r, round);
-        serial = std::min(serial, Seconds(t0));
+        serial = std::min(serial, SecondsSince(t0));
         t0 = std::chrono::steady_clock::now();
         pool.ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r) draw(r, round);
         });
-        parallel = std::min(parallel, Seconds(t0));
+        parallel = std::min(parallel, SecondsSince(t0));
       }
       std::printf("| %d | %s | %.3f | %.1f | %.1f |\n", vocab, c.name, per_draw * 1e3, serial * 1e3, parallel * 1e3);
       std::fflush(stdout);
