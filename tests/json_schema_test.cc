@@ -112,6 +112,8 @@ TEST(JsonSchema, UnsupportedAndMalformedSchemasAreRefusedByName) {
       {R"({"type": "string", "pattern": "a+?"})", "lazy quantifiers"},
       {R"({"type": "string", "pattern": "(ab"})", "unbalanced '('"},
       {R"({"type": "array", "minItems": 3, "maxItems": 2})", "no array length"},
+      {R"({"type": "string", "maxLength": 5000})", "/maxLength"},
+      {R"({"type": "string", "pattern": "a{2,1001}"})", "a repetition count above 1000"},
       {R"({"type": "integer", "minimum": 5, "maximum": 4})", "no integer lies within"},
       {R"({"type": "object", "properties": [1]})", "/properties"},
       {R"(false)", "allows no value"},

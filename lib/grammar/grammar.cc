@@ -18,7 +18,7 @@ bool GrammarElement::Matches(uint32_t code_point) const {
 namespace {
 
 // How many copies a bounded repetition may make: past this a grammar is refused, not expanded.
-constexpr int kMaxRepetition = 1000;
+constexpr int kMaxRepetition = kMaxGbnfRepetition;
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';

@@ -43,6 +43,9 @@ struct Grammar {
   int32_t root = 0;
 };
 
+// The largest repetition count ParseGbnf expands ({m,n} with m or n above it is refused).
+inline constexpr int kMaxGbnfRepetition = 1000;
+
 absl::StatusOr<Grammar> ParseGbnf(std::string_view text);
 
 }  // namespace llm42

@@ -1,5 +1,7 @@
 #include "lib/grammar/json_schema.h"
 
+#include "lib/grammar/grammar.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "lib/grammar/grammar.h"
 #include "nlohmann/json.hpp"
 #include "lib/util/status.h"
 
@@ -183,6 +186,16 @@ class PatternConverter {
       if (body.empty() || body.find_first_not_of("0123456789,") != std::string_view::npos ||
           body[0] == ',' || std::count(body.begin(), body.end(), ',') > 1) {
         return Error("a malformed {m,n} quantifier");
+      }
+      for (size_t at = 0, digits = 0; at <= body.size(); ++at) {  // each bound within the grammar's
+        if (at < body.size() && body[at] != ',') {
+          ++digits;
+          continue;
+        }
+        if (digits > 4 || (digits > 0 && std::stoi(std::string(body.substr(at - digits, digits))) > kMaxGbnfRepetition)) {
+          return Error(absl::StrCat("a repetition count above ", kMaxGbnfRepetition));
+        }
+        digits = 0;
       }
       q = absl::StrCat("{", std::string(body), "}");
       i_ = close + 1;
@@ -540,8 +553,9 @@ class SchemaConverter {
 
   static absl::StatusOr<int64_t> Count(const Json& s, const char* key, const std::string& ptr) {
     const Json& v = s[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000) {
-      return Error(absl::StrCat(ptr, "/", key), "'", key, "' is an integer in 0..100000");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxGbnfRepetition) {
+      return Error(absl::StrCat(ptr, "/", key), "'", key, "' is an integer in 0..", kMaxGbnfRepetition,
+                   " (the grammar's repetition bound)");
     }
     return v.get<int64_t>();
   }
