@@ -1,7 +1,5 @@
 #include "lib/grammar/json_schema.h"
 
-#include "lib/grammar/grammar.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
