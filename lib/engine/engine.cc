@@ -128,10 +128,8 @@ bool Engine::ControlLogits(Sequence& s, int64_t position, std::span<float> logit
 
 bool Engine::CompletesGrammar(const Sequence& s, int64_t position, int32_t token) {
   if (s.grammar == nullptr) return false;
-  const GrammarState* state = s.grammar->After(s.OutputBefore(position));
-  GrammarState next;
-  return state != nullptr && s.grammar->grammar().Advance(*state, token, &next) &&
-         s.grammar->grammar().automaton().IsComplete(next);
+  const GrammarState* after = s.grammar->After(s.OutputBefore(position), token);
+  return after != nullptr && s.grammar->grammar().automaton().IsComplete(*after);
 }
 
 namespace {

@@ -58,11 +58,19 @@ GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : root_(grammar.root)
   elements_.push_back({});
 }
 
+namespace {
+
+void SortUnique(std::vector<std::vector<int32_t>>* stacks) {
+  std::sort(stacks->begin(), stacks->end());
+  stacks->erase(std::unique(stacks->begin(), stacks->end()), stacks->end());
+}
+
+}  // namespace
+
 GrammarState GrammarAutomaton::Resume(std::vector<int32_t> stack) const {
   GrammarState s;
   Expand(std::move(stack), &s.stacks);
-  std::sort(s.stacks.begin(), s.stacks.end());
-  s.stacks.erase(std::unique(s.stacks.begin(), s.stacks.end()), s.stacks.end());
+  SortUnique(&s.stacks);
   return s;
 }
 
@@ -85,14 +93,6 @@ void GrammarAutomaton::Expand(std::vector<int32_t> stack, std::vector<std::vecto
   }
 }
 
-namespace {
-
-void SortUnique(std::vector<std::vector<int32_t>>* stacks) {
-  std::sort(stacks->begin(), stacks->end());
-  stacks->erase(std::unique(stacks->begin(), stacks->end()), stacks->end());
-}
-
-}  // namespace
 
 GrammarState GrammarAutomaton::Initial() const {
   GrammarState s;

@@ -13,6 +13,7 @@ const GrammarState* GrammarTrace::After(std::span<const int32_t> output) {
   const size_t same =
       static_cast<size_t>(std::mismatch(tokens_.begin(), tokens_.end(), output.begin(), output.end()).first -
                           tokens_.begin());
+  if (same == output.size()) return &states_[same];  // a prefix of the trace (a longer one is kept)
   tokens_.resize(same);
   states_.resize(same + 1);
   for (size_t k = same; k < output.size(); ++k) {
@@ -24,4 +25,16 @@ const GrammarState* GrammarTrace::After(std::span<const int32_t> output) {
   return &states_.back();
 }
 
+const GrammarState* GrammarTrace::After(std::span<const int32_t> output, int32_t next) {
+  if (After(output) == nullptr) return nullptr;
+  const size_t n = output.size();
+  if (tokens_.size() > n && tokens_[n] == next) return &states_[n + 1];
+  tokens_.resize(n);
+  states_.resize(n + 1);
+  GrammarState state;
+  if (!grammar_->Advance(states_.back(), next, &state)) return nullptr;
+  tokens_.push_back(next);
+  states_.push_back(std::move(state));
+  return &states_.back();
+}
 }  // namespace llm42

@@ -297,10 +297,6 @@ std::shared_ptr<const TokenGrammar::Mask> TokenGrammar::Allowed(const GrammarSta
   return mask;
 }
 
-bool TokenGrammar::IsEndToken(int32_t id) const {
-  return std::binary_search(end_tokens_.begin(), end_tokens_.end(), id);
-}
-
 bool TokenGrammar::MaskLogits(const GrammarState& s, bool allow_end, std::span<float> logits) const {
   const std::shared_ptr<const Mask> mask = Allowed(s);
   // The end tokens add no bytes, so the mask clears them: keep their logits where they may come.

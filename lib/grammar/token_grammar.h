@@ -59,7 +59,6 @@ class TokenGrammar {
   bool MaskLogits(const GrammarState& s, bool allow_end, std::span<float> logits) const;
   // The state after token `id`; false when the grammar refuses its bytes (or it adds none).
   bool Advance(const GrammarState& s, int32_t id, GrammarState* out) const;
-  bool IsEndToken(int32_t id) const;
 
  private:
   TokenGrammar(const Grammar& grammar, std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens);
