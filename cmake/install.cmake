@@ -14,7 +14,7 @@ if(WIN32)
   # MSVC's import library (lib/CMakeLists.txt makes it from the DLL's exports) beside MinGW's.
   install(FILES $<TARGET_FILE_DIR:llm42>/llm42.lib DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
-install(FILES include/llm42/llm42.h include/llm42/llm42.hpp
+install(FILES include/llm42/llm42.h include/llm42/llm42_testing.h include/llm42/llm42.hpp
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/llm42)
 install(EXPORT llm42Targets NAMESPACE llm42:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/llm42)
 

@@ -154,9 +154,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::vector<uint8_t> receipt(bytes);
             if (llm42_request_receipt(r, receipt.data(), receipt.size(), &bytes) == LLM42_OK) {
               receipt[in.u8() % receipt.size()] ^= in.u8();
-              int32_t outcome = 0;
+              llm42_receipt_outcome outcome = LLM42_RECEIPT_REPRODUCED;
               int64_t at = 0;
-              llm42_session_verify_receipt(s, receipt.data(), receipt.size(), &outcome, &at);
+              char detail[16];  // smaller than most lines: the cut is exercised too
+              size_t detail_len = 0;
+              llm42_session_verify_receipt(s, receipt.data(), receipt.size(), &outcome, &at, detail, sizeof detail,
+                                           &detail_len);
             }
           }
         }

@@ -3,6 +3,7 @@
 // (SetParent), so the conversation's history is taken from the prefix cache, not prefilled again.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "llm42/llm42.hpp"
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
       }
       request.AddMessage("user", line).SetMaxTokens(64).SetDeterministic(true);
       auto r = std::make_unique<llm42::api::Request>(session.Submit(request));
-      for (std::string piece; !(piece = r->ReadText(-1)).empty();) std::cout << piece << std::flush;
+      while (std::optional<std::string> piece = r->ReadText(-1)) std::cout << *piece << std::flush;
       std::cout << "\n";
       last = std::move(r);
     }

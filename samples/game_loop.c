@@ -9,6 +9,7 @@
  * prefill) as a JSON action the game can act on: llm42_request_options_set_json_schema makes the
  * output valid under kActionSchema, so the game reads it without parsing free text or retrying.
  * Prints both turns, the action, the frames they took and the slowest poll. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -68,7 +69,12 @@ static int PlayLine(llm42_request* r, char* line, size_t capacity, int* frames, 
     const llm42_status st = llm42_request_read_text(r, buf, sizeof buf, &n, /*timeout_ms=*/0);
     const double poll = NowMs() - start;
     if (poll > *slowest_poll) *slowest_poll = poll;
-    if (st == LLM42_OK && n == 0) break; /* finished and fully read */
+    if (st == LLM42_OK && n == 0) { /* finished and fully read: now ask how it ended */
+      const llm42_status how = llm42_request_status(r);
+      if (how == LLM42_OK) break;
+      fprintf(stderr, "the line ended with %s: %s\n", llm42_status_name(how), llm42_last_error());
+      return 1;
+    }
     if (st == LLM42_OK && used + n < capacity) {
       memcpy(line + used, buf, n);
       used += n;
@@ -136,8 +142,11 @@ int main(int argc, char** argv) {
       printf("action: %s\n", action);
     }
   }
-  printf("frames: %d, slowest poll: %.3f ms, seed %llu\n", frames, slowest_poll,
-         (unsigned long long)llm42_request_effective_seed(npc));
+  {
+    uint64_t seed = 0;
+    CHECK(llm42_request_effective_seed(npc, &seed));
+    printf("frames: %d, slowest poll: %.3f ms, seed %llu\n", frames, slowest_poll, (unsigned long long)seed);
+  }
   llm42_request_destroy(reply);
   llm42_request_destroy(npc);
   llm42_request_destroy(ambient);

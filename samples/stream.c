@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
     fflush(stdout);
   }
   printf("\n");
+  CHECK(llm42_request_status(request)); /* a failed or cancelled request's stream ends the same way */
   llm42_request_destroy(request);
   llm42_request_options_destroy(ro);
   llm42_session_destroy(session);

@@ -2,12 +2,14 @@
  * Prints "N passed, N failed"; exits 0 only when nothing failed (77 = skipped: no model). */
 #include <pthread.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "llm42/llm42.h"
+#include "llm42/llm42_testing.h"
 
 static int g_passed = 0, g_failed = 0;
 
@@ -78,6 +80,7 @@ static void TestVersionAndStatusNames(void) {
   EXPECT(strcmp(llm42_status_name(LLM42_OUT_OF_RANGE), "LLM42_OUT_OF_RANGE") == 0);
   EXPECT(strcmp(llm42_status_name((llm42_status)99), "LLM42_UNKNOWN_STATUS") == 0);
   EXPECT(LLM42_FORMAT_ERROR == 4 && LLM42_INTERNAL == 11 && LLM42_STAT_PREEMPTIONS == 9);
+  EXPECT(LLM42_PENDING == 12 && strcmp(llm42_status_name(LLM42_PENDING), "LLM42_PENDING") == 0);
 }
 
 static void TestGenerateAndReadText(llm42_session* s) {
@@ -419,7 +422,11 @@ static void TestDeterministic(void) {
     }
     text[len] = '\0';
     EXPECT(strcmp(text, kExpected) == 0);
-    EXPECT(llm42_request_effective_seed(r) == 42);
+    {
+      uint64_t seed = 0;
+      EXPECT_STATUS(llm42_request_effective_seed(r, &seed), LLM42_OK);
+      EXPECT(seed == 42);
+    }
     EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_VERIFY_PASSES, &passes), LLM42_OK);
     /* The policy chose LLM42_DECODE_PATH_VERIFY: nothing was decoded under fixed. */
     EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_TOKENS_DECODED_FIXED, &fixed_decoded), LLM42_OK);
@@ -456,6 +463,66 @@ static void TestCancelFromAnotherThread(llm42_session* s) {
   EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_TOKENS_GENERATED, &generated), LLM42_OK);
   EXPECT(generated >= 1 && generated < 1900);
   llm42_request_destroy(r);
+}
+
+/* How a stream ended: PENDING while running; a cancelled request's stream ends like a finished
+ * one's (OK, nothing), and llm42_request_status then says CANCELLED with the request's message.
+ * Checked to fail with llm42_request_status reporting OK while running (the old contract). */
+static void TestEndOfStreamStatus(llm42_session* s) {
+  llm42_request* r = Submit(s, "Once upon a time", 1900, NULL, NULL);
+  char buf[64];
+  size_t n = 0;
+  llm42_status before;
+  int32_t finished;
+  if (r == NULL) return;
+  before = llm42_request_status(r);
+  finished = llm42_request_is_finished(r);
+  /* 1,900 tokens take far longer than two calls: it was running at the first one. */
+  EXPECT(finished == 0 && before == LLM42_PENDING);
+  EXPECT_STATUS(llm42_request_cancel(r), LLM42_OK);
+  for (;;) {
+    EXPECT_STATUS(llm42_request_read_text(r, buf, sizeof buf, &n, -1), LLM42_OK);
+    if (n == 0) break;
+  }
+  EXPECT_STATUS(llm42_request_status(r), LLM42_CANCELLED);
+  EXPECT(strcmp(llm42_last_error(), "cancelled") == 0);
+  EXPECT(llm42_request_finish_reason(r) == LLM42_FINISH_CANCELLED);
+  llm42_request_destroy(r);
+}
+
+/* One call: llm42_session_generate gives the streamed request's text; a seed above 2^63
+ * round-trips; a refused request returns submit's status with no text. */
+static void TestGenerateInOneCall(llm42_session* s) {
+  llm42_request_options* ro = NULL;
+  llm42_request* r = NULL;
+  char* text = (char*)0x1;
+  size_t len = 0;
+  uint64_t seed = 0;
+  const uint64_t kHighSeed = 0xF000000000000001ull;
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 32), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_ignore_eos(ro, 1), LLM42_OK);
+  EXPECT_STATUS(llm42_session_generate(s, ro, &text, &len), LLM42_OK);
+  EXPECT(text != NULL && len == strlen(kExpected) && strcmp(text, kExpected) == 0);
+  llm42_free(text);
+  llm42_free(NULL);
+  EXPECT_STATUS(llm42_request_options_set_temperature(ro, 0.9f), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_seed(ro, kHighSeed), LLM42_OK);
+  EXPECT_STATUS(llm42_request_submit(s, ro, &r), LLM42_OK);
+  if (r != NULL) {
+    EXPECT_STATUS(llm42_request_effective_seed(r, &seed), LLM42_OK);
+    EXPECT(seed == kHighSeed);
+    EXPECT_STATUS(llm42_request_wait(r, -1), LLM42_OK);
+    llm42_request_destroy(r);
+  }
+  llm42_request_options_destroy(ro);
+  EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK); /* no prompt: submit refuses it */
+  EXPECT_STATUS(llm42_session_generate(s, ro, &text, &len), LLM42_INVALID_ARGUMENT);
+  EXPECT(text == NULL);
+  EXPECT_STATUS(llm42_session_generate(s, ro, NULL, &len), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_generate(NULL, ro, &text, &len), LLM42_INVALID_ARGUMENT);
+  llm42_request_options_destroy(ro);
 }
 
 static void TestTokenizeDetokenize(llm42_session* s) {
@@ -499,8 +566,18 @@ static void TestErrorPaths(llm42_session* s) {
   EXPECT_STATUS(llm42_request_read_text(NULL, NULL, 0, &n, 0), LLM42_INVALID_ARGUMENT);
   EXPECT_STATUS(llm42_request_wait(NULL, 0), LLM42_INVALID_ARGUMENT);
   EXPECT_STATUS(llm42_request_cancel(NULL), LLM42_INVALID_ARGUMENT);
-  EXPECT(llm42_request_is_finished(NULL) == 0);
+  /* The functions that return a value give -1 for NULL and record why. */
+  EXPECT(llm42_request_is_finished(NULL) == -1);
+  EXPECT(strstr(llm42_last_error(), "request is NULL") != NULL);
   EXPECT(llm42_session_vocab_size(NULL) == -1);
+  EXPECT(llm42_session_eos_token(NULL) == -1);
+  EXPECT((int32_t)llm42_request_finish_reason(NULL) == -1);
+  EXPECT_STATUS(llm42_request_status(NULL), LLM42_INVALID_ARGUMENT);
+  {
+    uint64_t seed = 7;
+    EXPECT_STATUS(llm42_request_effective_seed(NULL, &seed), LLM42_INVALID_ARGUMENT);
+    EXPECT(seed == 7); /* out-parameters are written only on success */
+  }
   llm42_session_destroy(NULL);
   llm42_request_destroy(NULL);
   llm42_session_options_destroy(NULL);
@@ -662,8 +739,10 @@ static void TestReceipts(void) {
   char hex[80], small[8];
   char* receipt;
   size_t n = 0, size = 0;
-  int32_t outcome = -1;
+  llm42_receipt_outcome outcome = LLM42_RECEIPT_OTHER_MODEL;
   int64_t first = 0;
+  char detail[256], cut[6];
+  size_t detail_len = 0;
   if (s == NULL || other == NULL || f16 == NULL) return;
   EXPECT_STATUS(llm42_session_fingerprint(s, hex, sizeof hex, &n), LLM42_OK);
   EXPECT(n == 64 && strspn(hex, "0123456789abcdef") >= 64);
@@ -677,14 +756,27 @@ static void TestReceipts(void) {
   llm42_session_destroy(s); /* the request's receipt does not need its session */
   EXPECT_STATUS(llm42_request_receipt(r, receipt, size, &n), LLM42_OK);
   EXPECT(n == size);
-  EXPECT_STATUS(llm42_session_verify_receipt(other, receipt, size, &outcome, &first), LLM42_OK);
-  EXPECT(outcome == LLM42_RECEIPT_REPRODUCED && first == -1);
-  EXPECT_STATUS(llm42_session_verify_receipt(f16, receipt, size, &outcome, &first), LLM42_OK);
+  /* A success leaves the last error alone: it still names the failure before. */
+  EXPECT_STATUS(llm42_session_fingerprint(other, small, sizeof small, &n), LLM42_OUT_OF_RANGE);
+  EXPECT_STATUS(llm42_session_verify_receipt(other, receipt, size, &outcome, &first, detail, sizeof detail,
+                                             &detail_len), LLM42_OK);
+  EXPECT(outcome == LLM42_RECEIPT_REPRODUCED && first == -1 && detail_len == 0 && detail[0] == '\0');
+  EXPECT(strstr(llm42_last_error(), "holds less than") != NULL);
+  EXPECT_STATUS(llm42_session_verify_receipt(f16, receipt, size, &outcome, &first, detail, sizeof detail,
+                                             &detail_len), LLM42_OK);
   EXPECT(outcome == LLM42_RECEIPT_OTHER_SCHEDULE);
-  EXPECT(strstr(llm42_last_error(), "KV type") != NULL);
+  EXPECT(strstr(detail, "KV type") != NULL && detail_len == strlen(detail));
+  /* A detail longer than the buffer is cut to fit (NUL included); its whole length is reported. */
+  EXPECT_STATUS(llm42_session_verify_receipt(f16, receipt, size, &outcome, &first, cut, sizeof cut, &detail_len),
+                LLM42_OK);
+  EXPECT(strlen(cut) == sizeof cut - 1 && memcmp(cut, detail, sizeof cut - 1) == 0 && detail_len == strlen(detail));
+  EXPECT_STATUS(llm42_session_verify_receipt(f16, receipt, size, &outcome, NULL, NULL, 0, NULL), LLM42_OK);
+  EXPECT_STATUS(llm42_session_verify_receipt(f16, receipt, size, &outcome, NULL, NULL, 4, NULL),
+                LLM42_INVALID_ARGUMENT);
   receipt[size / 2] ^= 4;
-  EXPECT_STATUS(llm42_session_verify_receipt(other, receipt, size, &outcome, &first), LLM42_FORMAT_ERROR);
-  EXPECT_STATUS(llm42_session_verify_receipt(other, NULL, 4, &outcome, &first), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_verify_receipt(other, receipt, size, &outcome, &first, NULL, 0, NULL),
+                LLM42_FORMAT_ERROR);
+  EXPECT_STATUS(llm42_session_verify_receipt(other, NULL, 4, &outcome, &first, NULL, 0, NULL), LLM42_INVALID_ARGUMENT);
   free(receipt);
   llm42_request_destroy(r);
   {
@@ -829,6 +921,8 @@ int main(int argc, char** argv) {
       TestGenerateAndReadText(s);
       TestCallback(s);
       TestCancelFromAnotherThread(s);
+      TestEndOfStreamStatus(s);
+      TestGenerateInOneCall(s);
       TestTokenizeDetokenize(s);
       TestConstrainedOutput(s);
       llm42_session_destroy(s);

@@ -1,6 +1,9 @@
 // The header-only C++ wrapper (llm42.hpp) against the shared library.
 #include "llm42/llm42.hpp"
 
+#include <optional>
+#include <string>
+
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -19,7 +22,7 @@ TEST(CppWrapper, GeneratesStreamsAndThrowsTypedErrors) {
   request.SetPrompt("Once upon a time").SetMaxTokens(10).SetLogprobs(true);
   llm42::api::Request r = session.Submit(request);
   std::string streamed;
-  for (std::string piece; !(piece = r.ReadText(-1)).empty();) streamed += piece;
+  while (const std::optional<std::string> piece = r.ReadText(-1)) streamed += *piece;
   EXPECT_EQ(streamed, ", there was a little girl named Lily");
   EXPECT_EQ(r.OutputText(), streamed);
   EXPECT_EQ(r.OutputTokens().size(), 10u);
@@ -56,6 +59,74 @@ TEST(CppWrapper, SeededSamplingIsReproducible) {
   llm42::api::Request c = session.Submit(request);
   c.Wait(-1);
   EXPECT_NE(a.OutputTokens(), c.OutputTokens());
+}
+
+// The zero-timeout frame loop a game writes: "" is a quiet poll, nullopt the end, so text committed
+// between a poll and the end is never dropped. Checked to fail with ReadText returning nullopt on a
+// timeout (the old contract's "" for both): the loop then stops at the first quiet poll.
+TEST(CppWrapper, ZeroTimeoutLoopLosesNothing) {
+  LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+  llm42::api::SessionOptions options;
+  options.SetModelPath(model).SetThreads(1);
+  llm42::api::Session session(options);
+  llm42::api::RequestOptions request;
+  request.SetPrompt("Once upon a time").SetMaxTokens(200).SetIgnoreEos(true);
+  llm42::api::Request r = session.Submit(request);
+  std::string streamed;
+  int quiet_polls = 0;
+  while (const std::optional<std::string> piece = r.ReadText(0)) {
+    if (piece->empty()) ++quiet_polls;
+    streamed += *piece;
+  }
+  EXPECT_GT(quiet_polls, 0);  // the loop did meet polls with nothing new
+  EXPECT_EQ(r.Status(), LLM42_OK);
+  EXPECT_EQ(streamed, r.OutputText());
+  EXPECT_EQ(r.OutputTokens().size(), 200u);
+}
+
+// A cancelled request's stream ends by throwing CANCELLED (ReadText and ReadTokens), PENDING before.
+TEST(CppWrapper, CancelledStreamThrowsAtTheEnd) {
+  LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+  llm42::api::SessionOptions options;
+  options.SetModelPath(model).SetThreads(1);
+  llm42::api::Session session(options);
+  llm42::api::RequestOptions request;
+  request.SetPrompt("Once upon a time").SetMaxTokens(1900).SetIgnoreEos(true);
+  llm42::api::Request r = session.Submit(request);
+  EXPECT_EQ(r.Status(), LLM42_PENDING);
+  EXPECT_NO_THROW(r.CheckStatus());
+  ASSERT_TRUE(r.ReadText(-1).has_value());
+  r.Cancel();
+  try {
+    while (r.ReadText(-1)) {
+    }
+    FAIL() << "a cancelled stream ended quietly";
+  } catch (const llm42::api::Error& e) {
+    EXPECT_EQ(e.status(), LLM42_CANCELLED);
+  }
+  EXPECT_EQ(r.Status(), LLM42_CANCELLED);
+  EXPECT_THROW(
+      for (;;) r.ReadTokens(0),  // after the tokens ReadTokens has not given yet
+      llm42::api::Error);
+  EXPECT_THROW(r.CheckStatus(), llm42::api::Error);
+}
+
+// Session::Generate is the streamed text in one call; what submit refuses throws.
+TEST(CppWrapper, GenerateIsTheStreamedText) {
+  LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+  llm42::api::SessionOptions options;
+  options.SetModelPath(model).SetThreads(2);
+  llm42::api::Session session(options);
+  llm42::api::RequestOptions request;
+  request.SetPrompt("Once upon a time").SetMaxTokens(10);
+  EXPECT_EQ(session.Generate(request), ", there was a little girl named Lily");
+  llm42::api::RequestOptions empty;
+  try {
+    session.Generate(empty);
+    FAIL() << "generated without a prompt";
+  } catch (const llm42::api::Error& e) {
+    EXPECT_EQ(e.status(), LLM42_INVALID_ARGUMENT);
+  }
 }
 
 }  // namespace

@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
   CHECK(llm42_request_receipt(r, nullptr, 0, &size) == LLM42_OUT_OF_RANGE);
   std::vector<char> receipt(size);
   CHECK(llm42_request_receipt(r, receipt.data(), size, &n) == LLM42_OK);
-  int32_t outcome = -1;
+  llm42_receipt_outcome outcome = LLM42_RECEIPT_OTHER_OUTPUT;
   int64_t first = 0;
-  CHECK(llm42_session_verify_receipt(s, receipt.data(), n, &outcome, &first) == LLM42_OK);
+  CHECK(llm42_session_verify_receipt(s, receipt.data(), n, &outcome, &first, nullptr, 0, nullptr) == LLM42_OK);
   CHECK(outcome == LLM42_RECEIPT_REPRODUCED);
   // The receipt llm42's Protobuf wrote, read by the host's.
   llm42::Receipt parsed;

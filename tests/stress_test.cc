@@ -20,6 +20,7 @@
 
 #include "gtest/gtest.h"
 #include "llm42/llm42.h"
+#include "llm42/llm42_testing.h"
 #include "tests/test_util.h"
 #include "tests/watchdog.h"
 

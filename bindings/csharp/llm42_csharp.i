@@ -101,6 +101,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
       int status = TakePending(out message);
       string text = Llm42Native.TakeString(message);
       if (status < 0) return new global::System.ArgumentNullException(null, text);
+      if (status == (int)Status.CANCELLED) return new global::System.OperationCanceledException(text);
       return new Llm42Exception((Status)status, text);
     }
   }
@@ -218,9 +219,22 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
  * for netstandard2.0 hosts, Microsoft.Bcl.AsyncInterfaces). */
 %typemap(csinterfaces) llm42_swig_request "global::System.IDisposable, global::System.Collections.Generic.IEnumerable<string>, global::System.Collections.Generic.IAsyncEnumerable<string>"
 %typemap(cscode) llm42_swig_request %{
-  /// <summary>The committed text chunk by chunk, each as soon as it is verified, until the request ends.</summary>
+  /// <summary>The committed text chunk by chunk, each as soon as it is verified, until the request ends;
+  /// a cancelled request's ends with OperationCanceledException, a failed one's with Llm42Exception.
+  /// Breaking out of the loop cancels the request.</summary>
   public global::System.Collections.Generic.IEnumerator<string> GetEnumerator() {
-    for (string chunk; (chunk = ReadText(-1)) != null;) yield return chunk;
+    try {
+      for (string chunk; (chunk = ReadText(-1)) != null;) yield return chunk;
+    } finally {
+      CancelUnlessFinished();
+    }
+  }
+  void CancelUnlessFinished() {
+    try {
+      if (!IsFinished()) Cancel();
+    } catch (Llm42Exception) {
+      // disposed meanwhile: disposing cancelled it
+    }
   }
   global::System.Collections.IEnumerator global::System.Collections.IEnumerable.GetEnumerator() {
     return GetEnumerator();
@@ -228,8 +242,8 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
 
   /// <summary>The committed text for <c>await foreach (string chunk in request.WithCancellation(ct))</c>:
   /// each chunk read on the thread pool (ReadTextAsync). Cancelling the token cancels the request,
-  /// and the next MoveNextAsync throws OperationCanceledException. Leaving the loop early does not
-  /// cancel the request; disposing it does.</summary>
+  /// and the next MoveNextAsync throws OperationCanceledException, as it does at the end of a request
+  /// cancelled otherwise. Leaving the loop early (the enumerator disposed) cancels the request too.</summary>
   public global::System.Collections.Generic.IAsyncEnumerator<string> GetAsyncEnumerator(
       global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
     return new AsyncChunks(this, cancel);
@@ -254,6 +268,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
       return current != null;
     }
     public global::System.Threading.Tasks.ValueTask DisposeAsync() {
+      request.CancelUnlessFinished();
       return default(global::System.Threading.Tasks.ValueTask);
     }
   }
@@ -273,7 +288,8 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     });
   }
 
-  /// <summary>Completes with this request once it has finished; cancelling the token cancels it.</summary>
+  /// <summary>Completes with this request once it has finished well; ends in OperationCanceledException
+  /// or Llm42Exception when it was cancelled or failed. Cancelling the token cancels it.</summary>
   public global::System.Threading.Tasks.Task<Request> CompletionAsync(
       global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
     var registration = cancel.Register(Cancel);
@@ -281,6 +297,7 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
       using (registration) {
         WaitFor(-1);
         cancel.ThrowIfCancellationRequested();
+        CheckStatus();
         return this;
       }
     });

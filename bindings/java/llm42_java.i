@@ -5,7 +5,16 @@
 %module llm42
 
 %{
+#include "llm42/llm42.h"
+
+// Llm42Exception with the status; a cancelled request's CANCELLED is Java's own
+// java.util.concurrent.CancellationException (what a cancelled Future throws).
 static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
+  if (status == LLM42_CANCELLED) {
+    jclass cancelled = jenv->FindClass("java/util/concurrent/CancellationException");
+    if (cancelled != nullptr) jenv->ThrowNew(cancelled, message);
+    return;
+  }
   jclass cls = jenv->FindClass("ai/llm42/Llm42Exception");
   if (cls == nullptr) return;  // NoClassDefFoundError is pending
   jmethodID ctor = jenv->GetMethodID(cls, "<init>", "(ILjava/lang/String;)V");
@@ -30,6 +39,16 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
     if (!problem.isEmpty()) throw new UnsatisfiedLinkError(problem);
   }
 %}
+
+/* Seeds: uint64_t as a Java long holding the same 64 bits (read it as unsigned:
+ * Long.toUnsignedString, Long.compareUnsigned, Long.parseUnsignedLong). */
+%typemap(jni) uint64_t "jlong"
+%typemap(jtype) uint64_t "long"
+%typemap(jstype) uint64_t "long"
+%typemap(javain) uint64_t "$javainput"
+%typemap(javaout) uint64_t { return $jnicall; }
+%typemap(in) uint64_t %{ $1 = static_cast<uint64_t>($input); %}
+%typemap(out) uint64_t %{ $result = static_cast<jlong>($1); %}
 
 /* Strings: UTF-8 bytes across JNI. */
 %typemap(jni) const std::string& "jbyteArray"
@@ -281,12 +300,21 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
     };
   }
 
-  /** Completes with this request once it has finished (on the common pool). */
+  /**
+   * Completes with this request once it has finished well (on the common pool), or exceptionally
+   * with the CancellationException or Llm42Exception it ended with. Cancelling the future cancels
+   * the request.
+   */
   public java.util.concurrent.CompletableFuture<Request> completion() {
-    return inBackground(() -> {
+    java.util.concurrent.CompletableFuture<Request> f = inBackground(() -> {
       waitFor(-1);
+      checkStatus();
       return this;
     });
+    f.whenComplete((v, e) -> {
+      if (f.isCancelled()) cancel();
+    });
+    return f;
   }
 %}
 

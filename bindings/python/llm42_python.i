@@ -138,9 +138,15 @@ class ResourceExhaustedError(Llm42Exception, MemoryError):
     """RESOURCE_EXHAUSTED: also a MemoryError."""
 
 
+class CancelledError(Llm42Exception):
+    """CANCELLED: the request was cancelled (raised at the end of its stream, by generate, and by
+    the async forms once the request they await is cancelled)."""
+
+
 _EXCEPTION_CLASSES = {LLM42_INVALID_ARGUMENT: InvalidArgumentError, LLM42_OUT_OF_RANGE: OutOfRangeError,
                       LLM42_NOT_FOUND: NotFoundError,
-                      LLM42_TIMEOUT: TimeoutError_, LLM42_RESOURCE_EXHAUSTED: ResourceExhaustedError}
+                      LLM42_TIMEOUT: TimeoutError_, LLM42_RESOURCE_EXHAUSTED: ResourceExhaustedError,
+                      LLM42_CANCELLED: CancelledError}
 
 
 def _exception_for(status, message):
@@ -195,11 +201,16 @@ Request.__iter__ = _iter_text
 
 async def _aiter_text(self):
     """`async for`: each chunk is awaited on the event loop's executor (read_text releases the
-    GIL while it waits), so the loop keeps running."""
+    GIL while it waits), so the loop keeps running. Cancelling the task that iterates cancels the
+    request; a request that ends cancelled or failed raises CancelledError / Llm42Exception."""
     import asyncio
     loop = asyncio.get_running_loop()
     while True:
-        chunk = await loop.run_in_executor(None, self.read_text, -1)
+        try:
+            chunk = await loop.run_in_executor(None, self.read_text, -1)
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
         if chunk is None:
             return
         yield chunk
@@ -229,6 +240,52 @@ def _set_json_schema(self, schema):
 
 
 RequestOptions.set_json_schema = _set_json_schema
+_Session_generate = Session.generate
+
+
+def _options_from(prompt, settings):
+    """RequestOptions from a prompt (str: text; list: token ids) and keyword settings: each
+    name is a RequestOptions setter without its set_ (max_tokens=32, seed=7, json_schema={...});
+    messages=[(role, content), ...] and stop=[...] add each; a tuple calls a setter of several
+    arguments (repetition_penalty=(1.1, 64))."""
+    ro = RequestOptions()
+    try:
+        if isinstance(prompt, str):
+            ro.set_prompt(prompt)
+        elif prompt is not None:
+            ro.set_prompt_tokens(list(prompt))
+        for name, value in settings.items():
+            if name == "messages":
+                for role, content in value:
+                    ro.add_message(role, content)
+            elif name == "stop":
+                for text in ([value] if isinstance(value, str) else value):
+                    ro.add_stop(text)
+            else:
+                setter = getattr(ro, "set_" + name, None)
+                if setter is None:
+                    raise TypeError("generate() got an unknown option %r" % name)
+                setter(*value) if isinstance(value, tuple) else setter(value)
+    except BaseException:
+        ro.close()
+        raise
+    return ro
+
+
+def _generate(self, prompt=None, options=None, **settings):
+    """One completion in one call: session.generate("Once upon a time", max_tokens=32,
+    deterministic=True) -> str (options as keywords, see _options_from), or
+    session.generate(options=RequestOptions). Raises as the stream would: CancelledError, or the
+    Llm42Exception for the status the request ended with."""
+    if options is not None:
+        if prompt is not None or settings:
+            raise TypeError("generate() takes either options= or a prompt and keyword options")
+        return _Session_generate(self, options)
+    with _options_from(prompt, settings) as ro:
+        return _Session_generate(self, ro)
+
+
+Session.generate = _generate
 _Request_status = Request.status
 Request.status = lambda self: Status(_Request_status(self))
 _Request_finish_reason = Request.finish_reason

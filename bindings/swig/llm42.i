@@ -79,6 +79,11 @@ std::vector<T> ReadAll(Fill fill) {
 
 inline std::string ToString(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
+// At the end of a request's stream: throws the status it ended with unless that is OK, so that
+// iterating, reading or awaiting a failed or cancelled request raises instead of ending quietly
+// (each language maps CANCELLED to its cancellation exception).
+inline void CheckEnded(llm42_request* r) { Check(llm42_request_status(r)); }
+
 // Whether a binding built against header version `built` can use library version `library`
 // (LLM42_VERSION_NUMBER encoding): the same major version and no older a library; before 1.0 the
 // same minor version too (0.x makes no ABI promise). "" when it can, else the reason. Each
@@ -224,13 +229,6 @@ struct llm42_swig_receipt_check {};
   void set_decode_path(llm42_decode_path path) {
     llm42_swig::Check(llm42_determinism_set_decode_path(llm42_swig::Handle($self, "Determinism"), path));
   }
-  /* Testing hooks (docs/deterministic-requests.md). */
-  void set_mismatch_injection(double fraction_of_windows) {
-    llm42_swig::Check(llm42_determinism_set_mismatch_injection(llm42_swig::Handle($self, "Determinism"), fraction_of_windows));
-  }
-  void set_fast_path_noise(double stddev) {
-    llm42_swig::Check(llm42_determinism_set_fast_path_noise(llm42_swig::Handle($self, "Determinism"), stddev));
-  }
 }
 
 /* Library-wide: versions, status names and the log level (messages below it are dropped; the
@@ -372,8 +370,9 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   void set_json_schema(const std::string& schema) {
     llm42_swig::Check(llm42_request_options_set_json_schema(llm42_swig::Handle($self, "RequestOptions"), schema.c_str()));
   }
-  void set_seed(int64_t seed) {
-    llm42_swig::Check(llm42_request_options_set_seed(llm42_swig::Handle($self, "RequestOptions"), static_cast<uint64_t>(seed)));
+  /* Any 64-bit seed (Python: an int in 0..2**64-1; Java: a long read as unsigned; C#: ulong). */
+  void set_seed(uint64_t seed) {
+    llm42_swig::Check(llm42_request_options_set_seed(llm42_swig::Handle($self, "RequestOptions"), seed));
   }
   void set_deterministic(bool on) {
     llm42_swig::Check(llm42_request_options_set_deterministic(llm42_swig::Handle($self, "RequestOptions"), on ? 1 : 0));
@@ -407,7 +406,9 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   void close() { $self->Close(); }
   /* Text committed since the last call; "" when nothing new arrived within timeout_ms (0 = don't
    * wait, -1 = forever); None / null once the request has finished and everything was read, so a
-   * zero-timeout frame loop can never mistake the end for a quiet frame and lose the last chunk. */
+   * zero-timeout frame loop can never mistake the end for a quiet frame and lose the last chunk.
+   * At the end of a request that failed or was cancelled it raises instead (the cancellation
+   * exception for CANCELLED, else Llm42Exception with the status). */
   llm42_swig::Text read_text(int32_t timeout_ms) {
     const auto use = llm42_swig::Handle($self, "Request");
     llm42_request* r = use;
@@ -422,11 +423,13 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
       }
       llm42_swig::Check(s);
       // OK with nothing: finished and drained (llm42_request_read_text).
+      if (n == 0) llm42_swig::CheckEnded(r);
       return llm42_swig::Text{n == 0, std::string(buf.data(), n)};
     }
   }
   /* Token ids committed since the last call; empty when nothing new arrived within timeout_ms;
-   * None / null once the request has finished and every token was read. */
+   * None / null once the request has finished and every token was read (raising as read_text
+   * does at the end of a failed or cancelled request). */
   llm42_swig::Tokens read_tokens(int32_t timeout_ms) {
     const auto use = llm42_swig::Handle($self, "Request");
     llm42_request* r = use;
@@ -435,6 +438,7 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
     const llm42_status s = llm42_request_read_tokens(r, buf.data(), buf.size(), &n, timeout_ms);
     if (s == LLM42_TIMEOUT) return llm42_swig::Tokens{};
     llm42_swig::Check(s);
+    if (n == 0) llm42_swig::CheckEnded(r);
     buf.resize(n);
     return llm42_swig::Tokens{n == 0, std::move(buf)};
   }
@@ -447,8 +451,13 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
     return true;
   }
   void cancel() { llm42_swig::Check(llm42_request_cancel(llm42_swig::Handle($self, "Request"))); }
-  /* Final outcome (OK while running). */
+  /* PENDING while running, then how the request ended (OK, CANCELLED or the error). */
   llm42_status status() { return llm42_request_status(llm42_swig::Handle($self, "Request")); }
+  /* Raises when the request ended in an error or was cancelled; returns otherwise. */
+  void check_status() {
+    const llm42_status s = llm42_request_status(llm42_swig::Handle($self, "Request"));
+    if (s != LLM42_PENDING) llm42_swig::Check(s);
+  }
   llm42_swig_finish_reason finish_reason() {
     return static_cast<llm42_swig_finish_reason>(llm42_request_finish_reason(llm42_swig::Handle($self, "Request")));
   }
@@ -462,7 +471,12 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
     llm42_request* r = use;
     return llm42_swig::ToString(llm42_swig::ReadAll<char>([r](char* b, size_t c, size_t* n) { return llm42_request_output_text(r, b, c, n); }));
   }
-  int64_t effective_seed() { return static_cast<int64_t>(llm42_request_effective_seed(llm42_swig::Handle($self, "Request"))); }
+  /* The seed the request samples with (unsigned 64-bit, as set_seed takes it). */
+  uint64_t effective_seed() {
+    uint64_t seed = 0;
+    llm42_swig::Check(llm42_request_effective_seed(llm42_swig::Handle($self, "Request"), &seed));
+    return seed;
+  }
   /* Each committed token's logprob (a deterministic request's from the fixed schedule). */
   std::vector<float> logprobs() {
     const auto use = llm42_swig::Handle($self, "Request");
@@ -544,15 +558,30 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   }
   /* Checks a receipt against this session's model and schedule and replays it. */
   llm42_swig_receipt_check* verify_receipt(const llm42_swig::Bytes& receipt) {
-    int32_t outcome = 0;
+    llm42_receipt_outcome outcome = LLM42_RECEIPT_REPRODUCED;
     int64_t first = -1;
+    char detail[1024];
+    size_t n = 0;
     llm42_swig::Check(llm42_session_verify_receipt(llm42_swig::Handle($self, "Session"), receipt.data.data(),
-                                                   receipt.data.size(), &outcome, &first));
+                                                   receipt.data.size(), &outcome, &first, detail, sizeof detail, &n));
     auto* check = new llm42_swig_receipt_check;
     check->outcome = outcome;
     check->first_difference = first;
-    if (outcome != LLM42_RECEIPT_REPRODUCED) check->detail = llm42_last_error();
+    check->detail = detail;
     return check;
+  }
+  /* Submits the options, waits, and returns the whole output text (llm42_session_generate);
+   * raises when submit refuses them or the request fails or is cancelled. */
+  std::string generate(llm42_swig_request_options* options) {
+    const auto use = llm42_swig::Handle($self, "Session");
+    const auto opts = llm42_swig::Handle(options, "RequestOptions");
+    char* text = nullptr;
+    size_t n = 0;
+    const llm42_status s = llm42_session_generate(use, opts, &text, &n);
+    std::string out(text != nullptr ? text : "", n);
+    llm42_free(text);
+    llm42_swig::Check(s);
+    return out;
   }
   int32_t vocab_size() { return llm42_session_vocab_size(llm42_swig::Handle($self, "Session")); }
   int32_t eos_token() { return llm42_session_eos_token(llm42_swig::Handle($self, "Session")); }

@@ -1,15 +1,23 @@
 /*
  * llm42 — embeddable LLM inference with selective determinism.
  *
- * Conventions (they hold for every function below):
- * - Every fallible function returns llm42_status; LLM42_OK is 0. After a failure,
- *   llm42_last_error() describes it; the message is thread-local and stays valid until the
- *   calling thread's next llm42 call.
- * - Results come through trailing pointer parameters and are left unchanged on failure
- *   (pointers to handles are set to NULL).
+ * Conventions (they hold for every function below; docs/c-api.md explains them at length):
+ * - Every fallible function returns llm42_status; LLM42_OK is 0. A failed call records a message
+ *   that llm42_last_error() returns; a successful call leaves it alone (as errno). The message is
+ *   per thread and stays valid until the calling thread's next failed call.
+ * - NULL: a NULL handle or a NULL pointer the function needs is INVALID_ARGUMENT; *_destroy(NULL)
+ *   is a no-op. The four functions that return a value rather than a status
+ *   (llm42_session_vocab_size, llm42_session_eos_token, llm42_request_is_finished,
+ *   llm42_request_finish_reason) return -1 for a NULL handle and record the failure; they cannot
+ *   fail otherwise.
+ * - Results come through trailing pointer parameters, written only on success (a pointer to a
+ *   handle is set to NULL on failure; llm42_session_generate also hands over the text of a
+ *   request that failed part-way); a parameter documented as optional may be NULL. Enum
+ *   results are written through a pointer to their enum type.
  * - Strings are UTF-8. A `const char*` without a length is NUL-terminated. Booleans are
  *   int32_t 0/1. No structs by value, no unions, no varargs.
- * - Every handle has exactly one *_destroy function; *_destroy(NULL) is a no-op.
+ * - Every handle has exactly one *_destroy function. Memory the library allocates for the caller
+ *   (llm42_session_generate's text) is freed with llm42_free.
  * - Enums are int32_t-sized (each has a *_FORCE_INT32_ member that is never a valid value);
  *   an unknown value passed in is INVALID_ARGUMENT.
  * - Option setters check the value they set by the rules session creation and submit apply
@@ -17,13 +25,24 @@
  *   an unknown name or enum value, text that is not UTF-8, or a NULL handle or pointer is
  *   INVALID_ARGUMENT. A refused value leaves the handle as it was.
  * - Caller buffers are (buf, capacity, size_t* out_len): when capacity is too small the
- *   function returns LLM42_OUT_OF_RANGE and sets *out_len to the size needed. The streaming
- *   reads (llm42_request_read_tokens/_text) are the one exception: they return what fits and
- *   keep the rest for the next read.
+ *   function returns LLM42_OUT_OF_RANGE and sets *out_len to the size needed. Two exceptions:
+ *   the streaming reads (llm42_request_read_tokens/_text) return what fits and keep the rest for
+ *   the next read, and llm42_session_verify_receipt's detail line is cut to fit.
  * - A session is fully thread-safe. A request handle may be used from any thread; concurrent
  *   calls on one request are serialized internally. Option handles are not thread-safe: build
  *   them on one thread, then pass them. No handle may be destroyed while another thread is inside
  *   a call on it (the language bindings guard against that themselves).
+ * - Testing hooks (fault injection for the determinism tests) are in llm42_testing.h, not here.
+ *
+ * Streaming, with the end checked (a failed or cancelled request's stream ends as a finished
+ * one's does; its status says how it ended):
+ *
+ *   char buf[256];
+ *   size_t n = 0;
+ *   while (llm42_request_read_text(request, buf, sizeof buf, &n, -1) == LLM42_OK && n > 0)
+ *     fwrite(buf, 1, n, stdout);
+ *   llm42_status how = llm42_request_status(request);
+ *   if (how != LLM42_OK) fprintf(stderr, "%s: %s\n", llm42_status_name(how), llm42_last_error());
  */
 #ifndef LLM42_LLM42_H_
 #define LLM42_LLM42_H_
@@ -83,14 +102,15 @@ typedef enum llm42_status {
   LLM42_FAILED_PRECONDITION = 9, /* wrong state, e.g. session shutting down */
   LLM42_OUT_OF_RANGE = 10,       /* buffer too small, value out of range */
   LLM42_INTERNAL = 11,
+  LLM42_PENDING = 12, /* llm42_request_status only: the request has not finished yet */
   LLM42_STATUS_FORCE_INT32_ = 0x7FFFFFFF /* not a status: keeps the enum int32_t-sized */
 } llm42_status;
 
 /* "LLM42_OK", "LLM42_INVALID_ARGUMENT", ...; "LLM42_UNKNOWN_STATUS" for other values. Static. */
 LLM42_API const char* llm42_status_name(llm42_status status);
 
-/* Message of the calling thread's last failed call ("" if none). Valid until this thread's
- * next llm42 call. */
+/* Message of the calling thread's last failed call ("" if none). Successful calls leave it
+ * alone. Valid until this thread's next failed llm42 call. */
 LLM42_API const char* llm42_last_error(void);
 
 /* ---- Logging ------------------------------------------------------------------------------ */
@@ -143,13 +163,6 @@ LLM42_API llm42_status llm42_determinism_set_default_seed(llm42_determinism* pol
 /* INVALID_ARGUMENT for an unknown path. */
 LLM42_API llm42_status llm42_determinism_set_decode_path(llm42_determinism* policy,
                                                          llm42_decode_path path);
-/* Testing hook: force a rollback in this fraction (0..1) of verify windows. Off (0) by default. */
-LLM42_API llm42_status llm42_determinism_set_mismatch_injection(llm42_determinism* policy,
-                                                                double fraction_of_windows);
-/* Testing hook: add Gaussian noise of this stddev (0 <= stddev < 1e6) to fast-path logits. Off by
- * default. */
-LLM42_API llm42_status llm42_determinism_set_fast_path_noise(llm42_determinism* policy,
-                                                             double stddev);
 
 /* ---- Statistics --------------------------------------------------------------------------- */
 
@@ -266,8 +279,9 @@ LLM42_API llm42_status llm42_session_tokenize(llm42_session* session, const char
 LLM42_API llm42_status llm42_session_detokenize(llm42_session* session, const int32_t* tokens,
                                                 size_t n_tokens, char* buf, size_t capacity,
                                                 size_t* n_bytes);
-/* -1 for a NULL session. */
+/* Tokens in the model's vocabulary; -1 for a NULL session. */
 LLM42_API int32_t llm42_session_vocab_size(const llm42_session* session);
+/* The model's end-of-sequence token; -1 when it has none, or for a NULL session. */
 LLM42_API int32_t llm42_session_eos_token(const llm42_session* session);
 /* The model's fingerprint: SHA-256 (64 hex digits, no terminating NUL) over every metadata entry
  * and every tensor's name, type, shape and bytes. Computed on the first call (one read of the
@@ -469,9 +483,12 @@ LLM42_API llm42_status llm42_request_read_text(llm42_request* request, char* buf
 LLM42_API llm42_status llm42_request_wait(llm42_request* request, int32_t timeout_ms);
 /* Any thread, idempotent; the request finishes with LLM42_CANCELLED unless it already ended. */
 LLM42_API llm42_status llm42_request_cancel(llm42_request* request);
-/* 0 for NULL. */
+/* 1 once the request has finished, else 0; -1 for NULL. */
 LLM42_API int32_t llm42_request_is_finished(const llm42_request* request);
-/* Final outcome: OK, CANCELLED or the error that ended it. OK while running. */
+/* How the request ended: LLM42_PENDING while it runs, then OK, CANCELLED or the error that ended
+ * it; for CANCELLED and errors llm42_last_error() then holds the request's message. Call it after
+ * the last read of a stream: the reads end a failed request's stream as they end a successful
+ * one's. INVALID_ARGUMENT for NULL. */
 LLM42_API llm42_status llm42_request_status(const llm42_request* request);
 
 typedef enum llm42_finish_reason {
@@ -482,6 +499,7 @@ typedef enum llm42_finish_reason {
   LLM42_FINISH_ERROR = 4,
   LLM42_FINISH_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_finish_reason;
+/* -1 for NULL. */
 LLM42_API llm42_finish_reason llm42_request_finish_reason(const llm42_request* request);
 
 /* Every token committed so far (the stop string's tokens included). */
@@ -511,8 +529,8 @@ LLM42_API llm42_status llm42_request_prompt_logprobs(llm42_request* request, flo
  * TIME_TO_FIRST_TOKEN_US, ...). */
 LLM42_API llm42_status llm42_request_stat(llm42_request* request, llm42_stat which,
                                           int64_t* value);
-/* Seed the sampler uses (set, default or drawn). 0 for NULL. */
-LLM42_API uint64_t llm42_request_effective_seed(const llm42_request* request);
+/* The seed the sampler uses (set, the policy's default or drawn): any of the 2^64 values. */
+LLM42_API llm42_status llm42_request_effective_seed(const llm42_request* request, uint64_t* seed);
 /* Serialized llm42.Receipt protobuf (proto/receipt.proto; docs/receipts.md) of a finished
  * deterministic request, or of any request of a LLM42_MODE_BATCH_INVARIANT session: model and
  * schedule fingerprints, prompt tokens, sampling with the effective seed, output tokens, their
@@ -535,16 +553,32 @@ typedef enum llm42_receipt_outcome {
 
 /* Checks a receipt (binary or text form) against this session's model and schedule and, when
  * they match, replays its request here and compares the output bit for bit. LLM42_OK with
- * *outcome set; *first_difference is the first differing output position for
- * LLM42_RECEIPT_OTHER_OUTPUT, else -1; for any outcome but REPRODUCED, llm42_last_error() holds
- * one line saying what differs. FORMAT_ERROR for bytes that are not an intact receipt (a digest
- * that does not match is one); OUT_OF_RANGE when the receipt's sequence (prompt and output)
- * does not fit this session's context length or KV cache: the replay runs under the limit the
- * receipt records (the smaller of the original session's context length and KV capacity), and
- * needs at least as many positions here. The replay runs beside whatever else the session serves. */
+ * *outcome set; *first_difference (optional) is the first differing output position for
+ * LLM42_RECEIPT_OTHER_OUTPUT, else -1; `detail` (optional: NULL with capacity 0) receives one line
+ * saying what differs, "" for REPRODUCED, cut at a character boundary to fit capacity - 1 bytes
+ * and NUL-terminated, with *detail_len (optional) the whole line's length. FORMAT_ERROR for bytes
+ * that are not an intact receipt (a digest that does not match is one); OUT_OF_RANGE when the
+ * receipt's sequence (prompt and output) does not fit this session's context length or KV cache:
+ * the replay runs under the limit the receipt records (the smaller of the original session's
+ * context length and KV capacity), and needs at least as many positions here. The replay runs
+ * beside whatever else the session serves. */
 LLM42_API llm42_status llm42_session_verify_receipt(llm42_session* session, const void* receipt,
-                                                    size_t n_bytes, int32_t* outcome,
-                                                    int64_t* first_difference);
+                                                    size_t n_bytes, llm42_receipt_outcome* outcome,
+                                                    int64_t* first_difference, char* detail,
+                                                    size_t detail_capacity, size_t* detail_len);
+
+/* ---- One call ----------------------------------------------------------------------------- */
+
+/* Submits `options` (as llm42_request_submit), waits for the request to finish and returns its
+ * whole output text in *text (NUL-terminated, *text_len bytes without the NUL; free it with
+ * llm42_free). Returns the request's status: OK, or what submit refused, or the error or
+ * CANCELLED that ended the request; on a failure after submit, *text still receives the text
+ * generated before it (the caller frees it), so nothing committed is lost. The options' token
+ * callback, if any, is called as for a submitted request. */
+LLM42_API llm42_status llm42_session_generate(llm42_session* session, const llm42_request_options* options,
+                                              char** text, size_t* text_len);
+/* Frees memory llm42 allocated for the caller (llm42_session_generate's text). NULL is a no-op. */
+LLM42_API void llm42_free(void* memory);
 
 #ifdef __cplusplus
 }

@@ -7,12 +7,15 @@
 //   llm42::api::RequestOptions request;
 //   request.SetPrompt("Once upon a time").SetMaxTokens(32);
 //   llm42::api::Request r = session.Submit(request);
-//   // ReadText(-1) blocks for new text and returns "" once the request finished and was read.
-//   for (std::string piece; !(piece = r.ReadText(-1)).empty();) std::cout << piece << std::flush;
+//   // ReadText(-1) blocks for new text; nullopt once the request finished and was read (it
+//   // throws instead when the request failed or was cancelled).
+//   while (std::optional<std::string> piece = r.ReadText(-1)) std::cout << *piece << std::flush;
+//   // Or in one call: std::string text = session.Generate(request);
 #ifndef LLM42_LLM42_HPP_
 #define LLM42_LLM42_HPP_
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -108,16 +111,9 @@ class DeterminismPolicy {
     detail::Check(llm42_determinism_set_decode_path(h_.get(), path));
     return *this;
   }
-  // Testing hooks (llm42_determinism_set_mismatch_injection, _set_fast_path_noise).
-  DeterminismPolicy& SetMismatchInjection(double fraction) {
-    detail::Check(llm42_determinism_set_mismatch_injection(h_.get(), fraction));
-    return *this;
-  }
-  DeterminismPolicy& SetFastPathNoise(double stddev) {
-    detail::Check(llm42_determinism_set_fast_path_noise(h_.get(), stddev));
-    return *this;
-  }
   const llm42_determinism* get() const { return h_.get(); }
+  // For the C functions the wrapper leaves out (the testing hooks of llm42_testing.h).
+  llm42_determinism* get() { return h_.get(); }
 
  private:
   detail::Handle<llm42_determinism, llm42_determinism_destroy> h_;
@@ -298,22 +294,35 @@ class Request {
  public:
   explicit Request(llm42_request* r) : h_(r) {}
 
-  // Text committed since the last call; "" when the wait (ms, -1 = forever) ended empty.
-  std::string ReadText(int32_t timeout_ms) {
-    char buf[4096];
-    size_t n = 0;
-    const llm42_status s = llm42_request_read_text(h_.get(), buf, sizeof buf, &n, timeout_ms);
-    if (s == LLM42_TIMEOUT) return {};
-    detail::Check(s);
-    return std::string(buf, n);
+  // Text committed since the last call; "" when the wait (ms, -1 = forever, 0 = none) ended with
+  // nothing new; std::nullopt once the request finished and everything was read. At that end it
+  // throws Error instead when the request failed or was cancelled (CheckStatus), so a loop
+  // `while (auto piece = r.ReadText(0))` loses nothing and never mistakes a failure for the end.
+  std::optional<std::string> ReadText(int32_t timeout_ms) {
+    std::string out(4096, '\0');
+    for (;;) {
+      size_t n = 0;
+      const llm42_status s = llm42_request_read_text(h_.get(), out.data(), out.size(), &n, timeout_ms);
+      if (s == LLM42_TIMEOUT) return std::string();
+      if (s == LLM42_OUT_OF_RANGE) {  // the next character is longer than the buffer
+        out.resize(out.size() + n);
+        continue;
+      }
+      detail::Check(s);
+      if (n == 0) return AtEnd<std::string>();
+      out.resize(n);
+      return out;
+    }
   }
-  // Tokens committed since the last call; empty when the wait ended empty.
-  std::vector<int32_t> ReadTokens(int32_t timeout_ms) {
+  // Tokens committed since the last call; empty when the wait ended with nothing new; nullopt at
+  // the end of a request that finished well (throws at the end of one that did not).
+  std::optional<std::vector<int32_t>> ReadTokens(int32_t timeout_ms) {
     std::vector<int32_t> out(256);
     size_t n = 0;
     const llm42_status s = llm42_request_read_tokens(h_.get(), out.data(), out.size(), &n, timeout_ms);
-    if (s == LLM42_TIMEOUT) return {};
+    if (s == LLM42_TIMEOUT) return std::vector<int32_t>();
     detail::Check(s);
+    if (n == 0) return AtEnd<std::vector<int32_t>>();
     out.resize(n);
     return out;
   }
@@ -325,10 +334,20 @@ class Request {
     return true;
   }
   void Cancel() { detail::Check(llm42_request_cancel(h_.get())); }
-  bool IsFinished() const { return llm42_request_is_finished(h_.get()) != 0; }
+  bool IsFinished() const { return llm42_request_is_finished(h_.get()) == 1; }
+  // LLM42_PENDING while running, then how the request ended (llm42_request_status).
   llm42_status Status() const { return llm42_request_status(h_.get()); }
+  // Throws Error when the request ended in an error or was cancelled; returns otherwise.
+  void CheckStatus() const {
+    const llm42_status s = Status();
+    if (s != LLM42_OK && s != LLM42_PENDING) throw Error(s, llm42_last_error());
+  }
   llm42_finish_reason FinishReason() const { return llm42_request_finish_reason(h_.get()); }
-  uint64_t EffectiveSeed() const { return llm42_request_effective_seed(h_.get()); }
+  uint64_t EffectiveSeed() const {
+    uint64_t seed = 0;
+    detail::Check(llm42_request_effective_seed(h_.get(), &seed));
+    return seed;
+  }
   std::vector<int32_t> OutputTokens() {
     return detail::ReadBuffer<int32_t>([&](int32_t* b, size_t c, size_t* n) {
       return llm42_request_output_tokens(h_.get(), b, c, n);
@@ -375,6 +394,12 @@ class Request {
   llm42_request* get() const { return h_.get(); }
 
  private:
+  template <typename T>
+  std::optional<T> AtEnd() const {
+    CheckStatus();
+    return std::nullopt;
+  }
+
   detail::Handle<llm42_request, llm42_request_destroy> h_;
 };
 
@@ -432,12 +457,24 @@ class Session {
     bool reproduced() const { return outcome == LLM42_RECEIPT_REPRODUCED; }
   };
   ReceiptCheck VerifyReceipt(const std::string& receipt) {
-    int32_t outcome = 0;
     ReceiptCheck c;
-    detail::Check(llm42_session_verify_receipt(h_.get(), receipt.data(), receipt.size(), &outcome, &c.first_difference));
-    c.outcome = static_cast<llm42_receipt_outcome>(outcome);
-    if (!c.reproduced()) c.detail = llm42_last_error();
+    char line[1024];
+    size_t n = 0;
+    detail::Check(llm42_session_verify_receipt(h_.get(), receipt.data(), receipt.size(), &c.outcome,
+                                               &c.first_difference, line, sizeof line, &n));
+    c.detail = line;
     return c;
+  }
+  // Submits `options`, waits and returns the whole output text (llm42_session_generate); throws
+  // Error when submit refuses the options or the request fails or is cancelled.
+  std::string Generate(const RequestOptions& options) {
+    char* text = nullptr;
+    size_t n = 0;
+    const llm42_status s = llm42_session_generate(h_.get(), options.get(), &text, &n);
+    std::string out(text != nullptr ? text : "", n);
+    llm42_free(text);
+    detail::Check(s);
+    return out;
   }
   // Writes the conversation a finished request holds to `path` (llm42_session_save_conversation).
   void SaveConversation(const Request& finished, const std::string& path) {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "llm42/llm42.h"
+#include "lib/util/version.h"
 #include "lib/util/logging.h"
 #include "lib/util/mutex.h"
 #include "lib/util/platform.h"
@@ -60,12 +60,12 @@ absl::StatusOr<const BackendEntry*> LoadBackendPlugin(const std::filesystem::pat
     }
     const BackendPlugin* plugin = entry(&kHost);
     if (plugin == nullptr || plugin->abi != kBackendPluginAbi ||
-        std::string_view(plugin->llm42_version) != LLM42_VERSION_STRING) {
+        std::string_view(plugin->llm42_version) != kLibraryVersion) {
       const std::string theirs = plugin == nullptr ? std::string("unknown")
                                                    : absl::StrCat(plugin->llm42_version, " (plug-in ABI ", plugin->abi, ")");
       // Left loaded: its code may hold state that unloading would tear down mid-use.
       return UnsupportedError("the backend plug-in ", shown, " is from llm42 ", theirs, "; this libllm42 is ",
-                              LLM42_VERSION_STRING, " (plug-in ABI ", kBackendPluginAbi, ")");
+                              kLibraryVersion, " (plug-in ABI ", kBackendPluginAbi, ")");
     }
     Log(LogLevel::kInfo, "backend plug-in ", plugin->entry.name, " loaded from ", shown);
     return &plugin->entry;

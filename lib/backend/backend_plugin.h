@@ -34,7 +34,7 @@ struct BackendPluginHost {
 
 struct BackendPlugin {
   uint32_t abi;                // kBackendPluginAbi of the plug-in's build
-  const char* llm42_version;   // LLM42_VERSION_STRING of the plug-in's build
+  const char* llm42_version;   // kLibraryVersion of the plug-in's build
   BackendEntry entry;          // its name, usable and create
 };
 

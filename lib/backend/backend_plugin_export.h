@@ -7,7 +7,7 @@
 //   LLM42_DEFINE_BACKEND_PLUGIN((llm42::BackendEntry{"cuda", llm42::CudaUsable, llm42::CreateCudaBackend}))
 #include "lib/backend/backend_plugin.h"
 #include "lib/util/logging.h"
-#include "llm42/llm42.h"
+#include "lib/util/version.h"
 
 #if defined(_WIN32)
 #define LLM42_PLUGIN_EXPORT __declspec(dllexport)
@@ -35,7 +35,7 @@ inline void AdoptHostLogger(const BackendPluginHost* host) {
 #define LLM42_DEFINE_BACKEND_PLUGIN(entry)                                                             \
   extern "C" LLM42_PLUGIN_EXPORT const llm42::BackendPlugin* llm42_backend_plugin(                     \
       const llm42::BackendPluginHost* host) {                                                          \
-    static const llm42::BackendPlugin plugin = {llm42::kBackendPluginAbi, LLM42_VERSION_STRING, entry}; \
+    static const llm42::BackendPlugin plugin = {llm42::kBackendPluginAbi, LLM42_LIBRARY_VERSION, entry}; \
     llm42::internal::AdoptHostLogger(host);                                                            \
     return &plugin;                                                                                    \
   }

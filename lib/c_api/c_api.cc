@@ -1,6 +1,7 @@
 // The C ABI: validates arguments, calls the C++ core, converts absl::Status to llm42_status.
 // No exception crosses this file's functions.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "llm42/llm42.h"
+#include "llm42/llm42_testing.h"
 #include "lib/backend/backend.h"
 #include "lib/engine/session.h"
 #include "lib/tokenizer/tokenizer.h"
@@ -53,6 +55,25 @@ LLM42_SAME_STAT(LLM42_STAT_KV_EVICTIONS, kKvEvictions);
 LLM42_SAME_STAT(LLM42_STAT_KV_WINDOW_RELEASES, kKvWindowReleases);
 static_assert(LLM42_STAT_KV_WINDOW_RELEASES + 1 == llm42::kStatCount, "a counter without its ABI number");
 #undef LLM42_SAME_STAT
+
+// The other enums the ABI mirrors are cast across this file; each value must mean the same.
+#define LLM42_SAME(c, cpp) static_assert(static_cast<int32_t>(c) == static_cast<int32_t>(cpp))
+LLM42_SAME(LLM42_MODE_SELECTIVE, llm42::DeterminismMode::kSelective);
+LLM42_SAME(LLM42_MODE_BATCH_INVARIANT, llm42::DeterminismMode::kBatchInvariant);
+LLM42_SAME(LLM42_MODE_OFF, llm42::DeterminismMode::kOff);
+LLM42_SAME(LLM42_DECODE_PATH_AUTO, llm42::DecodePath::kAuto);
+LLM42_SAME(LLM42_DECODE_PATH_VERIFY, llm42::DecodePath::kVerify);
+LLM42_SAME(LLM42_DECODE_PATH_FIXED, llm42::DecodePath::kFixed);
+LLM42_SAME(LLM42_FINISH_NONE, llm42::FinishReason::kNone);
+LLM42_SAME(LLM42_FINISH_STOP, llm42::FinishReason::kStop);
+LLM42_SAME(LLM42_FINISH_LENGTH, llm42::FinishReason::kLength);
+LLM42_SAME(LLM42_FINISH_CANCELLED, llm42::FinishReason::kCancelled);
+LLM42_SAME(LLM42_FINISH_ERROR, llm42::FinishReason::kError);
+LLM42_SAME(LLM42_RECEIPT_REPRODUCED, llm42::ReceiptCheck::Outcome::kReproduced);
+LLM42_SAME(LLM42_RECEIPT_OTHER_MODEL, llm42::ReceiptCheck::Outcome::kOtherModel);
+LLM42_SAME(LLM42_RECEIPT_OTHER_SCHEDULE, llm42::ReceiptCheck::Outcome::kOtherSchedule);
+LLM42_SAME(LLM42_RECEIPT_OTHER_OUTPUT, llm42::ReceiptCheck::Outcome::kOtherOutput);
+#undef LLM42_SAME
 
 // The calling thread's last error message (ThreadScratch: a thread_local std::string's destructor
 // is unsafe under MinGW's emulated TLS, and host threads come and go).
@@ -100,15 +121,22 @@ llm42_status CopyOut(const T* data, size_t n, T* buf, size_t capacity, size_t* o
   return LLM42_OK;
 }
 
+// What the functions that return a value rather than a status give for a NULL handle (llm42.h's
+// conventions): -1, with the failure recorded.
+int32_t NullValue(const char* message) {
+  LastError() = message;
+  return -1;
+}
+
 #define LLM42_REQUIRE(cond, msg) \
   do {                           \
     if (!(cond)) return Fail(LLM42_INVALID_ARGUMENT, msg); \
   } while (0)
 
-// Runs body; a C++ exception (allocation failure above all) becomes a status.
+// Runs body; a C++ exception (allocation failure above all) becomes a status. The last error is
+// left alone unless the call fails (llm42.h: it belongs to the last failed call).
 template <typename F>
 llm42_status Guard(F&& body) {
-  LastError().clear();
   try {
     return body();
   } catch (const std::bad_alloc&) {
@@ -187,6 +215,7 @@ const char* llm42_status_name(llm42_status status) {
     case LLM42_FAILED_PRECONDITION: return "LLM42_FAILED_PRECONDITION";
     case LLM42_OUT_OF_RANGE: return "LLM42_OUT_OF_RANGE";
     case LLM42_INTERNAL: return "LLM42_INTERNAL";
+    case LLM42_PENDING: return "LLM42_PENDING";
     default: break;
   }
   return "LLM42_UNKNOWN_STATUS";
@@ -372,10 +401,12 @@ llm42_status llm42_session_detokenize(llm42_session* s, const int32_t* tokens, s
 }
 
 int32_t llm42_session_vocab_size(const llm42_session* s) {
-  return s == nullptr ? -1 : s->impl->tokenizer().vocab().size();
+  if (s == nullptr) return NullValue("session is NULL");
+  return s->impl->tokenizer().vocab().size();
 }
 int32_t llm42_session_eos_token(const llm42_session* s) {
-  return s == nullptr ? -1 : s->impl->tokenizer().vocab().eos();
+  if (s == nullptr) return NullValue("session is NULL");
+  return s->impl->tokenizer().vocab().eos();
 }
 
 llm42_status llm42_session_fingerprint(llm42_session* s, char* buf, size_t capacity,
@@ -655,18 +686,21 @@ llm42_status llm42_request_cancel(llm42_request* r) {
 }
 
 int32_t llm42_request_is_finished(const llm42_request* r) {
-  return r != nullptr && r->impl->finished() ? 1 : 0;
+  if (r == nullptr) return NullValue("request is NULL");
+  return r->impl->finished() ? 1 : 0;
 }
 
 llm42_status llm42_request_status(const llm42_request* r) {
   return Guard([&] {
-    if (r == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "request is NULL");
-    return ToC(r->impl->status().code());
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    // finished() first: a request's status is final once it reads finished.
+    if (!r->impl->finished()) return LLM42_PENDING;
+    return Check(r->impl->status());
   });
 }
 
 llm42_finish_reason llm42_request_finish_reason(const llm42_request* r) {
-  if (r == nullptr) return LLM42_FINISH_NONE;
+  if (r == nullptr) return static_cast<llm42_finish_reason>(NullValue("request is NULL"));
   return static_cast<llm42_finish_reason>(r->impl->finish_reason());
 }
 
@@ -729,8 +763,13 @@ llm42_status llm42_request_stat(llm42_request* r, llm42_stat which, int64_t* val
   });
 }
 
-uint64_t llm42_request_effective_seed(const llm42_request* r) {
-  return r == nullptr ? 0 : r->impl->seed();
+llm42_status llm42_request_effective_seed(const llm42_request* r, uint64_t* seed) {
+  return Guard([&] {
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    LLM42_REQUIRE(seed != nullptr, "seed is NULL");
+    *seed = r->impl->seed();
+    return LLM42_OK;
+  });
 }
 
 llm42_status llm42_request_receipt(llm42_request* r, void* buf, size_t capacity, size_t* n_bytes) {
@@ -751,19 +790,54 @@ void llm42_request_destroy(llm42_request* r) {
 }
 
 llm42_status llm42_session_verify_receipt(llm42_session* s, const void* receipt, size_t n_bytes,
-                                          int32_t* outcome, int64_t* first_difference) {
+                                          llm42_receipt_outcome* outcome, int64_t* first_difference, char* detail,
+                                          size_t detail_capacity, size_t* detail_len) {
   return Guard([&] {
     LLM42_REQUIRE(s != nullptr, "session is NULL");
     LLM42_REQUIRE(receipt != nullptr || n_bytes == 0, "receipt is NULL");
     LLM42_REQUIRE(outcome != nullptr, "outcome is NULL");
+    LLM42_REQUIRE(detail != nullptr || detail_capacity == 0, "detail is NULL");
     const absl::StatusOr<llm42::ReceiptCheck> check =
         s->impl->VerifyReceipt(std::string_view(static_cast<const char*>(receipt), n_bytes));
     if (!check.ok()) return Check(check.status());
-    *outcome = static_cast<int32_t>(check->outcome);
+    *outcome = static_cast<llm42_receipt_outcome>(check->outcome);
     if (first_difference != nullptr) *first_difference = check->first_difference;
-    if (check->outcome != llm42::ReceiptCheck::Outcome::kReproduced) Fail(LLM42_OK, check->detail);
+    if (detail_capacity > 0) {
+      const size_t n = llm42::Utf8PrefixLength(check->detail, detail_capacity - 1);
+      std::memcpy(detail, check->detail.data(), n);
+      detail[n] = '\0';
+    }
+    if (detail_len != nullptr) *detail_len = check->detail.size();
     return LLM42_OK;
   });
 }
+
+llm42_status llm42_session_generate(llm42_session* s, const llm42_request_options* o, char** text,
+                                    size_t* text_len) {
+  return Guard([&] {
+    LLM42_REQUIRE(text != nullptr, "text is NULL");
+    *text = nullptr;
+    LLM42_REQUIRE(text_len != nullptr, "text_len is NULL");
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    llm42_request handle;
+    handle.callback = o->callback;
+    auto request = s->impl->Submit(o->options, &handle);
+    if (!request.ok()) return Check(request.status());
+    handle.impl = std::move(request).value();
+    handle.impl->Wait(-1);
+    const std::string out = handle.impl->output_text();
+    handle.impl->DetachCallback();
+    auto* copy = static_cast<char*>(std::malloc(out.size() + 1));
+    if (copy == nullptr) return Fail(LLM42_RESOURCE_EXHAUSTED, "out of memory");
+    std::memcpy(copy, out.data(), out.size());
+    copy[out.size()] = '\0';
+    *text = copy;
+    *text_len = out.size();
+    return Check(handle.impl->status());
+  });
+}
+
+void llm42_free(void* memory) { std::free(memory); }
 
 }  // extern "C"

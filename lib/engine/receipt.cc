@@ -9,7 +9,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
-#include "llm42/llm42.h"
+#include "lib/util/version.h"
 #include "lib/util/status.h"
 #include "lib/util/logging.h"
 
@@ -85,7 +85,7 @@ std::string MakeReceipt(const ReceiptSetup& setup, const std::vector<int32_t>& p
                         FinishReason reason) {
   Receipt r;
   r.set_format(kFormat);
-  r.set_llm42_version(LLM42_VERSION_STRING);
+  r.set_llm42_version(std::string(kLibraryVersion));
   ModelFingerprint* m = r.mutable_model();
   m->set_sha256(setup.model.sha256);
   m->set_tensor_bytes(setup.model.tensor_bytes);

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "llm42/llm42.h"
+#include "lib/util/version.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/engine/receipt.h"
 #include "lib/engine/saved_conversation.h"
@@ -333,7 +333,7 @@ absl::Status Session::RunOnEngine(std::function<absl::Status()> task) {
 SavedConversation Session::Setup() const {
   SavedConversation c;
   c.model_id = model_id_;
-  c.llm42_version = LLM42_VERSION_STRING;
+  c.llm42_version = std::string(kLibraryVersion);
   c.schedule_version = kFixedScheduleVersion;
   c.backend = backend_->name();
   c.kv_dtype = KvDtypeName(backend_->kv_dtype());

@@ -45,6 +45,13 @@ size_t Utf8SequenceLength(unsigned char lead) {
   return 1;
 }
 
+size_t Utf8PrefixLength(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
+  size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;  // text[n] continues a character
+  return n;
+}
+
 bool IsValidUtf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const int n = ClassifyAt(text, i);

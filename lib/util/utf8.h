@@ -14,6 +14,10 @@ bool IsValidUtf8(std::string_view text);
 // always make progress).
 size_t Utf8SequenceLength(unsigned char lead);
 
+// The longest prefix of valid UTF-8 `text` that is at most `max_bytes` long and ends on a
+// character boundary (a message cut to fit a caller's buffer).
+size_t Utf8PrefixLength(std::string_view text, size_t max_bytes);
+
 // Turns a byte stream into valid UTF-8 incrementally: complete characters pass through, a
 // trailing incomplete character is held until the bytes that finish it arrive, and bytes that
 // can never form a character become U+FFFD. Used wherever token bytes become user-visible text.

@@ -2,6 +2,7 @@ import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotEquals;
+import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;
 
@@ -349,6 +350,74 @@ public class Llm42Test {
     assertEquals(Status.UNSUPPORTED, new Llm42Exception(5, "x").getStatus());
   }
 
+  // A cancelled request's stream ends by throwing CancellationException (iteration, readTokens,
+  // completion()), and status() is PENDING while it runs. Checked to fail with the SWIG layer's
+  // CheckEnded removed (the iteration then ends normally).
+  @Test
+  public void aCancelledStreamThrowsAtItsEnd() throws Exception {
+    try (RequestOptions ro = prompt(1900)) {
+      ro.setIgnoreEos(true);
+      try (Request r = session.submit(ro)) {
+        assertEquals(Status.PENDING, r.status());
+        assertTrue(r.readText(-1) != null);
+        r.cancel();
+        assertThrows(java.util.concurrent.CancellationException.class, () -> {
+          for (String chunk : r) assertTrue(chunk != null);
+        });
+        assertThrows(java.util.concurrent.CancellationException.class, () -> {
+          while (true) r.readTokens(0);  // after the tokens readTokens has not given yet
+        });
+        assertEquals(Status.CANCELLED, r.status());
+        java.util.concurrent.ExecutionException e =
+            assertThrows(java.util.concurrent.ExecutionException.class, () -> r.completion().get());
+        assertTrue(e.getCause() instanceof java.util.concurrent.CancellationException);
+      }
+    }
+  }
+
+  // Cancelling completion()'s future cancels the request.
+  @Test
+  public void cancellingTheFutureCancelsTheRequest() throws Exception {
+    try (RequestOptions ro = prompt(1900)) {
+      ro.setIgnoreEos(true);
+      try (Request r = session.submit(ro)) {
+        assertTrue(r.completion().cancel(true));
+        assertTrue(r.waitFor(60000));
+        assertEquals(Status.CANCELLED, r.status());
+      }
+    }
+  }
+
+  // Seeds are unsigned 64-bit in a long: one above 2^63 (negative as a signed long) round-trips.
+  @Test
+  public void seedsTakeAll64Bits() {
+    long high = Long.parseUnsignedLong("18446744073709551611");  // 2^64 - 5
+    try (RequestOptions ro = prompt(4)) {
+      ro.setTemperature(0.9f);
+      ro.setSeed(high);
+      try (Request r = session.submit(ro)) {
+        assertEquals("18446744073709551611", Long.toUnsignedString(r.effectiveSeed()));
+      }
+    }
+  }
+
+  // Session.generate is the streamed text in one call; what submit refuses throws.
+  @Test
+  public void generateIsTheStreamedText() {
+    try (RequestOptions ro = prompt(24)) {
+      String streamed;
+      try (Request r = session.submit(ro)) {
+        StringBuilder b = new StringBuilder();
+        for (String piece : r) b.append(piece);
+        streamed = b.toString();
+      }
+      assertEquals(streamed, session.generate(ro));
+    }
+    try (RequestOptions empty = new RequestOptions()) {
+      assertStatus(Status.INVALID_ARGUMENT, () -> session.generate(empty));
+    }
+  }
+
   @Test
   public void deterministicRequestsRepeatAndSeedMatters() {
     int[] first = deterministic(7);
@@ -393,6 +462,8 @@ public class Llm42Test {
           ended.set("end");
         } catch (Llm42Exception e) {
           ended.set(e.getStatus());
+        } catch (java.util.concurrent.CancellationException e) {  // closing cancels the request
+          ended.set(Status.CANCELLED);
         }
       });
       reader.start();
@@ -400,7 +471,8 @@ public class Llm42Test {
       r.close();
       reader.join(60000);
       assertFalse(reader.isAlive());
-      assertTrue(String.valueOf(ended.get()), "end".equals(ended.get()) || ended.get() == Status.FAILED_PRECONDITION);
+      assertTrue(String.valueOf(ended.get()), "end".equals(ended.get()) || ended.get() == Status.CANCELLED
+                                                  || ended.get() == Status.FAILED_PRECONDITION);
       assertStatus(Status.FAILED_PRECONDITION, r::isFinished);
     }
   }

@@ -114,7 +114,7 @@ public class Llm42Tests {
     Assert.AreEqual("Grüße 🦙", session.Detokenize(session.Tokenize("Grüße 🦙", false)));
   }
 
-  int[] Deterministic(long seed) {
+  int[] Deterministic(ulong seed) {
     using (var ro = Prompt(24)) {
       ro.SetTemperature(0.9f);
       ro.SetSeed(seed);
@@ -233,6 +233,57 @@ public class Llm42Tests {
     }
   }
 
+  // A cancelled request's stream ends with OperationCanceledException (foreach, ReadTokens,
+  // CompletionAsync); Status() is PENDING while it runs; breaking out of foreach cancels. Checked
+  // to fail with the SWIG layer's CheckEnded removed (the enumeration then ends normally).
+  [Test]
+  public void ACancelledStreamThrowsAtItsEnd() {
+    using (var ro = Prompt(1900)) {
+      ro.SetIgnoreEos(true);
+      using (var r = session.Submit(ro)) {
+        Assert.AreEqual(Status.PENDING, r.Status());
+        Assert.IsNotNull(r.ReadText(-1));
+        r.Cancel();
+        Assert.Throws<OperationCanceledException>(() => {
+          foreach (string chunk in r) Assert.IsNotNull(chunk);
+        });
+        Assert.Throws<OperationCanceledException>(() => {
+          while (true) r.ReadTokens(0);  // after the tokens ReadTokens has not given yet
+        });
+        Assert.AreEqual(Status.CANCELLED, r.Status());
+        var e = Assert.Throws<AggregateException>(() => r.CompletionAsync().Wait(60000));
+        Assert.IsInstanceOf<OperationCanceledException>(e.InnerException);
+      }
+      using (var r = session.Submit(ro)) {
+        foreach (string chunk in r) break;  // leaving the loop cancels the request
+        Assert.IsTrue(r.WaitFor(60000));
+        Assert.AreEqual(Status.CANCELLED, r.Status());
+      }
+    }
+  }
+
+  // Seeds are ulong: one above 2^63 round-trips.
+  [Test]
+  public void SeedsTakeAll64Bits() {
+    const ulong high = 18446744073709551611UL;  // 2^64 - 5
+    using (var ro = Prompt(4)) {
+      ro.SetTemperature(0.9f);
+      ro.SetSeed(high);
+      using (var r = session.Submit(ro)) Assert.AreEqual(high, r.EffectiveSeed());
+    }
+  }
+
+  // Session.Generate is the streamed text in one call; what submit refuses throws.
+  [Test]
+  public void GenerateIsTheStreamedText() {
+    using (var ro = Prompt(24)) {
+      string streamed;
+      using (var r = session.Submit(ro)) streamed = string.Concat(r);
+      Assert.AreEqual(streamed, session.Generate(ro));
+    }
+    using (var empty = new RequestOptions()) AssertStatus(Status.INVALID_ARGUMENT, () => session.Generate(empty));
+  }
+
   // Dispose lands while a ReadTextAsync task is inside ReadText(-1) on the thread pool: the
   // request is cancelled, its handle freed once the read returns, and the task ends with the
   // stream's end or FAILED_PRECONDITION (bindings/swig/handle_box.h). Bindings that destroyed the
@@ -250,6 +301,7 @@ public class Llm42Tests {
           for (string chunk; (chunk = r.ReadTextAsync().Result) != null;) {}
           return "end";
         } catch (AggregateException e) {
+          if (e.InnerException is OperationCanceledException) return "cancelled";  // disposing cancels
           var failed = (Llm42Exception)e.InnerException;
           return failed.Status.ToString();
         }
@@ -257,7 +309,7 @@ public class Llm42Tests {
       Thread.Sleep(attempt % 4);
       r.Dispose();
       Assert.IsTrue(reading.Wait(60000));
-      Assert.That(reading.Result, Is.EqualTo("end").Or.EqualTo(Status.FAILED_PRECONDITION.ToString()));
+      Assert.That(reading.Result, Is.EqualTo("end").Or.EqualTo("cancelled").Or.EqualTo(Status.FAILED_PRECONDITION.ToString()));
       AssertStatus(Status.FAILED_PRECONDITION, () => r.IsFinished());
     }
   }

@@ -309,7 +309,7 @@ class BindingTest(unittest.TestCase):
                     for _ in r:
                         pass
                     ended.append("end")
-                except llm42.Llm42Exception as e:
+                except llm42.Llm42Exception as e:  # CancelledError (closing cancels), or closed
                     ended.append(e.status)
 
             reader = threading.Thread(target=read)
@@ -318,7 +318,7 @@ class BindingTest(unittest.TestCase):
             r.close()
             reader.join(timeout=60)
             self.assertFalse(reader.is_alive())
-            self.assertIn(ended[0], ("end", llm42.Status.FAILED_PRECONDITION))
+            self.assertIn(ended[0], ("end", llm42.Status.CANCELLED, llm42.Status.FAILED_PRECONDITION))
             self.assertStatus(llm42.Status.FAILED_PRECONDITION, r.is_finished)
 
     def test_waiting_releases_the_gil(self):
@@ -330,6 +330,68 @@ class BindingTest(unittest.TestCase):
             still_running = not r.is_finished()
             waiter.join()
             self.assertTrue(still_running)
+
+    def test_a_cancelled_stream_raises_at_its_end(self):
+        # Iterating, reading tokens and async iteration all end a cancelled request with
+        # llm42.CancelledError, not quietly; status() is PENDING while it runs. Checked to fail
+        # with the SWIG layer's CheckEnded removed (the iteration then ends normally).
+        import asyncio
+        with request_options(max_tokens=1900, ignore_eos=True) as ro, self.session.submit(ro) as r:
+            self.assertEqual(r.status(), llm42.Status.PENDING)
+            r.check_status()  # nothing to raise while running
+            self.assertIsNotNone(r.read_text(-1))
+            r.cancel()
+            with self.assertRaises(llm42.CancelledError) as e:
+                for _ in r:
+                    pass
+            self.assertEqual(e.exception.status, llm42.Status.CANCELLED)
+            with self.assertRaises(llm42.CancelledError):  # after the tokens read_tokens has not given yet
+                while True:
+                    r.read_tokens(0)
+            self.assertRaises(llm42.CancelledError, r.check_status)
+            self.assertEqual(r.status(), llm42.Status.CANCELLED)
+
+            async def collect():
+                return [chunk async for chunk in r]
+            self.assertRaises(llm42.CancelledError, asyncio.run, collect())
+
+    def test_cancelling_the_async_iteration_cancels_the_request(self):
+        import asyncio
+
+        async def consume_then_cancel(r):
+            async def consume():
+                async for _ in r:
+                    pass
+            task = asyncio.ensure_future(consume())
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        with request_options(max_tokens=1900, ignore_eos=True) as ro, self.session.submit(ro) as r:
+            asyncio.run(consume_then_cancel(r))
+            self.assertTrue(r.wait_for(10000))
+            self.assertEqual(r.status(), llm42.Status.CANCELLED)
+
+    def test_seeds_take_all_64_bits(self):
+        high = 2**64 - 5  # above 2**63: negative in a signed binding
+        with request_options(max_tokens=4, temperature=0.9, seed=high) as ro, self.session.submit(ro) as r:
+            self.assertEqual(r.effective_seed(), high)
+        with request_options() as ro:
+            self.assertRaises(OverflowError, ro.set_seed, -1)
+            self.assertRaises(OverflowError, ro.set_seed, 2**64)
+
+    def test_generate_is_the_streamed_text(self):
+        with request_options(max_tokens=24) as ro, self.session.submit(ro) as r:
+            streamed = "".join(r)
+        self.assertEqual(self.session.generate("Once upon a time", max_tokens=24), streamed)
+        with request_options(max_tokens=24) as ro:
+            self.assertEqual(self.session.generate(options=ro), streamed)
+        self.assertEqual(self.session.generate([1, 403, 407, 261, 378], max_tokens=24, stop=["zzz"]), streamed)
+        self.assertRaises(TypeError, self.session.generate, "x", no_such_option=1)
+        self.assertRaises(ValueError, self.session.generate, "x", max_tokens=0)
+        with open_session(llm42.Mode.OFF) as off:
+            self.assertStatus(llm42.Status.UNSUPPORTED, lambda: off.generate("x", deterministic=True))
 
     def test_read_text_times_out_with_empty_string_and_ends_with_none(self):
         # A zero-timeout frame loop: "" is a quiet frame, None the end; nothing is lost even when

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "lib/util/platform.h"
 #include "lib/maker/model_maker.h"
 #include "llm42/llm42.hpp"
+#include "llm42/llm42_testing.h"
 
 ABSL_FLAG(std::string, model, "", "Path of a GGUF model file");
 ABSL_FLAG(std::string, prompt, "", "Prompt text");
@@ -192,7 +194,8 @@ api::SessionOptions SessionOptionsFromFlags() {
       .SetKvPrefault(absl::GetFlag(FLAGS_kv_prefault));
   if (absl::GetFlag(FLAGS_context) > 0) so.SetContextLength(absl::GetFlag(FLAGS_context));
   api::DeterminismPolicy policy;
-  policy.SetFastPathNoise(absl::GetFlag(FLAGS_fast_path_noise)).SetDecodePath(DecodePathFromFlag());
+  policy.SetDecodePath(DecodePathFromFlag());
+  api::detail::Check(llm42_determinism_set_fast_path_noise(policy.get(), absl::GetFlag(FLAGS_fast_path_noise)));
   so.SetDeterminism(policy);
   return so;
 }
@@ -213,18 +216,17 @@ int Generate() {
     api::Request request = session.Submit(ro);
     std::cout << absl::GetFlag(FLAGS_prompt) << std::flush;
     Clock::time_point last = start;
-    for (;;) {
-      const std::string piece = request.ReadText(-1);
-      if (piece.empty()) break;
-      last = Clock::now();
-      std::cout << piece << std::flush;
-    }
-    request.Wait(-1);
-    std::cout << "\n";
-    if (request.Status() != LLM42_OK) {
-      std::cerr << "llm42: generation failed: " << llm42_status_name(request.Status()) << "\n";
+    try {
+      while (const std::optional<std::string> piece = request.ReadText(-1)) {
+        last = Clock::now();
+        std::cout << *piece << std::flush;
+      }
+    } catch (const api::Error& e) {  // the request ended in an error (or was cancelled)
+      std::cout << "\n";
+      std::cerr << "llm42: generation failed: " << e.what() << "\n";
       return 1;
     }
+    std::cout << "\n";
     const std::vector<int32_t> ids = request.OutputTokens();
     if (absl::GetFlag(FLAGS_print_ids)) std::cout << absl::StrJoin(ids, " ") << "\n";
     if (absl::GetFlag(FLAGS_print_logprobs)) {
@@ -292,10 +294,8 @@ int Chat() {
       ApplyGenerationFlags(ro);
       try {
         api::Request request = session.Submit(ro);
-        for (std::string piece; !(piece = request.ReadText(-1)).empty();) std::cout << piece << std::flush;
-        request.Wait(-1);
+        while (const std::optional<std::string> piece = request.ReadText(-1)) std::cout << *piece << std::flush;
         std::cout << "\n" << std::flush;
-        if (request.Status() != LLM42_OK) throw api::Error(request.Status(), "generation failed");
         last = std::make_unique<api::Request>(std::move(request));
       } catch (const api::Error& e) {
         std::cerr << "llm42: " << e.what() << "\n";
