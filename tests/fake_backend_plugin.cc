@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<llm42::Backend>> Create(const llm42::BackendOptio
 }  // namespace
 
 #ifdef FAKE_PLUGIN_VERSION
-#undef LLM42_VERSION_STRING
-#define LLM42_VERSION_STRING FAKE_PLUGIN_VERSION
+#undef LLM42_LIBRARY_VERSION
+#define LLM42_LIBRARY_VERSION FAKE_PLUGIN_VERSION
 #endif
 LLM42_DEFINE_BACKEND_PLUGIN((llm42::BackendEntry{"cuda", Usable, Create}))

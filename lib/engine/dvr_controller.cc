@@ -155,12 +155,11 @@ void DvrController::Count(Sequence& s, const Verdict& v) {
   constexpr double kDecay = 0.98;
   recent_verified_ = kDecay * recent_verified_ + static_cast<double>(v.verified);
   recent_discarded_ = kDecay * recent_discarded_ + static_cast<double>(v.discarded);
-  s.request->AddVerify(v.verified, v.discarded);
-  stats_.Add(Stat::kTokensVerified, v.verified);
-  stats_.Add(Stat::kVerifyPasses);
+  stats_.Count(*s.request, Stat::kTokensVerified, v.verified);
+  stats_.Count(*s.request, Stat::kVerifyPasses);
   if (v.discarded > 0) {
-    stats_.Add(Stat::kRollbacks);
-    stats_.Add(Stat::kTokensRolledBack, v.discarded);
+    stats_.Count(*s.request, Stat::kRollbacks);
+    stats_.Count(*s.request, Stat::kTokensRolledBack, v.discarded);
   }
 }
 

@@ -373,12 +373,11 @@ bool Engine::Step() {
     const bool fast_row = entry_schedule[e] == Schedule::kFast;
     s.n_computed += p.n;
     if (prefill) {
-      s.request->AddPrefill(p.n);
-      stats_.Add(Stat::kPrefillTokens, p.n);
+      stats_.Count(*s.request, Stat::kPrefillTokens, p.n);
     } else {
-      const bool fixed_commit = s.dvr && !fast_row;
-      s.request->AddDecodeStep(fixed_commit);
-      if (fixed_commit) stats_.Add(Stat::kTokensDecodedFixed);
+      s.request->Count(Stat::kDecodeSteps);  // its decode rows (the session counts steps)
+      // A deterministic request's row decoded under fixed: committed without verification.
+      if (s.dvr && !fast_row) stats_.Count(*s.request, Stat::kTokensDecodedFixed);
     }
     if (s.n_computed != static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
     const std::span<float> logits = row(first_logit[e]);

@@ -1,9 +1,15 @@
 #include "lib/engine/engine_stats.h"
 
 #include "absl/strings/str_format.h"
+#include "lib/engine/request.h"
 #include "lib/util/logging.h"
 
 namespace llm42 {
+
+void EngineStats::Count(Request& request, Stat which, int64_t n) {
+  Add(which, n);
+  request.Count(which, n);
+}
 
 void EngineStats::Check(bool ok, const char* invariant) {
   if (ok) return;

@@ -10,6 +10,8 @@
 
 namespace llm42 {
 
+class Request;
+
 // The engine's counters: written by the engine thread, read from any thread.
 class EngineStats {
  public:
@@ -17,6 +19,9 @@ class EngineStats {
     counters_[Index(which)].fetch_add(n, std::memory_order_relaxed);
   }
   int64_t Get(Stat which) const { return counters_[Index(which)].load(); }
+  // Adds n to the session's counter and to `request`'s own: the one call for every counter both
+  // keep (the session-only and request-only ones use Add and Request::Count).
+  void Count(Request& request, Stat which, int64_t n = 1);
 
   void set_blocks_in_use(int64_t n) { blocks_in_use_.store(n, std::memory_order_relaxed); }
   int64_t blocks_in_use() const { return blocks_in_use_.load(); }

@@ -18,7 +18,10 @@ bool AwaitWithTimeout(Mutex& mu, const absl::Condition& cond, int32_t timeout_ms
 }  // namespace
 
 Request::Request(RequestOptions options, std::vector<int32_t> prompt, uint64_t seed)
-    : options_(std::move(options)), prompt_(std::move(prompt)), seed_(seed) {}
+    : options_(std::move(options)), prompt_(std::move(prompt)), seed_(seed) {
+  MutexLock lock(&mu_);
+  counts_[static_cast<size_t>(Stat::kTimeToFirstTokenUs)] = -1;
+}
 
 absl::Status Request::ReadTokens(int32_t* out, size_t capacity, size_t* n, int32_t timeout_ms) {
   MutexLock lock(&mu_);
@@ -127,28 +130,13 @@ void Request::AddPromptLogprobs(std::span<const float> values) {
 
 int64_t Request::stat(Stat which) const {
   MutexLock lock(&mu_);
-  switch (which) {
-    case Stat::kTokensGenerated: return static_cast<int64_t>(tokens_.size());
-    case Stat::kPrefillTokens: return prefill_tokens_;
-    case Stat::kDecodeSteps: return decode_steps_;
-    case Stat::kTimeToFirstTokenUs: return ttft_us_;
-    case Stat::kPreemptions: return preemptions_;
-    case Stat::kTokensVerified: return tokens_verified_;
-    case Stat::kVerifyPasses: return verify_passes_;
-    case Stat::kRollbacks: return rollbacks_;
-    case Stat::kTokensRolledBack: return tokens_rolled_back_;
-    case Stat::kTokensDecodedFixed: return tokens_decoded_fixed_;
-    case Stat::kCachedPromptTokens: return cached_prompt_tokens_;
-    case Stat::kRequestsFinished:
-    case Stat::kKvEvictions:
-    case Stat::kKvWindowReleases: break;  // session only (IsRequestStat)
-  }
-  return 0;
+  if (which == Stat::kTokensGenerated) return static_cast<int64_t>(tokens_.size());
+  return IsRequestStat(which) ? counts_[static_cast<size_t>(which)] : 0;
 }
 
-void Request::AddPrefill(int64_t tokens) {
+void Request::Count(Stat which, int64_t n) {
   MutexLock lock(&mu_);
-  prefill_tokens_ += tokens;
+  counts_[static_cast<size_t>(which)] += n;
 }
 
 absl::StatusOr<RequestOptions::Parent> Request::AsParent() const {
@@ -165,39 +153,14 @@ absl::StatusOr<RequestOptions::Parent> Request::AsParent() const {
   return p;
 }
 
-void Request::AddCachedPrompt(int64_t tokens) {
-  MutexLock lock(&mu_);
-  cached_prompt_tokens_ += tokens;
-}
-
-void Request::AddVerify(int64_t verified, int64_t discarded) {
-  MutexLock lock(&mu_);
-  tokens_verified_ += verified;
-  ++verify_passes_;
-  if (discarded > 0) {
-    ++rollbacks_;
-    tokens_rolled_back_ += discarded;
-  }
-}
-
-void Request::AddPreemption() {
-  MutexLock lock(&mu_);
-  ++preemptions_;
-}
-
-void Request::AddDecodeStep(bool fixed_commit) {
-  MutexLock lock(&mu_);
-  ++decode_steps_;
-  if (fixed_commit) ++tokens_decoded_fixed_;
-}
-
 void Request::Commit(std::span<const int32_t> tokens, std::span<const float> logprobs,
                      std::span<const TopLogprob> top, const std::string& text, bool finished, FinishReason reason,
                      absl::Status status) {
   {
     MutexLock lock(&mu_);
     if (finished_) return;
-    if (!tokens.empty() && ttft_us_ < 0) ttft_us_ = absl::ToInt64Microseconds(absl::Now() - created_);
+    int64_t& ttft_us = counts_[static_cast<size_t>(Stat::kTimeToFirstTokenUs)];
+    if (!tokens.empty() && ttft_us < 0) ttft_us = absl::ToInt64Microseconds(absl::Now() - created_);
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     logprobs_.insert(logprobs_.end(), logprobs.begin(), logprobs.end());
     top_logprobs_.insert(top_logprobs_.end(), top.begin(), top.end());

@@ -1,6 +1,7 @@
 #ifndef LLM42_ENGINE_REQUEST_H_
 #define LLM42_ENGINE_REQUEST_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -76,16 +77,11 @@ class Request {
   // callback outside the lock. `handle` is what the callback receives as its request.
   void Commit(std::span<const int32_t> tokens, std::span<const float> logprobs, std::span<const TopLogprob> top,
               const std::string& text, bool finished, FinishReason reason, absl::Status status);
-  void AddPrefill(int64_t tokens);
   void AddPromptLogprobs(std::span<const float> values);
-  // Prompt positions taken from the prefix cache at an admission.
-  void AddCachedPrompt(int64_t tokens);
-  // One decode row; `fixed_commit`: a deterministic request's, decoded under fixed and
-  // committed without verification (DecodePath).
-  void AddDecodeStep(bool fixed_commit);
-  void AddPreemption();
-  // One verified window: `verified` candidates checked, `discarded` of them rolled back.
-  void AddVerify(int64_t verified, int64_t discarded);
+  // Adds n to one of the request's own counters (IsRequestStat; TOKENS_GENERATED and
+  // TIME_TO_FIRST_TOKEN_US are kept by Commit). The engine counts through EngineStats::Count,
+  // which adds to the session's total too.
+  void Count(Stat which, int64_t n = 1);
   void set_handle(void* handle) { handle_ = handle; }
 
  private:
@@ -107,18 +103,10 @@ class Request {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   FinishReason reason_ ABSL_GUARDED_BY(mu_) = FinishReason::kNone;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  int64_t prefill_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t cached_prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   const void* owner_ = nullptr;
   std::shared_ptr<ReceiptContext> receipts_;
-  int64_t decode_steps_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t ttft_us_ ABSL_GUARDED_BY(mu_) = -1;
-  int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t tokens_verified_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t verify_passes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t tokens_rolled_back_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t tokens_decoded_fixed_ ABSL_GUARDED_BY(mu_) = 0;
+  // Indexed by Stat; TIME_TO_FIRST_TOKEN_US is -1 until the first commit.
+  std::array<int64_t, kStatCount> counts_ ABSL_GUARDED_BY(mu_) = {};
 
   // Held while a callback runs, so DetachCallback can wait it out.
   Mutex callback_mu_;

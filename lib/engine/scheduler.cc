@@ -77,8 +77,7 @@ void Scheduler::Admit() {
       break;
     }
     if (next.n_computed > 0) {
-      next.request->AddCachedPrompt(next.n_computed);
-      stats_.Add(Stat::kCachedPromptTokens, next.n_computed);
+      stats_.Count(*next.request, Stat::kCachedPromptTokens, next.n_computed);
     }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -89,8 +88,7 @@ void Scheduler::Preempt(Sequence& victim) {
   Release(victim);
   // Unverified candidates are dropped; the committed prefix is recomputed on readmission.
   victim.DropCandidates();
-  victim.request->AddPreemption();
-  stats_.Add(Stat::kPreemptions);
+  stats_.Count(*victim.request, Stat::kPreemptions);
   auto it = std::find_if(running_.begin(), running_.end(),
                          [&](const std::unique_ptr<Sequence>& s) { return s.get() == &victim; });
   std::unique_ptr<Sequence> owned = std::move(*it);
