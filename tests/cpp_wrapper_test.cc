@@ -9,11 +9,15 @@
 
 namespace {
 
+llm42::api::SessionOptions Options(const std::string& model, int32_t threads) {
+  llm42::api::SessionOptions options;
+  options.SetModelPath(model).SetThreads(threads);
+  return options;
+}
+
 TEST(CppWrapper, GeneratesStreamsAndThrowsTypedErrors) {
   LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
-  llm42::api::SessionOptions options;
-  options.SetModelPath(model).SetThreads(2);
-  llm42::api::Session session(options);
+  llm42::api::Session session(Options(model, 2));
   EXPECT_EQ(session.VocabSize(), 512);
   EXPECT_EQ(session.Tokenize("Once upon a time", true), (std::vector<int32_t>{1, 403, 407, 261, 378}));
   EXPECT_EQ(session.Detokenize({403, 407, 261, 378}), "Once upon a time");
@@ -66,9 +70,7 @@ TEST(CppWrapper, SeededSamplingIsReproducible) {
 // timeout (the old contract's "" for both): the loop then stops at the first quiet poll.
 TEST(CppWrapper, ZeroTimeoutLoopLosesNothing) {
   LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
-  llm42::api::SessionOptions options;
-  options.SetModelPath(model).SetThreads(1);
-  llm42::api::Session session(options);
+  llm42::api::Session session(Options(model, 1));
   llm42::api::RequestOptions request;
   request.SetPrompt("Once upon a time").SetMaxTokens(200).SetIgnoreEos(true);
   llm42::api::Request r = session.Submit(request);
@@ -87,9 +89,7 @@ TEST(CppWrapper, ZeroTimeoutLoopLosesNothing) {
 // A cancelled request's stream ends by throwing CANCELLED (ReadText and ReadTokens), PENDING before.
 TEST(CppWrapper, CancelledStreamThrowsAtTheEnd) {
   LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
-  llm42::api::SessionOptions options;
-  options.SetModelPath(model).SetThreads(1);
-  llm42::api::Session session(options);
+  llm42::api::Session session(Options(model, 1));
   llm42::api::RequestOptions request;
   request.SetPrompt("Once upon a time").SetMaxTokens(1900).SetIgnoreEos(true);
   llm42::api::Request r = session.Submit(request);
@@ -114,9 +114,7 @@ TEST(CppWrapper, CancelledStreamThrowsAtTheEnd) {
 // Session::Generate is the streamed text in one call; what submit refuses throws.
 TEST(CppWrapper, GenerateIsTheStreamedText) {
   LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
-  llm42::api::SessionOptions options;
-  options.SetModelPath(model).SetThreads(2);
-  llm42::api::Session session(options);
+  llm42::api::Session session(Options(model, 2));
   llm42::api::RequestOptions request;
   request.SetPrompt("Once upon a time").SetMaxTokens(10);
   EXPECT_EQ(session.Generate(request), ", there was a little girl named Lily");

@@ -181,6 +181,15 @@ void TokenTrampoline(void* user_data, void* request, const int32_t* tokens, size
   handle->callback(user_data, handle, tokens, n_tokens, text, text_len, finished);
 }
 
+// Submits `o` to `s` with `handle` as the request's C handle (what its token callback receives).
+llm42_status SubmitTo(llm42_session* s, const llm42_request_options* o, llm42_request& handle) {
+  handle.callback = o->callback;
+  auto request = s->impl->Submit(o->options, &handle);
+  if (!request.ok()) return Check(request.status());
+  handle.impl = std::move(request).value();
+  return LLM42_OK;
+}
+
 // A request's recorded values (logprobs, prompt logprobs), FAILED_PRECONDITION unless the option
 // that records them was set.
 llm42_status CopyRequested(llm42_request* r, bool llm42::RequestOptions::*option,
@@ -640,10 +649,7 @@ llm42_status llm42_request_submit(llm42_session* s, const llm42_request_options*
     LLM42_REQUIRE(s != nullptr, "session is NULL");
     LLM42_REQUIRE(o != nullptr, "options is NULL");
     auto handle = std::make_unique<llm42_request>();
-    handle->callback = o->callback;
-    auto request = s->impl->Submit(o->options, handle.get());
-    if (!request.ok()) return Check(request.status());
-    handle->impl = std::move(request).value();
+    if (const llm42_status st = SubmitTo(s, o, *handle); st != LLM42_OK) return st;
     *out = handle.release();
     return LLM42_OK;
   });
@@ -821,10 +827,7 @@ llm42_status llm42_session_generate(llm42_session* s, const llm42_request_option
     LLM42_REQUIRE(s != nullptr, "session is NULL");
     LLM42_REQUIRE(o != nullptr, "options is NULL");
     llm42_request handle;
-    handle.callback = o->callback;
-    auto request = s->impl->Submit(o->options, &handle);
-    if (!request.ok()) return Check(request.status());
-    handle.impl = std::move(request).value();
+    if (const llm42_status st = SubmitTo(s, o, handle); st != LLM42_OK) return st;
     handle.impl->Wait(-1);
     const std::string out = handle.impl->output_text();
     handle.impl->DetachCallback();
