@@ -525,6 +525,78 @@ static void TestGenerateInOneCall(llm42_session* s) {
   llm42_request_options_destroy(ro);
 }
 
+/* One thread serves many streams through a watcher: each request's text, read only when the
+ * watcher names it, is llama.cpp's. Checked to fail (every stream stalls, the wait times out)
+ * when Request::Commit does not notify its watchers. */
+enum { kWatched = 12 };
+static void TestWatcherServesManyStreams(llm42_session* s) {
+  llm42_watcher* w = NULL;
+  llm42_request* r[kWatched];
+  char text[kWatched][256];
+  size_t len[kWatched];
+  int ended = 0, i;
+  uint64_t tags[4];
+  size_t n = 0;
+  EXPECT_STATUS(llm42_watcher_create(&w), LLM42_OK);
+  if (w == NULL) return;
+  for (i = 0; i < kWatched; ++i) {
+    r[i] = Submit(s, "Once upon a time", 32, NULL, NULL);
+    len[i] = 0;
+    EXPECT_STATUS(llm42_watcher_add(w, r[i], 100 + (uint64_t)i), LLM42_OK);
+  }
+  while (ended < kWatched) {
+    size_t k;
+    const llm42_status st = llm42_watcher_wait(w, tags, 4, &n, 20000); /* 4: the rest stay queued */
+    EXPECT_STATUS(st, LLM42_OK);
+    if (st != LLM42_OK) break;
+    for (k = 0; k < n; ++k) {
+      const int j = (int)(tags[k] - 100);
+      EXPECT(j >= 0 && j < kWatched);
+      if (j < 0 || j >= kWatched) continue;
+      for (;;) {
+        size_t got = 0;
+        const llm42_status rs = llm42_request_read_text(r[j], text[j] + len[j], sizeof text[j] - 1 - len[j], &got, 0);
+        if (rs == LLM42_TIMEOUT) break; /* nothing more yet: the next commit is reported again */
+        EXPECT_STATUS(rs, LLM42_OK);
+        if (rs != LLM42_OK) break;
+        if (got == 0) { /* the end */
+          EXPECT_STATUS(llm42_watcher_remove(w, r[j]), LLM42_OK);
+          ++ended;
+          break;
+        }
+        len[j] += got;
+      }
+    }
+  }
+  for (i = 0; i < kWatched; ++i) {
+    text[i][len[i]] = '\0';
+    EXPECT(strcmp(text[i], kExpected) == 0);
+    EXPECT_STATUS(llm42_request_status(r[i]), LLM42_OK);
+  }
+  /* Nothing is queued now: a zero wait times out; wake ends a wait with no tags. */
+  EXPECT_STATUS(llm42_watcher_wait(w, tags, 4, &n, 0), LLM42_TIMEOUT);
+  EXPECT_STATUS(llm42_watcher_wake(w), LLM42_OK);
+  EXPECT_STATUS(llm42_watcher_wait(w, tags, 4, &n, -1), LLM42_OK);
+  EXPECT(n == 0);
+  /* A request added after it ended is reported at once; one added twice, under its last tag. */
+  EXPECT_STATUS(llm42_watcher_add(w, r[0], 7), LLM42_OK);
+  EXPECT_STATUS(llm42_watcher_add(w, r[0], 8), LLM42_OK);
+  EXPECT_STATUS(llm42_watcher_wait(w, tags, 4, &n, 0), LLM42_OK);
+  EXPECT(n == 2 && tags[0] == 7 && tags[1] == 8); /* each add of an ended request reports it */
+  EXPECT_STATUS(llm42_watcher_wait(w, NULL, 0, &n, 0), LLM42_TIMEOUT);
+  EXPECT_STATUS(llm42_watcher_wait(NULL, tags, 4, &n, 0), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_watcher_wait(w, NULL, 4, &n, 0), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_watcher_add(w, NULL, 1), LLM42_INVALID_ARGUMENT);
+  for (i = 0; i < kWatched; ++i) llm42_request_destroy(r[i]);
+  /* A watcher destroyed while a running request still reports to it (ASan: no use after free). */
+  r[0] = Submit(s, "Once upon a time", 32, NULL, NULL);
+  EXPECT_STATUS(llm42_watcher_add(w, r[0], 1), LLM42_OK);
+  llm42_watcher_destroy(w);
+  EXPECT_STATUS(llm42_request_wait(r[0], -1), LLM42_OK);
+  llm42_request_destroy(r[0]);
+  llm42_watcher_destroy(NULL);
+}
+
 static void TestTokenizeDetokenize(llm42_session* s) {
   int32_t ids[16];
   size_t n = 0;
@@ -923,6 +995,7 @@ int main(int argc, char** argv) {
       TestCancelFromAnotherThread(s);
       TestEndOfStreamStatus(s);
       TestGenerateInOneCall(s);
+      TestWatcherServesManyStreams(s);
       TestTokenizeDetokenize(s);
       TestConstrainedOutput(s);
       llm42_session_destroy(s);

@@ -240,10 +240,11 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     return GetEnumerator();
   }
 
-  /// <summary>The committed text for <c>await foreach (string chunk in request.WithCancellation(ct))</c>:
-  /// each chunk read on the thread pool (ReadTextAsync). Cancelling the token cancels the request,
-  /// and the next MoveNextAsync throws OperationCanceledException, as it does at the end of a request
-  /// cancelled otherwise. Leaving the loop early (the enumerator disposed) cancels the request too.</summary>
+  /// <summary>The committed text for <c>await foreach (string chunk in request.WithCancellation(ct))</c>,
+  /// served by the session's dispatcher thread (ReadTextAsync). Cancelling the token cancels the
+  /// request, and the next MoveNextAsync throws OperationCanceledException, as it does at the end
+  /// of a request cancelled otherwise. Leaving the loop early (the enumerator disposed) cancels the
+  /// request too.</summary>
   public global::System.Collections.Generic.IAsyncEnumerator<string> GetAsyncEnumerator(
       global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
     return new AsyncChunks(this, cancel);
@@ -273,34 +274,216 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     }
   }
 
-  /// <summary>The next chunk, or null at the end of the stream, read on the thread pool. Cancelling
-  /// the token cancels the request; the task then ends in OperationCanceledException. Disposing
-  /// the request while the task runs cancels it too.</summary>
+  // The session whose dispatcher serves the async forms (set by Session.Submit).
+  internal Session session;
+  // One task per async stream, done when the stream has read to its end: Dispose cancels the
+  // request and waits for them before it frees the handle, so their awaiters see the (cancelled)
+  // stream's end rather than a disposed request. Guarded by lock (asyncStreams).
+  readonly global::System.Collections.Generic.List<global::System.Threading.Tasks.Task> asyncStreams =
+      new global::System.Collections.Generic.List<global::System.Threading.Tasks.Task>();
+  TextChannel text;  // the text as ReadTextAsync reads it; made by its first call
+
+  // Serves onNews from the session's dispatcher thread until it returns true (or throws).
+  // Under lock (this), as Dispose is, so no stream starts on a request being disposed.
+  void Serve(global::System.Func<bool> onNews) {
+    lock (this) {
+      if (session == null) throw new Llm42Exception(global::Llm42.Status.FAILED_PRECONDITION, "this request's session is unknown");
+      var ended = new global::System.Threading.Tasks.TaskCompletionSource<bool>();
+      lock (asyncStreams) asyncStreams.Add(ended.Task);
+      global::System.Func<bool> stream = () => {
+        bool done = true;
+        try {
+          done = onNews();
+        } finally {
+          if (done) {
+            lock (asyncStreams) asyncStreams.Remove(ended.Task);
+            ended.TrySetResult(true);
+          }
+        }
+        return done;
+      };
+      try {
+        session.Dispatcher().Open(this, stream);
+      } catch (global::System.Exception) {
+        lock (asyncStreams) asyncStreams.Remove(ended.Task);
+        throw;
+      }
+    }
+  }
+
+  // Dispose's first step, under lock (this): cancels and waits out the async streams.
+  void EndAsyncStreams() {
+    global::System.Threading.Tasks.Task[] streams;
+    lock (asyncStreams) streams = asyncStreams.ToArray();
+    if (streams.Length == 0) return;
+    CancelUnlessFinished();
+    global::System.Threading.Tasks.Task.WaitAll(streams);
+  }
+
+  // Chunks the dispatcher read, waiting for ReadTextAsync; or the one ReadTextAsync waiting for them.
+  sealed class TextChannel {
+    readonly global::System.Collections.Generic.Queue<string> chunks = new global::System.Collections.Generic.Queue<string>();
+    bool ended;
+    global::System.Exception failure;
+    global::System.Threading.Tasks.TaskCompletionSource<string> waiting;
+
+    // On the dispatcher thread: reads what the request has; true once the stream ended.
+    internal bool Read(Request request) {
+      try {
+        for (;;) {
+          string chunk = request.ReadText(0);
+          if (chunk == "") return false;  // nothing more yet: the next commit is news again
+          Hand(chunk, null);
+          if (chunk == null) return true;
+        }
+      } catch (global::System.Exception e) {  // the end of a cancelled or failed request
+        Hand(null, e);
+        return true;
+      }
+    }
+
+    void Hand(string chunk, global::System.Exception error) {
+      global::System.Threading.Tasks.TaskCompletionSource<string> w;
+      lock (this) {
+        if (chunk == null) {
+          ended = true;
+          failure = error;
+        }
+        w = waiting;
+        waiting = null;
+        if (w == null && chunk != null) chunks.Enqueue(chunk);
+      }
+      if (w == null) return;
+      if (error != null) {
+        w.TrySetException(error);
+      } else {
+        w.TrySetResult(chunk);
+      }
+    }
+
+    internal global::System.Threading.Tasks.Task<string> Next(Request request, global::System.Threading.CancellationToken cancel) {
+      global::System.Threading.Tasks.TaskCompletionSource<string> w;
+      lock (this) {
+        if (chunks.Count > 0) return global::System.Threading.Tasks.Task.FromResult(chunks.Dequeue());
+        if (ended) {
+          return failure != null ? global::System.Threading.Tasks.Task.FromException<string>(failure)
+                                 : global::System.Threading.Tasks.Task.FromResult<string>(null);
+        }
+        if (waiting != null) {
+          return global::System.Threading.Tasks.Task.FromException<string>(
+              new global::System.InvalidOperationException("a request's text is read by one ReadTextAsync at a time"));
+        }
+        w = waiting = new global::System.Threading.Tasks.TaskCompletionSource<string>(
+            global::System.Threading.Tasks.TaskCreationOptions.RunContinuationsAsynchronously);
+      }
+      if (cancel.CanBeCanceled) {
+        var registration = cancel.Register(() => {
+          request.CancelUnlessFinished();
+          lock (this) {
+            if (waiting == w) waiting = null;
+          }
+          w.TrySetCanceled(cancel);
+        });
+        w.Task.ContinueWith(t => registration.Dispose(), global::System.Threading.Tasks.TaskContinuationOptions.ExecuteSynchronously);
+      }
+      return w.Task;
+    }
+  }
+
+  /// <summary>The next chunk, or null at the end of the stream, from the session's dispatcher
+  /// thread (no thread waits per stream). Cancelling the token cancels the request; the task then
+  /// ends in OperationCanceledException. Disposing the request cancels it too. One call at a time
+  /// per request.</summary>
   public global::System.Threading.Tasks.Task<string> ReadTextAsync(
       global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
-    var registration = cancel.Register(Cancel);  // now: a token cancelled already cancels at once
-    return global::System.Threading.Tasks.Task.Run(() => {
-      using (registration) {
-        string chunk = ReadText(-1);
-        cancel.ThrowIfCancellationRequested();
-        return chunk;
+    if (cancel.IsCancellationRequested) {
+      CancelUnlessFinished();
+      return global::System.Threading.Tasks.Task.FromCanceled<string>(cancel);
+    }
+    TextChannel channel;
+    try {
+      lock (this) {
+        if (text == null) {
+          var made = new TextChannel();
+          Serve(() => made.Read(this));
+          text = made;
+        }
+        channel = text;
       }
-    });
+    } catch (global::System.Exception e) {
+      return global::System.Threading.Tasks.Task.FromException<string>(e);
+    }
+    return channel.Next(this, cancel);
   }
 
   /// <summary>Completes with this request once it has finished well; ends in OperationCanceledException
-  /// or Llm42Exception when it was cancelled or failed. Cancelling the token cancels it.</summary>
+  /// or Llm42Exception when it was cancelled or failed. The session's dispatcher thread watches for
+  /// the end (no thread waits per request). Cancelling the token cancels the request.</summary>
   public global::System.Threading.Tasks.Task<Request> CompletionAsync(
       global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
-    var registration = cancel.Register(Cancel);
-    return global::System.Threading.Tasks.Task.Run(() => {
-      using (registration) {
-        WaitFor(-1);
-        cancel.ThrowIfCancellationRequested();
-        CheckStatus();
-        return this;
+    var done = new global::System.Threading.Tasks.TaskCompletionSource<Request>(
+        global::System.Threading.Tasks.TaskCreationOptions.RunContinuationsAsynchronously);
+    if (cancel.CanBeCanceled) {
+      var registration = cancel.Register(() => {
+        CancelUnlessFinished();
+        done.TrySetCanceled(cancel);
+      });
+      done.Task.ContinueWith(t => registration.Dispose(), global::System.Threading.Tasks.TaskContinuationOptions.ExecuteSynchronously);
+    }
+    try {
+      Serve(() => {
+        if (!IsFinished()) return false;
+        try {
+          CheckStatus();
+          done.TrySetResult(this);
+        } catch (global::System.Exception e) {
+          done.TrySetException(e);
+        }
+        return true;
+      });
+    } catch (global::System.Exception e) {
+      done.TrySetException(e);
+    }
+    return done.Task;
+  }
+%}
+/* Dispose cancels and waits out the request's async streams first (EndAsyncStreams). */
+%typemap(csdisposing, methodname="Dispose", methodmodifiers="protected", parameters="bool disposing") llm42_swig_request {
+    lock(this) {
+      if (swigCPtr.Handle != global::System.IntPtr.Zero) {
+        if (disposing) {
+          EndAsyncStreams();
+          CloseHandle();
+        } else {
+          if (swigCMemOwn) {
+            swigCMemOwn = false;
+            $imcall;
+          }
+          swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
+        }
       }
-    });
+    }
+  }
+
+/* Session: its async streams share one dispatcher (Llm42Dispatcher), whose thread runs while any
+ * of them is open. */
+%rename(SubmitNative) llm42_swig_session::submit;
+%csmethodmodifiers llm42_swig_session::submit "internal";
+%typemap(cscode) llm42_swig_session %{
+  Llm42Dispatcher dispatcher;
+
+  internal Llm42Dispatcher Dispatcher() {
+    lock (this) {
+      if (dispatcher == null) dispatcher = new Llm42Dispatcher();
+      return dispatcher;
+    }
+  }
+
+  /// <summary>Queues a request (llm42_request_submit); its async forms are served by this session.</summary>
+  public Request Submit(RequestOptions options) {
+    Request request = SubmitNative(options);
+    request.session = this;
+    return request;
   }
 %}
 

@@ -214,34 +214,71 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
 %rename(closeHandle) close;
 %javamethodmodifiers close "private";
 
-/* Request streams as an Iterable<String> (readText(-1) until null) or a Flow.Publisher<String>,
- * and completes as a CompletableFuture. */
-%typemap(javainterfaces) llm42_swig_request "AutoCloseable, Iterable<String>"
-%typemap(javacode) llm42_swig_request %{
-  // The binding's own background readers (publisher(), completion()): close() cancels the
-  // request and waits for them to end before it frees the handle, so their consumers see the
-  // (cancelled) stream's end rather than a closed request.
-  private final java.util.Set<java.util.concurrent.CompletableFuture<?>> background =
-      java.util.concurrent.ConcurrentHashMap.newKeySet();
+/* Session: its asynchronous streams share one dispatcher (Llm42Dispatcher), whose thread runs
+ * while any of them is open. */
+%rename(submitNative) llm42_swig_session::submit;
+%javamethodmodifiers llm42_swig_session::submit "private";
+%rename(waitForNews) llm42_swig_watcher::wait;
+%typemap(javacode) llm42_swig_session %{
+  private Llm42Dispatcher dispatcher;
 
-  private <T> java.util.concurrent.CompletableFuture<T> inBackground(java.util.function.Supplier<T> work) {
-    java.util.concurrent.CompletableFuture<T> f = java.util.concurrent.CompletableFuture.supplyAsync(work);
-    background.add(f);
-    f.whenComplete((v, e) -> background.remove(f));
-    return f;
+  synchronized Llm42Dispatcher dispatcher() {
+    if (dispatcher == null) dispatcher = new Llm42Dispatcher();
+    return dispatcher;
+  }
+
+  /** Queues a request (llm42_request_submit); its async forms are served by this session. */
+  public Request submit(RequestOptions options) {
+    Request request = submitNative(options);
+    request.session = this;
+    return request;
   }
 
   @Override
   public void close() {
-    if (!background.isEmpty()) {
-      cancel();
-      for (java.util.concurrent.CompletableFuture<?> f : background.toArray(new java.util.concurrent.CompletableFuture<?>[0])) {
-        try {
-          f.join();
-        } catch (RuntimeException e) {
-          // its failure was delivered to its own consumer
+    closeHandle();
+  }
+%}
+
+/* Request streams as an Iterable<String> (readText(-1) until null) or a Flow.Publisher<String>,
+ * and completes as a CompletableFuture; the async forms are served by the session's dispatcher
+ * thread and deliver on the caller's Executor (the common pool when none is given). */
+%typemap(javainterfaces) llm42_swig_request "AutoCloseable, Iterable<String>"
+%typemap(javacode) llm42_swig_request %{
+  // The session whose dispatcher serves the async forms (set by Session.submit).
+  Session session;
+  // One per async stream, done when the stream has read to its end: close() cancels the request
+  // and waits for them before it frees the handle, so their consumers see the (cancelled)
+  // stream's end rather than a closed request.
+  private final java.util.Set<java.util.concurrent.CompletableFuture<Void>> streams =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
+  private final java.util.concurrent.atomic.AtomicBoolean published = new java.util.concurrent.atomic.AtomicBoolean();
+
+  // Serves onNews from the session's dispatcher thread until it returns true (or throws).
+  private synchronized void serve(Llm42Dispatcher.Stream onNews) {
+    if (session == null) throw new Llm42Exception(Status.FAILED_PRECONDITION.swigValue(), "this request's session is unknown");
+    java.util.concurrent.CompletableFuture<Void> ended = new java.util.concurrent.CompletableFuture<>();
+    streams.add(ended);
+    session.dispatcher().open(this, () -> {
+      boolean done = true;
+      try {
+        done = onNews.onNews();
+      } finally {
+        if (done) {
+          streams.remove(ended);
+          ended.complete(null);
         }
       }
+      return done;
+    });
+  }
+
+  // Synchronized, as serve() is, so that no stream starts on a request being closed.
+  @Override
+  public synchronized void close() {
+    if (!streams.isEmpty()) {
+      cancel();
+      for (java.util.concurrent.CompletableFuture<Void> f : new java.util.ArrayList<>(streams)) f.join();
     }
     closeHandle();
   }
@@ -271,48 +308,157 @@ static void llm42_java_throw(JNIEnv* jenv, int status, const char* message) {
     };
   }
 
-  /**
-   * The committed text as a reactive stream: each subscriber's chunks are read on the common
-   * pool and delivered with back-pressure (a java.util.concurrent.SubmissionPublisher), then
-   * onComplete, or onError with the Llm42Exception that ended the read. Reading consumes the
-   * stream, so subscribe once. A subscriber that cancels cancels the request; closing the
-   * request cancels it and waits for the reader to stop.
-   */
-  public java.util.concurrent.Flow.Publisher<String> publisher() {
-    return subscriber -> {
-      java.util.concurrent.SubmissionPublisher<String> out = new java.util.concurrent.SubmissionPublisher<>();
-      out.subscribe(subscriber);
-      inBackground(() -> {
-        try {
-          for (String chunk; (chunk = readText(-1)) != null;) {
-            if (out.getNumberOfSubscribers() == 0) {
-              cancel();
-              continue;  // drain to the end of the (now cancelled) stream
-            }
-            out.submit(chunk);
-          }
-          out.close();
-        } catch (RuntimeException e) {
-          out.closeExceptionally(e);
+  // A subscription to the text: chunks queue here (from the dispatcher thread, which never
+  // blocks on a slow subscriber) and are delivered on the executor, one task at a time, as the
+  // subscriber's demand allows; then onComplete, or onError with what ended the stream.
+  private static final class TextSubscription implements java.util.concurrent.Flow.Subscription {
+    private final Request request;
+    private final java.util.concurrent.Flow.Subscriber<? super String> subscriber;
+    private final java.util.concurrent.Executor executor;
+    private final java.util.concurrent.ConcurrentLinkedQueue<String> chunks = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final java.util.concurrent.atomic.AtomicLong demand = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicInteger work = new java.util.concurrent.atomic.AtomicInteger();
+    private volatile boolean ended;
+    private volatile Throwable failure;
+    private volatile boolean cancelled;
+    private boolean subscribed;  // touched only by the serialized delivery
+    private boolean terminated;
+
+    TextSubscription(Request request, java.util.concurrent.Flow.Subscriber<? super String> subscriber,
+                     java.util.concurrent.Executor executor) {
+      this.request = request;
+      this.subscriber = subscriber;
+      this.executor = executor;
+    }
+
+    void push(String chunk) {
+      if (cancelled) return;
+      chunks.add(chunk);
+      schedule();
+    }
+
+    void end(Throwable why) {
+      failure = why;
+      ended = true;
+      schedule();
+    }
+
+    @Override
+    public void request(long n) {
+      if (n <= 0) {
+        end(new IllegalArgumentException("Flow.Subscription.request(" + n + "): demand must be positive"));
+        cancel();
+        return;
+      }
+      demand.getAndAccumulate(n, (a, b) -> a + b < 0 ? Long.MAX_VALUE : a + b);
+      schedule();
+    }
+
+    @Override
+    public void cancel() {
+      cancelled = true;
+      request.cancel();
+    }
+
+    void schedule() {
+      if (work.getAndIncrement() == 0) executor.execute(this::deliver);
+    }
+
+    private void deliver() {
+      int missed = 1;
+      do {
+        if (!subscribed) {
+          subscribed = true;
+          subscriber.onSubscribe(this);
         }
-        return null;
+        while (!cancelled && demand.get() > 0 && !chunks.isEmpty()) {
+          demand.decrementAndGet();
+          subscriber.onNext(chunks.poll());
+        }
+        if (ended && chunks.isEmpty() && !terminated && !cancelled) {
+          terminated = true;
+          if (failure == null) {
+            subscriber.onComplete();
+          } else {
+            subscriber.onError(failure);
+          }
+        }
+        missed = work.addAndGet(-missed);
+      } while (missed != 0);
+    }
+  }
+
+  /** publisher(ForkJoinPool.commonPool()). */
+  public java.util.concurrent.Flow.Publisher<String> publisher() {
+    return publisher(java.util.concurrent.ForkJoinPool.commonPool());
+  }
+
+  /**
+   * The committed text as a reactive stream: the session's dispatcher thread reads each chunk as
+   * it is committed and the subscriber receives it on `executor`, with back-pressure (chunks
+   * wait in memory for demand), then onComplete, or onError with the CancellationException or
+   * Llm42Exception that ended the stream. Reading consumes the stream: one subscriber (a second
+   * gets onError). A subscriber that cancels cancels the request; closing the request cancels
+   * it and waits for the stream to end.
+   */
+  public java.util.concurrent.Flow.Publisher<String> publisher(java.util.concurrent.Executor executor) {
+    return subscriber -> {
+      TextSubscription subscription = new TextSubscription(this, subscriber, executor);
+      if (!published.compareAndSet(false, true)) {
+        subscription.end(new IllegalStateException("a request's text can be subscribed to once"));
+        return;
+      }
+      subscription.schedule();  // onSubscribe
+      serve(() -> {
+        try {
+          for (String chunk; (chunk = readText(0)) != null;) {
+            if (chunk.isEmpty()) return false;  // nothing more yet: the next commit is news again
+            subscription.push(chunk);
+          }
+          subscription.end(null);
+        } catch (RuntimeException e) {
+          subscription.end(e);
+        }
+        return true;
       });
     };
   }
 
-  /**
-   * Completes with this request once it has finished well (on the common pool), or exceptionally
-   * with the CancellationException or Llm42Exception it ended with. Cancelling the future cancels
-   * the request.
-   */
+  /** completion(ForkJoinPool.commonPool()). */
   public java.util.concurrent.CompletableFuture<Request> completion() {
-    java.util.concurrent.CompletableFuture<Request> f = inBackground(() -> {
-      waitFor(-1);
-      checkStatus();
-      return this;
-    });
+    return completion(java.util.concurrent.ForkJoinPool.commonPool());
+  }
+
+  /**
+   * Completes on `executor` with this request once it has finished well, or exceptionally with
+   * the CancellationException or Llm42Exception it ended with; the session's dispatcher thread
+   * watches for the end, so no thread waits per request. Cancelling the future cancels the
+   * request. The text stays readable (outputText, or the stream).
+   */
+  public java.util.concurrent.CompletableFuture<Request> completion(java.util.concurrent.Executor executor) {
+    java.util.concurrent.CompletableFuture<Request> f = new java.util.concurrent.CompletableFuture<>();
     f.whenComplete((v, e) -> {
       if (f.isCancelled()) cancel();
+    });
+    serve(() -> {
+      if (!isFinished()) return false;
+      RuntimeException failure = null;
+      try {
+        checkStatus();
+      } catch (RuntimeException e) {
+        failure = e;
+      }
+      // Wrapped, so that get() throws ExecutionException with it as the cause (a bare
+      // CancellationException would read as the future itself cancelled).
+      final RuntimeException why = failure == null ? null : new java.util.concurrent.CompletionException(failure);
+      executor.execute(() -> {
+        if (why == null) {
+          f.complete(this);
+        } else {
+          f.completeExceptionally(why);
+        }
+      });
+      return true;
     });
     return f;
   }

@@ -183,7 +183,7 @@ def _context_manager(cls):
     return cls
 
 
-for _cls in (Determinism, SessionOptions, Session, RequestOptions, Request):
+for _cls in (Determinism, SessionOptions, Session, RequestOptions, Request, Watcher):
     _context_manager(_cls)
 
 
@@ -199,24 +199,235 @@ def _iter_text(self):
 Request.__iter__ = _iter_text
 
 
+class _Dispatcher:
+    """Serves every async stream of a session from one thread, which runs while any stream is
+    open: it waits on a Watcher for the
+    requests with news and runs their streams' readers, which read without waiting and hand the
+    results to the event loop awaiting them (call_soon_threadsafe). So 64 concurrent `async for`
+    loops cost one thread, not 64 executor threads, and no llm42 thread ever runs Python code."""
+
+    def __init__(self):
+        import threading
+        self._watcher = Watcher()
+        self._lock = threading.Lock()
+        self._tags = {}      # id(request) -> tag
+        self._streams = {}   # tag -> (request, {stream id: reader})
+        self._next_tag = 0
+        self._running = False  # a thread serves the streams; it ends when the last one has ended
+
+    def open(self, request, reader):
+        """Runs reader() on the dispatcher thread at each news of `request` (at once when it has
+        some already) until it returns True; returns the stream's key for close()."""
+        key = object()
+        with self._lock:
+            tag = self._tags.get(id(request))
+            if tag is None:
+                tag = self._tags[id(request)] = self._next_tag
+                self._next_tag = (self._next_tag + 1) & 0x7FFFFFFF
+                self._streams[tag] = (request, {})
+            self._streams[tag][1][key] = reader
+            if not self._running:
+                import threading
+                self._running = True
+                threading.Thread(target=self._run, name="llm42-dispatcher", daemon=True).start()
+        try:
+            self._watcher.add(request, tag)
+        except BaseException:  # the request was closed meanwhile
+            self.close(request, key)
+            raise
+        return key
+
+    def close(self, request, key):
+        with self._lock:
+            tag = self._tags.get(id(request))
+            if tag is None:
+                return
+            readers = self._streams[tag][1]
+            readers.pop(key, None)
+            if readers:
+                return
+            del self._streams[tag], self._tags[id(request)]
+        try:
+            self._watcher.remove(request)
+        except Llm42Exception:
+            pass  # the request was closed: it reports to nobody now
+
+    def _run(self):
+        while True:
+            try:
+                tags = self._watcher.wait(-1)
+            except Llm42Exception:  # the watcher is gone
+                return
+            for tag in tags:
+                with self._lock:
+                    request, readers = self._streams.get(tag, (None, {}))
+                    readers = list(readers.items())
+                for key, reader in readers:
+                    try:
+                        ended = reader()
+                    except Exception:  # a reader's failure ends its own stream only
+                        ended = True
+                    if ended:
+                        self.close(request, key)
+            with self._lock:
+                if not self._streams:
+                    self._running = False
+                    return
+
+
+class _Served:
+    """An async stream of a request, open on its session's dispatcher: ended is set once its
+    reader has run to the end, which Request.close() waits for."""
+
+    def __init__(self, request, reader):
+        import threading
+        session = getattr(request, "_session", None)
+        if session is None:
+            raise Llm42Exception(LLM42_FAILED_PRECONDITION, "this request's session is unknown")
+        self.request, self.ended = request, threading.Event()
+
+        def run():
+            done = True
+            try:
+                done = reader()
+            finally:
+                if done:
+                    self.ended.set()
+            return done
+        with _DISPATCHER_LOCK:
+            self.dispatcher = getattr(session, "_llm42_dispatcher", None)
+            if self.dispatcher is None:
+                self.dispatcher = session._llm42_dispatcher = _Dispatcher()
+            request.__dict__.setdefault("_llm42_streams", set()).add(self)
+        try:
+            self.key = self.dispatcher.open(request, run)
+        except BaseException:
+            self.ended.set()
+            self._forget()
+            raise
+
+    def close(self):
+        self.dispatcher.close(self.request, self.key)
+        self.ended.set()
+        self._forget()
+
+    def _forget(self):
+        with _DISPATCHER_LOCK:
+            self.request.__dict__.get("_llm42_streams", set()).discard(self)
+
+
+def _deliver(loop, queue, item):
+    """Hands item to the coroutine awaiting `queue` on `loop`; False when that loop is gone."""
+    try:
+        loop.call_soon_threadsafe(queue.put_nowait, item)
+        return True
+    except RuntimeError:  # the loop is closed: nobody awaits this stream any more
+        return False
+
+
 async def _aiter_text(self):
-    """`async for`: each chunk is awaited on the event loop's executor (read_text releases the
-    GIL while it waits), so the loop keeps running. Cancelling the task that iterates cancels the
-    request; a request that ends cancelled or failed raises CancelledError / Llm42Exception."""
+    """`async for`: chunks arrive from the session's dispatcher thread (one for all its streams),
+    so the loop keeps running and no thread waits per stream. Cancelling the task that iterates
+    cancels the request; a request that ends cancelled or failed raises CancelledError /
+    Llm42Exception."""
+    import asyncio
+    loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+
+    def reader():  # on the dispatcher thread: True once the stream ended
+        try:
+            while True:
+                chunk = self.read_text(0)
+                if chunk == "":
+                    return False  # nothing more yet: its next commit is news again
+                if not _deliver(loop, queue, (chunk, None)) or chunk is None:
+                    return True
+        except Exception as e:  # the end of a failed or cancelled request, or a closed one
+            _deliver(loop, queue, (None, e))
+            return True
+
+    served = _Served(self, reader)
+    try:
+        while True:
+            chunk, error = await queue.get()
+            if error is not None:
+                raise error
+            if chunk is None:
+                return
+            yield chunk
+    except (asyncio.CancelledError, GeneratorExit):
+        self.cancel()
+        raise
+    finally:
+        served.close()
+
+
+async def _completion(self):
+    """Awaits the end of the request (the session's dispatcher thread watches for it: no thread
+    waits per request) and returns it; raises CancelledError or the Llm42Exception for the status
+    it ended with. Cancelling the awaiting task cancels the request. The text stays readable
+    (output_text(), or the stream)."""
     import asyncio
     loop = asyncio.get_running_loop()
-    while True:
+    future = loop.create_future()
+
+    def settle(error):
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(self)
+
+    def reader():
+        if not self.is_finished():
+            return False
         try:
-            chunk = await loop.run_in_executor(None, self.read_text, -1)
-        except asyncio.CancelledError:
+            self.check_status()
+            error = None
+        except Exception as e:
+            error = e
+        try:
+            loop.call_soon_threadsafe(settle, error)
+        except RuntimeError:
+            pass  # the loop is closed
+        return True
+
+    served = _Served(self, reader)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        if not future.done() or future.cancelled():
             self.cancel()
-            raise
-        if chunk is None:
-            return
-        yield chunk
+        raise
+    finally:
+        served.close()
 
 
 Request.__aiter__ = _aiter_text
+Request.completion = _completion
+_Session_submit = Session.submit
+
+
+def _submit(self, options):
+    request = _Session_submit(self, options)
+    request._session = self  # its async forms use this session's dispatcher
+    return request
+
+
+_Request_close = Request.close
+
+
+def _close_request(self):
+    """Cancels and frees the request; its async streams (served by the dispatcher) first see the
+    cancelled end, so none of them waits on a request that is gone."""
+    with _DISPATCHER_LOCK:
+        streams = list(self.__dict__.get("_llm42_streams", ()))
+    if streams:
+        self.cancel()
+        for served in streams:
+            served.ended.wait()
+    _Request_close(self)
+
+
+Session.submit = _submit
+Request.close = _close_request
+_DISPATCHER_LOCK = __import__("threading").Lock()
 
 
 def log_messages():

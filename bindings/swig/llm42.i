@@ -142,6 +142,7 @@ struct llm42_swig_session_options : llm42_swig::Box<llm42_session_options> { usi
 struct llm42_swig_session : llm42_swig::Box<llm42_session> { using Box::Box; };
 struct llm42_swig_request_options : llm42_swig::Box<llm42_request_options> { using Box::Box; };
 struct llm42_swig_request : llm42_swig::Box<llm42_request> { using Box::Box; };
+struct llm42_swig_watcher : llm42_swig::Box<llm42_watcher> { using Box::Box; };
 %}
 
 %include <stdint.i>
@@ -184,6 +185,7 @@ enum class llm42_swig_finish_reason { NONE = 0, STOP = 1, LENGTH = 2, CANCELLED 
 %rename(RequestOptions) llm42_swig_request_options;
 %rename(Request) llm42_swig_request;
 %rename(ReceiptCheck) llm42_swig_receipt_check;
+%rename(Watcher) llm42_swig_watcher;
 %nodefaultctor llm42_swig_receipt_check;  // checks come from Session.verify_receipt
 %nodefaultctor llm42_swig_request;  // requests come from Session.submit
 struct llm42_swig_determinism {};
@@ -192,9 +194,45 @@ struct llm42_swig_session {};
 struct llm42_swig_request_options {};
 struct llm42_swig_request {};
 struct llm42_swig_receipt_check {};
+struct llm42_swig_watcher {};
 
 %newobject llm42_swig_session::submit;
 %newobject llm42_swig_session::verify_receipt;
+
+/* Watcher: one thread waiting on many requests (llm42_watcher_*). Each language's async forms use
+ * one per session, from a dispatcher thread of that language, so no llm42 thread ever calls into
+ * the host runtime. Tags are the caller's ints. */
+%extend llm42_swig_watcher {
+  llm42_swig_watcher() {
+    llm42_watcher* h = nullptr;
+    llm42_swig::Check(llm42_watcher_create(&h));
+    return new llm42_swig_watcher(h);
+  }
+  ~llm42_swig_watcher() { $self->Delete(); }
+  /* Wakes a wait in progress, which then returns its tags (or none). */
+  void close() { $self->Close(); }
+  void add(llm42_swig_request* request, int32_t tag) {
+    llm42_swig::Check(llm42_watcher_add(llm42_swig::Handle($self, "Watcher"), llm42_swig::Handle(request, "Request"),
+                                        static_cast<uint64_t>(static_cast<uint32_t>(tag))));
+  }
+  void remove(llm42_swig_request* request) {
+    llm42_swig::Check(llm42_watcher_remove(llm42_swig::Handle($self, "Watcher"), llm42_swig::Handle(request, "Request")));
+  }
+  /* The tags of requests with news (new text or tokens, or the end), each once; empty when
+   * timeout_ms (-1 = forever) passed with none, or after wake(). */
+  std::vector<int32_t> wait(int32_t timeout_ms) {
+    const auto use = llm42_swig::Handle($self, "Watcher");
+    uint64_t tags[256];
+    size_t n = 0;
+    const llm42_status s = llm42_watcher_wait(use, tags, 256, &n, timeout_ms);
+    if (s == LLM42_TIMEOUT) return std::vector<int32_t>();
+    llm42_swig::Check(s);
+    std::vector<int32_t> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(static_cast<uint32_t>(tags[i]));
+    return out;
+  }
+  void wake() { llm42_swig::Check(llm42_watcher_wake(llm42_swig::Handle($self, "Watcher"))); }
+}
 
 %extend llm42_swig_receipt_check {
   ~llm42_swig_receipt_check() { delete $self; }

@@ -539,8 +539,35 @@ LLM42_API llm42_status llm42_request_effective_seed(const llm42_request* request
  * OUT_OF_RANGE with *n_bytes = the size when the buffer is smaller. */
 LLM42_API llm42_status llm42_request_receipt(llm42_request* request, void* buf, size_t capacity,
                                              size_t* n_bytes);
-/* Cancels if still running, then frees the handle. Must not be called from its own callback. */
+/* Cancels if still running, then frees the handle (and stops its reports to every watcher).
+ * Must not be called from its own callback. */
 LLM42_API void llm42_request_destroy(llm42_request* request);
+
+/* ---- Waiting on many requests from one thread ----------------------------------------------
+ * A watcher lets one thread serve any number of streams (an event loop, the bindings' async
+ * dispatchers): add each request under a tag of your choosing; llm42_watcher_wait returns the
+ * tags of the requests with news (newly committed tokens or text, or the end), each once
+ * however many commits it had, oldest news first; then read each one with timeout 0 until it
+ * has nothing more. A commit after that read is reported again, so nothing is missed. A
+ * watcher never calls you: no llm42 thread enters your code. Any thread may use a watcher;
+ * destroy it only when no other call is using it. */
+typedef struct llm42_watcher llm42_watcher;
+LLM42_API llm42_status llm42_watcher_create(llm42_watcher** out);
+/* Requests still added stop reporting to it; they are not cancelled. */
+LLM42_API void llm42_watcher_destroy(llm42_watcher* watcher);
+/* Reports the request's news under `tag` from now on (adding it again replaces the tag), and at
+ * once when it already has unread output or has ended. A request may be added to several
+ * watchers. */
+LLM42_API llm42_status llm42_watcher_add(llm42_watcher* watcher, llm42_request* request, uint64_t tag);
+/* Stops the request's reports (a report already queued stays). OK when it was not added. */
+LLM42_API llm42_status llm42_watcher_remove(llm42_watcher* watcher, llm42_request* request);
+/* Waits up to timeout_ms (0 = don't wait, -1 = forever) for news, then writes up to capacity
+ * tags (the rest stay for the next call) and *n_tags. OK with *n_tags possibly 0 after
+ * llm42_watcher_wake; TIMEOUT when the wait ended with no news. */
+LLM42_API llm42_status llm42_watcher_wait(llm42_watcher* watcher, uint64_t* tags, size_t capacity,
+                                          size_t* n_tags, int32_t timeout_ms);
+/* Ends the wait in progress, or the next one, at once (to add requests or shut down). */
+LLM42_API llm42_status llm42_watcher_wake(llm42_watcher* watcher);
 
 /* What llm42_session_verify_receipt found. */
 typedef enum llm42_receipt_outcome {

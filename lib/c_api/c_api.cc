@@ -12,6 +12,7 @@
 #include "llm42/llm42_testing.h"
 #include "lib/backend/backend.h"
 #include "lib/engine/session.h"
+#include "lib/engine/watcher.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
 #include "lib/util/thread_scratch.h"
@@ -33,6 +34,10 @@ struct llm42_request_options {
 struct llm42_request {
   std::shared_ptr<llm42::Request> impl;
   llm42_token_callback callback = nullptr;
+};
+
+struct llm42_watcher {
+  std::shared_ptr<llm42::Watcher> impl = std::make_shared<llm42::Watcher>();
 };
 
 namespace {
@@ -792,7 +797,55 @@ void llm42_request_destroy(llm42_request* r) {
   if (r == nullptr) return;
   r->impl->Cancel();
   r->impl->DetachCallback();
+  r->impl->Unwatch(nullptr);
   delete r;
+}
+
+llm42_status llm42_watcher_create(llm42_watcher** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = new llm42_watcher;
+    return LLM42_OK;
+  });
+}
+
+void llm42_watcher_destroy(llm42_watcher* w) { delete w; }
+
+llm42_status llm42_watcher_add(llm42_watcher* w, llm42_request* r, uint64_t tag) {
+  return Guard([&] {
+    LLM42_REQUIRE(w != nullptr, "watcher is NULL");
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    r->impl->Watch(w->impl, tag);
+    return LLM42_OK;
+  });
+}
+
+llm42_status llm42_watcher_remove(llm42_watcher* w, llm42_request* r) {
+  return Guard([&] {
+    LLM42_REQUIRE(w != nullptr, "watcher is NULL");
+    LLM42_REQUIRE(r != nullptr, "request is NULL");
+    r->impl->Unwatch(w->impl.get());
+    return LLM42_OK;
+  });
+}
+
+llm42_status llm42_watcher_wait(llm42_watcher* w, uint64_t* tags, size_t capacity, size_t* n_tags,
+                                int32_t timeout_ms) {
+  return Guard([&] {
+    LLM42_REQUIRE(w != nullptr, "watcher is NULL");
+    LLM42_REQUIRE(tags != nullptr || capacity == 0, "tags is NULL");
+    LLM42_REQUIRE(n_tags != nullptr, "n_tags is NULL");
+    if (w->impl->Wait(tags, capacity, n_tags, timeout_ms)) return LLM42_OK;
+    return Fail(LLM42_TIMEOUT, "no watched request had news before the timeout");
+  });
+}
+
+llm42_status llm42_watcher_wake(llm42_watcher* w) {
+  return Guard([&] {
+    LLM42_REQUIRE(w != nullptr, "watcher is NULL");
+    w->impl->Wake();
+    return LLM42_OK;
+  });
 }
 
 llm42_status llm42_session_verify_receipt(llm42_session* s, const void* receipt, size_t n_bytes,

@@ -1,21 +1,10 @@
 #include "lib/engine/request.h"
 
+#include <algorithm>
+
 #include "lib/util/utf8.h"
 
 namespace llm42 {
-namespace {
-
-// Waits on `cond` under `mu` for up to timeout_ms (negative = forever).
-bool AwaitWithTimeout(Mutex& mu, const absl::Condition& cond, int32_t timeout_ms)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-  if (timeout_ms < 0) {
-    mu.Await(cond);
-    return true;
-  }
-  return mu.AwaitWithTimeout(cond, absl::Milliseconds(timeout_ms));
-}
-
-}  // namespace
 
 Request::Request(RequestOptions options, std::vector<int32_t> prompt, uint64_t seed)
     : options_(std::move(options)), prompt_(std::move(prompt)), seed_(seed) {
@@ -28,7 +17,7 @@ absl::Status Request::ReadTokens(int32_t* out, size_t capacity, size_t* n, int32
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return finished_ || tokens_read_ < tokens_.size();
   };
-  AwaitWithTimeout(mu_, absl::Condition(&ready), timeout_ms);
+  mu_.AwaitMs(absl::Condition(&ready), timeout_ms);
   const size_t available = tokens_.size() - tokens_read_;
   if (available == 0) {
     *n = 0;
@@ -50,7 +39,7 @@ absl::Status Request::ReadText(char* out, size_t capacity, size_t* n, int32_t ti
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return finished_ || text_read_ < text_.size();
   };
-  AwaitWithTimeout(mu_, absl::Condition(&ready), timeout_ms);
+  mu_.AwaitMs(absl::Condition(&ready), timeout_ms);
   const size_t available = text_.size() - text_read_;
   if (available == 0) {
     *n = 0;
@@ -75,7 +64,7 @@ absl::Status Request::ReadText(char* out, size_t capacity, size_t* n, int32_t ti
 
 bool Request::Wait(int32_t timeout_ms) {
   MutexLock lock(&mu_);
-  return AwaitWithTimeout(mu_, absl::Condition(&finished_), timeout_ms);
+  return mu_.AwaitMs(absl::Condition(&finished_), timeout_ms);
 }
 
 void Request::DetachCallback() {
@@ -175,12 +164,37 @@ void Request::Commit(std::span<const int32_t> tokens, std::span<const float> log
                         text.data(), text.size(), finished ? 1 : 0);
     }
   }
-  if (finished) {
+  std::vector<std::pair<std::shared_ptr<Watcher>, uint64_t>> watchers;
+  {
     MutexLock lock(&mu_);
-    finished_ = true;
-    reason_ = reason;
-    status_ = std::move(status);
+    if (finished) {
+      finished_ = true;
+      reason_ = reason;
+      status_ = std::move(status);
+    }
+    if (!tokens.empty() || !text.empty() || finished) watchers = watchers_;
   }
+  for (const auto& [watcher, tag] : watchers) watcher->Notify(tag);
+}
+
+void Request::Watch(std::shared_ptr<Watcher> watcher, uint64_t tag) {
+  bool news = false;
+  {
+    MutexLock lock(&mu_);
+    auto it = std::find_if(watchers_.begin(), watchers_.end(), [&](const auto& w) { return w.first == watcher; });
+    if (it != watchers_.end()) {
+      it->second = tag;
+    } else {
+      watchers_.emplace_back(watcher, tag);
+    }
+    news = finished_ || tokens_read_ < tokens_.size() || text_read_ < text_.size();
+  }
+  if (news) watcher->Notify(tag);
+}
+
+void Request::Unwatch(const Watcher* watcher) {
+  MutexLock lock(&mu_);
+  std::erase_if(watchers_, [&](const auto& w) { return watcher == nullptr || w.first.get() == watcher; });
 }
 
 }  // namespace llm42

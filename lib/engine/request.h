@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -15,6 +16,7 @@
 #include "absl/time/time.h"
 #include "lib/engine/options.h"
 #include "lib/engine/stat.h"
+#include "lib/engine/watcher.h"
 #include "lib/sampling/sampler.h"
 #include "lib/util/mutex.h"
 
@@ -54,6 +56,12 @@ class Request {
   // the next character does not fit.
   absl::Status ReadText(char* out, size_t capacity, size_t* n, int32_t timeout_ms);
   bool Wait(int32_t timeout_ms);
+  // Reports every later commit of new tokens or text, and the end, to `watcher` under `tag` (a
+  // second Watch with the same watcher replaces the tag); reports at once too when output is
+  // unread or the request has ended, so a watcher added late misses nothing.
+  void Watch(std::shared_ptr<Watcher> watcher, uint64_t tag);
+  // Stops reporting to `watcher`, or to every watcher when it is null.
+  void Unwatch(const Watcher* watcher);
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
   // Stops callbacks; returns once none is running. Must not be called from the callback.
   void DetachCallback();
@@ -107,6 +115,8 @@ class Request {
   std::shared_ptr<ReceiptContext> receipts_;
   // Indexed by Stat; TIME_TO_FIRST_TOKEN_US is -1 until the first commit.
   std::array<int64_t, kStatCount> counts_ ABSL_GUARDED_BY(mu_) = {};
+
+  std::vector<std::pair<std::shared_ptr<Watcher>, uint64_t>> watchers_ ABSL_GUARDED_BY(mu_);
 
   // Held while a callback runs, so DetachCallback can wait it out.
   Mutex callback_mu_;

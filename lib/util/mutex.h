@@ -10,6 +10,8 @@
 // can order it; so under TSan Await waits on a CondVar that every Unlock signals and evaluates
 // its condition itself, on its own thread with the lock held. In other builds the annotations
 // compile to nothing and Await is absl's.
+#include <cstdint>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -59,6 +61,14 @@ class ABSL_LOCKABLE Mutex {
 #else
     return mu_.AwaitWithTimeout(cond, timeout);
 #endif
+  }
+  // The ABI's timeouts: waits up to timeout_ms, or forever when it is negative.
+  bool AwaitMs(const absl::Condition& cond, int32_t timeout_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    if (timeout_ms < 0) {
+      Await(cond);
+      return true;
+    }
+    return AwaitWithTimeout(cond, absl::Milliseconds(timeout_ms));
   }
 
  private:

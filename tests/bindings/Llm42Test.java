@@ -227,6 +227,69 @@ public class Llm42Test {
     }
   }
 
+  // 64 concurrent publishers and completion futures on one session are served by one dispatcher
+  // thread (which ends with the last stream) and delivered on the executor given; every stream has
+  // llama.cpp's greedy tokens. The old publisher and completion() fail it: they blocked a reader
+  // thread per stream (supplyAsync's pool) and had no dispatcher.
+  @Test
+  public void oneDispatcherThreadServes64Streams() throws Exception {
+    java.util.concurrent.ExecutorService executor = java.util.concurrent.Executors.newFixedThreadPool(2, task -> {
+      Thread t = new Thread(task, "test-executor");
+      t.setDaemon(true);
+      return t;
+    });
+    int before = Thread.activeCount() + 2;  // the executor's two
+    java.util.List<Request> requests = new java.util.ArrayList<>();
+    java.util.Map<Integer, StringBuilder> texts = new java.util.concurrent.ConcurrentHashMap<>();
+    java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(64);
+    java.util.Set<String> deliveredOn = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    try (RequestOptions ro = prompt(8)) {
+      ro.setIgnoreEos(true);
+      for (int i = 0; i < 64; ++i) requests.add(session.submit(ro));
+      for (int i = 0; i < 64; ++i) {
+        final int index = i;
+        final StringBuilder text = new StringBuilder();
+        texts.put(i, text);
+        if (i < 48) {
+          requests.get(i).publisher(executor).subscribe(new java.util.concurrent.Flow.Subscriber<String>() {
+            public void onSubscribe(java.util.concurrent.Flow.Subscription s) { s.request(Long.MAX_VALUE); }
+            public void onNext(String chunk) {
+              deliveredOn.add(Thread.currentThread().getName());
+              synchronized (text) { text.append(chunk); }
+            }
+            public void onError(Throwable e) { fail(index + ": " + e); }
+            public void onComplete() { done.countDown(); }
+          });
+        } else {
+          requests.get(i).completion(executor).thenAccept(r -> {
+            deliveredOn.add(Thread.currentThread().getName());
+            synchronized (text) { text.append(r.outputText()); }
+            done.countDown();
+          });
+        }
+      }
+      int peak = 0;
+      java.util.Set<Long> dispatchers = new java.util.HashSet<>();
+      while (!done.await(2, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+        peak = Math.max(peak, Thread.activeCount());
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+          if (t.getName().equals("llm42-dispatcher")) dispatchers.add(t.getId());
+        }
+      }
+      assertEquals(1, dispatchers.size());  // one thread served them all (it ends with the last stream)
+      assertTrue("threads grew by " + (peak - before), peak - before <= 1);
+      assertEquals(java.util.Set.of("test-executor"), deliveredOn);
+      int[] want = Arrays.copyOf(expected(), 8);
+      for (int i = 0; i < 64; ++i) {
+        assertArrayEquals(want, requests.get(i).outputTokens());
+        synchronized (texts.get(i)) { assertEquals(requests.get(i).outputText(), texts.get(i).toString()); }
+      }
+    } finally {
+      for (Request r : requests) r.close();
+      executor.shutdown();
+    }
+  }
+
   // Request is an Iterable<String> over the streamed text, and completes as a future.
   @Test
   public void iteratesAndCompletes() throws Exception {

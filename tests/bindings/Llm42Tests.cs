@@ -262,6 +262,78 @@ public class Llm42Tests {
     }
   }
 
+  // 64 concurrent ReadTextAsync loops and CompletionAsync awaits on one session, served by the
+  // session's dispatcher thread: every stream has llama.cpp's greedy tokens.
+  [Test]
+  public void OneDispatcherThreadServes64Streams() {
+    var requests = new System.Collections.Generic.List<Request>();
+    try {
+      using (var ro = Prompt(8)) {
+        ro.SetIgnoreEos(true);
+        for (int i = 0; i < 64; ++i) requests.Add(session.Submit(ro));
+      }
+      var streams = new System.Threading.Tasks.Task<string>[64];
+      for (int i = 0; i < 64; ++i) {
+        Request r = requests[i];
+        streams[i] = i < 48 ? ReadAllAsync(r) : r.CompletionAsync().ContinueWith(t => t.Result.OutputText());
+      }
+      Assert.IsTrue(System.Threading.Tasks.Task.WaitAll(streams, 60000));
+      int[] want = Expected().Take(8).ToArray();
+      for (int i = 0; i < 64; ++i) {
+        Assert.AreEqual(want, requests[i].OutputTokens());
+        Assert.AreEqual(requests[i].OutputText(), streams[i].Result);
+      }
+    } finally {
+      foreach (var r in requests) r.Dispose();
+    }
+  }
+
+  // Pending async reads hold no thread: 64 ReadTextAsync and CompletionAsync calls on requests
+  // queued behind a long one (one running request at a time) leave a thread pool capped at the
+  // processor count free to run other work. Checked to fail with ReadTextAsync and CompletionAsync
+  // waiting on the thread pool (the marker task never ran: every pool thread sat in a read).
+  [Test]
+  public void PendingAsyncReadsHoldNoThread() {
+    int maxWorkers, maxIo, minWorkers, minIo;
+    System.Threading.ThreadPool.GetMaxThreads(out maxWorkers, out maxIo);
+    System.Threading.ThreadPool.GetMinThreads(out minWorkers, out minIo);
+    var requests = new System.Collections.Generic.List<Request>();
+    Session one;
+    using (var so = new SessionOptions()) {
+      so.SetModelPath(Model);
+      so.SetThreads(1);
+      so.SetMaxRunningRequests(1);
+      one = new Session(so);
+    }
+    try {
+      Request first;
+      using (var ro = Prompt(1900)) {
+        ro.SetIgnoreEos(true);
+        first = one.Submit(ro);  // runs alone for a while: the others wait in the queue
+        requests.Add(first);
+        for (int i = 0; i < 64; ++i) requests.Add(one.Submit(ro));
+      }
+      Assert.IsTrue(System.Threading.ThreadPool.SetMaxThreads(Math.Max(minWorkers, Environment.ProcessorCount), maxIo));
+      var pending = new System.Collections.Generic.List<System.Threading.Tasks.Task>();
+      for (int i = 1; i <= 64; ++i) {
+        pending.Add(i % 2 == 0 ? (System.Threading.Tasks.Task)requests[i].ReadTextAsync() : requests[i].CompletionAsync());
+      }
+      var marker = System.Threading.Tasks.Task.Run(() => 42);
+      Assert.IsTrue(marker.Wait(10000), "the thread pool is held by pending reads");
+      Assert.IsFalse(pending.Any(t => t.IsCompleted));  // still queued behind the first request
+    } finally {
+      System.Threading.ThreadPool.SetMaxThreads(maxWorkers, maxIo);
+      foreach (var r in requests) r.Dispose();
+      one.Dispose();
+    }
+  }
+
+  static async System.Threading.Tasks.Task<string> ReadAllAsync(Request r) {
+    var text = new System.Text.StringBuilder();
+    for (string chunk; (chunk = await r.ReadTextAsync().ConfigureAwait(false)) != null;) text.Append(chunk);
+    return text.ToString();
+  }
+
   // Seeds are ulong: one above 2^63 round-trips.
   [Test]
   public void SeedsTakeAll64Bits() {

@@ -134,7 +134,7 @@ class BindingTest(unittest.TestCase):
         stub = {}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
-                stub[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)
+                stub[node.name] = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                                    and not n.name.startswith("_")}
                 stub[node.name] |= {t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets}
             elif isinstance(node, ast.FunctionDef):
@@ -372,6 +372,49 @@ class BindingTest(unittest.TestCase):
             asyncio.run(consume_then_cancel(r))
             self.assertTrue(r.wait_for(10000))
             self.assertEqual(r.status(), llm42.Status.CANCELLED)
+
+    def test_one_dispatcher_thread_serves_64_async_streams(self):
+        # 64 concurrent `async for` loops and completion() awaits on one session: every stream
+        # gets llama.cpp's greedy tokens, and the only thread they add is the session's
+        # dispatcher (which ends with the last stream). Checked to fail with __aiter__ and
+        # completion() waiting on the loop's executor (a blocked executor thread per stream, up to
+        # the executor's size: 6 more threads on two cores, and no dispatcher).
+        import asyncio
+        before = threading.active_count()
+        peak = [0]
+        dispatchers = set()
+
+        async def main():
+            done = asyncio.Event()
+
+            async def sample():
+                while not done.is_set():
+                    peak[0] = max(peak[0], threading.active_count())
+                    dispatchers.update(t.ident for t in threading.enumerate() if t.name == "llm42-dispatcher")
+                    await asyncio.sleep(0.002)
+
+            async def stream(r):
+                return "".join([chunk async for chunk in r])
+
+            requests = [self.session.submit(ro) for _ in range(64)]
+            sampler = asyncio.ensure_future(sample())
+            texts = await asyncio.gather(*[stream(r) for r in requests[:48]],
+                                         *[r.completion() for r in requests[48:]])
+            done.set()
+            await sampler
+            return requests, texts
+
+        with request_options(max_tokens=8, ignore_eos=True) as ro:
+            requests, texts = asyncio.run(main())
+        try:
+            for r, text in zip(requests, texts):
+                self.assertEqual(r.output_tokens(), EXPECTED[:8])
+                self.assertEqual(text if isinstance(text, str) else text.output_text(), r.output_text())
+            self.assertEqual(len(dispatchers), 1)  # one thread served them all
+            self.assertLessEqual(peak[0] - before, 1)
+        finally:
+            for r in requests:
+                r.close()
 
     def test_seeds_take_all_64_bits(self):
         high = 2**64 - 5  # above 2**63: negative in a signed binding
