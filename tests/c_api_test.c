@@ -597,6 +597,86 @@ static void TestWatcherServesManyStreams(llm42_session* s) {
   llm42_watcher_destroy(NULL);
 }
 
+/* Loading without blocking: progress climbs to 1 in steps the poller sees, the taken session
+ * generates llama.cpp's text, and a load cancelled mid-way ends CANCELLED with no session. Stages
+ * are slowed (llm42_testing_set_load_stage_delay) so that a poll lands between them. Checked to
+ * fail with LoadProgress::Reach ignoring Cancel (the load then completes: take returns OK). */
+static void TestSessionCreateAsync(void) {
+  llm42_session_options* so = NULL;
+  llm42_session_loader* l = NULL;
+  llm42_session* s = NULL;
+  float last = 0.0f, p;
+  int distinct = 0;
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_threads(so, 2), LLM42_OK);
+  EXPECT_STATUS(llm42_testing_set_load_stage_delay(20), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create_async(so, &l), LLM42_OK);
+  llm42_session_options_destroy(so); /* the loader copied them */
+  EXPECT_STATUS(llm42_session_loader_take(l, &s), LLM42_FAILED_PRECONDITION); /* still loading */
+  EXPECT(s == NULL);
+  while (llm42_session_loader_wait(l, 5) == LLM42_TIMEOUT) {
+    p = llm42_session_loader_progress(l);
+    EXPECT(p >= last && p < 1.0f);
+    if (p > last) ++distinct;
+    last = p;
+  }
+  EXPECT(distinct >= 3);
+  EXPECT(llm42_session_loader_progress(l) == 1.0f);
+  EXPECT_STATUS(llm42_session_loader_take(l, &s), LLM42_OK);
+  {
+    llm42_session* again = (llm42_session*)0x1;
+    EXPECT_STATUS(llm42_session_loader_take(l, &again), LLM42_FAILED_PRECONDITION); /* taken */
+    EXPECT(again == NULL);
+  }
+  if (s != NULL) {
+    char* text = NULL;
+    size_t len = 0;
+    llm42_request_options* ro = NULL;
+    EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 32), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_ignore_eos(ro, 1), LLM42_OK);
+    EXPECT_STATUS(llm42_session_generate(s, ro, &text, &len), LLM42_OK);
+    EXPECT(text != NULL && strcmp(text, kExpected) == 0);
+    llm42_free(text);
+    llm42_request_options_destroy(ro);
+    llm42_session_destroy(s);
+  }
+  llm42_session_loader_destroy(l);
+  /* Cancelled mid-way. */
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create_async(so, &l), LLM42_OK);
+  llm42_session_options_destroy(so);
+  while (llm42_session_loader_progress(l) < 0.2f) usleep(1000); /* into the layers' upload */
+  EXPECT_STATUS(llm42_session_loader_cancel(l), LLM42_OK);
+  EXPECT_STATUS(llm42_session_loader_wait(l, -1), LLM42_OK);
+  EXPECT_STATUS(llm42_session_loader_take(l, &s), LLM42_CANCELLED);
+  EXPECT(s == NULL);
+  llm42_session_loader_destroy(l);
+  /* Destroyed while loading: cancelled and waited for (ASan: nothing leaks or runs on). */
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create_async(so, &l), LLM42_OK);
+  llm42_session_options_destroy(so);
+  llm42_session_loader_destroy(l);
+  EXPECT_STATUS(llm42_testing_set_load_stage_delay(0), LLM42_OK);
+  /* A load that fails reports the failure at take. */
+  EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+  EXPECT_STATUS(llm42_session_options_set_model_path(so, "/nonexistent/model.gguf"), LLM42_OK);
+  EXPECT_STATUS(llm42_session_create_async(so, &l), LLM42_OK);
+  llm42_session_options_destroy(so);
+  EXPECT_STATUS(llm42_session_loader_wait(l, -1), LLM42_OK);
+  EXPECT_STATUS(llm42_session_loader_take(l, &s), LLM42_NOT_FOUND);
+  llm42_session_loader_destroy(l);
+  EXPECT(llm42_session_loader_progress(NULL) == -1.0f);
+  EXPECT_STATUS(llm42_session_loader_wait(NULL, 0), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_create_async(NULL, &l), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_testing_set_load_stage_delay(-1), LLM42_INVALID_ARGUMENT);
+  llm42_session_loader_destroy(NULL);
+}
+
 static void TestTokenizeDetokenize(llm42_session* s) {
   int32_t ids[16];
   size_t n = 0;
@@ -1001,6 +1081,7 @@ int main(int argc, char** argv) {
       llm42_session_destroy(s);
     }
   }
+  TestSessionCreateAsync();
   TestDeterministic();
   TestConversation();
   TestSavedConversation();

@@ -479,6 +479,30 @@ SWIGEXPORT void SWIGSTDCALL llm42_cs_floats_free(void* v) { delete static_cast<s
     }
   }
 
+  /// <summary>Creates a session without blocking: llm42 loads it on a thread of its own and this
+  /// polls it (SessionLoader) from the caller's context (in Unity the main thread, as IL2CPP asks),
+  /// reporting the progress (0..1, ending with 1) to <paramref name="progress"/>. Cancelling the
+  /// token cancels the load; the task then ends in OperationCanceledException.</summary>
+  public static async global::System.Threading.Tasks.Task<Session> OpenAsync(SessionOptions options,
+      global::System.IProgress<float> progress = null,
+      global::System.Threading.CancellationToken cancel = default(global::System.Threading.CancellationToken)) {
+    using (var loader = new SessionLoader(options)) {
+      cancel.ThrowIfCancellationRequested();  // disposing the loader cancels the load
+      float last = -1f;
+      while (!loader.WaitFor(0)) {
+        float fraction = loader.Progress();
+        if (progress != null && fraction > last) {
+          progress.Report(fraction);
+          last = fraction;
+        }
+        await global::System.Threading.Tasks.Task.Delay(20, cancel).ConfigureAwait(true);
+      }
+      Session session = loader.Take();
+      if (progress != null) progress.Report(1f);
+      return session;
+    }
+  }
+
   /// <summary>Queues a request (llm42_request_submit); its async forms are served by this session.</summary>
   public Request Submit(RequestOptions options) {
     Request request = SubmitNative(options);

@@ -183,7 +183,7 @@ def _context_manager(cls):
     return cls
 
 
-for _cls in (Determinism, SessionOptions, Session, RequestOptions, Request, Watcher):
+for _cls in (Determinism, SessionOptions, Session, RequestOptions, Request, Watcher, SessionLoader):
     _context_manager(_cls)
 
 
@@ -426,6 +426,29 @@ def _close_request(self):
 
 
 Session.submit = _submit
+
+
+async def open_session_async(options, progress=None, poll_seconds=0.02):
+    """Creates a session without blocking the event loop: llm42 loads it on a thread of its own
+    and this coroutine polls it (SessionLoader), calling progress(fraction) on the loop's thread
+    as the load advances (0..1, ending with 1.0). Cancelling the awaiting task cancels the load."""
+    import asyncio
+    with SessionLoader(options) as loader:
+        last = -1.0
+        try:
+            while not loader.wait_for(0):
+                fraction = loader.progress()
+                if progress is not None and fraction > last:
+                    progress(fraction)
+                    last = fraction
+                await asyncio.sleep(poll_seconds)
+        except asyncio.CancelledError:
+            loader.cancel()
+            raise
+        session = loader.take()
+        if progress is not None:
+            progress(1.0)
+        return session
 Request.close = _close_request
 _DISPATCHER_LOCK = __import__("threading").Lock()
 

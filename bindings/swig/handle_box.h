@@ -32,13 +32,16 @@ inline void DestroyHandle(llm42_session* h) { llm42_session_destroy(h); }
 inline void DestroyHandle(llm42_request_options* h) { llm42_request_options_destroy(h); }
 inline void DestroyHandle(llm42_request* h) { llm42_request_destroy(h); }
 inline void DestroyHandle(llm42_watcher* h) { llm42_watcher_destroy(h); }
+inline void DestroyHandle(llm42_session_loader* h) { llm42_session_loader_destroy(h); }
 
 // Makes the calls using a handle that is being closed return soon: a request is cancelled (as
-// destroying it would), a watcher's wait is woken; the other handles' calls never wait.
+// destroying it would), a watcher's wait is woken, a session's load is cancelled; the other
+// handles' calls never wait.
 template <typename H>
 void WakeUsers(H*) {}
 inline void WakeUsers(llm42_request* h) { llm42_request_cancel(h); }
 inline void WakeUsers(llm42_watcher* h) { llm42_watcher_wake(h); }
+inline void WakeUsers(llm42_session_loader* h) { llm42_session_loader_cancel(h); }
 
 template <typename B>
 class Use;

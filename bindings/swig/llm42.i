@@ -143,6 +143,7 @@ struct llm42_swig_session : llm42_swig::Box<llm42_session> { using Box::Box; };
 struct llm42_swig_request_options : llm42_swig::Box<llm42_request_options> { using Box::Box; };
 struct llm42_swig_request : llm42_swig::Box<llm42_request> { using Box::Box; };
 struct llm42_swig_watcher : llm42_swig::Box<llm42_watcher> { using Box::Box; };
+struct llm42_swig_session_loader : llm42_swig::Box<llm42_session_loader> { using Box::Box; };
 %}
 
 %include <stdint.i>
@@ -186,6 +187,7 @@ enum class llm42_swig_finish_reason { NONE = 0, STOP = 1, LENGTH = 2, CANCELLED 
 %rename(Request) llm42_swig_request;
 %rename(ReceiptCheck) llm42_swig_receipt_check;
 %rename(Watcher) llm42_swig_watcher;
+%rename(SessionLoader) llm42_swig_session_loader;
 %nodefaultctor llm42_swig_receipt_check;  // checks come from Session.verify_receipt
 %nodefaultctor llm42_swig_request;  // requests come from Session.submit
 struct llm42_swig_determinism {};
@@ -195,9 +197,40 @@ struct llm42_swig_request_options {};
 struct llm42_swig_request {};
 struct llm42_swig_receipt_check {};
 struct llm42_swig_watcher {};
+struct llm42_swig_session_loader {};
 
 %newobject llm42_swig_session::submit;
 %newobject llm42_swig_session::verify_receipt;
+%newobject llm42_swig_session_loader::take;
+
+/* SessionLoader: creates a session without blocking (llm42_session_create_async). Poll
+ * progress() (0..1) from a frame or event loop, then take() the session once wait_for(0) is true;
+ * cancel() stops the load (take() then raises the cancellation). Closing it cancels a load still
+ * running. Nothing calls back into the host runtime. */
+%extend llm42_swig_session_loader {
+  llm42_swig_session_loader(llm42_swig_session_options* options) {
+    llm42_session_loader* h = nullptr;
+    llm42_swig::Check(llm42_session_create_async(llm42_swig::Handle(options, "SessionOptions"), &h));
+    return new llm42_swig_session_loader(h);
+  }
+  ~llm42_swig_session_loader() { $self->Delete(); }
+  void close() { $self->Close(); }
+  float progress() { return llm42_session_loader_progress(llm42_swig::Handle($self, "SessionLoader")); }
+  /* True once the load has ended (well or not); waits up to timeout_ms (-1 = forever). */
+  bool wait_for(int32_t timeout_ms) {
+    const llm42_status s = llm42_session_loader_wait(llm42_swig::Handle($self, "SessionLoader"), timeout_ms);
+    if (s == LLM42_TIMEOUT) return false;
+    llm42_swig::Check(s);
+    return true;
+  }
+  void cancel() { llm42_swig::Check(llm42_session_loader_cancel(llm42_swig::Handle($self, "SessionLoader"))); }
+  /* The loaded session; raises what the creation failed with (the cancellation after cancel()). */
+  llm42_swig_session* take() {
+    llm42_session* h = nullptr;
+    llm42_swig::Check(llm42_session_loader_take(llm42_swig::Handle($self, "SessionLoader"), &h));
+    return new llm42_swig_session(h);
+  }
+}
 
 /* Watcher: one thread waiting on many requests (llm42_watcher_*). Each language's async forms use
  * one per session, from a dispatcher thread of that language, so no llm42 thread ever calls into

@@ -264,6 +264,30 @@ LLM42_API llm42_status llm42_session_options_load_config(llm42_session_options* 
  * build does not run. */
 LLM42_API llm42_status llm42_session_create(const llm42_session_options* options,
                                             llm42_session** out);
+/* Loading without blocking: starts creating a session on a thread of llm42's own and returns at
+ * once (the options are copied). Poll llm42_session_loader_progress from a frame loop or event
+ * loop, or wait; take the session once the load has ended. No llm42 thread calls the host, so
+ * this suits runtimes that forbid foreign threads (Unity's IL2CPP). */
+typedef struct llm42_session_loader llm42_session_loader;
+LLM42_API llm42_status llm42_session_create_async(const llm42_session_options* options,
+                                                  llm42_session_loader** out);
+/* How far the load has got, 0..1 (mostly the weights' upload, layer by layer); 1 once it has
+ * ended, well or not. -1 for NULL. */
+LLM42_API float llm42_session_loader_progress(const llm42_session_loader* loader);
+/* Waits up to timeout_ms (0 = don't wait, -1 = forever): OK once the load has ended, else
+ * TIMEOUT. */
+LLM42_API llm42_status llm42_session_loader_wait(llm42_session_loader* loader, int32_t timeout_ms);
+/* Asks the load to stop: it ends CANCELLED at its next stage (within one layer's upload). Any
+ * thread, idempotent; no effect once it has ended. */
+LLM42_API llm42_status llm42_session_loader_cancel(llm42_session_loader* loader);
+/* Once the load has ended: OK with the session (the caller's, as from llm42_session_create), or
+ * the status the creation failed with (CANCELLED after a cancel) and *out = NULL.
+ * FAILED_PRECONDITION while it runs or once the session was taken. */
+LLM42_API llm42_status llm42_session_loader_take(llm42_session_loader* loader, llm42_session** out);
+/* Cancels a load still running, waits for it to stop, and frees the loader with any session not
+ * taken. */
+LLM42_API void llm42_session_loader_destroy(llm42_session_loader* loader);
+
 /* Cancels outstanding requests and joins the engine thread. Request handles stay valid
  * (finished, CANCELLED) until destroyed. Must not be called from a token callback. */
 LLM42_API void llm42_session_destroy(llm42_session* session);

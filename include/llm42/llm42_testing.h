@@ -1,7 +1,8 @@
 /*
- * llm42_testing.h — fault injection for testing the determinism guarantee. Not for production:
- * these hooks make a session's fast path wrong on purpose so that tests and benchmarks can show
- * that verification catches it (docs/determinism-tests.md). Same conventions as llm42.h.
+ * llm42_testing.h — hooks for tests. Not for production: they make a session's fast path wrong on
+ * purpose so that tests and benchmarks can show that verification catches it
+ * (docs/determinism-tests.md), or slow a session's creation down so that its progress can be
+ * watched. Same conventions as llm42.h.
  */
 #ifndef LLM42_LLM42_TESTING_H_
 #define LLM42_LLM42_TESTING_H_
@@ -17,6 +18,11 @@ LLM42_API llm42_status llm42_determinism_set_mismatch_injection(llm42_determinis
                                                                 double fraction_of_windows);
 /* Add Gaussian noise of this stddev (0 <= stddev < 1e6) to fast-path logits. Off by default. */
 LLM42_API llm42_status llm42_determinism_set_fast_path_noise(llm42_determinism* policy, double stddev);
+
+/* Makes every stage of every session creation in this process take at least this long (0..10000
+ * ms; 0, the default, turns it off), so that a test can watch llm42_session_create_async's
+ * progress and cancel it mid-way. */
+LLM42_API llm42_status llm42_testing_set_load_stage_delay(int32_t milliseconds);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include "llm42/llm42_testing.h"
 #include "lib/backend/backend.h"
 #include "lib/engine/session.h"
+#include "lib/engine/session_loader.h"
 #include "lib/engine/watcher.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
@@ -36,6 +37,9 @@ struct llm42_request {
   llm42_token_callback callback = nullptr;
 };
 
+struct llm42_session_loader {
+  std::unique_ptr<llm42::SessionLoader> impl;
+};
 struct llm42_watcher {
   std::shared_ptr<llm42::Watcher> impl = std::make_shared<llm42::Watcher>();
 };
@@ -387,6 +391,59 @@ llm42_status llm42_session_create(const llm42_session_options* o, llm42_session*
 }
 
 void llm42_session_destroy(llm42_session* s) { delete s; }
+
+llm42_status llm42_session_create_async(const llm42_session_options* o, llm42_session_loader** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = nullptr;
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    *out = new llm42_session_loader{std::make_unique<llm42::SessionLoader>(o->options)};
+    return LLM42_OK;
+  });
+}
+
+float llm42_session_loader_progress(const llm42_session_loader* l) {
+  if (l == nullptr) return static_cast<float>(NullValue("loader is NULL"));
+  return static_cast<float>(l->impl->fraction());
+}
+
+llm42_status llm42_session_loader_wait(llm42_session_loader* l, int32_t timeout_ms) {
+  return Guard([&] {
+    LLM42_REQUIRE(l != nullptr, "loader is NULL");
+    if (l->impl->Wait(timeout_ms)) return LLM42_OK;
+    return Fail(LLM42_TIMEOUT, "the session is still loading");
+  });
+}
+
+llm42_status llm42_session_loader_cancel(llm42_session_loader* l) {
+  return Guard([&] {
+    LLM42_REQUIRE(l != nullptr, "loader is NULL");
+    l->impl->Cancel();
+    return LLM42_OK;
+  });
+}
+
+llm42_status llm42_session_loader_take(llm42_session_loader* l, llm42_session** out) {
+  return Guard([&] {
+    LLM42_REQUIRE(out != nullptr, "out is NULL");
+    *out = nullptr;
+    LLM42_REQUIRE(l != nullptr, "loader is NULL");
+    auto session = l->impl->Take();
+    if (!session.ok()) return Check(session.status());
+    *out = new llm42_session{std::move(session).value()};
+    return LLM42_OK;
+  });
+}
+
+void llm42_session_loader_destroy(llm42_session_loader* l) { delete l; }
+
+llm42_status llm42_testing_set_load_stage_delay(int32_t milliseconds) {
+  return Guard([&] {
+    LLM42_REQUIRE(milliseconds >= 0 && milliseconds <= 10000, "the delay must be 0..10000 ms");
+    llm42::LoadProgress::StageDelayMs().store(milliseconds);
+    return LLM42_OK;
+  });
+}
 
 llm42_status llm42_session_tokenize(llm42_session* s, const char* text, size_t text_len,
                                     int32_t add_special, int32_t* tokens, size_t capacity,

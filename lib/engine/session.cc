@@ -50,7 +50,9 @@ uint64_t RandomSeed() {
 
 Session::Session() = default;
 
-absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) {
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, LoadProgress* progress) {
+  // The share of the creation each stage ends at: uploading the layers' weights is most of it.
+  auto reach = [progress](double fraction) { return progress ? progress->Reach(fraction) : absl::OkStatus(); };
   LLM42_RETURN_IF_ERROR(options.Validate());
   if (options.model_path.empty()) return InvalidArgument("no model path was set");
   std::unique_ptr<Session> s(new Session());
@@ -59,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                                                               : Schedule::kFast;
   LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, OpenModel(options.model_path));
   s->file_ = std::move(file);
+  LLM42_RETURN_IF_ERROR(reach(0.05));
   LLM42_ASSIGN_OR_RETURN(s->tokenizer_, Tokenizer::FromGguf(*s->file_));
   s->grammars_ = std::make_unique<GrammarCache>(*s->tokenizer_);
   {
@@ -78,7 +81,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     return FormatError(options.model_path, " has no weights (a vocabulary-only file?); open it "
                        "with vocab_only to tokenize");
   }
+  LLM42_RETURN_IF_ERROR(reach(0.1));
   LLM42_ASSIGN_OR_RETURN(s->model_, ModelWeights::Load(s->file_));
+  LLM42_RETURN_IF_ERROR(reach(0.15));
   const ModelConfig& c = s->model_->config();
   if (c.n_vocab != s->tokenizer_->vocab().size()) {
     return FormatError(options.model_path, ": token_embd.weight has ", c.n_vocab,
@@ -93,7 +98,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                            : static_cast<int32_t>(std::min<int64_t>(
                                  c.n_ctx_train, SessionOptions::kDefaultContextLength));
   LLM42_ASSIGN_OR_RETURN(s->backend_, CreateBackend(options.backend, BackendOptions{options.threads, *ParseKvDtype(options.kv_dtype)}));
-  LLM42_ASSIGN_OR_RETURN(s->runner_, ModelRunner::Create(*s->model_, *s->backend_, s->context_length_));
+  LLM42_RETURN_IF_ERROR(reach(0.2));
+  LLM42_ASSIGN_OR_RETURN(s->runner_, ModelRunner::Create(*s->model_, *s->backend_, s->context_length_,
+                                                         [&](int64_t done, int64_t total) {
+                                                           return reach(0.2 + 0.7 * static_cast<double>(done) /
+                                                                                  static_cast<double>(total));
+                                                         }));
   s->model_id_ = ModelId(*s->file_);
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.
@@ -119,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                                      " tokens on ", s->backend_->name(), ": ", kv.message()));
   }
   if (options.kv_prefault) LLM42_RETURN_IF_ERROR(s->backend_->PrefaultKv());
+  LLM42_RETURN_IF_ERROR(reach(0.95));
   // A model whose every layer reads a window of recent positions releases the blocks behind it
   // (Scheduler::ReleaseBehindWindows): a sequence then holds at most its window, a step's rows and
   // two partial blocks, and runs to the full context in a cache that holds that much.

@@ -18,6 +18,7 @@
 #include "lib/engine/engine.h"
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/grammar_cache.h"
+#include "lib/engine/load_progress.h"
 #include "lib/engine/options.h"
 #include "lib/engine/receipt.h"
 #include "lib/engine/request.h"
@@ -41,7 +42,10 @@ class Tokenizer;
 // and the DvrController (dvr_controller.h) verifies deterministic requests' candidates.
 class Session {
  public:
-  static absl::StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options);
+  // `progress` (optional) is told how far the creation has got and can stop it (a CANCELLED
+  // result); llm42_session_create_async runs this on a thread of its own and polls it.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options,
+                                                         LoadProgress* progress = nullptr);
   // Cancels queued and running requests and joins the engine thread.
   ~Session();
 

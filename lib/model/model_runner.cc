@@ -21,8 +21,9 @@ absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeights& model, Backend& be,
-                                                                 int64_t context_length) {
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
+    const ModelWeights& model, Backend& be, int64_t context_length,
+    const std::function<absl::Status(int64_t done, int64_t total)>& after_layer) {
   std::unique_ptr<ModelRunner> r(new ModelRunner(model, be));
   const ModelConfig& c = model.config();
   LLM42_ASSIGN_OR_RETURN(r->token_embd_, be.UploadWeight(model.token_embd()));
@@ -58,6 +59,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeig
     for (auto [from, to] : {std::pair{&L.wq, &R.wq}, {&L.wk, &R.wk}, {&L.wv, &R.wv}, {&L.wo, &R.wo},
                             {&L.w_gate, &R.w_gate}, {&L.w_up, &R.w_up}, {&L.w_down, &R.w_down}}) {
       LLM42_ASSIGN_OR_RETURN(*to, be.UploadWeight(*from));
+    }
+    if (after_layer) {
+      LLM42_RETURN_IF_ERROR(after_layer(static_cast<int64_t>(r->layers_.size()),
+                                        static_cast<int64_t>(model.layers().size())));
     }
   }
   return r;

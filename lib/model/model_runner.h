@@ -2,6 +2,7 @@
 #define LLM42_MODEL_MODEL_RUNNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -47,8 +48,12 @@ class ModelRunner {
   // memory, a type it cannot hold) is returned as it is. `context_length` (0: the model's
   // training context) picks LongRoPE's factors where the model has them: the long ones past the
   // original context.
-  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelWeights& model, Backend& backend,
-                                                             int64_t context_length = 0);
+  // `after_layer` (optional) runs after each layer's weights are in, with the layers done and
+  // their total; a status it returns other than OK stops the creation with that status (a
+  // cancelled load).
+  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(
+      const ModelWeights& model, Backend& backend, int64_t context_length = 0,
+      const std::function<absl::Status(int64_t done, int64_t total)>& after_layer = nullptr);
 
   // Allocates the backend's KV storage for the cache's blocks (what it held is gone).
   absl::Status AllocateKv(const KvCache& cache);

@@ -15,6 +15,7 @@ import ai.llm42.ReceiptOutcome;
 import ai.llm42.Request;
 import ai.llm42.RequestOptions;
 import ai.llm42.Session;
+import ai.llm42.SessionLoader;
 import ai.llm42.SessionOptions;
 import ai.llm42.Stat;
 import ai.llm42.Status;
@@ -287,6 +288,33 @@ public class Llm42Test {
     } finally {
       for (Request r : requests) r.close();
       executor.shutdown();
+    }
+  }
+
+  // A SessionLoader creates a session without blocking: polled, its progress never goes back and
+  // ends at 1, and the session it gives generates llama.cpp's greedy tokens.
+  @Test
+  public void aSessionLoadsWithoutBlocking() throws Exception {
+    try (SessionOptions so = new SessionOptions()) {
+      so.setModelPath(MODEL);
+      so.setThreads(1);
+      try (SessionLoader loader = new SessionLoader(so)) {
+        float last = 0;
+        while (!loader.waitFor(0)) {
+          float now = loader.progress();
+          assertTrue(now >= last && now < 1);
+          last = now;
+          Thread.sleep(1);
+        }
+        assertEquals(1f, loader.progress(), 0f);
+        try (Session loaded = loader.take(); RequestOptions ro = prompt(8)) {
+          ro.setIgnoreEos(true);
+          try (Request r = loaded.submit(ro)) {
+            assertTrue(r.waitFor(60000));
+            assertArrayEquals(Arrays.copyOf(expected(), 8), r.outputTokens());
+          }
+        }
+      }
     }
   }
 

@@ -334,6 +334,40 @@ public class Llm42Tests {
     return text.ToString();
   }
 
+  sealed class Recorder : IProgress<float> {
+    internal readonly System.Collections.Generic.List<float> Seen = new System.Collections.Generic.List<float>();
+    public void Report(float value) {
+      lock (Seen) Seen.Add(value);
+    }
+  }
+
+  // Session.OpenAsync polls a SessionLoader: the progress it reports never goes back and ends at
+  // 1, the session gives llama.cpp's greedy tokens, and a cancelled token ends the task in
+  // OperationCanceledException.
+  [Test]
+  public void ASessionLoadsWithoutBlocking() {
+    var progress = new Recorder();
+    using (var so = new SessionOptions()) {
+      so.SetModelPath(Model);
+      so.SetThreads(1);
+      using (Session loaded = Session.OpenAsync(so, progress).Result)
+      using (var ro = Prompt(8)) {
+        ro.SetIgnoreEos(true);
+        using (var r = loaded.Submit(ro)) {
+          Assert.IsTrue(r.WaitFor(60000));
+          Assert.AreEqual(Expected().Take(8).ToArray(), r.OutputTokens());
+        }
+      }
+      CollectionAssert.IsOrdered(progress.Seen);
+      Assert.AreEqual(1f, progress.Seen.Last());
+      using (var cts = new CancellationTokenSource()) {
+        cts.Cancel();
+        var e = Assert.Throws<AggregateException>(() => Session.OpenAsync(so, null, cts.Token).Wait());
+        Assert.IsInstanceOf<OperationCanceledException>(e.InnerException);
+      }
+    }
+  }
+
   // Seeds are ulong: one above 2^63 round-trips.
   [Test]
   public void SeedsTakeAll64Bits() {

@@ -137,7 +137,7 @@ class BindingTest(unittest.TestCase):
                 stub[node.name] = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                                    and not n.name.startswith("_")}
                 stub[node.name] |= {t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets}
-            elif isinstance(node, ast.FunctionDef):
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 stub[node.name] = None
         module = {}
         for name, obj in vars(llm42).items():
@@ -415,6 +415,37 @@ class BindingTest(unittest.TestCase):
         finally:
             for r in requests:
                 r.close()
+
+    def test_a_session_loads_without_blocking(self):
+        # open_session_async polls a SessionLoader: the progress it reports never goes back and
+        # ends at 1.0, and the session it returns gives llama.cpp's greedy tokens; a task
+        # cancelled while it waits raises the cancellation (the load is cancelled or discarded).
+        import asyncio
+        seen = []
+        with llm42.SessionOptions() as so:
+            so.set_model_path(MODEL)
+            so.set_threads(1)
+            session = asyncio.run(llm42.open_session_async(so, seen.append))
+            with session, request_options(max_tokens=8, ignore_eos=True) as ro, session.submit(ro) as r:
+                r.wait_for(-1)
+                self.assertEqual(r.output_tokens(), EXPECTED[:8])
+            self.assertEqual(seen, sorted(seen))
+            self.assertEqual(seen[-1], 1.0)
+
+            async def cancelled():
+                task = asyncio.ensure_future(llm42.open_session_async(so))
+                await asyncio.sleep(0)
+                task.cancel()
+                await task
+            self.assertRaises(asyncio.CancelledError, asyncio.run, cancelled())
+            with llm42.SessionLoader(so) as loader:
+                loader.cancel()
+                self.assertTrue(loader.wait_for(-1))
+                self.assertEqual(loader.progress(), 1.0)
+                try:
+                    loader.take().close()  # the load may have ended before the cancel
+                except llm42.CancelledError:
+                    pass
 
     def test_seeds_take_all_64_bits(self):
         high = 2**64 - 5  # above 2**63: negative in a signed binding
