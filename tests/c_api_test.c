@@ -490,6 +490,34 @@ static void TestEndOfStreamStatus(llm42_session* s) {
   llm42_request_destroy(r);
 }
 
+/* A request that fails after it was accepted (llm42_testing_fail_requests_after): its stream
+ * gives the tokens committed before the failure, then ends; the status says INTERNAL with the
+ * failure's message, the finish reason ERROR. */
+static void TestFailureAfterSubmit(llm42_session* s) {
+  llm42_request* r;
+  char buf[256];
+  size_t n = 0, len = 0;
+  int64_t generated = 0;
+  EXPECT_STATUS(llm42_testing_fail_requests_after(3), LLM42_OK);
+  r = Submit(s, "Once upon a time", 32, NULL, NULL);
+  if (r != NULL) {
+    for (;;) {
+      EXPECT_STATUS(llm42_request_read_text(r, buf + len, sizeof buf - len, &n, -1), LLM42_OK);
+      if (n == 0) break;
+      len += n;
+    }
+    EXPECT(len > 0 && strncmp(buf, kExpected, len) == 0); /* what came before the failure */
+    EXPECT_STATUS(llm42_request_status(r), LLM42_INTERNAL);
+    EXPECT(strstr(llm42_last_error(), "injected failure") != NULL);
+    EXPECT(llm42_request_finish_reason(r) == LLM42_FINISH_ERROR);
+    EXPECT_STATUS(llm42_request_stat(r, LLM42_STAT_TOKENS_GENERATED, &generated), LLM42_OK);
+    EXPECT(generated == 3);
+    llm42_request_destroy(r);
+  }
+  EXPECT_STATUS(llm42_testing_fail_requests_after(0), LLM42_OK);
+  EXPECT_STATUS(llm42_testing_fail_requests_after(-1), LLM42_INVALID_ARGUMENT);
+}
+
 /* One call: llm42_session_generate gives the streamed request's text; a seed above 2^63
  * round-trips; a refused request returns submit's status with no text. */
 static void TestGenerateInOneCall(llm42_session* s) {
@@ -1074,6 +1102,7 @@ int main(int argc, char** argv) {
       TestCallback(s);
       TestCancelFromAnotherThread(s);
       TestEndOfStreamStatus(s);
+      TestFailureAfterSubmit(s);
       TestGenerateInOneCall(s);
       TestWatcherServesManyStreams(s);
       TestTokenizeDetokenize(s);

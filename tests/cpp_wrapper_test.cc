@@ -112,6 +112,45 @@ TEST(CppWrapper, CancelledStreamThrowsAtTheEnd) {
 }
 
 // Session::Generate is the streamed text in one call; what submit refuses throws.
+// A SessionLoader's session and a Watcher serving four streams from one thread: every stream is
+// llama.cpp's text.
+TEST(CppWrapper, LoadsWithoutBlockingAndWatchesManyStreams) {
+  LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+  llm42::api::SessionLoader loader(Options(model, 2));
+  float last = 0;
+  while (!loader.Wait(1)) {
+    EXPECT_GE(loader.Progress(), last);
+    last = loader.Progress();
+  }
+  EXPECT_EQ(loader.Progress(), 1.0f);
+  llm42::api::Session session = loader.Take();
+  llm42::api::RequestOptions request;
+  request.SetPrompt("Once upon a time").SetMaxTokens(10);
+  std::vector<llm42::api::Request> requests;
+  llm42::api::Watcher watcher;
+  for (uint64_t i = 0; i < 4; ++i) {
+    requests.push_back(session.Submit(request));
+    watcher.Add(requests.back(), i);
+  }
+  std::vector<std::string> texts(4);
+  for (size_t ended = 0; ended < 4;) {
+    const std::vector<uint64_t> tags = watcher.Wait(20000);
+    ASSERT_FALSE(tags.empty());
+    for (uint64_t tag : tags) {
+      for (;;) {
+        const std::optional<std::string> piece = requests[tag].ReadText(0);
+        if (!piece) {
+          ++ended;
+          break;
+        }
+        if (piece->empty()) break;
+        texts[tag] += *piece;
+      }
+    }
+  }
+  for (const std::string& text : texts) EXPECT_EQ(text, ", there was a little girl named Lily");
+}
+
 TEST(CppWrapper, GenerateIsTheStreamedText) {
   LLM42_SHARED_OR_SKIP(model, "models/stories260K.gguf");
   llm42::api::Session session(Options(model, 2));

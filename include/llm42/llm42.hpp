@@ -415,6 +415,8 @@ class Session {
     detail::Check(llm42_session_create(options.get(), &s));
     h_ = decltype(h_)(s);
   }
+  // Takes ownership of a created session (SessionLoader::Take).
+  explicit Session(llm42_session* adopted) : h_(adopted) {}
   Request Submit(const RequestOptions& options) {
     llm42_request* r = nullptr;
     detail::Check(llm42_request_submit(h_.get(), options.get(), &r));
@@ -490,6 +492,64 @@ inline RequestOptions& RequestOptions::LoadParent(Session& session, const std::s
   detail::Check(llm42_request_options_load_parent(h_.get(), session.get(), path.c_str()));
   return *this;
 }
+
+// Loads a session without blocking (llm42_session_create_async): poll Progress() from a frame or
+// event loop, Take() once Wait(0) is true; Cancel() stops the load. Destroying it cancels a load
+// still running.
+class SessionLoader {
+ public:
+  explicit SessionLoader(const SessionOptions& options) {
+    llm42_session_loader* l = nullptr;
+    detail::Check(llm42_session_create_async(options.get(), &l));
+    h_ = decltype(h_)(l);
+  }
+  float Progress() const { return llm42_session_loader_progress(h_.get()); }
+  // True once the load has ended, well or not; waits up to timeout_ms (-1 = forever).
+  bool Wait(int32_t timeout_ms) {
+    const llm42_status s = llm42_session_loader_wait(h_.get(), timeout_ms);
+    if (s == LLM42_TIMEOUT) return false;
+    detail::Check(s);
+    return true;
+  }
+  void Cancel() { detail::Check(llm42_session_loader_cancel(h_.get())); }
+  // The session; throws what the creation failed with (CANCELLED after Cancel()).
+  Session Take() {
+    llm42_session* s = nullptr;
+    detail::Check(llm42_session_loader_take(h_.get(), &s));
+    return Session(s);
+  }
+
+ private:
+  detail::Handle<llm42_session_loader, llm42_session_loader_destroy> h_;
+};
+
+// One thread waiting on many requests (llm42_watcher): Add each under a tag, Wait for the tags
+// with news, then read each request with timeout 0 until it has nothing more.
+class Watcher {
+ public:
+  Watcher() {
+    llm42_watcher* w = nullptr;
+    detail::Check(llm42_watcher_create(&w));
+    h_ = decltype(h_)(w);
+  }
+  void Add(const Request& request, uint64_t tag) { detail::Check(llm42_watcher_add(h_.get(), request.get(), tag)); }
+  void Remove(const Request& request) { detail::Check(llm42_watcher_remove(h_.get(), request.get())); }
+  // The tags with news, each once; empty when timeout_ms (-1 = forever) passed with none, or
+  // after Wake().
+  std::vector<uint64_t> Wait(int32_t timeout_ms) {
+    std::vector<uint64_t> tags(256);
+    size_t n = 0;
+    const llm42_status s = llm42_watcher_wait(h_.get(), tags.data(), tags.size(), &n, timeout_ms);
+    if (s == LLM42_TIMEOUT) return {};
+    detail::Check(s);
+    tags.resize(n);
+    return tags;
+  }
+  void Wake() { detail::Check(llm42_watcher_wake(h_.get())); }
+
+ private:
+  detail::Handle<llm42_watcher, llm42_watcher_destroy> h_;
+};
 
 }  // namespace llm42::api
 

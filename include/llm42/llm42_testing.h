@@ -19,6 +19,11 @@ LLM42_API llm42_status llm42_determinism_set_mismatch_injection(llm42_determinis
 /* Add Gaussian noise of this stddev (0 <= stddev < 1e6) to fast-path logits. Off by default. */
 LLM42_API llm42_status llm42_determinism_set_fast_path_noise(llm42_determinism* policy, double stddev);
 
+/* Makes every request of every session in this process fail with LLM42_INTERNAL ("injected
+ * failure") once it has committed this many tokens (0, the default, turns it off), so that a test
+ * can watch a request fail after it was accepted: its stream, the bindings' iteration and async
+ * forms raise at the end. */
+LLM42_API llm42_status llm42_testing_fail_requests_after(int32_t tokens);
 /* Makes every stage of every session creation in this process take at least this long (0..10000
  * ms; 0, the default, turns it off), so that a test can watch llm42_session_create_async's
  * progress and cancel it mid-way. */

@@ -1,5 +1,8 @@
 #include "lib/backend/backend_registry.h"
 
+#include <algorithm>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backend/backend_plugin.h"
 #include "lib/backend/cpu/cpu_backend.h"
@@ -19,12 +22,18 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpu(const BackendOptions& options
   return std::make_unique<CpuBackend>(options.threads, /*allow_simd=*/true, options.kv_dtype);
 }
 
-// CUDA as a plug-in beside libllm42 (backend_plugin.h), where it is not compiled in.
+// The backends a build may load as a plug-in beside libllm42 (backend_plugin.h) where it does not
+// compile them in.
+constexpr std::string_view kPluginBackends[] = {"cuda"};
+
+// CUDA as a plug-in, where it is not compiled in.
 absl::StatusOr<const BackendEntry*> CudaPlugin() {
-  const std::filesystem::path path = FindBackendPlugin("cuda");
+  constexpr std::string_view kName = kPluginBackends[0];
+  const std::filesystem::path path = FindBackendPlugin(std::string(kName));
   absl::StatusOr<const BackendEntry*> e = LoadBackendPlugin(path);
-  if (e.ok() && std::string_view((*e)->name) != "cuda") {
-    return UnsupportedError(platform::PathUtf8(path), " holds backend '", (*e)->name, "', not 'cuda'");
+  if (e.ok() && std::string_view((*e)->name) != kName) {
+    return UnsupportedError(platform::PathUtf8(path), " holds backend '", (*e)->name, "', not '", std::string(kName),
+                            "'");
   }
   return e;
 }
@@ -50,7 +59,19 @@ const std::vector<BackendEntry>& RegisteredBackends() {
   return entries;
 }
 
-bool IsKnownBackendName(std::string_view name) { return name == "auto" || name == "cpu" || name == "cuda"; }
+std::vector<std::string_view> KnownBackendNames() {
+  std::vector<std::string_view> names = {"auto"};
+  for (const BackendEntry& e : RegisteredBackends()) names.emplace_back(e.name);
+  for (std::string_view plugin : kPluginBackends) {
+    if (std::find(names.begin(), names.end(), plugin) == names.end()) names.push_back(plugin);
+  }
+  return names;
+}
+
+bool IsKnownBackendName(std::string_view name) {
+  const std::vector<std::string_view> names = KnownBackendNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 absl::StatusOr<const BackendEntry*> ResolveBackend(std::string_view name) {
   const bool cuda_built_in = RegisteredBackends().front().name == std::string_view("cuda");

@@ -29,7 +29,10 @@ struct BackendEntry {
 // The backends compiled in, most preferred first ("cuda" when built with it, then "cpu").
 const std::vector<BackendEntry>& RegisteredBackends();
 
-// Whether `name` names a backend llm42 knows ("auto", "cpu", "cuda"), built in or not.
+// The names a session's backend option takes: "auto", the backends compiled in, then those a
+// build may load as a plug-in (cuda, where it is not compiled in).
+std::vector<std::string_view> KnownBackendNames();
+// Whether `name` is one of KnownBackendNames(), built in or not.
 bool IsKnownBackendName(std::string_view name);
 
 // The backend `name` stands for: "auto" is the first usable backend (CUDA where a usable device

@@ -13,6 +13,7 @@
 #include "lib/backend/backend.h"
 #include "lib/engine/session.h"
 #include "lib/engine/session_loader.h"
+#include "lib/engine/testing_hooks.h"
 #include "lib/engine/watcher.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
@@ -437,10 +438,18 @@ llm42_status llm42_session_loader_take(llm42_session_loader* l, llm42_session** 
 
 void llm42_session_loader_destroy(llm42_session_loader* l) { delete l; }
 
+llm42_status llm42_testing_fail_requests_after(int32_t tokens) {
+  return Guard([&] {
+    LLM42_REQUIRE(tokens >= 0, "tokens must be >= 0");
+    llm42::TestingHooks::FailRequestsAfterTokens().store(tokens);
+    return LLM42_OK;
+  });
+}
+
 llm42_status llm42_testing_set_load_stage_delay(int32_t milliseconds) {
   return Guard([&] {
     LLM42_REQUIRE(milliseconds >= 0 && milliseconds <= 10000, "the delay must be 0..10000 ms");
-    llm42::LoadProgress::StageDelayMs().store(milliseconds);
+    llm42::TestingHooks::LoadStageDelayMs().store(milliseconds);
     return LLM42_OK;
   });
 }

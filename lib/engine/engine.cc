@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "lib/grammar/token_grammar.h"
+#include "lib/engine/testing_hooks.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/sampling/logit_controls.h"
 #include "lib/sampling/philox.h"
@@ -91,6 +92,11 @@ bool Engine::CommitTokens(Sequence& s, std::span<const int32_t> tokens,
   s.request->Commit(tokens.first(n), logprobs.empty() ? logprobs : logprobs.first(n),
                     top.empty() ? top : top.first(std::min(top.size(), n * top_n)), released, done, reason,
                     absl::OkStatus());
+  if (const int32_t fail_after = TestingHooks::FailRequestsAfterTokens().load(std::memory_order_relaxed);
+      !done && fail_after > 0 && s.generated() >= fail_after) {
+    Fail(s, absl::InternalError(absl::StrCat("injected failure after ", s.generated(), " tokens (llm42_testing.h)")));
+    return true;
+  }
   return done;
 }
 
@@ -192,185 +198,198 @@ bool Engine::Step() {
     Finish(*s, FinishReason::kCancelled, absl::CancelledError("cancelled"));
   }
   scheduler_.Admit();
-  const std::vector<PlanEntry> plan = scheduler_.Plan();
-  if (plan.empty()) return false;
+  StepBatch b;
+  b.plan = scheduler_.Plan();
+  if (b.plan.empty()) return false;
+  ChooseSchedules(b);
+  BuildRows(b);
+  if (!Run(b)) return true;
+  DrawAhead(b);
+  Commit(b);
+  const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  stats_.AddStepTimes(b.pass_s - b.logits_s, b.logits_s, step_s - b.pass_s);
+  return true;
+}
 
-  // Each entry's schedule (EntrySchedule). Whether deterministic requests decode under fixed
-  // this step, and the plain decode rows with them, is the DVR controller's choice, from the
-  // shape of the step's other rows.
-  StepShape rest;
-  int64_t deterministic_decodes = 0, clean_decodes = 0, plain_decodes = 0, replay_rows = 0;
+void Engine::ChooseSchedules(StepBatch& b) {
+  // Whether deterministic requests decode under fixed this step, and the plain decode rows with
+  // them, is the DVR controller's choice, from the shape of the step's other rows.
+  int64_t deterministic_decodes = 0, clean_decodes = 0, plain_decodes = 0;
   using Choice = DvrController::DecodeChoice;
-  for (const PlanEntry& p : plan) {
-    rest.attended += p.n * p.begin + p.n * (p.n + 1) / 2;
-    if (p.kind == RowKind::kVerify) replay_rows += p.n;
+  for (const PlanEntry& p : b.plan) {
+    b.rest.attended += p.n * p.begin + p.n * (p.n + 1) / 2;
+    if (p.kind == RowKind::kVerify) b.replay_rows += p.n;
     if (p.seq->dvr && p.kind == RowKind::kDecode) {
       ++deterministic_decodes;
       clean_decodes += p.seq->candidates() == 0;
     } else {
       const Schedule sched = EntrySchedule(p, Choice::kCandidates);
-      (sched == Schedule::kFixed ? rest.fixed_rows : rest.fast_rows) += p.n;
+      (sched == Schedule::kFixed ? b.rest.fixed_rows : b.rest.fast_rows) += p.n;
       plain_decodes += p.kind == RowKind::kDecode && sched == Schedule::kFast;
     }
   }
   const int64_t verify_rows =
       std::min<int64_t>(int64_t{config_.determinism.window} * config_.determinism.verify_group,
-                        config_.limits.max_batch_tokens - rest.fast_rows - deterministic_decodes);
-  const Choice choice = deterministic_decodes > 0 ? dvr_.ChooseDecode(deterministic_decodes, clean_decodes, rest,
+                        config_.limits.max_batch_tokens - b.rest.fast_rows - deterministic_decodes);
+  const Choice choice = deterministic_decodes > 0 ? dvr_.ChooseDecode(deterministic_decodes, clean_decodes, b.rest,
                                                                      plain_decodes, verify_rows)
                                                   : Choice::kCandidates;
-  std::vector<Schedule> entry_schedule(plan.size());
-  for (size_t e = 0; e < plan.size(); ++e) entry_schedule[e] = EntrySchedule(plan[e], choice);
+  b.entry_schedule.resize(b.plan.size());
+  for (size_t e = 0; e < b.plan.size(); ++e) b.entry_schedule[e] = EntrySchedule(b.plan[e], choice);
+}
 
-  // Rows: a verify entry wants every row's logits; the others the last row's when it
-  // completes the sequence — only its ArgmaxSummary when a greedy draw without logprobs is all
-  // it feeds (on a GPU the row's logits then stay on the device).
-  std::vector<int32_t> tokens, positions, seqs, logit_rows;
-  std::vector<uint8_t> argmax_only;  // per logit row
+void Engine::BuildRows(StepBatch& b) {
+  // A verify entry wants every row's logits; the others the last row's when it completes the
+  // sequence — only its ArgmaxSummary when a greedy draw without logprobs is all it feeds (on a
+  // GPU the row's logits then stay on the device).
   auto want_logits = [&](size_t row, bool summary_only) {
-    logit_rows.push_back(static_cast<int32_t>(row));
-    argmax_only.push_back(summary_only);
+    b.logit_rows.push_back(static_cast<int32_t>(row));
+    b.argmax_only.push_back(summary_only);
   };
-  std::vector<Schedule> schedules;
-  std::vector<size_t> first_logit(plan.size()), score_first(plan.size()), score_n(plan.size());
-  StepShape shape{0, 0, rest.attended};
-  for (size_t e = 0; e < plan.size(); ++e) {
-    const PlanEntry& p = plan[e];
+  const size_t n = b.plan.size();
+  b.first_logit.resize(n);
+  b.score_first.resize(n);
+  b.score_n.resize(n);
+  b.shape = StepShape{0, 0, b.rest.attended};
+  for (size_t e = 0; e < n; ++e) {
+    const PlanEntry& p = b.plan[e];
     Sequence& s = *p.seq;
-    const Schedule sched = entry_schedule[e];
-    (sched == Schedule::kFixed ? shape.fixed_rows : shape.fast_rows) += p.n;
+    const Schedule sched = b.entry_schedule[e];
+    (sched == Schedule::kFixed ? b.shape.fixed_rows : b.shape.fast_rows) += p.n;
     if (s.dvr && p.kind == RowKind::kPrefill) {
       stats_.Check(s.fixed_prefill(), "a deterministic prefill runs only over the committed prefix");
     }
     // Prompt rows that score the next prompt token (RequestOptions::prompt_logprobs) come first.
-    score_first[e] = logit_rows.size();
+    b.score_first[e] = b.logit_rows.size();
     const bool scoring = p.kind != RowKind::kVerify && s.request->options().prompt_logprobs;
     for (int64_t j = 0; j < p.n && scoring; ++j) {
       const int64_t pos = p.begin + j;
-      if (pos == s.prompt_scored + static_cast<int64_t>(score_n[e]) && pos + 1 < s.n_prompt) {
-        want_logits(tokens.size() + static_cast<size_t>(j), false);
-        ++score_n[e];
+      if (pos == s.prompt_scored + static_cast<int64_t>(b.score_n[e]) && pos + 1 < s.n_prompt) {
+        want_logits(b.tokens.size() + static_cast<size_t>(j), false);
+        ++b.score_n[e];
       }
     }
-    first_logit[e] = logit_rows.size();
+    b.first_logit[e] = b.logit_rows.size();
     for (int64_t j = 0; j < p.n; ++j) {
-      tokens.push_back(s.tokens[static_cast<size_t>(p.begin + j)]);
-      positions.push_back(static_cast<int32_t>(p.begin + j));
-      seqs.push_back(s.kv_seq);
-      schedules.push_back(sched);
-      if (p.kind == RowKind::kVerify) want_logits(tokens.size() - 1, false);
+      b.tokens.push_back(s.tokens[static_cast<size_t>(p.begin + j)]);
+      b.positions.push_back(static_cast<int32_t>(p.begin + j));
+      b.seqs.push_back(s.kv_seq);
+      b.schedules.push_back(sched);
+      if (p.kind == RowKind::kVerify) want_logits(b.tokens.size() - 1, false);
     }
     if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
       const RequestOptions& o = s.request->options();
-      want_logits(tokens.size() - 1, IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0 &&
-                                         config_.determinism.fast_path_noise == 0 && !ControlsLogits(s));
+      want_logits(b.tokens.size() - 1, IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0 &&
+                                           config_.determinism.fast_path_noise == 0 && !ControlsLogits(s));
     }
   }
   // Where each logit row's logits land on the host: packed, the summarized rows skipped (-1).
-  std::vector<int64_t> slot(logit_rows.size(), -1);
+  b.slot.assign(b.logit_rows.size(), -1);
   int64_t n_full = 0;
-  for (size_t r = 0; r < slot.size(); ++r) {
-    if (!argmax_only[r]) slot[r] = n_full++;
+  for (size_t r = 0; r < b.slot.size(); ++r) {
+    if (!b.argmax_only[r]) b.slot[r] = n_full++;
   }
-  const auto n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
-  argmax_.resize(logit_rows.size());
+  b.n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
+  b.draws.resize(n);
+}
+
+bool Engine::Run(StepBatch& b) {
+  argmax_.resize(b.logit_rows.size());
   const auto start = std::chrono::steady_clock::now();
-  double logits_s = 0;
-  absl::StatusOr<float*> logits = forward_(ForwardBatch{tokens, positions, seqs, logit_rows, config_.schedule,
-                                                        schedules, argmax_only, argmax_.data(), &logits_s});
+  absl::StatusOr<float*> logits = forward_(ForwardBatch{b.tokens, b.positions, b.seqs, b.logit_rows, config_.schedule,
+                                                        b.schedules, b.argmax_only, argmax_.data(), &b.logits_s});
   if (!logits.ok()) {
     Log(LogLevel::kError, "forward pass failed: ", logits.status().message());
     FinishAll(FinishReason::kError, logits.status());
-    return true;
+    return false;
   }
-  const double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  dvr_.ObserveStep(shape, replay_rows, pass_s);
+  b.logits = *logits;
+  b.pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  dvr_.ObserveStep(b.shape, b.replay_rows, b.pass_s);
   // What each row wrote into the cache, for the prefix cache: a deterministic request's rows
   // under fast are candidates, which a rollback may rewrite.
-  for (size_t e = 0; e < plan.size(); ++e) {
-    const PlanEntry& p = plan[e];
-    const bool fixed = entry_schedule[e] == Schedule::kFixed;
+  for (size_t e = 0; e < b.plan.size(); ++e) {
+    const PlanEntry& p = b.plan[e];
+    const bool fixed = b.entry_schedule[e] == Schedule::kFixed;
     for (int64_t j = 0; j < p.n; ++j) {
       const int64_t pos = p.begin + j;
       cache_.NoteWritten(p.seq->kv_seq, pos, p.seq->tokens[static_cast<size_t>(pos)], fixed, p.seq->dvr && !fixed);
     }
   }
   stats_.Add(Stat::kDecodeSteps);
+  return true;
+}
 
-  std::vector<Sequence*> finished;
+// An entry's next token (with the draw's margin for a candidate), after the fast path's noise
+// where configured: a pure function of its row, the request's sampling and the position, so the
+// draws of entries that end their sequence's rows this step can run on host threads first
+// (DrawAhead: a draw at T > 0 over a 128K vocabulary takes milliseconds), and the commits stay in
+// plan order.
+void Engine::Draw(StepBatch& b, size_t e) {
+  const PlanEntry& p = b.plan[e];
+  Sequence& s = *p.seq;
+  const bool fast_row = b.entry_schedule[e] == Schedule::kFast;
+  if (b.argmax_only[b.first_logit[e]]) {  // greedy: what SampleWithMargin / SampleToken would return
+    const ArgmaxSummary& a = argmax_[b.first_logit[e]];
+    b.draws[e] = s.dvr && fast_row ? GreedyDraw(a, b.n_vocab) : SampledToken{a.id, 0.0};
+    return;
+  }
+  const std::span<float> logits = b.Row(b.first_logit[e]);
+  const auto position = static_cast<int64_t>(s.tokens.size());
   const double noise = config_.determinism.fast_path_noise;
-  // A logit row's logits (empty for a summarized row: its draw reads argmax_[r]).
-  auto row = [&](size_t r) {
-    return slot[r] < 0 ? std::span<float>()
-                       : std::span<float>(*logits + static_cast<size_t>(slot[r]) * n_vocab, n_vocab);
-  };
-  // An entry's next token (with the draw's margin for a candidate), after the fast path's
-  // noise where configured: a pure function of its row, the request's sampling and the
-  // position, so with EngineConfig::parallel_for the draws of entries that end their
-  // sequence's rows this step run on host threads first (a draw at T > 0 over a 128K
-  // vocabulary takes milliseconds), and the commits below stay in plan order. Only an entry
-  // that is its sequence's first in the plan draws ahead: an earlier entry (a verify) may change
-  // the sequence before the loop reaches it.
-  std::vector<std::optional<SampledToken>> draws(plan.size());
-  auto draw = [&](size_t e) {
-    const PlanEntry& p = plan[e];
-    Sequence& s = *p.seq;
-    const bool fast_row = entry_schedule[e] == Schedule::kFast;
-    if (argmax_only[first_logit[e]]) {  // greedy: what SampleWithMargin / SampleToken would return
-      const ArgmaxSummary& a = argmax_[first_logit[e]];
-      draws[e] = s.dvr && fast_row ? GreedyDraw(a, n_vocab) : SampledToken{a.id, 0.0};
-      return;
-    }
-    const std::span<float> logits = row(first_logit[e]);
-    const auto position = static_cast<int64_t>(s.tokens.size());
-    if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
-    if (!ControlLogits(s, position, logits)) {
-      draws[e] = SampledToken{-1, 0.0};  // the loop below fails the request
-      return;
-    }
-    draws[e] = s.dvr && fast_row ? SampleWithMargin(logits, s.sampling, position)
+  if (fast_row && noise > 0) AddNoise(logits, noise, s.sampling.seed ^ s.arrival ^ config_.noise_salt, position);
+  if (!ControlLogits(s, position, logits)) {
+    b.draws[e] = SampledToken{-1, 0.0};  // Commit fails the request
+    return;
+  }
+  b.draws[e] = s.dvr && fast_row ? SampleWithMargin(logits, s.sampling, position)
                                  : SampledToken{SampleToken(logits, s.sampling, position), 0.0};
-  };
-  if (config_.parallel_for) {
-    absl::flat_hash_set<const Sequence*> seen;
-    std::vector<size_t> ahead;
-    for (size_t e = 0; e < plan.size(); ++e) {
-      const PlanEntry& p = plan[e];
-      // (A summarized row's draw is a copy of its summary: not worth a thread.)
-      if (seen.insert(p.seq).second && p.kind != RowKind::kVerify &&
-          p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size()) && !argmax_only[first_logit[e]]) {
-        ahead.push_back(e);
-      }
-    }
-    if (ahead.size() > 1) {
-      config_.parallel_for(static_cast<int64_t>(ahead.size()), [&](int64_t b, int64_t end) {
-        for (int64_t i = b; i < end; ++i) draw(ahead[static_cast<size_t>(i)]);
-      });
+}
+
+void Engine::DrawAhead(StepBatch& b) {
+  if (!config_.parallel_for) return;
+  // Only an entry that is its sequence's first in the plan draws ahead: an earlier entry (a
+  // verify) may change the sequence before Commit reaches it. A summarized row's draw is a copy
+  // of its summary: not worth a thread.
+  absl::flat_hash_set<const Sequence*> seen;
+  std::vector<size_t> ahead;
+  for (size_t e = 0; e < b.plan.size(); ++e) {
+    const PlanEntry& p = b.plan[e];
+    if (seen.insert(p.seq).second && p.kind != RowKind::kVerify &&
+        p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size()) && !b.argmax_only[b.first_logit[e]]) {
+      ahead.push_back(e);
     }
   }
-  for (size_t e = 0; e < plan.size(); ++e) {
-    const PlanEntry& p = plan[e];
+  if (ahead.size() > 1) {
+    config_.parallel_for(static_cast<int64_t>(ahead.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) Draw(b, ahead[static_cast<size_t>(i)]);
+    });
+  }
+}
+
+void Engine::Commit(StepBatch& b) {
+  std::vector<Sequence*> finished;
+  for (size_t e = 0; e < b.plan.size(); ++e) {
+    const PlanEntry& p = b.plan[e];
     Sequence& s = *p.seq;
     const RequestOptions& o = s.request->options();
-    if (score_n[e] > 0) {
+    if (b.score_n[e] > 0) {
       std::vector<float> scores;
-      for (size_t k = 0; k < score_n[e]; ++k) {
+      for (size_t k = 0; k < b.score_n[e]; ++k) {
         const auto next = static_cast<size_t>(s.prompt_scored + static_cast<int64_t>(k) + 1);
-        scores.push_back(TokenLogprob(row(score_first[e] + k), s.tokens[next]));
+        scores.push_back(TokenLogprob(b.Row(b.score_first[e] + k), s.tokens[next]));
       }
       s.request->AddPromptLogprobs(scores);
-      s.prompt_scored += static_cast<int64_t>(score_n[e]);
+      s.prompt_scored += static_cast<int64_t>(b.score_n[e]);
     }
     if (p.kind == RowKind::kVerify) {
-      if (VerifyEntry(s, p.n, [&](int64_t j) {
-            return row(first_logit[e] + static_cast<size_t>(j));
-          })) {
+      if (VerifyEntry(s, p.n, [&](int64_t j) { return b.Row(b.first_logit[e] + static_cast<size_t>(j)); })) {
         finished.push_back(&s);
       }
       continue;
     }
     const bool prefill = p.kind == RowKind::kPrefill || s.n_computed < s.n_prompt;
-    const bool fast_row = entry_schedule[e] == Schedule::kFast;
+    const bool fast_row = b.entry_schedule[e] == Schedule::kFast;
     s.n_computed += p.n;
     if (prefill) {
       stats_.Count(*s.request, Stat::kPrefillTokens, p.n);
@@ -380,17 +399,17 @@ bool Engine::Step() {
       if (s.dvr && !fast_row) stats_.Count(*s.request, Stat::kTokensDecodedFixed);
     }
     if (s.n_computed != static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt chunk
-    const std::span<float> logits = row(first_logit[e]);
+    const std::span<float> logits = b.Row(b.first_logit[e]);
     const auto position = static_cast<int64_t>(s.tokens.size());
-    if (!draws[e].has_value()) draw(e);
-    if (draws[e]->token < 0) {
+    if (!b.draws[e].has_value()) Draw(b, e);
+    if (b.draws[e]->token < 0) {
       Fail(s, NoTokenAllowed(s, position));
       finished.push_back(&s);
       continue;
     }
     if (s.dvr && fast_row) {
       // A candidate: held until verified. Only candidates need the draw's margin.
-      const SampledToken sampled = *draws[e];
+      const SampledToken sampled = *b.draws[e];
       std::string ignored;
       const bool stop_string = s.probe.Push(tokenizer_.TokenBytes(sampled.token), &ignored);
       const bool ends = EndsRequest(s, sampled.token, position + 1, s.generated() + s.candidates() + 1,
@@ -398,7 +417,7 @@ bool Engine::Step() {
       dvr_.AddCandidate(s, sampled.token, sampled.margin, ends);
       continue;
     }
-    const int32_t token = draws[e]->token;
+    const int32_t token = b.draws[e]->token;
     float logprob = 0.0f;
     top_scratch_.clear();
     if (o.logprobs || o.top_logprobs > 0) {
@@ -412,9 +431,6 @@ bool Engine::Step() {
     }
   }
   for (Sequence* s : finished) scheduler_.Remove(s);
-  const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-  stats_.AddStepTimes(pass_s - logits_s, logits_s, step_s - pass_s);
-  return true;
 }
 
 }  // namespace llm42

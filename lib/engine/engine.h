@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -13,7 +14,9 @@
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/scheduler.h"
 #include "lib/engine/sequence.h"
+#include "lib/engine/step_cost.h"
 #include "lib/model/model_runner.h"
+#include "lib/sampling/sampler.h"
 
 namespace llm42 {
 
@@ -94,6 +97,47 @@ class Engine {
   // A deterministic request's candidates against the replay in `rows`; true when finished.
   // `rows` are the raw logits; VerifyEntry applies the request's controls (ControlLogits).
   bool VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<float>(int64_t)>& rows);
+
+  // One step, as its stages (Step runs them in this order) hand it along: the plan, the rows of
+  // the forward pass, the logits it returned and the draws made from them.
+  struct StepBatch {
+    std::vector<PlanEntry> plan;
+    std::vector<Schedule> entry_schedule;  // per entry (EntrySchedule)
+    StepShape rest;                        // the rows of entries other than deterministic decodes
+    int64_t replay_rows = 0;               // verify rows, for the DVR controller's cost model
+    StepShape shape;                       // every row, by schedule
+    // The forward pass's rows.
+    std::vector<int32_t> tokens, positions, seqs;
+    std::vector<Schedule> schedules;
+    // The rows whose logits the step reads; a summarized row returns only its ArgmaxSummary.
+    std::vector<int32_t> logit_rows;
+    std::vector<uint8_t> argmax_only;
+    // Per entry: its first logit row, and the rows scoring its prompt (first, count).
+    std::vector<size_t> first_logit, score_first, score_n;
+    std::vector<int64_t> slot;  // per logit row: its place among the returned logits, -1 if summarized
+    float* logits = nullptr;
+    size_t n_vocab = 0;
+    std::vector<std::optional<SampledToken>> draws;  // per entry: its next token, once drawn
+    double pass_s = 0, logits_s = 0;                 // the forward pass, and the logits' copy in it
+
+    // A logit row's logits (empty for a summarized row: its draw reads the summary).
+    std::span<float> Row(size_t r) const {
+      return slot[r] < 0 ? std::span<float>() : std::span<float>(logits + static_cast<size_t>(slot[r]) * n_vocab, n_vocab);
+    }
+  };
+  // Step's stages. Each entry's schedule, with the DVR controller's choice of how deterministic
+  // requests decode this step.
+  void ChooseSchedules(StepBatch& b);
+  // The forward pass's rows, and which rows' logits (or argmax summaries) it returns.
+  void BuildRows(StepBatch& b);
+  // The forward pass; false when it failed (every request then fails with its status).
+  bool Run(StepBatch& b);
+  // An entry's next token into b.draws[e]; any thread for entries of different sequences.
+  void Draw(StepBatch& b, size_t e);
+  // The draws that can run ahead, in parallel on host threads (EngineConfig::parallel_for).
+  void DrawAhead(StepBatch& b);
+  // Each entry's result in plan order: prompt scores, verification, candidates and commits.
+  void Commit(StepBatch& b);
 
   EngineConfig config_;
   const Tokenizer& tokenizer_;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "lib/engine/testing_hooks.h"
 
 namespace llm42 {
 
@@ -19,17 +20,11 @@ class LoadProgress {
   double fraction() const { return fraction_.load(std::memory_order_relaxed); }
   void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
-  // Testing (llm42_testing_set_load_stage_delay): every stage of every creation in the process
-  // takes at least this long, so that a test can watch the progress and cancel mid-way.
-  static std::atomic<int32_t>& StageDelayMs() {
-    static std::atomic<int32_t> delay{0};
-    return delay;
-  }
 
   // Records that the creation reached `fraction` (it never goes back), then says whether to go on:
   // CANCELLED once Cancel was called.
   absl::Status Reach(double fraction) {
-    if (const int32_t delay = StageDelayMs().load(std::memory_order_relaxed); delay > 0) {
+    if (const int32_t delay = TestingHooks::LoadStageDelayMs().load(std::memory_order_relaxed); delay > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     }
     double now = fraction_.load(std::memory_order_relaxed);

@@ -51,7 +51,11 @@ absl::Status DeterminismPolicy::Validate() const {
 }
 
 absl::Status SessionOptions::Validate() const {
-  if (!IsKnownBackendName(backend)) return InvalidArgument("backend = '", backend, "' (auto, cpu or cuda)");
+  if (!IsKnownBackendName(backend)) {
+    std::string names;  // (Debian's Abseil joins no std::string_view)
+    for (std::string_view name : KnownBackendNames()) names.append(names.empty() ? "" : ", ").append(name);
+    return InvalidArgument("backend = '", backend, "' (", names, ")");
+  }
   if (threads < 0 || threads > 1024) return OutOfRange("threads = ", threads, " (0..1024)");
   if (max_batch_tokens < 1) return OutOfRange("max_batch_tokens = ", max_batch_tokens, " (>= 1)");
   if (max_running_requests < 1) {

@@ -368,6 +368,41 @@ public class Llm42Tests {
     }
   }
 
+  // The C testing hook (llm42_testing.h), called directly: the library is already loaded.
+  [System.Runtime.InteropServices.DllImport("libllm42.so.0", EntryPoint = "llm42_testing_fail_requests_after")]
+  static extern int FailRequestsAfter(int tokens);
+
+  // Requests made to fail after 3 tokens: foreach, ReadTextAsync and CompletionAsync end with
+  // Llm42Exception(INTERNAL) and the failure's message. Checked to fail with the SWIG layer's
+  // CheckEnded emptied (the streams then end quietly).
+  [Test]
+  public void AFailedStreamThrowsAtItsEnd() {
+    Assert.AreEqual(0, FailRequestsAfter(3));
+    try {
+      using (var ro = Prompt(32)) {
+        ro.SetIgnoreEos(true);
+        using (var r = session.Submit(ro)) {
+          var e = Assert.Throws<Llm42Exception>(() => {
+            foreach (string chunk in r) Assert.IsNotNull(chunk);
+          });
+          Assert.AreEqual(Status.INTERNAL, e.Status);
+          StringAssert.Contains("injected failure", e.Message);
+          Assert.AreEqual(FinishReason.ERROR, r.FinishReason());
+        }
+        using (var r = session.Submit(ro)) {
+          var e = Assert.Throws<AggregateException>(() => ReadAllAsync(r).Wait(60000));
+          Assert.AreEqual(Status.INTERNAL, ((Llm42Exception)e.InnerException).Status);
+        }
+        using (var r = session.Submit(ro)) {
+          var e = Assert.Throws<AggregateException>(() => r.CompletionAsync().Wait(60000));
+          Assert.AreEqual(Status.INTERNAL, ((Llm42Exception)e.InnerException).Status);
+        }
+      }
+    } finally {
+      FailRequestsAfter(0);
+    }
+  }
+
   // Seeds are ulong: one above 2^63 round-trips.
   [Test]
   public void SeedsTakeAll64Bits() {

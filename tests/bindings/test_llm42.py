@@ -331,6 +331,39 @@ class BindingTest(unittest.TestCase):
             waiter.join()
             self.assertTrue(still_running)
 
+    def test_a_failed_stream_raises_at_its_end(self):
+        # Requests made to fail after 3 tokens (llm42_testing_fail_requests_after, the C testing
+        # hook, through ctypes): iteration, async iteration and completion() raise Llm42Exception
+        # with INTERNAL and the failure's message. Checked to fail with the SWIG layer's
+        # CheckEnded emptied (the streams then end quietly).
+        import asyncio
+        import ctypes
+        lib = ctypes.CDLL("libllm42.so.0")  # the library the module loaded
+        lib.llm42_testing_fail_requests_after.argtypes = [ctypes.c_int32]
+        self.assertEqual(lib.llm42_testing_fail_requests_after(3), 0)
+
+        async def stream(r):
+            return [chunk async for chunk in r]
+
+        async def completion(r):
+            return await r.completion()
+        try:
+            with request_options(max_tokens=32, ignore_eos=True) as ro:
+                with self.session.submit(ro) as r:
+                    with self.assertRaises(llm42.Llm42Exception) as e:
+                        for _ in r:
+                            pass
+                    self.assertEqual(e.exception.status, llm42.Status.INTERNAL)
+                    self.assertIn("injected failure", str(e.exception))
+                    self.assertEqual(r.finish_reason(), llm42.FinishReason.ERROR)
+                for form in (stream, completion):
+                    with self.session.submit(ro) as r:
+                        with self.assertRaises(llm42.Llm42Exception) as e:
+                            asyncio.run(form(r))
+                        self.assertEqual(e.exception.status, llm42.Status.INTERNAL)
+        finally:
+            lib.llm42_testing_fail_requests_after(0)
+
     def test_a_cancelled_stream_raises_at_its_end(self):
         # Iterating, reading tokens and async iteration all end a cancelled request with
         # llm42.CancelledError, not quietly; status() is PENDING while it runs. Checked to fail

@@ -1,0 +1,28 @@
+#ifndef LLM42_ENGINE_TESTING_HOOKS_H_
+#define LLM42_ENGINE_TESTING_HOOKS_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace llm42 {
+
+// The process-wide hooks of llm42_testing.h that are not part of a determinism policy: each off
+// (0) unless a test turns it on. Read on every use, so a test can turn one on and off again.
+struct TestingHooks {
+  // llm42_testing_set_load_stage_delay: every stage of every session creation takes at least this
+  // long (LoadProgress::Reach), so that a test can watch a load's progress and cancel it mid-way.
+  static std::atomic<int32_t>& LoadStageDelayMs() {
+    static std::atomic<int32_t> ms{0};
+    return ms;
+  }
+  // llm42_testing_fail_requests_after: a request that has committed this many tokens fails with
+  // INTERNAL (Engine::CommitTokens), as a request whose forward pass broke would.
+  static std::atomic<int32_t>& FailRequestsAfterTokens() {
+    static std::atomic<int32_t> tokens{0};
+    return tokens;
+  }
+};
+
+}  // namespace llm42
+
+#endif  // LLM42_ENGINE_TESTING_HOOKS_H_
