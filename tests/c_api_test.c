@@ -677,7 +677,7 @@ static void TestSessionCreateAsync(void) {
   EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
   EXPECT_STATUS(llm42_session_create_async(so, &l), LLM42_OK);
   llm42_session_options_destroy(so);
-  while (llm42_session_loader_progress(l) < 0.2f) usleep(1000); /* into the layers' upload */
+  while (llm42_session_loader_progress(l) < 0.2f) llm42_session_loader_wait(l, 1); /* into the layers' upload */
   EXPECT_STATUS(llm42_session_loader_cancel(l), LLM42_OK);
   EXPECT_STATUS(llm42_session_loader_wait(l, -1), LLM42_OK);
   EXPECT_STATUS(llm42_session_loader_take(l, &s), LLM42_CANCELLED);
