@@ -583,7 +583,9 @@ LLM42_API void llm42_watcher_destroy(llm42_watcher* watcher);
  * once when it already has unread output or has ended. A request may be added to several
  * watchers. */
 LLM42_API llm42_status llm42_watcher_add(llm42_watcher* watcher, llm42_request* request, uint64_t tag);
-/* Stops the request's reports (a report already queued stays). OK when it was not added. */
+/* Stops the request's reports. A report already queued, or being made as this returns (a commit
+ * on the engine's thread), can still come: ignore tags you no longer watch. OK when it was not
+ * added. */
 LLM42_API llm42_status llm42_watcher_remove(llm42_watcher* watcher, llm42_request* request);
 /* Waits up to timeout_ms (0 = don't wait, -1 = forever) for news, then writes up to capacity
  * tags (the rest stay for the next call) and *n_tags. OK with *n_tags possibly 0 after
