@@ -665,17 +665,7 @@ static void TestSessionCreateAsync(void) {
     EXPECT(again == NULL);
   }
   if (s != NULL) {
-    char* text = NULL;
-    size_t len = 0;
-    llm42_request_options* ro = NULL;
-    EXPECT_STATUS(llm42_request_options_create(&ro), LLM42_OK);
-    EXPECT_STATUS(llm42_request_options_set_prompt(ro, "Once upon a time", 16), LLM42_OK);
-    EXPECT_STATUS(llm42_request_options_set_max_tokens(ro, 32), LLM42_OK);
-    EXPECT_STATUS(llm42_request_options_set_ignore_eos(ro, 1), LLM42_OK);
-    EXPECT_STATUS(llm42_session_generate(s, ro, &text, &len), LLM42_OK);
-    EXPECT(text != NULL && strcmp(text, kExpected) == 0);
-    llm42_free(text);
-    llm42_request_options_destroy(ro);
+    TestGenerateAndReadText(s); /* the loaded session streams llama.cpp's text */
     llm42_session_destroy(s);
   }
   llm42_session_loader_destroy(l);
