@@ -323,7 +323,7 @@ TEST_P(BackendOpsTest, EmbedIsExactAndRowOpsAreRowInvariant) {
 }
 
 // ArgmaxRows (a greedy draw's row summary, computed where the logits are) follows
-// lib/sampling/argmax.h's rule to the bit: the rule's cases spelled out (ties to the lowest id,
+// lib/numerics/argmax.h's rule to the bit: the rule's cases spelled out (ties to the lowest id,
 // NaN never best except at id 0, -inf rows, one column), then long random rows, picked out of
 // order, against the host's scan. A kernel that broke ties upward, let NaN win or read the wrong
 // row fails here.

@@ -20,7 +20,7 @@
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/row_ops.h"
 #include "lib/util/ggml_types.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 #include "lib/util/simd_switch.h"
 #include "tests/backend_harness.h"
 #include "tests/op_reference.h"

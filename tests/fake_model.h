@@ -10,7 +10,7 @@
 #include "lib/engine/engine.h"
 #include "lib/engine/sequence.h"
 #include "lib/kv/kv_cache.h"
-#include "lib/sampling/argmax.h"
+#include "lib/numerics/argmax.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace llm42::testing {

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 
 namespace llm42 {
 namespace {

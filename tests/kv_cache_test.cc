@@ -1,13 +1,18 @@
 // The paged KV cache's prefix caching alone (no model): what gets registered, what a new sequence
 // maps, schedules, provisional rows, rollbacks and eviction; and the release of blocks behind
-// sliding windows. The engine-level guarantee (cache
+// sliding windows; copying a prefix's blocks out and into another cache (prefix_blocks.h).
+// The engine-level guarantee (cache
 // hits give the same bits as cold runs) is in determinism_test.
 #include "lib/kv/kv_cache.h"
 
+#include <algorithm>
+#include <map>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/kv/prefix_blocks.h"
 
 namespace llm42 {
 namespace {
@@ -185,6 +190,82 @@ TEST(SlidingWindow, ABlockAfterAReleasedOneIsNeverCachedAgainstNewContent) {
   EXPECT_EQ(Map(c, mixed, true), 16);
   EXPECT_EQ(Map(c, t, true), 0);
   c.Free(s);
+}
+
+// Storage for the copies: a block's bytes are a function of its id in the source cache, so a
+// block read from the wrong id, or written to the wrong place, shows.
+struct FakeStorage {
+  size_t block_bytes = 8;
+  std::map<int32_t, std::vector<uint8_t>> blocks;
+  ReadKvBlockFn Reader() {
+    return [this](int32_t id, std::span<uint8_t> out) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(id * 16 + static_cast<int32_t>(i));
+      return absl::OkStatus();
+    };
+  }
+  WriteKvBlockFn Writer() {
+    return [this](int32_t id, std::span<const uint8_t> in) {
+      blocks[id].assign(in.begin(), in.end());
+      return absl::OkStatus();
+    };
+  }
+};
+
+TEST(PrefixBlocks, CopiedOutBlocksMapInAnotherCacheUnderTheirSchedule) {
+  KvCache source(16, 16);
+  WriteAndFree(source, Tokens(40), /*fixed=*/true);
+  const std::vector<int32_t> other_tokens = Tokens(20, 1);
+  WriteAndFree(source, other_tokens, /*fixed=*/false);
+  FakeStorage storage;
+  absl::StatusOr<PrefixBlocks> out = CopyCachedPrefixOut(source, Tokens(40), storage.block_bytes, storage.Reader());
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->fixed, (std::vector<uint8_t>{1, 1}));  // the two full blocks, the partial one not
+  ASSERT_EQ(out->kv.size(), 2 * storage.block_bytes);
+  EXPECT_EQ(source.cached_idle_blocks(), 3);  // released again after the copy
+  absl::StatusOr<PrefixBlocks> plain = CopyCachedPrefixOut(source, other_tokens, storage.block_bytes, storage.Reader());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->fixed, (std::vector<uint8_t>{0}));
+
+  KvCache target(8, 16);
+  ASSERT_TRUE(CopyPrefixIn(target, Tokens(40), storage.block_bytes, *out, storage.Writer()).ok());
+  EXPECT_EQ(target.cached_idle_blocks(), 2);
+  EXPECT_EQ(Map(target, Tokens(40), /*fixed_only=*/true), 32);  // fixed blocks serve deterministic requests
+  // The bytes landed in the blocks the target's table maps, in order.
+  int32_t seq = -1;
+  ASSERT_EQ(Map(target, Tokens(40), true, &seq), 32);
+  for (int b = 0; b < 2; ++b) {
+    const std::vector<uint8_t>& got = storage.blocks[target.block_table(seq)[b]];
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), out->kv.begin() + b * static_cast<int64_t>(storage.block_bytes)));
+  }
+  target.Free(seq);
+  ASSERT_TRUE(CopyPrefixIn(target, other_tokens, storage.block_bytes, *plain, storage.Writer()).ok());
+  EXPECT_EQ(Map(target, other_tokens, /*fixed_only=*/true), 0);  // fast blocks do not
+  EXPECT_EQ(Map(target, other_tokens, /*fixed_only=*/false), 16);
+}
+
+TEST(PrefixBlocks, APoolTooSmallOrSizesThatDisagreeAreRefusedAndLeaveNothingHeld) {
+  KvCache source(16, 16);
+  WriteAndFree(source, Tokens(64), true);
+  FakeStorage storage;
+  absl::StatusOr<PrefixBlocks> out = CopyCachedPrefixOut(source, Tokens(64), storage.block_bytes, storage.Reader());
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(out->fixed.size(), 4u);
+  KvCache small(3, 16);
+  const absl::Status st = CopyPrefixIn(small, Tokens(64), storage.block_bytes, *out, storage.Writer());
+  EXPECT_TRUE(absl::IsResourceExhausted(st)) << st;
+  EXPECT_EQ(small.free_blocks(), 3);
+  EXPECT_TRUE(storage.blocks.empty());
+  KvCache target(8, 16);
+  EXPECT_TRUE(absl::IsInvalidArgument(CopyPrefixIn(target, Tokens(40), storage.block_bytes, *out, storage.Writer())));
+  PrefixBlocks torn = *out;
+  torn.kv.pop_back();
+  EXPECT_TRUE(absl::IsInvalidArgument(CopyPrefixIn(target, Tokens(64), storage.block_bytes, torn, storage.Writer())));
+  EXPECT_EQ(target.cached_idle_blocks(), 0);
+  // A failed write is returned, and the sequence it used is released.
+  const absl::Status bad = CopyPrefixIn(target, Tokens(64), storage.block_bytes, *out,
+                                        [](int32_t, std::span<const uint8_t>) { return absl::DataLossError("device"); });
+  EXPECT_TRUE(absl::IsDataLoss(bad)) << bad;
+  EXPECT_EQ(target.free_blocks(), 8);
 }
 
 }  // namespace

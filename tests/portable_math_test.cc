@@ -1,6 +1,6 @@
-// lib/util/portable_math: accuracy against long double libm, special values, and bits that do
+// lib/numerics/portable_math: accuracy against long double libm, special values, and bits that do
 // not depend on which implementation glibc dispatched to.
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 
 #if defined(__linux__)
 #include <sys/wait.h>

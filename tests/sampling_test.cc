@@ -10,8 +10,8 @@
 
 #include "gtest/gtest.h"
 #include "lib/sampling/logit_controls.h"
-#include "lib/sampling/philox.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/philox.h"
+#include "lib/numerics/portable_math.h"
 
 namespace llm42 {
 namespace {

@@ -5,7 +5,7 @@ script, for this machine's platform or the one named by --platform (tools/packag
 manylinux_2_36_x86_64, for a build whose libllm42 carries its dependencies). Standard library only.
 
     make_wheel.py --module-dir BUILD/bindings/python --lib BUILD/lib/libllm42.so.0 \
-                  --version 0.1.0 [--platform TAG] --out DIR
+                  --version 0.2.0 [--platform TAG] --out DIR
 """
 import argparse
 import base64

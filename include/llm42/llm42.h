@@ -73,14 +73,17 @@ extern "C" {
  * functions, enum values and statuses are only added, never removed or changed in meaning, and
  * no struct crosses the ABI. A program must not assume an enum value it does not know is
  * absent (statuses above all: map unknown ones to a generic error). A break bumps MAJOR, the
- * SONAME and the node. The bindings check this rule at load (llm42_version_number). */
+ * SONAME and the node. Before 1.0 the minor version is the compatibility line instead: 0.x
+ * promises nothing across minors (0.2 changed llm42_session_verify_receipt's outcome to
+ * llm42_receipt_outcome* and seeds to uint64_t). The bindings check this rule at load
+ * (llm42_version_number). */
 
 #define LLM42_VERSION_MAJOR 0
-#define LLM42_VERSION_MINOR 1
+#define LLM42_VERSION_MINOR 2
 #define LLM42_VERSION_PATCH 0
 #define LLM42_VERSION_NUMBER \
   (LLM42_VERSION_MAJOR * 1000000 + LLM42_VERSION_MINOR * 1000 + LLM42_VERSION_PATCH)
-#define LLM42_VERSION_STRING "0.1.0"
+#define LLM42_VERSION_STRING "0.2.0"
 
 /* The library's version; compare with LLM42_VERSION_NUMBER to detect a header/library mismatch. */
 LLM42_API int32_t llm42_version_number(void);

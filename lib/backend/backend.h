@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "lib/sampling/argmax.h"
+#include "lib/numerics/argmax.h"
 #include "lib/util/ggml_types.h"
 
 namespace llm42 {

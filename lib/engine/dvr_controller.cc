@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "lib/kv/kv_cache.h"
-#include "lib/sampling/philox.h"
+#include "lib/numerics/philox.h"
 
 namespace llm42 {
 
@@ -18,6 +18,39 @@ void DvrController::AddCandidate(Sequence& s, int32_t token, double margin, bool
   // Converging on decoding under fixed, requests still holding candidates verify them at once,
   // so that they decode under fixed after.
   s.ready = s.candidates() >= s.window || ends || close || converge_;
+}
+
+bool DvrController::VerifyAndCommit(Sequence& s, int64_t n,
+                                    const std::function<std::span<float>(int64_t)>& rows, Committer& committer,
+                                    KvCache& cache) {
+  const RequestOptions& o = s.request->options();
+  // A row where the grammar allows nothing can only be the one after the last candidate (each
+  // candidate was drawn where it allowed something): its token is not committed.
+  int64_t dead = -1;
+  Verdict v = Verify(s, n, o.logprobs, o.top_logprobs, [&](int64_t j) -> std::span<const float> {
+    const std::span<float> logits = rows(j);
+    if (!committer.ControlLogits(s, s.n_committed + j, logits) && dead < 0) dead = j;
+    return logits;
+  });
+  Count(s, v);
+  const bool dead_end = dead >= 0 && static_cast<size_t>(dead) < v.tokens.size();
+  if (dead_end) {
+    const auto keep = static_cast<size_t>(dead);
+    v.tokens.resize(keep);
+    if (!v.logprobs.empty()) v.logprobs.resize(keep);
+    v.top.resize(std::min(v.top.size(), keep * static_cast<size_t>(o.top_logprobs)));
+  }
+  const int64_t before = s.n_committed;
+  const bool done = committer.CommitTokens(s, v.tokens, v.logprobs, v.top);
+  if (dead_end && !done) {
+    committer.FailDeadEnd(s, s.n_committed);
+    return true;
+  }
+  // The token after a window that agreed came from the replay's last row: decoded under fixed.
+  if (!v.disagreed && s.n_committed - before > v.verified) stats_.Add(Stat::kTokensDecodedFixed);
+  if (done) return true;
+  Settle(s, v, cache);
+  return false;
 }
 
 DvrController::Verdict DvrController::Verify(

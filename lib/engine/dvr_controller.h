@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/options.h"
 #include "lib/engine/sequence.h"
@@ -30,6 +31,22 @@ class KvCache;
 // Neither changes what is committed (the replay decides every token), only what is wasted.
 class DvrController {
  public:
+  // What a verify pass needs of the engine that runs it (Engine implements it).
+  class Committer {
+   public:
+    // Applies the request's logit controls for `position` (bias, penalties, grammar mask) in
+    // place; false when the grammar allows no token there.
+    virtual bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits) = 0;
+    // Commits tokens after the committed prefix and streams them; true when that finished the
+    // request.
+    virtual bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs,
+                              std::span<const TopLogprob> top) = 0;
+    // Ends a running request whose grammar allows no token at `position`.
+    virtual void FailDeadEnd(Sequence& s, int64_t position) = 0;
+
+   protected:
+    ~Committer() = default;
+  };
   // Candidates whose margin is below this are verified at once. Fast and fixed logits differ
   // by rounding (about 1e-6 relative); the margin leaves two orders of magnitude.
   static constexpr double kEarlyVerifyMargin = 1e-6;
@@ -81,7 +98,14 @@ class DvrController {
   // converges on decoding under fixed (ChooseDecode), so that the request follows once verified.
   void AddCandidate(Sequence& s, int32_t token, double margin, bool ends);
 
-  // What a verify pass found.
+  // A verify entry's whole pass: the first n candidates (see Verify) against the replay's raw
+  // logits rows(j), with the request's controls applied to each row first; the agreed tokens
+  // committed through `committer`, the pass counted, the cache and window settled. True when
+  // the request finished (ended, or failed at a grammar dead end).
+  bool VerifyAndCommit(Sequence& s, int64_t n, const std::function<std::span<float>(int64_t)>& rows,
+                       Committer& committer, KvCache& cache);
+
+  // Its steps, public for the controller's tests. What a verify pass found.
   struct Verdict {
     std::vector<int32_t> tokens;  // to commit: the agreed candidates, then the replay's token
     std::vector<float> logprobs;  // theirs under fixed, when requested

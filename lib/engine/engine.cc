@@ -11,11 +11,11 @@
 #include "lib/engine/testing_hooks.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/sampling/logit_controls.h"
-#include "lib/sampling/philox.h"
+#include "lib/numerics/philox.h"
 #include "lib/sampling/sampler.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 
 namespace llm42 {
 namespace {
@@ -138,14 +138,11 @@ bool Engine::CompletesGrammar(const Sequence& s, int64_t position, int32_t token
   return after != nullptr && s.grammar->grammar().automaton().IsComplete(*after);
 }
 
-namespace {
-
-absl::Status NoTokenAllowed(const Sequence& s, int64_t position) {
-  return absl::FailedPreconditionError(absl::StrCat("the output grammar allows no token of the model's vocabulary after ",
-                                                    position - s.n_prompt, " output tokens"));
+void Engine::FailDeadEnd(Sequence& s, int64_t position) {
+  Fail(s, absl::FailedPreconditionError(absl::StrCat(
+              "the output grammar allows no token of the model's vocabulary after ", position - s.n_prompt,
+              " output tokens")));
 }
-
-}  // namespace
 
 void Engine::FinishAll(FinishReason reason, const absl::Status& status) {
   for (auto& s : scheduler_.TakeAll()) Finish(*s, reason, status);
@@ -158,37 +155,6 @@ Schedule Engine::EntrySchedule(const PlanEntry& p, DvrController::DecodeChoice c
   }
   if (p.kind != RowKind::kDecode) return Schedule::kFixed;  // verify and prefill
   return choice != Choice::kCandidates && p.seq->candidates() == 0 ? Schedule::kFixed : Schedule::kFast;
-}
-
-bool Engine::VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<float>(int64_t)>& rows) {
-  const RequestOptions& o = s.request->options();
-  // A row where the grammar allows nothing can only be the one after the last candidate (each
-  // candidate was drawn where it allowed something): its token is not committed.
-  int64_t dead = -1;
-  DvrController::Verdict v = dvr_.Verify(s, n, o.logprobs, o.top_logprobs, [&](int64_t j) -> std::span<const float> {
-    const std::span<float> logits = rows(j);
-    if (!ControlLogits(s, s.n_committed + j, logits) && dead < 0) dead = j;
-    return logits;
-  });
-  dvr_.Count(s, v);
-  const bool dead_end = dead >= 0 && static_cast<size_t>(dead) < v.tokens.size();
-  if (dead_end) {
-    const auto keep = static_cast<size_t>(dead);
-    v.tokens.resize(keep);
-    if (!v.logprobs.empty()) v.logprobs.resize(keep);
-    v.top.resize(std::min(v.top.size(), keep * static_cast<size_t>(o.top_logprobs)));
-  }
-  const int64_t before = s.n_committed;
-  const bool done = CommitTokens(s, v.tokens, v.logprobs, v.top);
-  if (dead_end && !done) {
-    Fail(s, NoTokenAllowed(s, s.n_committed));
-    return true;
-  }
-  // The token after a window that agreed came from the replay's last row: decoded under fixed.
-  if (!v.disagreed && s.n_committed - before > v.verified) stats_.Add(Stat::kTokensDecodedFixed);
-  if (done) return true;
-  dvr_.Settle(s, v, cache_);
-  return false;
 }
 
 bool Engine::Step() {
@@ -383,7 +349,8 @@ void Engine::Commit(StepBatch& b) {
       s.prompt_scored += static_cast<int64_t>(b.score_n[e]);
     }
     if (p.kind == RowKind::kVerify) {
-      if (VerifyEntry(s, p.n, [&](int64_t j) { return b.Row(b.first_logit[e] + static_cast<size_t>(j)); })) {
+      if (dvr_.VerifyAndCommit(
+              s, p.n, [&](int64_t j) { return b.Row(b.first_logit[e] + static_cast<size_t>(j)); }, *this, cache_)) {
         finished.push_back(&s);
       }
       continue;
@@ -403,7 +370,7 @@ void Engine::Commit(StepBatch& b) {
     const auto position = static_cast<int64_t>(s.tokens.size());
     if (!b.draws[e].has_value()) Draw(b, e);
     if (b.draws[e]->token < 0) {
-      Fail(s, NoTokenAllowed(s, position));
+      FailDeadEnd(s, position);
       finished.push_back(&s);
       continue;
     }

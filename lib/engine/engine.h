@@ -42,7 +42,7 @@ struct EngineConfig {
 // sampled and committed, with deterministic requests' candidates verified by the
 // DvrController. Engine thread only; the forward pass is a function so that tests can drive
 // the engine with a fake model.
-class Engine {
+class Engine : private DvrController::Committer {
  public:
   // Returns the logits [row][n_vocab] of batch.logit_rows that are not batch.argmax_only,
   // packed, in host memory valid until the next call (and fills batch.argmax for the others);
@@ -74,10 +74,12 @@ class Engine {
   // before anyone can see it finished).
   // `top`: RequestOptions::top_logprobs entries per token, or none.
   bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs,
-                    std::span<const TopLogprob> top = {});
+                    std::span<const TopLogprob> top) override;
   void Finish(Sequence& s, FinishReason reason, absl::Status status);
   // Finishes a running request with an error: its cache released, the status reported.
   void Fail(Sequence& s, absl::Status status);
+  // Fail with FAILED_PRECONDITION: the grammar allows no token at `position`.
+  void FailDeadEnd(Sequence& s, int64_t position) override;
   // Whether the request changes its logits before they are sampled (then every draw needs the
   // whole row, never only its argmax summary).
   static bool ControlsLogits(const Sequence& s);
@@ -86,7 +88,7 @@ class Engine {
   // position — what every draw of the position (a candidate, its replay, a direct commit) samples
   // from. False when the grammar leaves no token of the vocabulary there.
   // Timed into EngineStats::StepTimes. Any thread (a sequence's rows on one at a time).
-  bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits);
+  bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits) override;
   // Whether `token` at `position` completes the request's grammar (nothing can follow it).
   static bool CompletesGrammar(const Sequence& s, int64_t position, int32_t token);
   // How an entry's rows compute: plain requests under the session's schedule (their decode rows
@@ -94,10 +96,6 @@ class Engine {
   // prefill rows under fixed, its decode row under fixed when the choice is not kCandidates and
   // nothing awaits verification, else under fast (a candidate).
   Schedule EntrySchedule(const PlanEntry& p, DvrController::DecodeChoice choice) const;
-  // A deterministic request's candidates against the replay in `rows`; true when finished.
-  // `rows` are the raw logits; VerifyEntry applies the request's controls (ControlLogits).
-  bool VerifyEntry(Sequence& s, int64_t n, const std::function<std::span<float>(int64_t)>& rows);
-
   // One step, as its stages (Step runs them in this order) hand it along: the plan, the rows of
   // the forward pass, the logits it returned and the draws made from them.
   struct StepBatch {

@@ -12,6 +12,7 @@
 #include "lib/model/fingerprint.h"
 #include "lib/engine/text_stream.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/kv/prefix_blocks.h"
 #include "lib/format/gguf_reader.h"
 #include "lib/format/hf_loader.h"
 #include "lib/model/model_weights.h"
@@ -385,19 +386,12 @@ absl::Status Session::SaveConversation(const Request& r, const std::string& path
   c.tokens = std::move(parent.tokens);
   c.messages = std::move(parent.messages);
   LLM42_RETURN_IF_ERROR(RunOnEngine([&]() -> absl::Status {
-    // The blocks the cache holds for the conversation, held while they are copied out.
-    const int32_t seq = cache_->Create();
-    const int64_t blocks =
-        cache_->MapCachedPrefix(seq, c.tokens, static_cast<int64_t>(c.tokens.size()), false) / cache_->block_size();
-    absl::Status st;
-    c.kv.resize(static_cast<size_t>(blocks) * c.block_bytes());
-    for (int64_t b = 0; b < blocks && st.ok(); ++b) {
-      const int32_t id = cache_->block_table(seq)[b];
-      c.block_fixed.push_back(cache_->block_fixed(id) ? 1 : 0);
-      st = backend_->ReadKvBlock(id, std::span(c.kv).subspan(static_cast<size_t>(b) * c.block_bytes(), c.block_bytes()));
-    }
-    cache_->Free(seq);
-    return st;
+    LLM42_ASSIGN_OR_RETURN(PrefixBlocks blocks,
+                           CopyCachedPrefixOut(*cache_, c.tokens, c.block_bytes(),
+                                               [&](int32_t id, std::span<uint8_t> out) { return backend_->ReadKvBlock(id, out); }));
+    c.block_fixed = std::move(blocks.fixed);
+    c.kv = std::move(blocks.kv);
+    return absl::OkStatus();
   }));
   return WriteSavedConversation(path, c);
 }
@@ -410,24 +404,14 @@ absl::StatusOr<RequestOptions::Parent> Session::LoadConversation(const std::stri
     if (!vocab.IsValid(t)) return absl::DataLossError(absl::StrCat(path, " holds token ", t, ", outside the vocabulary"));
   }
   LLM42_RETURN_IF_ERROR(RunOnEngine([&]() -> absl::Status {
-    // Into fresh blocks, registered in the prefix cache as the rows that computed them would
-    // have been; then released, so they stay cached until a continuation maps them.
-    const int32_t seq = cache_->Create();
-    const auto blocks = static_cast<int64_t>(c.block_fixed.size());
-    if (!cache_->Reserve(seq, blocks * c.block_size)) {
-      cache_->Free(seq);
-      return absl::ResourceExhaustedError(absl::StrCat("the KV cache cannot hold the ", blocks * c.block_size,
-                                                       " saved positions of ", path));
+    PrefixBlocks blocks{std::move(c.block_fixed), std::move(c.kv)};
+    const absl::Status st =
+        CopyPrefixIn(*cache_, c.tokens, c.block_bytes(), blocks,
+                     [&](int32_t id, std::span<const uint8_t> in) { return backend_->WriteKvBlock(id, in); });
+    if (absl::IsResourceExhausted(st)) {
+      return absl::ResourceExhaustedError(absl::StrCat("the KV cache cannot hold the saved positions of ", path, ": ",
+                                                       st.message()));
     }
-    absl::Status st;
-    for (int64_t b = 0; b < blocks && st.ok(); ++b) {
-      st = backend_->WriteKvBlock(cache_->block_table(seq)[b],
-                                  std::span<const uint8_t>(c.kv).subspan(static_cast<size_t>(b) * c.block_bytes(), c.block_bytes()));
-      for (int64_t p = b * c.block_size; st.ok() && p < (b + 1) * c.block_size; ++p) {
-        cache_->NoteWritten(seq, p, c.tokens[static_cast<size_t>(p)], c.block_fixed[static_cast<size_t>(b)] != 0, false);
-      }
-    }
-    cache_->Free(seq);
     return st;
   }));
   return RequestOptions::Parent{this, std::move(c.tokens), std::move(c.messages)};

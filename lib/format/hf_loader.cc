@@ -13,7 +13,7 @@
 #include "lib/format/safetensors.h"
 #include "lib/format/vocab_spec.h"
 #include "lib/util/platform.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 #include "lib/util/status.h"
 #include "nlohmann/json.hpp"
 #include "proto/sentencepiece_model.pb.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 
 namespace llm42 {
 

@@ -11,8 +11,8 @@
 #include "lib/format/gguf_reader.h"
 #include "lib/maker/gguf_writer.h"
 #include "lib/maker/quantizer.h"
-#include "lib/sampling/philox.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/philox.h"
+#include "lib/numerics/portable_math.h"
 #include "lib/util/status.h"
 #include "lib/util/thread_pool.h"
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "lib/sampling/philox.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/philox.h"
+#include "lib/numerics/portable_math.h"
 #include "lib/util/thread_scratch.h"
 
 namespace llm42 {

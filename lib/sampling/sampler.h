@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "lib/sampling/argmax.h"
+#include "lib/numerics/argmax.h"
 
 namespace llm42 {
 

@@ -18,7 +18,7 @@
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/engine/session.h"
 #include "lib/model/model_weights.h"
-#include "lib/sampling/philox.h"
+#include "lib/numerics/philox.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/aligned_vector.h"
 #include "lib/util/mutex.h"

@@ -9,7 +9,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "lib/engine/session.h"
-#include "lib/sampling/philox.h"
+#include "lib/numerics/philox.h"
 
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(std::string, kv_dtype);

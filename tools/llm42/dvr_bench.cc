@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "lib/engine/session.h"
-#include "lib/sampling/philox.h"
+#include "lib/numerics/philox.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/platform.h"
 #include "tools/llm42/bench_util.h"

@@ -21,7 +21,7 @@
 #include "lib/backend/cpu/sum_squares.h"
 #include "lib/backend/cpu/weight_loaders.h"
 #include "lib/util/platform.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 #include "lib/util/status.h"
 #include "lib/util/thread_scratch.h"
 

@@ -9,7 +9,7 @@
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/simd_targets.h"
 #include "lib/backend/cpu/weight_loaders.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 #include "lib/util/thread_scratch.h"
 
 namespace llm42::internal {

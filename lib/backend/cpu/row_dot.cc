@@ -4,7 +4,7 @@
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/fixed_tree.h"
 #include "lib/backend/cpu/weight_loaders.h"
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 #include "lib/util/simd_switch.h"
 
 #include <algorithm>

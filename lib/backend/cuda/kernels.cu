@@ -41,7 +41,7 @@ __global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float e
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * scale * w[j];
 }
 
-// One block per row, lib/sampling/argmax.h's rule to the bit: the best is the greatest value
+// One block per row, lib/numerics/argmax.h's rule to the bit: the best is the greatest value
 // that is not NaN, the lowest id on ties (a NaN at id 0 stays the best, as a scan from id 0 that
 // replaces only on greater leaves it); `second` the largest non-NaN value at another id. Both
 // reductions are exact (maxima), so their tree order changes nothing but the sign of a zero

@@ -34,14 +34,14 @@ struct RopeArgs {
   float attn_factor = 1.0f;             // cosines and sines multiplied by it
 };
 
-// lib/sampling/argmax.h's ArgmaxSummary, field for field (cuda_backend.cc checks the layout).
+// lib/numerics/argmax.h's ArgmaxSummary, field for field (cuda_backend.cc checks the layout).
 struct ArgmaxOut {
   int32_t id;
   float best;
   float second;
 };
 
-// out[r] = the ArgmaxSummary of row rows[r] of x (rows of n), by lib/sampling/argmax.h's rule.
+// out[r] = the ArgmaxSummary of row rows[r] of x (rows of n), by lib/numerics/argmax.h's rule.
 cudaError_t LaunchArgmaxRows(const float* x, int64_t n, const int32_t* rows, int64_t n_rows, ArgmaxOut* out,
                              cudaStream_t stream);
 // out[i][:] = table row tokens[i] as f32.

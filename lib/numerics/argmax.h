@@ -1,5 +1,5 @@
-#ifndef LLM42_SAMPLING_ARGMAX_H_
-#define LLM42_SAMPLING_ARGMAX_H_
+#ifndef LLM42_NUMERICS_ARGMAX_H_
+#define LLM42_NUMERICS_ARGMAX_H_
 
 #include <cstdint>
 #include <span>
@@ -25,4 +25,4 @@ ArgmaxSummary SummarizeArgmax(std::span<const float> logits);
 
 }  // namespace llm42
 
-#endif  // LLM42_SAMPLING_ARGMAX_H_
+#endif  // LLM42_NUMERICS_ARGMAX_H_

@@ -1,4 +1,4 @@
-#include "lib/sampling/philox.h"
+#include "lib/numerics/philox.h"
 
 namespace llm42 {
 namespace {

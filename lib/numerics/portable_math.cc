@@ -1,4 +1,4 @@
-#include "lib/util/portable_math.h"
+#include "lib/numerics/portable_math.h"
 
 #include "lib/util/simd_switch.h"
 

@@ -1,5 +1,5 @@
-#ifndef LLM42_UTIL_PORTABLE_MATH_H_
-#define LLM42_UTIL_PORTABLE_MATH_H_
+#ifndef LLM42_NUMERICS_PORTABLE_MATH_H_
+#define LLM42_NUMERICS_PORTABLE_MATH_H_
 
 #include <bit>
 #include <cstddef>
@@ -125,4 +125,4 @@ void PortableExpScaled(const float* x, double shift, double divisor, double* out
 
 }  // namespace llm42
 
-#endif  // LLM42_UTIL_PORTABLE_MATH_H_
+#endif  // LLM42_NUMERICS_PORTABLE_MATH_H_

@@ -1,4 +1,4 @@
-#include "lib/sampling/argmax.h"
+#include "lib/numerics/argmax.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,5 +1,5 @@
-#ifndef LLM42_SAMPLING_PHILOX_H_
-#define LLM42_SAMPLING_PHILOX_H_
+#ifndef LLM42_NUMERICS_PHILOX_H_
+#define LLM42_NUMERICS_PHILOX_H_
 
 #include <array>
 #include <cstdint>
@@ -17,4 +17,4 @@ double PhiloxUniform(uint64_t seed, uint64_t position, uint32_t stream = 0);
 
 }  // namespace llm42
 
-#endif  // LLM42_SAMPLING_PHILOX_H_
+#endif  // LLM42_NUMERICS_PHILOX_H_
