@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/sampling/sampler.h"
 #include "tests/backend_harness.h"
 #include "tests/op_reference.h"
 
@@ -368,6 +369,61 @@ TEST_P(BackendOpsTest, ArgmaxRowsFollowTheHostRule) {
   }
   EXPECT_EQ(got[2].id, 77777);
   EXPECT_EQ(got[2].second, 9);
+}
+
+// DrawRows (a sampled draw computed where the logits are) gives the host sampler's token, margin,
+// logprob and top logprobs to the bit (lib/sampling/sampler.h, a sorted walk; the backend runs
+// lib/numerics/draw_rule.h's selection): vocabulary-sized rows picked out of order, every filter,
+// a row of ties. A device compiled with fused multiply-adds, a histogram that lost an atomic add
+// or a reduction left to the order of additions fails here.
+TEST_P(BackendOpsTest, DrawRowsGiveTheHostSamplersBits) {
+  Backend& be = *be_;
+  const int64_t n = 128259;
+  std::vector<float> rows = RandomVector(static_cast<size_t>(4 * n), 23);
+  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(3 * n + i)] = static_cast<float>(i % 5);  // ties
+  for (float& x : rows) x *= 4;  // model-like spread
+  std::vector<RowDraw> draws;
+  const float knobs[][4] = {{0.8f, 0, 1.0f, 0.0f}, {1.0f, 40, 1.0f, 0.0f}, {0.7f, 0, 0.9f, 0.05f},
+                            {1.5f, 50, 0.95f, 0.0f}};
+  for (int k = 0; k < 4; ++k) {
+    for (int32_t row : {2, 0, 3}) {
+      RowDraw d;
+      d.row = row;
+      d.top_n = k == 0 ? 0 : 5 * k;
+      d.position = static_cast<uint64_t>(100 * k + row);
+      d.params.temperature = knobs[k][0];
+      d.params.top_k = static_cast<int32_t>(knobs[k][1]);
+      d.params.top_p = knobs[k][2];
+      d.params.min_p = knobs[k][3];
+      d.params.seed = 1000 + static_cast<uint64_t>(k);
+      draws.push_back(d);
+    }
+  }
+  std::vector<DrawnRow> got(draws.size());
+  ASSERT_TRUE(be.DrawRows(h_->Put(rows), n, draws, got.data()).ok());
+  for (size_t r = 0; r < draws.size(); ++r) {
+    const RowDraw& d = draws[r];
+    const std::span<const float> row = std::span(rows).subspan(static_cast<size_t>(d.row * n), static_cast<size_t>(n));
+    const SampledToken host = SampleWithMargin(row, d.params, static_cast<int64_t>(d.position));
+    EXPECT_EQ(got[r].draw.token, host.token) << "draw " << r;
+    EXPECT_EQ(got[r].draw.margin, host.margin) << "draw " << r;
+    const LogSoftmax lp(row);
+    const float want = lp(row[static_cast<size_t>(host.token)]);
+    EXPECT_TRUE(SameBits(&got[r].logprob, &want, 1)) << "draw " << r << ": " << got[r].logprob << " " << want;
+    std::vector<TopLogprob> top;
+    AppendTopLogprobs(row, d.top_n, lp, &top);
+    ASSERT_EQ(got[r].top_n, d.top_n);
+    for (int32_t i = 0; i < d.top_n; ++i) {
+      EXPECT_EQ(got[r].top_ids[i], top[static_cast<size_t>(i)].token) << "draw " << r << " rank " << i;
+      EXPECT_TRUE(SameBits(&got[r].top_logprobs[i], &top[static_cast<size_t>(i)].logprob, 1)) << "draw " << r;
+    }
+  }
+  // Greedy rows and too many top tokens are refused.
+  RowDraw greedy;
+  EXPECT_EQ(be.DrawRows(h_->Put(rows), n, std::span(&greedy, 1), got.data()).code(), absl::StatusCode::kInvalidArgument);
+  draws[0].top_n = kMaxTopLogprobs + 1;
+  EXPECT_EQ(be.DrawRows(h_->Put(rows), n, std::span(draws.data(), 1), got.data()).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // auto takes the first usable backend; cuda where it cannot run is UNSUPPORTED saying why;

@@ -1,14 +1,18 @@
 #include "lib/sampling/sampler.h"
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/numerics/draw_rule.h"
 #include "lib/sampling/logit_controls.h"
 #include "lib/numerics/philox.h"
 #include "lib/numerics/portable_math.h"
@@ -171,28 +175,36 @@ TEST(Sampler, SeededSamplingIsReproducibleAndFollowsTheDistribution) {
   EXPECT_NE(first, other);
 }
 
-// The documented rule, written out plainly (a full stable sort, one weight per token, the
-// unfiltered total in id order, the walk in draw order), against the sampler's partial orders
-// (a histogram select for the first tokens, a radix sort past them) on vocabularies full of
-// exact ties, signed zeros and infinities, at sizes where a draw stays in the select and where it
-// walks into the radix sort. Fails if the keys order -0 before +0 (a tie the rule breaks by id),
-// if the stable passes lose the id order of tied logits, or if a select or sort misplaces a key.
+// The documented rule (draw_rule.h), written out plainly (a full stable sort, one fixed-point
+// weight per token, the total in id order, the walk in draw order), against the sampler's
+// partial orders (a histogram select for the first tokens, a radix sort past them) on
+// vocabularies full of exact ties, signed zeros and infinities, at sizes where a draw stays in
+// the select and where it walks into the radix sort. Fails if the keys order -0 before +0 (a tie
+// the rule breaks by id), if the stable passes lose the id order of tied logits, or if a select
+// or sort misplaces a key.
+std::vector<float> RuleRow(std::mt19937& gen, size_t vocab, int shape) {
+  std::vector<float> logits(vocab);
+  for (size_t i = 0; i < vocab; ++i) {
+    const uint32_t r = gen();
+    if (shape == 0) {  // few distinct values: ties everywhere, both zeros
+      const float levels[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f};
+      logits[i] = levels[r % 6];
+    } else if (shape == 1) {  // flat: a draw walks far
+      logits[i] = static_cast<float>(r % 1000) * 0.001f - 0.5f;
+    } else if (shape == 2) {  // peaked, with masked tokens
+      logits[i] = r % 17 == 0 ? -std::numeric_limits<float>::infinity() : static_cast<float>(r % 100000) * 1e-3f;
+    } else {  // a model's: roughly normal, a few far ahead
+      logits[i] = static_cast<float>(std::normal_distribution<double>(0.0, 2.0)(gen)) + (r % 997 == 0 ? 12.0f : 0.0f);
+    }
+  }
+  return logits;
+}
+
 TEST(Sampler, DrawsAndOrderMatchAFullSortOfTheDocumentedRule) {
   std::mt19937 gen(42);
   for (size_t vocab : {size_t{7}, size_t{300}, size_t{5000}, size_t{40000}, size_t{130000}}) {
     for (int shape = 0; shape < 3; ++shape) {
-      std::vector<float> logits(vocab);
-      for (size_t i = 0; i < vocab; ++i) {
-        const uint32_t r = gen();
-        if (shape == 0) {  // few distinct values: ties everywhere, both zeros
-          const float levels[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f};
-          logits[i] = levels[r % 6];
-        } else if (shape == 1) {  // flat: a draw walks far
-          logits[i] = static_cast<float>(r % 1000) * 0.001f - 0.5f;
-        } else {  // peaked, with masked tokens
-          logits[i] = r % 17 == 0 ? -std::numeric_limits<float>::infinity() : static_cast<float>(r % 100000) * 1e-3f;
-        }
-      }
+      const std::vector<float> logits = RuleRow(gen, vocab, shape);
       std::vector<int32_t> order(vocab);
       for (size_t i = 0; i < vocab; ++i) order[i] = static_cast<int32_t>(i);
       std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
@@ -202,13 +214,16 @@ TEST(Sampler, DrawsAndOrderMatchAFullSortOfTheDocumentedRule) {
       p.temperature = 0.8f;
       p.seed = 5;
       const double max = logits[static_cast<size_t>(order[0])];
-      auto weight = [&](int32_t id) { return PortableExp((logits[static_cast<size_t>(id)] - max) / 0.8); };
-      double total = 0;
+      auto weight = [&](int32_t id) {
+        return static_cast<uint64_t>(std::ldexp(PortableExp((logits[static_cast<size_t>(id)] - max) / 0.8), 40));
+      };
+      uint64_t total = 0;
       for (size_t i = 0; i < vocab; ++i) total += weight(static_cast<int32_t>(i));
       for (int64_t pos = 0; pos < 40; ++pos) {
-        const double target = PhiloxUniform(p.seed, static_cast<uint64_t>(pos)) * total;
-        double cum = 0;
-        int32_t expected = order.back();
+        const auto u = static_cast<unsigned __int128>(std::ldexp(PhiloxUniform(p.seed, static_cast<uint64_t>(pos)), 53));
+        const auto target = static_cast<uint64_t>(u * total >> 53);
+        uint64_t cum = 0;
+        int32_t expected = -1;
         for (int32_t id : order) {
           cum += weight(id);
           if (target < cum) {
@@ -226,6 +241,170 @@ TEST(Sampler, DrawsAndOrderMatchAFullSortOfTheDocumentedRule) {
       std::vector<TopLogprob> top;
       AppendTopLogprobs(logits, 100, LogSoftmax(logits), &top);
       for (size_t i = 0; i < top.size(); ++i) ASSERT_EQ(top[i].token, order[i]) << "vocab " << vocab << " rank " << i;
+    }
+  }
+}
+
+// The rule's thresholds against their definitions, in integers wide enough to be exact.
+TEST(DrawRule, ThresholdsAreExact) {
+  std::mt19937_64 gen(7);
+  for (int i = 0; i < 20000; ++i) {
+    const float top_p = std::uniform_real_distribution<float>(1e-6f, 1.0f)(gen);
+    const uint64_t total = gen() >> (1 + gen() % 60);
+    const uint64_t need = TopPNeed(top_p, total);
+    // top_p = m / 2^s; need = ceil(m * total / 2^s): need * 2^s >= m total > (need - 1) * 2^s.
+    int e = 0;
+    const double m = std::frexp(static_cast<double>(top_p), &e);  // top_p = m 2^e, m in [0.5, 1)
+    const auto mant = static_cast<unsigned __int128>(std::ldexp(m, 24));
+    const int s = 24 - e;
+    ASSERT_LT(s, 120);
+    const unsigned __int128 exact = mant * total;
+    ASSERT_GE(static_cast<unsigned __int128>(need) << s, exact) << top_p << " " << total;
+    if (need > 0) {
+      ASSERT_LT(static_cast<unsigned __int128>(need - 1) << s, exact) << top_p << " " << total;
+    }
+  }
+  EXPECT_EQ(TopPNeed(0.5f, 10), 5u);  // exactly half: reached by the half, not one more
+  EXPECT_EQ(TopPNeed(0.5f, 11), 6u);
+  EXPECT_EQ(TopPNeed(0.1f, uint64_t{1} << 40), uint64_t{13421773} << 13);  // 0.1f = 13421773 * 2^-27
+  EXPECT_EQ(TopPNeed(0.1f, 3), 1u);  // 0.30000000447...
+  EXPECT_EQ(MinPNeed(1.0f), uint64_t{1} << 40);
+  EXPECT_EQ(MinPNeed(0.5f), uint64_t{1} << 39);
+  EXPECT_EQ(MinPNeed(0.1f), uint64_t{13421773} << 13);
+  EXPECT_EQ(MinPNeed(1e-20f), 1u);  // 1e-20 * 2^40 = 1.1e-8: rounded up
+  EXPECT_EQ(FixedWeight(1.0), uint64_t{1} << 40);
+  EXPECT_EQ(FixedWeight(std::ldexp(1.0, -41)), 0u);
+  EXPECT_EQ(FixedWeight(std::nan("")), 0u);
+  for (uint64_t total : {uint64_t{1}, uint64_t{3}, uint64_t{1} << 40, (uint64_t{1} << 62) + 12345}) {
+    EXPECT_EQ(DrawTarget(0, total), 0u);
+    EXPECT_EQ(DrawTarget(uint64_t{1} << 52, total), total / 2);
+    EXPECT_LT(DrawTarget((uint64_t{1} << 53) - 1, total), total);  // u < 1: below the total
+  }
+  EXPECT_EQ(DrawTarget((uint64_t{1} << 53) - 1, uint64_t{1} << 40), (uint64_t{1} << 40) - 1);
+  // (2^53 - 1) (2^62 + 12345) / 2^53 = 2^62 + 12345 - 512.0000014
+  EXPECT_EQ(DrawTarget((uint64_t{1} << 53) - 1, (uint64_t{1} << 62) + 12345), (uint64_t{1} << 62) + 12345 - 513);
+}
+
+// A Group of real threads for DrawBySelect: std::barrier, and atomics on the shared words, as a
+// CUDA block has __syncthreads and shared-memory atomics.
+class ThreadGroup {
+ public:
+  struct State {
+    explicit State(int n) : barrier(n) {}
+    std::barrier<> barrier;
+    uint64_t bins[256] = {};
+    uint64_t words[4] = {};
+  };
+  ThreadGroup(State& shared, int rank, int size) : shared_(shared), rank_(rank), size_(size) {}
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  void Sync() { shared_.barrier.arrive_and_wait(); }
+  uint64_t* Bins() { return shared_.bins; }
+  uint64_t* Shared() { return shared_.words; }
+  void Add(uint64_t* p, uint64_t v) { std::atomic_ref<uint64_t>(*p).fetch_add(v); }
+  void Min(uint64_t* p, uint64_t v) {
+    std::atomic_ref<uint64_t> a(*p);
+    uint64_t old = a.load();
+    while (v < old && !a.compare_exchange_weak(old, v)) {
+    }
+  }
+  void Max(uint64_t* p, uint64_t v) {
+    std::atomic_ref<uint64_t> a(*p);
+    uint64_t old = a.load();
+    while (v > old && !a.compare_exchange_weak(old, v)) {
+    }
+  }
+
+ private:
+  State& shared_;
+  int rank_, size_;
+};
+
+template <typename Fn>
+auto OnThreads(int n, Fn fn) {
+  ThreadGroup::State shared(n);
+  std::vector<decltype(fn(std::declval<ThreadGroup&>()))> results(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadGroup g(shared, r, n);
+      results[static_cast<size_t>(r)] = fn(g);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const auto& x : results) EXPECT_EQ(x.token, results[0].token);  // every thread ends with the draw
+  return results[0];
+}
+
+// Selection (what a device runs, one thread or many) against the host's lazily sorted walk: the
+// same token and margin for every filter combination, on rows of ties, masked tokens and model-like
+// logits. Fails if a select pass misses a key, if a sum is left to the order of additions, or if
+// a threshold is compared another way than the host compares it.
+TEST(DrawRule, SelectionDrawsTheHostSamplersTokens) {
+  std::mt19937 gen(11);
+  struct Knobs {
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+  };
+  const Knobs knobs[] = {{0.8f, 0, 1.0f, 0.0f},  {1.0f, 40, 1.0f, 0.0f},   {0.7f, 0, 0.9f, 0.0f},
+                         {1.3f, 0, 1.0f, 0.05f}, {0.8f, 50, 0.95f, 0.02f}, {2.0f, 3, 0.5f, 0.3f}};
+  int checked = 0;
+  for (size_t vocab : {size_t{2}, size_t{7}, size_t{300}, size_t{5000}}) {
+    for (int shape = 0; shape < 4; ++shape) {
+      const std::vector<float> logits = RuleRow(gen, vocab, shape);
+      for (const Knobs& k : knobs) {
+        SamplingParams p;
+        p.temperature = k.temperature;
+        p.top_k = k.top_k;
+        p.top_p = k.top_p;
+        p.min_p = k.min_p;
+        p.seed = gen();
+        for (uint64_t pos = 0; pos < 6; ++pos) {
+          const SampledToken host = SampleWithMargin(logits, p, static_cast<int64_t>(pos));
+          SerialGroup serial;
+          const SampledToken one = DrawBySelect(serial, logits.data(), static_cast<int64_t>(vocab), p, pos);
+          ASSERT_EQ(one.token, host.token) << "vocab " << vocab << " shape " << shape << " top_k " << k.top_k;
+          ASSERT_EQ(one.margin, host.margin) << "vocab " << vocab << " shape " << shape << " top_k " << k.top_k;
+          // Threads that share the histograms (each barrier waits for all of them: on a busy
+          // machine that costs milliseconds, so only one draw a row).
+          if (pos == 0 && vocab >= 300 && &k == &knobs[(static_cast<size_t>(shape) + vocab) % 6]) {
+            const SampledToken many = OnThreads(3, [&](ThreadGroup& g) {
+              return DrawBySelect(g, logits.data(), static_cast<int64_t>(vocab), p, pos);
+            });
+            ASSERT_EQ(many.token, host.token);
+            ASSERT_EQ(many.margin, host.margin);
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 4 * 6 * 6);
+  // A vocabulary of a real model's size, once.
+  const std::vector<float> big = RuleRow(gen, 128256, 3);
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.95f;
+  p.seed = 3;
+  const SampledToken many = OnThreads(3, [&](ThreadGroup& g) { return DrawBySelect(g, big.data(), 128256, p, 9); });
+  EXPECT_EQ(many.token, SampleWithMargin(big, p, 9).token);
+}
+
+// Logprobs by selection (a device's) equal the host's LogSoftmax to the bit.
+TEST(DrawRule, SelectionLogprobsEqualTheHosts) {
+  std::mt19937 gen(5);
+  for (size_t vocab : {size_t{1}, size_t{7}, size_t{5000}, size_t{128256}}) {
+    for (int shape = 0; shape < 4; ++shape) {
+      const std::vector<float> logits = RuleRow(gen, vocab, shape);
+      SerialGroup serial;
+      const LogSoftmaxParts parts = LogSoftmaxBySelect(serial, logits.data(), static_cast<int64_t>(vocab));
+      const LogSoftmax host(logits);
+      for (size_t i = 0; i < vocab; i += 1 + vocab / 50) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(Logprob(logits[i], parts.max, parts.log_total)),
+                  std::bit_cast<uint32_t>(host(logits[i])))
+            << "vocab " << vocab << " shape " << shape << " id " << i;
+      }
     }
   }
 }

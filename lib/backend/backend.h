@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "lib/numerics/argmax.h"
+#include "lib/numerics/draw_rule.h"
 #include "lib/util/ggml_types.h"
 
 namespace llm42 {
@@ -99,7 +100,8 @@ inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
 // The version of the fixed schedule's arithmetic, bumped whenever any backend's fixed bits
 // change (saved conversations and receipts name it). 2: q8_0/q4_0 rows through 8-bit
 // activations (int8_dot.h). 3: their blocks' whole integer products in eight chains (int8_dot.h).
-inline constexpr uint32_t kFixedScheduleVersion = 3;
+// 4: sampling's and logprobs' sums exact, in fixed point (lib/numerics/draw_rule.h).
+inline constexpr uint32_t kFixedScheduleVersion = 4;
 
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
 // position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is
@@ -255,8 +257,24 @@ class Backend {
   // the row crossing to the host.
   virtual absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                                   ArgmaxSummary* host_out) = 0;
+  // host_out[r] = the draw of row draws[r].row of x (rows of n_cols) under its sampling params
+  // (not greedy: ArgmaxRows is greedy's) at its position, its logprob and its top_n (at most
+  // kMaxTopLogprobs; RowDraw, DrawnRow) by lib/numerics/draw_rule.h's DrawRow, to the bit: what a sampled draw
+  // needs of its row without the row crossing to the host (draws and host_out in host memory).
+  virtual absl::Status DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws,
+                                DrawnRow* host_out) = 0;
 
  protected:
+  // DrawRows' precondition: sampled (not greedy) draws of at most kMaxTopLogprobs top tokens.
+  static absl::Status CheckDraws(std::span<const RowDraw> draws) {
+    for (const RowDraw& d : draws) {
+      if (IsGreedy(d.params) || d.top_n < 0 || d.top_n > kMaxTopLogprobs) {
+        return absl::InvalidArgumentError(absl::StrCat("DrawRows takes sampled rows with 0..", kMaxTopLogprobs,
+                                                       " top tokens; row ", d.row, " is greedy or asks for ", d.top_n));
+      }
+    }
+    return absl::OkStatus();
+  }
   // MatMulShared's precondition: every matrix as wide as the first.
   static absl::Status SameWidth(std::span<const MatMulOutput> outs) {
     for (const MatMulOutput& o : outs) {

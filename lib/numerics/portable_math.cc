@@ -19,17 +19,12 @@ namespace {
 
 using internal::Horner;
 using internal::RoundToInt;
+using internal::kExpTaylor;
 using internal::kExpfTaylor;
 using internal::kLog2E;
 using internal::kLn2Hi;
 using internal::kLn2Lo;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// PortableExp's polynomial, highest power first: Taylor to r^13, the first omitted term below
-// 2^-60 of the result.
-constexpr double kExpTaylor[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
-                                 1.0 / 40320,      1.0 / 5040,      1.0 / 720,      1.0 / 120,     1.0 / 24,
-                                 1.0 / 6,          0.5,             1.0,            1.0};
 
 // Round to nearest integer (halfway away from zero) without libm.
 }  // namespace
@@ -72,50 +67,6 @@ float PortableGeluTanh(float x) {
   const double d = x;
   constexpr double kSqrt2OverPi = 0.79788456080286535588;
   return static_cast<float>(0.5 * d * (1.0 + PortableTanh(kSqrt2OverPi * (d + 0.044715 * d * d * d))));
-}
-
-double PortableExp(double x) {
-  if (x != x) return x;
-  if (x > 709.782712893384) return kInf;
-  if (x < -745.1332191019412) return 0.0;
-  const int64_t k = RoundToInt(x * kLog2E);
-  const auto kd = static_cast<double>(k);
-  const double r = (x - kd * kLn2Hi) - kd * kLn2Lo;  // |r| <= ln2 / 2 (a hair more at the ends)
-  const double p = Horner(kExpTaylor, r);
-  // 2^k in two factors where k leaves the normal range (subnormal results, k = 1024).
-  if (k > 1023) return p * internal::Pow2(k - 1023) * internal::Pow2(1023);
-  if (k < -1022) return p * internal::Pow2(k + 1022) * internal::Pow2(-1022);
-  return p * internal::Pow2(k);
-}
-
-double PortableLog(double x) {
-  if (x != x) return x;
-  if (x < 0) return std::numeric_limits<double>::quiet_NaN();
-  if (x == 0) return -kInf;
-  if (x == kInf) return kInf;
-  int64_t e = 0;
-  if (x < std::numeric_limits<double>::min()) {  // subnormal: scale into the normal range
-    x *= 18014398509481984.0;                     // 2^54
-    e = -54;
-  }
-  const auto bits = std::bit_cast<uint64_t>(x);
-  e += static_cast<int64_t>((bits >> 52) & 0x7ff) - 1023;
-  double m = std::bit_cast<double>((bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);
-  if (m > 1.4142135623730951) {  // m in [sqrt(1/2), sqrt(2)]
-    m *= 0.5;
-    ++e;
-  }
-  // fdlibm's reduction: log(1 + f) = f - (f^2/2 - s (f^2/2 + R(s^2))), s = f / (2 + f), with
-  // R(z) = 2z/3 + 2z^2/5 + 2z^3/7 + ... (Taylor of 2 atanh(s)/s - 2, |z| <= 0.0295).
-  const double f = m - 1.0;  // exact (Sterbenz)
-  const double s = f / (2.0 + f);
-  const double z = s * s;
-  double r = 2.0 / 25;
-  for (int n = 11; n >= 1; --n) r = r * z + 2.0 / (2 * n + 1);
-  r *= z;
-  const double hfsq = 0.5 * f * f;
-  const auto ed = static_cast<double>(e);
-  return ed * kLn2Hi + (f - (hfsq - (s * (hfsq + r) + ed * kLn2Lo)));
 }
 
 double PortablePow(double base, double y) { return PortableExp(y * PortableLog(base)); }

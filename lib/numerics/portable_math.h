@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lib/numerics/portable_exp_log.h"
+
 namespace llm42 {
 
 // exp, log, sin and cos with one fixed sequence of IEEE operations (range reduction, then a
@@ -19,9 +21,8 @@ namespace llm42 {
 // Accuracy: Exp and Log within 2 ulp of the exact result (tested against long double);
 // Expf and SinCos computed in double and rounded once to float.
 
-double PortableExp(double x);
-// NaN below 0, -inf at 0.
-double PortableLog(double x);
+// PortableExp(x) and PortableLog(x) (NaN below 0, -inf at 0): portable_exp_log.h, written for
+// the host and a device alike.
 // base^y for base > 0, as exp(y log base).
 double PortablePow(double base, double y);
 void PortableSinCos(double x, double* sin_x, double* cos_x);
@@ -36,12 +37,6 @@ float PortableGeluTanh(float x);
 
 namespace internal {
 
-// 2^e for e in [-1022, 1023], exactly.
-inline double Pow2(int64_t e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }
-
-// t rounded to the nearest integer, halves away from zero (the range reductions' k).
-inline int64_t RoundToInt(double t) { return static_cast<int64_t>(t < 0 ? t - 0.5 : t + 0.5); }
-
 // c[0] z^(n-1) + ... + c[n-1], highest power first: a product then a sum per coefficient (the
 // build does not fuse them). Unrolled, so the inline PortableExpf stays a straight line.
 template <size_t N>
@@ -51,12 +46,6 @@ inline double Horner(const double (&c)[N], double z) {
   for (size_t i = 1; i < N; ++i) p = p * z + c[i];
   return p;
 }
-
-// The exponentials' range reduction x = k ln2 + r: k = round(x * kLog2E), and ln 2 split so that
-// k * kLn2Hi is exact for |k| < 2^20 (its trailing bits are zero).
-inline constexpr double kLog2E = 1.4426950408889634;
-inline constexpr double kLn2Hi = 6.93147180369123816490e-01;
-inline constexpr double kLn2Lo = 1.90821492927058770002e-10;
 
 // PortableExpf's polynomial, highest power first: Taylor to r^9 (relative error below 1e-11 for
 // |r| <= ln2/2). The batch forms (portable_math.cc) evaluate the same table.

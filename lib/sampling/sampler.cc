@@ -6,19 +6,12 @@
 #include <cmath>
 #include <limits>
 
+#include "lib/numerics/draw_rule.h"
 #include "lib/numerics/philox.h"
 #include "lib/numerics/portable_math.h"
 #include "lib/util/thread_scratch.h"
 
 namespace llm42 {
-namespace {
-
-// Relative gap between two logits, the first the larger.
-double LogitGap(float a, float b) {
-  return (static_cast<double>(a) - b) / std::max(1.0, std::abs(static_cast<double>(a)));
-}
-
-}  // namespace
 
 namespace {
 
@@ -60,7 +53,7 @@ class LazyOrder {
     keys_->resize(n_);
     uint64_t* keys = keys_->data();
     for (size_t i = 0; i < n_; ++i) {
-      keys[i] = uint64_t{DescendingKey(logits[i])} << 32 | i;
+      keys[i] = OrderKey(logits[i], static_cast<int64_t>(i));  // draw_rule.h
       ++count_[keys[i] >> (64 - kDigitBits)];  // the first Select's histogram
     }
   }
@@ -73,16 +66,6 @@ class LazyOrder {
  private:
   static constexpr int kDigitBits = 11;
   static constexpr uint64_t kDigitMask = (uint64_t{1} << kDigitBits) - 1;
-
-  // Unsigned keys in ascending order for logits in descending order; -0 and +0 are one key (they
-  // compare equal, so their order is the ids'). NaN has no place in the order.
-  static uint32_t DescendingKey(float logit) {
-    uint32_t u = std::bit_cast<uint32_t>(logit);
-    u = u == 0x80000000u ? 0 : u;
-    // Negative: all bits flipped; otherwise the sign bit set. Then flipped for descending.
-    const uint32_t ascending = u ^ (static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u);
-    return ~ascending;
-  }
 
   // Invariant: keys [0, sorted_) are the first sorted_ of the order, in order; the rest follow
   // in ascending id order (what a stable radix pass over the key's bits needs).
@@ -153,8 +136,9 @@ class LazyOrder {
   size_t sorted_ = 0;
 };
 
-// The filtered distribution, as SamplingCandidates documents it: `order` holds the candidates
-// first to last, weight(i) is the unnormalized probability of order[i]; kept() of them survive.
+// The filtered distribution, by draw_rule.h's rule: `order` holds the candidates first to last
+// (a prefix of the order), weight(i) the fixed-point weight of order[i]; of the first kept()
+// those whose weight reaches min_weight() are the candidates.
 class Filtered {
  public:
   Filtered(std::span<const float> logits, const SamplingParams& p) : order_(logits), logits_(logits) {
@@ -163,44 +147,53 @@ class Filtered {
     kept_ = order_.size();
     if (p.top_k > 0 && static_cast<size_t>(p.top_k) < kept_) {
       kept_ = static_cast<size_t>(p.top_k);
-      cut_margin_ = LogitGap(logits[static_cast<size_t>(order_[kept_ - 1])],
-                             logits[static_cast<size_t>(order_[kept_])]);
+      cut_margin_ = LogitGap(logits[static_cast<size_t>(order_[kept_ - 1])], logits[static_cast<size_t>(order_[kept_])]);
     }
-    // Mass of the top-k set (in order), or of the whole vocabulary (in id order: no sort).
-    double total = 0;
+    // The top-k set's weights (in order), or the whole vocabulary's (in id order: no sort).
+    uint64_t total = 0;
     if (kept_ < order_.size()) {
       for (size_t i = 0; i < kept_; ++i) total += Weight(i);
     } else {
-      // Each token's weight, kept for the draw's walk (the same bits as Weight computes).
+      // Each token's weight, kept for the draw's walk (the bits DrawWeight computes).
+      exps_->resize(logits.size());
       by_id_->resize(logits.size());
-      double* w = by_id_->data();
-      PortableExpScaled(logits.data(), max_, t_, w, static_cast<int64_t>(logits.size()));
-      for (size_t i = 0; i < logits.size(); ++i) total += w[i];
+      PortableExpScaled(logits.data(), max_, t_, exps_->data(), static_cast<int64_t>(logits.size()));
+      uint64_t* w = by_id_->data();
+      for (size_t i = 0; i < logits.size(); ++i) total += w[i] = FixedWeight((*exps_)[i]);
       cached_ = true;
     }
-    if (p.top_p < 1.0f) {
-      double cum = 0;
+    if (p.top_p < 1.0f && total > 0) {
+      const uint64_t need = TopPNeed(p.top_p, total);
+      uint64_t cum = 0;
       size_t i = 0;
       while (i < kept_) {
-        const double before = cum;
-        cum += Weight(i) / total;
+        const uint64_t before = cum;
+        cum += Weight(i);
         ++i;
-        if (cum >= p.top_p) {
-          cut_margin_ = std::min({cut_margin_, cum - p.top_p, p.top_p - before});
+        if (cum >= need) {
+          cut_margin_ = MinOf(cut_margin_, TopPMargin(before, cum, total, p.top_p));
           break;
         }
       }
       kept_ = i;
     }
+    kept_total_ = 0;
     if (p.min_p > 0.0f) {
-      size_t i = 1;  // weight(0) = 1 is the best; weight(i)/weight(0) is the probability ratio
-      while (i < kept_ && Weight(i) >= p.min_p) ++i;
-      if (i < kept_) cut_margin_ = std::min({cut_margin_, Weight(i - 1) - p.min_p, p.min_p - Weight(i)});
-      kept_ = i;
-    }
-    filtered_ = kept_ < order_.size();
-    if (filtered_) {
-      kept_total_ = 0;
+      min_weight_ = MinPNeed(p.min_p);
+      uint64_t last_kept = ~uint64_t{0}, first_dropped = 0;
+      bool dropped = false;
+      for (size_t i = 0; i < kept_; ++i) {
+        const uint64_t w = Weight(i);
+        if (w >= min_weight_) {
+          kept_total_ += w;
+          last_kept = std::min(last_kept, w);
+        } else {
+          first_dropped = dropped ? std::max(first_dropped, w) : w;
+          dropped = true;
+        }
+      }
+      if (dropped) cut_margin_ = MinOf(cut_margin_, MinPMargin(last_kept, first_dropped, p.min_p));
+    } else if (kept_ < order_.size()) {
       for (size_t i = 0; i < kept_; ++i) kept_total_ += Weight(i);
     } else {
       kept_total_ = total;
@@ -208,24 +201,26 @@ class Filtered {
   }
 
   size_t kept() const { return kept_; }
+  uint64_t min_weight() const { return min_weight_; }
   // The smallest gap at a top-k, top-p or min-p cut (SampledToken::margin); +inf without cuts.
   double cut_margin() const { return cut_margin_; }
-  double kept_total() const { return kept_total_; }
+  uint64_t kept_total() const { return kept_total_; }
   int32_t id(size_t i) { return order_[i]; }
-  double Weight(size_t i) {
+  uint64_t Weight(size_t i) {
     const auto id = static_cast<size_t>(order_[i]);
-    return cached_ ? (*by_id_)[id] : PortableExp((logits_[id] - max_) / t_);
+    return cached_ ? (*by_id_)[id] : DrawWeight(logits_[id], max_, t_);
   }
 
  private:
   LazyOrder order_;
   std::span<const float> logits_;
-  ThreadBuffer<double, 0> by_id_;
+  ThreadBuffer<double, 0> exps_;
+  ThreadBuffer<uint64_t, 2> by_id_;
   bool cached_ = false;
-  double max_ = 0, t_ = 1, kept_total_ = 0;
+  double max_ = 0, t_ = 1;
+  uint64_t kept_total_ = 0, min_weight_ = 0;
   double cut_margin_ = std::numeric_limits<double>::infinity();
   size_t kept_ = 0;
-  bool filtered_ = false;
 };
 
 }  // namespace
@@ -233,11 +228,15 @@ class Filtered {
 std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const SamplingParams& p) {
   Filtered f(logits, p);
   std::vector<Candidate> c;
-  for (size_t i = 0; i < f.kept(); ++i) c.push_back(Candidate{f.id(i), f.Weight(i) / f.kept_total()});
+  for (size_t i = 0; i < f.kept(); ++i) {
+    const uint64_t w = f.Weight(i);
+    if (w >= f.min_weight() && f.kept_total() > 0) {
+      c.push_back(Candidate{f.id(i), static_cast<double>(w) / static_cast<double>(f.kept_total())});
+    }
+  }
+  if (c.empty()) c.push_back(Candidate{f.id(0), 1.0});
   return c;
 }
-
-bool IsGreedy(const SamplingParams& p) { return p.temperature <= 0.0f || p.top_k == 1; }
 
 SampledToken GreedyDraw(const ArgmaxSummary& s, size_t n_vocab) {
   return {s.id, n_vocab > 1 ? LogitGap(s.best, s.second) : std::numeric_limits<double>::infinity()};
@@ -252,25 +251,28 @@ SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParam
                               int64_t position) {
   if (IsGreedy(p)) return GreedyDraw(SummarizeArgmax(logits), logits.size());
   Filtered f(logits, p);
-  const double target = PhiloxUniform(p.seed, static_cast<uint64_t>(position)) * f.kept_total();
-  double cum = 0;
-  for (size_t i = 0; i < f.kept(); ++i) {
-    const double before = cum;
-    cum += f.Weight(i);
-    if (target < cum) {
-      return {f.id(i), std::min(f.cut_margin(), std::min(target - before, cum - target) / f.kept_total())};
-    }
+  if (f.kept_total() == 0) return {f.id(0), 0.0};
+  const uint64_t target = DrawTarget(PhiloxBits53(p.seed, static_cast<uint64_t>(position)), f.kept_total());
+  uint64_t cum = 0;
+  for (size_t i = 0;; ++i) {  // the kept weights add up to more than target: the walk ends
+    const uint64_t w = f.Weight(i);
+    if (w < f.min_weight()) continue;
+    const uint64_t before = cum;
+    cum += w;
+    if (target < cum) return {f.id(i), MinOf(f.cut_margin(), DrawMargin(target, before, cum, f.kept_total()))};
   }
-  // Rounding left the target at or above the final sum.
-  return {f.id(f.kept() - 1), 0.0};
 }
 
 LogSoftmax::LogSoftmax(std::span<const float> logits) {
-  max_logit_ = logits[0];
-  for (float l : logits) max_logit_ = std::max<double>(max_logit_, l);
-  double total = 0;
-  for (float l : logits) total += PortableExp(l - max_logit_);
-  log_total_ = PortableLog(total);
+  uint64_t first = ~uint64_t{0};
+  for (size_t i = 0; i < logits.size(); ++i) first = std::min(first, OrderKey(logits[i], static_cast<int64_t>(i)));
+  max_logit_ = logits[static_cast<size_t>(KeyId(first))];
+  ThreadBuffer<double, 3> exps;
+  exps->resize(logits.size());
+  PortableExpScaled(logits.data(), max_logit_, 1.0, exps->data(), static_cast<int64_t>(logits.size()));
+  uint64_t total = 0;
+  for (double e : *exps) total += FixedWeight(e);
+  log_total_ = LogTotal(total);
 }
 
 float TokenLogprob(std::span<const float> logits, int32_t token) {

@@ -466,6 +466,45 @@ public class Llm42Test {
     }
   }
 
+  // Requests made to fail after 3 tokens (the C testing hook, TestingHooks): iteration, the
+  // publisher and completion() end with Llm42Exception(INTERNAL) and the failure's message.
+  // Checked to fail with the SWIG layer's CheckEnded emptied (the streams then end quietly).
+  @Test
+  public void aFailedStreamThrowsAtItsEnd() throws Throwable {
+    assertEquals(0, TestingHooks.failRequestsAfter(3));
+    try (RequestOptions ro = prompt(32)) {
+      ro.setIgnoreEos(true);
+      try (Request r = session.submit(ro)) {
+        Llm42Exception e = assertThrows(Llm42Exception.class, () -> {
+          for (String chunk : r) assertTrue(chunk != null);
+        });
+        assertEquals(Status.INTERNAL, e.getStatus());
+        assertTrue(e.getMessage(), e.getMessage().contains("injected failure"));
+        assertEquals(FinishReason.ERROR, r.finishReason());
+      }
+      try (Request r = session.submit(ro)) {
+        java.util.concurrent.CompletableFuture<Throwable> error = new java.util.concurrent.CompletableFuture<>();
+        r.publisher().subscribe(new java.util.concurrent.Flow.Subscriber<String>() {
+          public void onSubscribe(java.util.concurrent.Flow.Subscription s) { s.request(Long.MAX_VALUE); }
+          public void onNext(String chunk) {}
+          public void onError(Throwable t) { error.complete(t); }
+          public void onComplete() { error.complete(null); }
+        });
+        Throwable t = error.get(60, java.util.concurrent.TimeUnit.SECONDS);
+        assertTrue(String.valueOf(t), t instanceof Llm42Exception);
+        assertEquals(Status.INTERNAL, ((Llm42Exception) t).getStatus());
+      }
+      try (Request r = session.submit(ro)) {
+        java.util.concurrent.ExecutionException e =
+            assertThrows(java.util.concurrent.ExecutionException.class, () -> r.completion().get(60, java.util.concurrent.TimeUnit.SECONDS));
+        assertTrue(String.valueOf(e.getCause()), e.getCause() instanceof Llm42Exception);
+        assertEquals(Status.INTERNAL, ((Llm42Exception) e.getCause()).getStatus());
+      }
+    } finally {
+      TestingHooks.failRequestsAfter(0);
+    }
+  }
+
   // Cancelling completion()'s future cancels the request.
   @Test
   public void cancellingTheFutureCancelsTheRequest() throws Exception {

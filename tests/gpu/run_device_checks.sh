@@ -90,7 +90,7 @@ wait $maker
 say "make-model: exit $? after $((SECONDS - t0)) s more ($(du -h "$model" 2>/dev/null | cut -f1))"
 bench=(--backend cuda --model "$model" --bandwidth=false)
 # Host-side draws on this machine's cores (a step's rows run on a pool of up to 16 host threads).
-step sampling 15 "$bench_lines" "$cli" bench-sampling --vocab_sizes 128256 --rows 256 --threads 16
+step sampling 15 "$bench_lines" "$cli" bench-sampling --vocab_sizes 128256 --rows 256 --threads 16 --draw_backend cuda
 step single_stream 40 "$bench_lines" "$cli" bench "${bench[@]}" --pp 2048 --tg 128 --max_batch_tokens 2048
 # Where a busy step's time goes (the first run's 256-request steps took 168 ms, their GEMMs ~5):
 # the table's last column splits each step into the forward pass, the logits' copy and the host.

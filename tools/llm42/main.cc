@@ -44,7 +44,7 @@ constexpr char kUsage[] =
     "           modes off / batch_invariant / selective on a Poisson workload, and the W x G sweep\n"
     "  bench-chat --model PATH [--turns 20] [--system_tokens 1000] [--characters 8]\n"
     "           time to first token per chat turn and shared-persona prefill, prefix cache on/off\n"
-    "  bench-sampling [--vocab_sizes 32000,128256] [--rows 256] [--threads N]\n"
+    "  bench-sampling [--vocab_sizes 32000,128256] [--rows 256] [--threads N] [--draw_backend cuda]\n"
     "           host-side draws: per draw, and a step's rows on one thread and on N\n"
     "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
 

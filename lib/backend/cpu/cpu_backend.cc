@@ -845,4 +845,16 @@ absl::Status CpuBackend::ArgmaxRows(const float* x, int64_t n_cols, std::span<co
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws, DrawnRow* host_out) {
+  LLM42_RETURN_IF_ERROR(CheckDraws(draws));
+  pool_.ParallelFor(static_cast<int64_t>(draws.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const RowDraw& d = draws[static_cast<size_t>(r)];
+      SerialGroup g;
+      DrawRow(g, x + static_cast<int64_t>(d.row) * n_cols, n_cols, d.params, d.position, d.top_n, &host_out[r]);
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace llm42

@@ -88,6 +88,9 @@ class CpuBackend final : public Backend {
   // In place (the rows are host memory), a row per task on the pool.
   absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           ArgmaxSummary* host_out) override;
+  // One row a host thread, each by the rule's serial group (the reference the device is held to;
+  // the engine samples the CPU backend's rows from their logits, lib/sampling/sampler.h).
+  absl::Status DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws, DrawnRow* host_out) override;
 
   static constexpr int64_t kAttentionChunk = 256;
 

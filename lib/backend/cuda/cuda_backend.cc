@@ -11,6 +11,7 @@
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cuda/cuda_factory.h"
 #include "lib/backend/cuda/cuda_status.h"
+#include "lib/backend/cuda/draw_rows.cuh"
 #include "lib/util/logging.h"
 #include "lib/util/status.h"
 
@@ -307,6 +308,21 @@ absl::Status CudaBackend::ArgmaxRows(const float* x, int64_t n_cols, std::span<c
   LLM42_CUDA_RETURN_IF_ERROR(LaunchArgmaxRows(x, n_cols, argmax_rows_.as<int32_t>(), static_cast<int64_t>(rows.size()),
                                               argmax_out_.as<ArgmaxOut>(), stream_.get()));
   LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_out, argmax_out_.get(), rows.size() * sizeof(ArgmaxOut),
+                                             cudaMemcpyDeviceToHost, stream_.get()));
+  return Synchronize();
+}
+
+absl::Status CudaBackend::DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws,
+                                   DrawnRow* host_out) {
+  LLM42_RETURN_IF_ERROR(CheckDraws(draws));
+  if (draws.empty()) return absl::OkStatus();
+  if (absl::Status s = draw_in_.Grow(draws.size_bytes()); !s.ok()) return s;
+  if (absl::Status s = draw_out_.Grow(draws.size() * sizeof(DrawnRow)); !s.ok()) return s;
+  LLM42_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(draw_in_.get(), draws.data(), draws.size_bytes(), cudaMemcpyHostToDevice, stream_.get()));
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchDrawRows(x, n_cols, draw_in_.as<RowDraw>(), static_cast<int64_t>(draws.size()),
+                                            draw_out_.as<DrawnRow>(), stream_.get()));
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_out, draw_out_.get(), draws.size() * sizeof(DrawnRow),
                                              cudaMemcpyDeviceToHost, stream_.get()));
   return Synchronize();
 }

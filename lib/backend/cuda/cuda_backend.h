@@ -66,6 +66,8 @@ class CudaBackend final : public Backend {
   // On the device (kernels.cuh's LaunchArgmaxRows): three numbers a row cross to the host.
   absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           ArgmaxSummary* host_out) override;
+  // On the device (draw_rows.cuh): a block a row runs lib/numerics/draw_rule.h's DrawRow.
+  absl::Status DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws, DrawnRow* host_out) override;
 
  private:
   // Copies host ints into `b` (grown as needed) on the stream.
@@ -92,6 +94,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer rows_idx_, gathered_x_, gathered_y_, gather_idx_;
   // ArgmaxRows' row indices and summaries.
   DeviceBuffer argmax_rows_, argmax_out_;
+  // DrawRows' requests and results.
+  DeviceBuffer draw_in_, draw_out_;
   std::vector<int32_t> fast_rows_, fixed_rows_;
   bool logged_conversion_ = false;
   std::unique_ptr<ThreadPool> host_pool_;
