@@ -19,7 +19,7 @@ cd "$root"
 source tools/bundled_common.sh
 build=build-package
 stage=$root/$build/stage
-version=$(sed -n 's/^project(llm42 VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+version=$(tools/version.sh)
 echo "llm42: package: [1/4] build ($build)" >&2
 configure_bundled "$build" -DLLM42_BUILD_TESTS=OFF -DLLM42_BUILD_SAMPLES=OFF
 cmake --build "$build"

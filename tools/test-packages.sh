@@ -18,7 +18,7 @@ if [[ ! -f $model ]]; then
   echo "llm42: test-packages: skipped: $model is missing" >&2
   exit 0
 fi
-version=$(sed -n 's/^project(llm42 VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+version=$(tools/version.sh)
 wheel=$(ls dist/llm42-"$version"-*-manylinux_2_36_x86_64.whl)
 sdk=dist/llm42-$version-linux-x86_64.tar.gz
 [[ -f $sdk ]] || { echo "llm42: test-packages: run tools/package.sh first" >&2; exit 1; }
