@@ -307,6 +307,61 @@ TEST(EngineStep, ArgmaxSummariesCommitTheFixedAloneTokens) {
   EXPECT_NE(run(false, false, DecodePath::kVerify, nullptr), ref) << "control: plain requests were meant to diverge";
 }
 
+// Sampled rows drawn where their logits are (EngineConfig::device_draws: the fake backend runs
+// draw_rule.h's DrawRow, as a device does) commit the tokens, logprobs and top logprobs of the
+// host's draws from the logits, for deterministic requests (candidates and their verification)
+// and plain ones alike, with the fake fast path diverging. Checked to fail when a device-drawn
+// row's draw is taken at the position after its own (tried); the control: seeds differ, so
+// outputs do.
+TEST(EngineStep, DeviceDrawsCommitTheHostDrawsBits) {
+  struct Output {
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
+    std::vector<TopLogprob> top;
+    bool operator==(const Output&) const = default;
+  };
+  auto run = [](bool device, uint64_t seed_base, int64_t* drawn) {
+    FakeModel m;
+    EngineStats stats;
+    EngineConfig c = Config(64, 8, 4);
+    c.determinism.decode_path = DecodePath::kVerify;  // a schedule that does not depend on step times
+    c.device_draws = device;
+    auto e = m.MakeEngine(c, stats);
+    std::vector<std::shared_ptr<Request>> requests;
+    for (int i = 0; i < 6; ++i) {
+      RequestOptions o;
+      o.prompt_tokens = Prompt(5 + 2 * i, i);
+      o.has_prompt_tokens = true;
+      o.max_tokens = 30;
+      o.ignore_eos = true;
+      o.logprobs = i % 2 == 0;
+      o.top_logprobs = i % 3;
+      SamplingParams sp;
+      sp.temperature = 0.7f + 0.1f * static_cast<float>(i);
+      sp.top_k = i == 4 ? 5 : 0;
+      sp.top_p = i == 5 ? 0.9f : 1.0f;
+      sp.seed = seed_base + static_cast<uint64_t>(i);
+      auto seq = FakeModel::MakeSequence(o, /*dvr=*/i < 4, static_cast<uint64_t>(i), 8, sp);
+      requests.push_back(seq->request);
+      e->Enqueue(std::move(seq));
+      e->Step();
+    }
+    RunToEnd(*e);
+    EXPECT_EQ(stats.invariant_violations(), 0);
+    if (drawn != nullptr) *drawn = m.device_drawn_rows();
+    std::vector<Output> out;
+    for (auto& r : requests) out.push_back(Output{r->output_tokens(), r->logprobs(), r->top_logprobs()});
+    return out;
+  };
+  int64_t drawn = 0;
+  const auto host = run(false, 100, &drawn);
+  EXPECT_EQ(drawn, 0);
+  EXPECT_EQ(run(true, 100, &drawn), host);
+  EXPECT_GT(drawn, 100) << "the device draws were meant to run";
+  for (const Output& o : host) EXPECT_EQ(o.tokens.size(), 30u);
+  EXPECT_NE(run(true, 200, nullptr), host) << "control: other seeds were meant to draw other tokens";
+}
+
 struct StepLog {
   const EngineStats* stats;
   std::vector<int64_t> steps, verify_passes;

@@ -11,6 +11,7 @@
 #include "lib/engine/sequence.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/numerics/argmax.h"
+#include "lib/numerics/draw_rule.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace llm42::testing {
@@ -46,8 +47,10 @@ class FakeModel {
   // that happen (docs/deterministic-requests.md, invariant 4).
   int64_t fixed_rows_reading_fast_kv() const { return fixed_reads_fast_; }
   int64_t forward_calls() const { return calls_; }
-  // Logit rows brought back as an argmax summary only (ForwardBatch::argmax_only).
+  // Logit rows brought back as an argmax summary only (ForwardBatch::argmax_only), and drawn
+  // where the logits are (ForwardBatch::device_draw, by the rule's one-thread group).
   int64_t summarized_rows() const { return summarized_; }
+  int64_t device_drawn_rows() const { return device_drawn_; }
 
   Engine::ForwardFn Forward() {
     return [this](const ForwardBatch& b) -> absl::StatusOr<float*> {
@@ -74,11 +77,12 @@ class FakeModel {
     return MakeSequence(std::move(o), dvr, arrival, window);
   }
   // A request of these options (prompt_tokens set), deterministic when dvr.
-  static std::unique_ptr<Sequence> MakeSequence(RequestOptions o, bool dvr, uint64_t arrival, int32_t window) {
+  static std::unique_ptr<Sequence> MakeSequence(RequestOptions o, bool dvr, uint64_t arrival, int32_t window,
+                                                SamplingParams sampling = {}) {
     o.deterministic = dvr;
     std::vector<int32_t> prompt = o.prompt_tokens;
     auto r = std::make_shared<Request>(o, std::move(prompt), 42);
-    return std::make_unique<Sequence>(r, arrival, SamplingParams{}, dvr, window);
+    return std::make_unique<Sequence>(r, arrival, sampling, dvr, window);
   }
 
  private:
@@ -119,6 +123,11 @@ class FakeModel {
       if (!b.argmax_only.empty() && b.argmax_only[r]) {
         b.argmax[r] = SummarizeArgmax(row);
         ++summarized_;
+      } else if (!b.device_draw.empty() && b.device_draw[r]) {
+        SerialGroup g;
+        const RowDraw& d = b.draws[r];
+        DrawRow(g, row.data(), kVocab, d.params, d.position, d.top_n, &b.drawn[r]);
+        ++device_drawn_;
       } else {
         std::copy(row.begin(), row.end(), logits + packed++ * kVocab);
       }
@@ -131,7 +140,7 @@ class FakeModel {
   KvCache cache_;
   std::vector<float> kv_, logits_;
   int64_t flip_every_, eos_every_;
-  int64_t fixed_reads_fast_ = 0, calls_ = 0, summarized_ = 0;
+  int64_t fixed_reads_fast_ = 0, calls_ = 0, summarized_ = 0, device_drawn_ = 0;
 };
 
 }  // namespace llm42::testing

@@ -208,9 +208,11 @@ void Engine::BuildRows(StepBatch& b) {
   // A verify entry wants every row's logits; the others the last row's when it completes the
   // sequence — only its ArgmaxSummary when a greedy draw without logprobs is all it feeds (on a
   // GPU the row's logits then stay on the device).
-  auto want_logits = [&](size_t row, bool summary_only) {
+  auto want_logits = [&](size_t row, bool summary_only, const RowDraw* device = nullptr) {
     b.logit_rows.push_back(static_cast<int32_t>(row));
     b.argmax_only.push_back(summary_only);
+    b.device_draw.push_back(device != nullptr);
+    b.row_draws.push_back(device != nullptr ? *device : RowDraw{});
   };
   const size_t n = b.plan.size();
   b.first_logit.resize(n);
@@ -245,15 +247,24 @@ void Engine::BuildRows(StepBatch& b) {
     }
     if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
       const RequestOptions& o = s.request->options();
-      want_logits(b.tokens.size() - 1, IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0 &&
-                                           config_.determinism.fast_path_noise == 0 && !ControlsLogits(s));
+      const bool plain_row = config_.determinism.fast_path_noise == 0 && !ControlsLogits(s);
+      if (config_.device_draws && plain_row && !IsGreedy(s.sampling)) {
+        RowDraw d;
+        d.top_n = o.top_logprobs;
+        d.position = s.tokens.size();
+        d.params = s.sampling;
+        want_logits(b.tokens.size() - 1, false, &d);
+      } else {
+        want_logits(b.tokens.size() - 1, plain_row && IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0);
+      }
     }
   }
-  // Where each logit row's logits land on the host: packed, the summarized rows skipped (-1).
+  // Where each logit row's logits land on the host: packed, the summarized and device-drawn rows
+  // skipped (-1).
   b.slot.assign(b.logit_rows.size(), -1);
   int64_t n_full = 0;
   for (size_t r = 0; r < b.slot.size(); ++r) {
-    if (!b.argmax_only[r]) b.slot[r] = n_full++;
+    if (!b.argmax_only[r] && !b.device_draw[r]) b.slot[r] = n_full++;
   }
   b.n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
   b.draws.resize(n);
@@ -261,9 +272,11 @@ void Engine::BuildRows(StepBatch& b) {
 
 bool Engine::Run(StepBatch& b) {
   argmax_.resize(b.logit_rows.size());
+  drawn_.resize(b.logit_rows.size());
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<float*> logits = forward_(ForwardBatch{b.tokens, b.positions, b.seqs, b.logit_rows, config_.schedule,
-                                                        b.schedules, b.argmax_only, argmax_.data(), &b.logits_s});
+  absl::StatusOr<float*> logits =
+      forward_(ForwardBatch{b.tokens, b.positions, b.seqs, b.logit_rows, config_.schedule, b.schedules, b.argmax_only,
+                            argmax_.data(), b.device_draw, b.row_draws, drawn_.data(), &b.logits_s});
   if (!logits.ok()) {
     Log(LogLevel::kError, "forward pass failed: ", logits.status().message());
     FinishAll(FinishReason::kError, logits.status());
@@ -300,6 +313,11 @@ void Engine::Draw(StepBatch& b, size_t e) {
     b.draws[e] = s.dvr && fast_row ? GreedyDraw(a, b.n_vocab) : SampledToken{a.id, 0.0};
     return;
   }
+  if (b.device_draw[b.first_logit[e]]) {  // drawn on the backend: SampleWithMargin's bits
+    const SampledToken& d = drawn_[b.first_logit[e]].draw;
+    b.draws[e] = s.dvr && fast_row ? d : SampledToken{d.token, 0.0};
+    return;
+  }
   const std::span<float> logits = b.Row(b.first_logit[e]);
   const auto position = static_cast<int64_t>(s.tokens.size());
   const double noise = config_.determinism.fast_path_noise;
@@ -315,14 +333,15 @@ void Engine::Draw(StepBatch& b, size_t e) {
 void Engine::DrawAhead(StepBatch& b) {
   if (!config_.parallel_for) return;
   // Only an entry that is its sequence's first in the plan draws ahead: an earlier entry (a
-  // verify) may change the sequence before Commit reaches it. A summarized row's draw is a copy
-  // of its summary: not worth a thread.
+  // verify) may change the sequence before Commit reaches it. A summarized or device-drawn row's
+  // draw is a copy of what the backend returned: not worth a thread.
   absl::flat_hash_set<const Sequence*> seen;
   std::vector<size_t> ahead;
   for (size_t e = 0; e < b.plan.size(); ++e) {
     const PlanEntry& p = b.plan[e];
     if (seen.insert(p.seq).second && p.kind != RowKind::kVerify &&
-        p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size()) && !b.argmax_only[b.first_logit[e]]) {
+        p.seq->n_computed + p.n == static_cast<int64_t>(p.seq->tokens.size()) && !b.argmax_only[b.first_logit[e]] &&
+        !b.device_draw[b.first_logit[e]]) {
       ahead.push_back(e);
     }
   }
@@ -387,7 +406,11 @@ void Engine::Commit(StepBatch& b) {
     const int32_t token = b.draws[e]->token;
     float logprob = 0.0f;
     top_scratch_.clear();
-    if (o.logprobs || o.top_logprobs > 0) {
+    if (b.device_draw[b.first_logit[e]]) {  // the backend's LogSoftmax bits
+      const DrawnRow& d = drawn_[b.first_logit[e]];
+      logprob = d.logprob;
+      for (int32_t i = 0; i < d.top_n; ++i) top_scratch_.push_back(TopLogprob{d.top_ids[i], d.top_logprobs[i]});
+    } else if (o.logprobs || o.top_logprobs > 0) {
       const LogSoftmax lp(logits);  // once for both
       logprob = lp(logits[static_cast<size_t>(token)]);
       if (o.top_logprobs > 0) AppendTopLogprobs(logits, o.top_logprobs, lp, &top_scratch_);

@@ -36,6 +36,11 @@ struct EngineConfig {
   // draws, each a pure function of its row. Unset: on the engine thread. A session passes its
   // backend's HostParallelFor.
   std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& fn)> parallel_for;
+  // Sampled rows whose logits the request does not change (no bias, penalties or grammar; no
+  // fast-path noise) are drawn where the logits are (ForwardBatch::device_draw), their logits
+  // never crossing to the host: the same bits (lib/numerics/draw_rule.h). A session sets it on
+  // backends other than the CPU's (where the logits already are on the host).
+  bool device_draws = false;
 };
 
 // Runs engine steps: each one planned by the Scheduler, computed by one forward pass, then
@@ -110,6 +115,9 @@ class Engine : private DvrController::Committer {
     // The rows whose logits the step reads; a summarized row returns only its ArgmaxSummary.
     std::vector<int32_t> logit_rows;
     std::vector<uint8_t> argmax_only;
+    // The rows drawn on the backend (EngineConfig::device_draws), and their draws' parameters.
+    std::vector<uint8_t> device_draw;
+    std::vector<RowDraw> row_draws;
     // Per entry: its first logit row, and the rows scoring its prompt (first, count).
     std::vector<size_t> first_logit, score_first, score_n;
     std::vector<int64_t> slot;  // per logit row: its place among the returned logits, -1 if summarized
@@ -118,7 +126,8 @@ class Engine : private DvrController::Committer {
     std::vector<std::optional<SampledToken>> draws;  // per entry: its next token, once drawn
     double pass_s = 0, logits_s = 0;                 // the forward pass, and the logits' copy in it
 
-    // A logit row's logits (empty for a summarized row: its draw reads the summary).
+    // A logit row's logits (empty for a summarized or device-drawn row: its draw reads the
+    // summary or the device's draw).
     std::span<float> Row(size_t r) const {
       return slot[r] < 0 ? std::span<float>() : std::span<float>(logits + static_cast<size_t>(slot[r]) * n_vocab, n_vocab);
     }
@@ -145,6 +154,7 @@ class Engine : private DvrController::Committer {
   Scheduler scheduler_;
   DvrController dvr_;
   std::vector<ArgmaxSummary> argmax_;  // per logit row of a step; the summarized rows' only
+  std::vector<DrawnRow> drawn_;        // per logit row of a step; the device-drawn rows' only
   std::vector<TopLogprob> top_scratch_;
 };
 

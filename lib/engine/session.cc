@@ -157,6 +157,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   config.schedule = s->schedule_;
   config.max_sequence = s->max_sequence_;
   config.noise_salt = RandomSeed();
+  config.device_draws = std::string_view(s->backend_->name()) != "cpu";
   Session* raw = s.get();
   config.parallel_for = [raw](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     raw->backend_->HostParallelFor(n, fn);

@@ -154,8 +154,21 @@ absl::StatusOr<float*> ModelRunner::FetchLogits(const ForwardBatch& batch, float
   const size_t n_out = batch.logit_rows.size();
   summarized_.clear();
   full_.clear();
+  drawn_rows_.clear();
+  draws_.clear();
   for (size_t r = 0; r < n_out; ++r) {
+    if (!batch.device_draw.empty() && batch.device_draw[r]) {
+      drawn_rows_.push_back(static_cast<int32_t>(r));
+      draws_.push_back(batch.draws[r]);
+      draws_.back().row = static_cast<int32_t>(r);
+      continue;
+    }
     (!batch.argmax_only.empty() && batch.argmax_only[r] ? summarized_ : full_).push_back(static_cast<int32_t>(r));
+  }
+  if (!draws_.empty()) {
+    drawn_.resize(draws_.size());
+    LLM42_RETURN_IF_ERROR(backend_.DrawRows(out, n_vocab, draws_, drawn_.data()));
+    for (size_t i = 0; i < draws_.size(); ++i) batch.drawn[drawn_rows_[i]] = drawn_[i];
   }
   if (!summarized_.empty()) {
     summaries_.resize(summarized_.size());

@@ -33,6 +33,14 @@ struct ForwardBatch {
   // Empty: every row's logits.
   std::span<const uint8_t> argmax_only = {};
   ArgmaxSummary* argmax = nullptr;
+  // Per logit row (empty: none), whether the backend draws its token where its logits are
+  // (Backend::DrawRows: lib/numerics/draw_rule.h's rule, the host sampler's bits) under draws[r]
+  // (its `row` is the runner's to set): the draw, its logprob and top logprobs go to drawn[r]
+  // (host, one slot per logit row) and the row's logits stay on the backend. Never with
+  // argmax_only for the same row.
+  std::span<const uint8_t> device_draw = {};
+  std::span<const RowDraw> draws = {};
+  DrawnRow* drawn = nullptr;
   // When set, receives the seconds that bringing the logits (and summaries) to the host took once
   // the device had finished the pass (a step's time split: EngineStats::StepTimes).
   double* logits_copy_seconds = nullptr;
@@ -83,14 +91,18 @@ class ModelRunner {
   RopeParams rope_local_;  // sliding layers' where the model rotates them otherwise (Gemma 3)
   std::vector<Layer> layers_;
   // Host-side per-batch inputs, kept to avoid allocating per step.
-  // Forward's last part: the summaries of batch.argmax_only's rows and the other rows' logits
-  // (from `out`, the backend's [logit rows][n_vocab]) to the host.
+  // Forward's last part: the summaries of batch.argmax_only's rows, the draws of
+  // batch.device_draw's, and the other rows' logits (from `out`, the backend's
+  // [logit rows][n_vocab]) to the host.
   absl::StatusOr<float*> FetchLogits(const ForwardBatch& batch, float* out);
 
   std::vector<const int32_t*> tables_;
   std::vector<Schedule> logit_schedules_;
   std::vector<int32_t> summarized_, full_;  // the last pass's logit rows, by what crosses to the host
   std::vector<ArgmaxSummary> summaries_;
+  std::vector<int32_t> drawn_rows_;  // the last pass's device-drawn logit rows
+  std::vector<RowDraw> draws_;
+  std::vector<DrawnRow> drawn_;
 };
 
 }  // namespace llm42
