@@ -6,7 +6,6 @@
 #include <span>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/options.h"
 #include "lib/engine/sequence.h"

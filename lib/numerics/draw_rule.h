@@ -16,8 +16,8 @@
 //   order: logits descending, ties by lower id (OrderKey); max = the first token's logit;
 //   top-k (0 < k < n): the first k; total = their weights' sum;
 //   top-p (< 1): the shortest prefix whose weights reach TopPNeed(top_p, total);
-//   min-p (> 0): of those, the tokens whose weight reaches MinPNeed(min_p) (the first always
-//   does; the others are a prefix of the rest but where PortableExp is off monotone by an ulp);
+//   min-p (> 0): of those, the prefix before the first token whose weight is below MinPNeed(min_p)
+//   (the first token always reaches it);
 //   kept_total = the kept weights' sum; target = DrawTarget(PhiloxBits53(seed, position), kept_total);
 //   the token: the first kept one whose cumulative weight exceeds target. A kept_total of 0 (the
 //   first logit is +inf or NaN) draws the first token.
@@ -151,15 +151,33 @@ namespace draw_internal {
 
 LLM42_HD inline double Temperature(const SamplingParams& p) { return p.temperature > 0 ? p.temperature : 1.0; }
 
-// The smallest key among the tokens (from_start) or among those whose key is above `after`.
-template <class Group>
-LLM42_HD uint64_t MinKey(Group& g, const float* logits, int64_t n, bool from_start, uint64_t after) {
+inline constexpr uint64_t kNoKey = ~uint64_t{0};
+
+// Which tokens MinKey looks at: all, those after a key, or those up to `cut` that min-p drops.
+struct AnyKey {
+  LLM42_HD bool operator()(const float*, int64_t, uint64_t) const { return true; }
+};
+struct KeyAfter {
+  uint64_t after;
+  LLM42_HD bool operator()(const float*, int64_t, uint64_t key) const { return key > after; }
+};
+struct DroppedByMinP {
+  double max, t;
+  uint64_t cut, min_w;
+  LLM42_HD bool operator()(const float* logits, int64_t i, uint64_t key) const {
+    return key <= cut && DrawWeight(logits[i], max, t) < min_w;
+  }
+};
+
+// The smallest key among the tokens `looked_at` takes; kNoKey when it takes none.
+template <class Group, class Pred>
+LLM42_HD uint64_t MinKey(Group& g, const float* logits, int64_t n, const Pred& looked_at) {
   uint64_t* sh = g.Shared();
-  if (g.rank() == 0) sh[0] = ~uint64_t{0};
+  if (g.rank() == 0) sh[0] = kNoKey;
   g.Sync();
   for (int64_t i = g.rank(); i < n; i += g.size()) {
     const uint64_t key = OrderKey(logits[i], i);
-    if (from_start || key > after) g.Min(&sh[0], key);
+    if (looked_at(logits, i, key)) g.Min(&sh[0], key);
   }
   g.Sync();
   const uint64_t key = sh[0];
@@ -167,42 +185,34 @@ LLM42_HD uint64_t MinKey(Group& g, const float* logits, int64_t n, bool from_sta
   return key;
 }
 
-// Over the tokens with key <= cut: of those whose weight reaches min_w (kept), the weights' sum
-// and the smallest; of the others (dropped), the largest weight plus one (0: none dropped).
+// Over the tokens with key <= cut: their weights' sum and the smallest weight.
 struct Tally {
-  uint64_t sum, min_weight, max_dropped_plus_one;
+  uint64_t sum, min_weight;
 };
 template <class Group>
-LLM42_HD Tally TallyKept(Group& g, const float* logits, int64_t n, double max, double t, uint64_t cut,
-                         uint64_t min_w) {
+LLM42_HD Tally TallyKept(Group& g, const float* logits, int64_t n, double max, double t, uint64_t cut) {
   uint64_t* sh = g.Shared();
   if (g.rank() == 0) {
     sh[0] = 0;
     sh[1] = ~uint64_t{0};
-    sh[2] = 0;
   }
   g.Sync();
-  uint64_t sum = 0, low = ~uint64_t{0}, dropped = 0;
+  uint64_t sum = 0, low = ~uint64_t{0};
   for (int64_t i = g.rank(); i < n; i += g.size()) {
     if (OrderKey(logits[i], i) > cut) continue;
     const uint64_t w = DrawWeight(logits[i], max, t);
-    if (w >= min_w) {
-      sum += w;
-      low = w < low ? w : low;
-    } else {
-      dropped = w + 1 > dropped ? w + 1 : dropped;
-    }
+    sum += w;
+    low = w < low ? w : low;
   }
   g.Add(&sh[0], sum);
   g.Min(&sh[1], low);
-  g.Max(&sh[2], dropped);
   g.Sync();
-  const Tally tally{sh[0], sh[1], sh[2]};
+  const Tally tally{sh[0], sh[1]};
   g.Sync();
   return tally;
 }
 
-// The smallest key K such that the tokens with key <= K (and key <= cut, weight >= min_w) reach
+// The smallest key K such that the tokens with key <= K (and key <= cut) reach
 // `need` (their weights' sum, or their count when !by_weight); `before`: what the tokens before
 // K add up to. Eight passes, one per byte of the key from the top, each a histogram of what the
 // tokens under the prefix found so far add in each byte value. `need` must be reachable.
@@ -211,7 +221,7 @@ struct Selected {
 };
 template <class Group>
 LLM42_HD Selected Select(Group& g, const float* logits, int64_t n, double max, double t, uint64_t cut,
-                         uint64_t min_w, bool by_weight, uint64_t need) {
+                         bool by_weight, uint64_t need) {
   uint64_t* bins = g.Bins();
   uint64_t* sh = g.Shared();
   uint64_t prefix = 0, below = 0;
@@ -222,9 +232,7 @@ LLM42_HD Selected Select(Group& g, const float* logits, int64_t n, double max, d
     for (int64_t i = g.rank(); i < n; i += g.size()) {
       const uint64_t key = OrderKey(logits[i], i);
       if (key > cut || (level > 0 && (key >> (shift + 8)) != (prefix >> (shift + 8)))) continue;
-      const uint64_t w = by_weight || min_w > 0 ? DrawWeight(logits[i], max, t) : 1;
-      if (w < min_w) continue;
-      const uint64_t v = by_weight ? w : 1;
+      const uint64_t v = by_weight ? DrawWeight(logits[i], max, t) : 1;
       if (v != 0) g.Add(&bins[(key >> shift) & 0xff], v);
     }
     g.Sync();
@@ -249,33 +257,36 @@ LLM42_HD Selected Select(Group& g, const float* logits, int64_t n, double max, d
 template <class Group>
 LLM42_HD SampledToken DrawBySelect(Group& g, const float* logits, int64_t n, const SamplingParams& p, uint64_t position) {
   using namespace draw_internal;
-  const uint64_t kAll = ~uint64_t{0};
-  const uint64_t first = MinKey(g, logits, n, true, 0);
+  const uint64_t first = MinKey(g, logits, n, AnyKey{});
   const double max = logits[KeyId(first)];
   const double t = Temperature(p);
   double margin = DoubleOfBits(internal::kInfBits);
-  uint64_t cut = kAll;
+  uint64_t cut = kNoKey;
   if (p.top_k > 0 && p.top_k < n) {
-    cut = Select(g, logits, n, max, t, kAll, 0, false, static_cast<uint64_t>(p.top_k)).key;
-    const uint64_t next = MinKey(g, logits, n, false, cut);
+    cut = Select(g, logits, n, max, t, kNoKey, false, static_cast<uint64_t>(p.top_k)).key;
+    const uint64_t next = MinKey(g, logits, n, KeyAfter{cut});
     margin = LogitGap(logits[KeyId(cut)], logits[KeyId(next)]);
   }
   if (p.top_p < 1.0f) {
-    const uint64_t total = TallyKept(g, logits, n, max, t, cut, 0).sum;
+    const uint64_t total = TallyKept(g, logits, n, max, t, cut).sum;
     if (total > 0) {
-      const Selected s = Select(g, logits, n, max, t, cut, 0, true, TopPNeed(p.top_p, total));
+      const Selected s = Select(g, logits, n, max, t, cut, true, TopPNeed(p.top_p, total));
       margin = MinOf(margin, TopPMargin(s.before, s.before + DrawWeight(logits[KeyId(s.key)], max, t), total, p.top_p));
       cut = s.key;
     }
   }
-  const uint64_t min_w = p.min_p > 0.0f ? MinPNeed(p.min_p) : 0;
-  const Tally kept = TallyKept(g, logits, n, max, t, cut, min_w);
-  if (kept.sum == 0) return {KeyId(first), 0.0};
-  if (min_w > 0 && kept.max_dropped_plus_one > 0) {
-    margin = MinOf(margin, MinPMargin(kept.min_weight, kept.max_dropped_plus_one - 1, p.min_p));
+  Tally kept = TallyKept(g, logits, n, max, t, cut);
+  if (p.min_p > 0.0f) {
+    const uint64_t drop = MinKey(g, logits, n, DroppedByMinP{max, t, cut, MinPNeed(p.min_p)});
+    if (drop != kNoKey && drop != first) {  // the kept prefix ends before it
+      cut = drop - 1;
+      kept = TallyKept(g, logits, n, max, t, cut);
+      margin = MinOf(margin, MinPMargin(kept.min_weight, DrawWeight(logits[KeyId(drop)], max, t), p.min_p));
+    }
   }
+  if (kept.sum == 0) return {KeyId(first), 0.0};
   const uint64_t target = DrawTarget(PhiloxBits53(p.seed, position), kept.sum);
-  const Selected s = Select(g, logits, n, max, t, cut, min_w, true, target + 1);
+  const Selected s = Select(g, logits, n, max, t, cut, true, target + 1);
   const uint64_t cum = s.before + DrawWeight(logits[KeyId(s.key)], max, t);
   return {KeyId(s.key), MinOf(margin, DrawMargin(target, s.before, cum, kept.sum))};
 }
@@ -287,8 +298,8 @@ struct LogSoftmaxParts {
 template <class Group>
 LLM42_HD LogSoftmaxParts LogSoftmaxBySelect(Group& g, const float* logits, int64_t n) {
   using namespace draw_internal;
-  const double max = logits[KeyId(MinKey(g, logits, n, true, 0))];
-  const uint64_t total = TallyKept(g, logits, n, max, 1.0, ~uint64_t{0}, 0).sum;
+  const double max = logits[KeyId(MinKey(g, logits, n, AnyKey{}))];
+  const uint64_t total = TallyKept(g, logits, n, max, 1.0, kNoKey).sum;
   return {max, LogTotal(total)};
 }
 
@@ -323,7 +334,8 @@ LLM42_HD void DrawRow(Group& g, const float* logits, int64_t n, const SamplingPa
   }
   uint64_t key = 0;
   for (int32_t i = 0; i < top_n && i < n; ++i) {
-    key = draw_internal::MinKey(g, logits, n, i == 0, key);
+    key = i == 0 ? draw_internal::MinKey(g, logits, n, draw_internal::AnyKey{})
+                 : draw_internal::MinKey(g, logits, n, draw_internal::KeyAfter{key});
     if (g.rank() == 0) {
       out->top_ids[i] = KeyId(key);
       out->top_logprobs[i] = Logprob(logits[KeyId(key)], lp.max, lp.log_total);

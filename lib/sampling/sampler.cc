@@ -136,9 +136,8 @@ class LazyOrder {
   size_t sorted_ = 0;
 };
 
-// The filtered distribution, by draw_rule.h's rule: `order` holds the candidates first to last
-// (a prefix of the order), weight(i) the fixed-point weight of order[i]; of the first kept()
-// those whose weight reaches min_weight() are the candidates.
+// The filtered distribution, by draw_rule.h's rule: `order` holds the candidates first to last,
+// weight(i) the fixed-point weight of order[i]; kept() of them survive.
 class Filtered {
  public:
   Filtered(std::span<const float> logits, const SamplingParams& p) : order_(logits), logits_(logits) {
@@ -177,23 +176,22 @@ class Filtered {
       }
       kept_ = i;
     }
-    kept_total_ = 0;
-    if (p.min_p > 0.0f) {
-      min_weight_ = MinPNeed(p.min_p);
-      uint64_t last_kept = ~uint64_t{0}, first_dropped = 0;
-      bool dropped = false;
-      for (size_t i = 0; i < kept_; ++i) {
+    if (p.min_p > 0.0f) {  // the prefix before the first weight below the threshold
+      const uint64_t min_weight = MinPNeed(p.min_p);
+      uint64_t lowest_kept = Weight(0);
+      size_t i = 1;
+      for (; i < kept_; ++i) {
         const uint64_t w = Weight(i);
-        if (w >= min_weight_) {
-          kept_total_ += w;
-          last_kept = std::min(last_kept, w);
-        } else {
-          first_dropped = dropped ? std::max(first_dropped, w) : w;
-          dropped = true;
+        if (w < min_weight) {
+          cut_margin_ = MinOf(cut_margin_, MinPMargin(lowest_kept, w, p.min_p));
+          break;
         }
+        lowest_kept = std::min(lowest_kept, w);
       }
-      if (dropped) cut_margin_ = MinOf(cut_margin_, MinPMargin(last_kept, first_dropped, p.min_p));
-    } else if (kept_ < order_.size()) {
+      kept_ = i;
+    }
+    kept_total_ = 0;
+    if (kept_ < order_.size()) {
       for (size_t i = 0; i < kept_; ++i) kept_total_ += Weight(i);
     } else {
       kept_total_ = total;
@@ -201,7 +199,6 @@ class Filtered {
   }
 
   size_t kept() const { return kept_; }
-  uint64_t min_weight() const { return min_weight_; }
   // The smallest gap at a top-k, top-p or min-p cut (SampledToken::margin); +inf without cuts.
   double cut_margin() const { return cut_margin_; }
   uint64_t kept_total() const { return kept_total_; }
@@ -218,7 +215,7 @@ class Filtered {
   ThreadBuffer<uint64_t, 2> by_id_;
   bool cached_ = false;
   double max_ = 0, t_ = 1;
-  uint64_t kept_total_ = 0, min_weight_ = 0;
+  uint64_t kept_total_ = 0;
   double cut_margin_ = std::numeric_limits<double>::infinity();
   size_t kept_ = 0;
 };
@@ -228,13 +225,10 @@ class Filtered {
 std::vector<Candidate> SamplingCandidates(std::span<const float> logits, const SamplingParams& p) {
   Filtered f(logits, p);
   std::vector<Candidate> c;
+  if (f.kept_total() == 0) return {Candidate{f.id(0), 1.0}};  // the rule draws the first token
   for (size_t i = 0; i < f.kept(); ++i) {
-    const uint64_t w = f.Weight(i);
-    if (w >= f.min_weight() && f.kept_total() > 0) {
-      c.push_back(Candidate{f.id(i), static_cast<double>(w) / static_cast<double>(f.kept_total())});
-    }
+    c.push_back(Candidate{f.id(i), static_cast<double>(f.Weight(i)) / static_cast<double>(f.kept_total())});
   }
-  if (c.empty()) c.push_back(Candidate{f.id(0), 1.0});
   return c;
 }
 
@@ -256,7 +250,6 @@ SampledToken SampleWithMargin(std::span<const float> logits, const SamplingParam
   uint64_t cum = 0;
   for (size_t i = 0;; ++i) {  // the kept weights add up to more than target: the walk ends
     const uint64_t w = f.Weight(i);
-    if (w < f.min_weight()) continue;
     const uint64_t before = cum;
     cum += w;
     if (target < cum) return {f.id(i), MinOf(f.cut_margin(), DrawMargin(target, before, cum, f.kept_total()))};
