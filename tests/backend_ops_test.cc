@@ -2,14 +2,17 @@
 // can run here (the CPU always; CUDA when built and a device is present), against float64
 // references, plus the fixed schedule's row invariance (docs/determinism-tests.md item 8) per backend.
 // A backend joins by registering (lib/backend/backend_registry.cc).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/sampling/logit_controls.h"
 #include "lib/sampling/sampler.h"
 #include "tests/backend_harness.h"
 #include "tests/op_reference.h"
@@ -424,6 +427,95 @@ TEST_P(BackendOpsTest, DrawRowsGiveTheHostSamplersBits) {
   draws[0].top_n = kMaxTopLogprobs + 1;
   EXPECT_EQ(be.DrawRows(h_->Put(rows), n, std::span(draws.data(), 1), got.data()).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ControlRows (a request's controls applied where its logits are) gives llama.cpp's bias and
+// penalties and the grammar's mask to the bit, written out here as the rule says (a logit seen c
+// times: divided by the repetition penalty when positive, else multiplied, then lowered by
+// c * frequency + presence; -infinity where the mask's bit is clear): rows picked out of order,
+// one left alone, -0 logits under a repetition penalty alone (which keeps them -0, where a +0
+// bias would make them +0), a mask with a partial last word. A device compiled with fused
+// multiply-adds (c * frequency + presence), an edit applied to a refused token after the mask,
+// or a mask read a word off fails here; so does adding a bias of 0 to the penalized tokens
+// (checked on the CPU).
+TEST_P(BackendOpsTest, ControlRowsGiveTheRulesBits) {
+  Backend& be = *be_;
+  const int64_t n = 128259;
+  std::vector<float> rows = RandomVector(static_cast<size_t>(5 * n), 29);
+  for (float& x : rows) x *= 4;
+  for (int64_t i = 0; i < 5 * n; i += 97) rows[static_cast<size_t>(i)] = -0.0f;
+  LogitControls c;
+  c.repetition_penalty = 1.3f;
+  c.frequency_penalty = 0.37f;
+  c.presence_penalty = 0.11f;
+  c.penalty_last_n = 0;
+  for (int32_t t : {5, 97, 194, 1000, 128258}) c.SetBias(t, t == 1000 ? -INFINITY : 0.7f * static_cast<float>(t % 7) - 1.9f);
+  std::vector<int32_t> history;
+  for (int i = 0; i < 300; ++i) history.push_back(static_cast<int32_t>((i * 7919) % 2000) * (i % 3 == 0 ? 64 : 1));
+  std::vector<LogitEdit> edits;
+  LogitEditsOf(c, history, n, &edits);
+  LogitControls repeat_only;  // row 1, whose penalized logits are zeros of both signs
+  repeat_only.repetition_penalty = 1.3f;
+  repeat_only.penalty_last_n = 0;
+  std::vector<LogitEdit> repeat_edits;
+  LogitEditsOf(repeat_only, history, n, &repeat_edits);
+  for (size_t i = 0; i < history.size(); ++i) rows[static_cast<size_t>(n + history[i])] = i % 2 == 0 ? -0.0f : 0.0f;
+  std::vector<uint64_t> mask(static_cast<size_t>((n + 63) / 64));
+  uint64_t state = 99;
+  for (uint64_t& w : mask) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    w = (state >> 7) & (state >> 23) & (state >> 31);  // about one token in eight
+  }
+  mask[0] |= 0x3;  // tokens 0, 1; 5 (biased) stays refused unless set
+  const std::vector<Backend::RowControl> controls = {
+      {2, c.penalty_rule(), edits, {}},    // bias and penalties
+      {0, c.penalty_rule(), edits, mask},  // and the grammar
+      {3, PenaltyRule{}, {}, mask},        // the grammar alone
+      {1, repeat_only.penalty_rule(), repeat_edits, {}},
+  };
+  float* x = h_->Put(rows);
+  ASSERT_TRUE(be.ControlRows(x, n, controls).ok());
+  const std::vector<float> got = h_->Get(x, rows.size());
+
+  std::vector<float> want = rows;
+  absl::flat_hash_map<int32_t, int32_t> times;
+  for (int32_t t : history) ++times[t];
+  auto controlled = [&](std::span<float> row, const LogitControls* edited, bool masked) {
+    if (edited != nullptr) {
+      for (const auto& [t, b] : edited->bias) row[static_cast<size_t>(t)] += b;
+      for (const auto& [t, k] : times) {
+        float& l = row[static_cast<size_t>(t)];
+        l = l <= 0 ? l * edited->repetition_penalty : l / edited->repetition_penalty;
+        const float lower = static_cast<float>(k) * edited->frequency_penalty;  // two roundings, as the rule
+        l -= lower + edited->presence_penalty;
+      }
+    }
+    for (int64_t t = 0; masked && t < n; ++t) {
+      if (((mask[static_cast<size_t>(t / 64)] >> (t % 64)) & 1) == 0) row[static_cast<size_t>(t)] = -INFINITY;
+    }
+  };
+  auto row = [&](int64_t r) { return std::span(want).subspan(static_cast<size_t>(r * n), static_cast<size_t>(n)); };
+  controlled(row(2), &c, false);
+  controlled(row(0), &c, true);
+  controlled(row(3), nullptr, true);
+  controlled(row(1), &repeat_only, false);
+  for (int64_t r = 0; r < 5; ++r) {
+    int64_t differ = 0, first = -1;
+    for (int64_t t = 0; t < n; ++t) {
+      const size_t i = static_cast<size_t>(r * n + t);
+      if (!SameBits(&got[i], &want[i], 1) && differ++ == 0) first = t;
+    }
+    EXPECT_EQ(differ, 0) << "row " << r << ": first at token " << first << ": " << got[static_cast<size_t>(r * n + first)]
+                         << " want " << want[static_cast<size_t>(r * n + first)];
+  }
+  EXPECT_LT(std::count(want.begin(), want.end(), -INFINITY), 2 * n) << "the mask was meant to keep some tokens";
+
+  // A token outside the row, or a mask of another size, is refused.
+  const LogitEdit outside{static_cast<int32_t>(n), 1, 0.0f, 0};
+  const Backend::RowControl bad_edit{0, {}, std::span(&outside, 1), {}};
+  EXPECT_EQ(be.ControlRows(x, n, std::span(&bad_edit, 1)).code(), absl::StatusCode::kInvalidArgument);
+  const Backend::RowControl bad_mask{0, {}, {}, std::span(mask).first(mask.size() - 1)};
+  EXPECT_EQ(be.ControlRows(x, n, std::span(&bad_mask, 1)).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // auto takes the first usable backend; cuda where it cannot run is UNSUPPORTED saying why;

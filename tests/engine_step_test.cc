@@ -2,6 +2,7 @@
 // determinism's guarantees and its bookkeeping, without a model's cost.
 #include "lib/engine/engine.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <thread>
@@ -9,6 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "lib/grammar/grammar.h"
+#include "lib/grammar/grammar_trace.h"
+#include "lib/grammar/token_grammar.h"
 #include "tests/fake_model.h"
 
 namespace llm42 {
@@ -307,59 +311,118 @@ TEST(EngineStep, ArgmaxSummariesCommitTheFixedAloneTokens) {
   EXPECT_NE(run(false, false, DecodePath::kVerify, nullptr), ref) << "control: plain requests were meant to diverge";
 }
 
-// Sampled rows drawn where their logits are (EngineConfig::device_draws: the fake backend runs
-// draw_rule.h's DrawRow, as a device does) commit the tokens, logprobs and top logprobs of the
-// host's draws from the logits, for deterministic requests (candidates and their verification)
-// and plain ones alike, with the fake fast path diverging. Checked to fail when a device-drawn
-// row's draw is taken at the position after its own (tried); the control: seeds differ, so
-// outputs do.
-TEST(EngineStep, DeviceDrawsCommitTheHostDrawsBits) {
-  struct Output {
-    std::vector<int32_t> tokens;
-    std::vector<float> logprobs;
-    std::vector<TopLogprob> top;
-    bool operator==(const Output&) const = default;
-  };
-  auto run = [](bool device, uint64_t seed_base, int64_t* drawn) {
-    FakeModel m;
-    EngineStats stats;
-    EngineConfig c = Config(64, 8, 4);
-    c.determinism.decode_path = DecodePath::kVerify;  // a schedule that does not depend on step times
-    c.device_draws = device;
-    auto e = m.MakeEngine(c, stats);
-    std::vector<std::shared_ptr<Request>> requests;
-    for (int i = 0; i < 6; ++i) {
-      RequestOptions o;
-      o.prompt_tokens = Prompt(5 + 2 * i, i);
-      o.has_prompt_tokens = true;
-      o.max_tokens = 30;
-      o.ignore_eos = true;
-      o.logprobs = i % 2 == 0;
-      o.top_logprobs = i % 3;
-      SamplingParams sp;
-      sp.temperature = 0.7f + 0.1f * static_cast<float>(i);
-      sp.top_k = i == 4 ? 5 : 0;
-      sp.top_p = i == 5 ? 0.9f : 1.0f;
-      sp.seed = seed_base + static_cast<uint64_t>(i);
-      auto seq = FakeModel::MakeSequence(o, /*dvr=*/i < 4, static_cast<uint64_t>(i), 8, sp);
-      requests.push_back(seq->request);
-      e->Enqueue(std::move(seq));
-      e->Step();
+struct DrawnOutput {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<TopLogprob> top;
+  bool operator==(const DrawnOutput&) const = default;
+};
+
+// What the backend did in a DrawnOutputs run.
+struct BackendRows {
+  int64_t drawn = 0, summarized = 0, controlled = 0;
+};
+
+// The grammar of the controlled requests: tokens t3 .. t19, any number, never an end.
+std::unique_ptr<GrammarTrace> ThreeToNineteen(const Tokenizer& tokenizer) {
+  absl::StatusOr<Grammar> g = ParseGbnf(R"(root ::= ("t" [3-9] " " | "t1" [0-9] " ")+)");
+  EXPECT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> bytes;
+  for (int32_t t = 0; t < FakeModel::kVocab; ++t) bytes.emplace_back(tokenizer.TokenBytes(t));
+  auto tg = TokenGrammar::Create(*g, std::move(bytes), {2});
+  EXPECT_TRUE(tg.ok()) << tg.status();
+  return std::make_unique<GrammarTrace>(*std::move(tg));
+}
+
+// Six requests (four deterministic) run to their ends on the fake model with its fast path
+// diverging, their draws made on the host from the logits or where the logits are
+// (EngineConfig::device_draws: the fake backend applies controls and draws with
+// logit_edit.h's and draw_rule.h's code, as a device does). With `controls`, the requests bias
+// and penalize their logits and half of them follow a grammar, two of those greedy.
+std::vector<DrawnOutput> DrawnOutputs(bool device, bool controls, uint64_t seed_base, BackendRows* rows) {
+  FakeModel m;
+  EngineStats stats;
+  EngineConfig c = Config(64, 8, 4);
+  c.determinism.decode_path = DecodePath::kVerify;  // a schedule that does not depend on step times
+  c.device_draws = device;
+  auto e = m.MakeEngine(c, stats);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 6; ++i) {
+    RequestOptions o;
+    o.prompt_tokens = Prompt(5 + 2 * i, i);
+    o.has_prompt_tokens = true;
+    o.max_tokens = 30;
+    o.ignore_eos = true;
+    o.logprobs = i % 2 == 0;
+    o.top_logprobs = i % 3;
+    SamplingParams sp;
+    sp.temperature = 0.7f + 0.1f * static_cast<float>(i);
+    sp.top_k = i == 4 ? 5 : 0;
+    sp.top_p = i == 5 ? 0.9f : 1.0f;
+    sp.seed = seed_base + static_cast<uint64_t>(i);
+    if (controls) {
+      if (i % 3 != 1) {
+        o.controls.SetBias(7, 1.5f);
+        o.controls.SetBias(9, -INFINITY);
+        o.controls.SetBias(12, 0.8f);
+      }
+      if (i % 3 != 0) {
+        o.controls.repetition_penalty = 1.4f;
+        o.controls.frequency_penalty = 0.3f;
+        o.controls.presence_penalty = 0.2f;
+        o.controls.penalty_last_n = 16;
+      }
+      if (i == 2 || i == 3) {  // greedy, no logprobs: summarized where the logits are
+        sp.temperature = 0.0f;
+        o.logprobs = false;
+        o.top_logprobs = 0;
+      }
     }
-    RunToEnd(*e);
-    EXPECT_EQ(stats.invariant_violations(), 0);
-    if (drawn != nullptr) *drawn = m.device_drawn_rows();
-    std::vector<Output> out;
-    for (auto& r : requests) out.push_back(Output{r->output_tokens(), r->logprobs(), r->top_logprobs()});
-    return out;
-  };
-  int64_t drawn = 0;
-  const auto host = run(false, 100, &drawn);
-  EXPECT_EQ(drawn, 0);
-  EXPECT_EQ(run(true, 100, &drawn), host);
-  EXPECT_GT(drawn, 100) << "the device draws were meant to run";
-  for (const Output& o : host) EXPECT_EQ(o.tokens.size(), 30u);
-  EXPECT_NE(run(true, 200, nullptr), host) << "control: other seeds were meant to draw other tokens";
+    auto seq = FakeModel::MakeSequence(o, /*dvr=*/i < 4, static_cast<uint64_t>(i), 8, sp);
+    if (controls && i % 2 == 0) seq->grammar = ThreeToNineteen(m.tokenizer());
+    requests.push_back(seq->request);
+    e->Enqueue(std::move(seq));
+    e->Step();
+  }
+  RunToEnd(*e);
+  EXPECT_EQ(stats.invariant_violations(), 0);
+  if (rows != nullptr) *rows = BackendRows{m.device_drawn_rows(), m.summarized_rows(), m.controlled_rows()};
+  std::vector<DrawnOutput> out;
+  for (auto& r : requests) out.push_back(DrawnOutput{r->output_tokens(), r->logprobs(), r->top_logprobs()});
+  return out;
+}
+
+// Sampled rows drawn where their logits are commit the tokens, logprobs and top logprobs of the
+// host's draws from the logits, for deterministic requests (candidates and their verification)
+// and plain ones alike. Checked to fail when a device-drawn row's draw is taken at the position
+// after its own (tried); the control: seeds differ, so outputs do.
+TEST(EngineStep, DeviceDrawsCommitTheHostDrawsBits) {
+  BackendRows rows;
+  const auto host = DrawnOutputs(false, false, 100, &rows);
+  EXPECT_EQ(rows.drawn, 0);
+  EXPECT_EQ(DrawnOutputs(true, false, 100, &rows), host);
+  EXPECT_GT(rows.drawn, 100) << "the device draws were meant to run";
+  for (const DrawnOutput& o : host) EXPECT_EQ(o.tokens.size(), 30u);
+  EXPECT_NE(DrawnOutputs(true, false, 200, nullptr), host) << "control: other seeds were meant to draw other tokens";
+}
+
+// Logit bias, penalties and grammar masks applied where the logits are (ForwardBatch::controls)
+// before a draw or a greedy summary there commit what the host commits applying them to the
+// logits it brought back. Checked to fail when the engine hands the backend the history of the
+// position before (tried), and when a controlled greedy row is summarized without its controls
+// (tried). The grammar's tokens come out of both (checked against its definition), and the
+// controls change outputs (control).
+TEST(EngineStep, DeviceControlsCommitTheHostControlsBits) {
+  BackendRows rows;
+  const auto host = DrawnOutputs(false, true, 100, &rows);
+  EXPECT_EQ(rows.controlled, 0);
+  EXPECT_EQ(DrawnOutputs(true, true, 100, &rows), host);
+  EXPECT_GT(rows.controlled, 100) << "the controls were meant to run where the logits are";
+  EXPECT_GT(rows.summarized, 20) << "controlled greedy rows were meant to be summarized there";
+  for (size_t i = 0; i < host.size(); i += 2) {
+    for (int32_t t : host[i].tokens) EXPECT_TRUE(t >= 3 && t <= 19) << "request " << i << " left its grammar: " << t;
+  }
+  EXPECT_NE(DrawnOutputs(false, false, 100, nullptr), host) << "control: the controls were meant to change outputs";
 }
 
 struct StepLog {

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/engine/session.h"
+#include "lib/engine/testing_hooks.h"
 #include "lib/grammar/grammar_matcher.h"
 #include "lib/engine/text_stream.h"
 #include "lib/maker/gguf_writer.h"
@@ -157,6 +158,76 @@ TEST_F(EngineTest, RequestsShareAGrammarAcrossHostThreads) {
     }
   }
   EXPECT_EQ(s->invariant_violations(), 0);
+}
+
+// The CPU backend taking the device's path (TestingHooks::DrawOnCpuBackend: sampled rows drawn,
+// and controlled rows controlled, by Backend::DrawRows and ControlRows inside the forward pass)
+// commits what the host's draws from the logits commit: the tokens, logprobs and top logprobs of
+// requests with a JSON grammar (sampled and greedy), logit bias and penalties, deterministic ones
+// at once and plain ones alone. Fails when the model runner skips ControlRows (checked).
+TEST_F(EngineTest, DrawsWhereTheLogitsAreCommitTheHostsDraws) {
+  const auto grammar = *RequestOptions::MakeOutputGrammar(
+      RequestOptions::OutputGrammar::Kind::kJsonSchema,
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name", "age"]})");
+  auto requests = [&] {
+    std::vector<RequestOptions> all;
+    for (int i = 0; i < 6; ++i) {
+      RequestOptions r = Prompt("Once upon a time", 24);
+      r.deterministic = i < 4;
+      r.sampling.temperature = i == 1 ? 0.0f : 0.8f;
+      r.sampling.top_p = i == 3 ? 0.9f : 1.0f;
+      r.sampling.seed = 7 + static_cast<uint64_t>(i);
+      r.has_seed = true;
+      r.logprobs = i != 1;
+      r.top_logprobs = i % 3 == 0 ? 3 : 0;
+      if (i <= 1 || i == 4) r.output_grammar = grammar;
+      if (i >= 2) r.controls.repetition_penalty = 1.3f;
+      if (i >= 3) r.controls.SetBias(317, 2.0f);  // " Lily"
+      all.push_back(r);
+    }
+    return all;
+  };
+  struct Output {
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
+    std::vector<TopLogprob> top;
+    bool operator==(const Output&) const = default;
+  };
+  auto run = [&](bool on_backend) {
+    TestingHooks::DrawOnCpuBackend().store(on_backend ? 1 : 0);
+    auto s = Open(model_, 2);
+    TestingHooks::DrawOnCpuBackend().store(0);
+    std::vector<Output> out;
+    if (s == nullptr) return out;
+    std::vector<std::shared_ptr<Request>> at_once;
+    for (const RequestOptions& r : requests()) {
+      if (!r.deterministic) continue;
+      auto q = s->Submit(r, nullptr);
+      EXPECT_TRUE(q.ok()) << q.status();
+      if (q.ok()) at_once.push_back(*q);
+    }
+    for (const RequestOptions& r : requests()) {
+      std::shared_ptr<Request> q;
+      if (r.deterministic) {
+        q = at_once.front();
+        at_once.erase(at_once.begin());
+      } else {
+        auto alone = s->Submit(r, nullptr);
+        EXPECT_TRUE(alone.ok()) << alone.status();
+        if (!alone.ok()) continue;
+        q = *alone;
+      }
+      EXPECT_TRUE(q->Wait(120000));
+      EXPECT_TRUE(q->status().ok()) << q->status();
+      out.push_back(Output{q->output_tokens(), q->logprobs(), q->top_logprobs()});
+    }
+    EXPECT_EQ(s->invariant_violations(), 0);
+    return out;
+  };
+  const std::vector<Output> host = run(false);
+  ASSERT_EQ(host.size(), 6u);
+  EXPECT_EQ(run(true), host);
 }
 
 TEST_F(EngineTest, MaxTokensEndsWithLength) {

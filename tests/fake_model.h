@@ -12,6 +12,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/numerics/argmax.h"
 #include "lib/numerics/draw_rule.h"
+#include "lib/numerics/logit_edit.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace llm42::testing {
@@ -51,6 +52,8 @@ class FakeModel {
   // where the logits are (ForwardBatch::device_draw, by the rule's one-thread group).
   int64_t summarized_rows() const { return summarized_; }
   int64_t device_drawn_rows() const { return device_drawn_; }
+  // Logit rows whose controls were applied where the logits are (ForwardBatch::controls).
+  int64_t controlled_rows() const { return controlled_; }
 
   Engine::ForwardFn Forward() {
     return [this](const ForwardBatch& b) -> absl::StatusOr<float*> {
@@ -120,6 +123,12 @@ class FakeModel {
       if (eos_every_ > 0 && h % eos_every_ == 0) next = 2;
       if (schedule(i) == Schedule::kFast && flip_every_ > 0 && h % flip_every_ == 0) next = 3 + (next - 3 + 1) % (kVocab - 3);
       for (int32_t v = 0; v < kVocab; ++v) row[static_cast<size_t>(v)] = v == next ? 1.0f : 0.0f;
+      for (const Backend::RowControl& c : b.controls) {  // as Backend::ControlRows does, before the draw
+        if (c.row != static_cast<int32_t>(r)) continue;
+        ApplyEdits(c.edits.data(), static_cast<int64_t>(c.edits.size()), c.rule, row.data());
+        if (!c.allowed.empty()) ApplyAllowed(c.allowed.data(), kVocab, row.data());
+        ++controlled_;
+      }
       if (!b.argmax_only.empty() && b.argmax_only[r]) {
         b.argmax[r] = SummarizeArgmax(row);
         ++summarized_;
@@ -140,7 +149,7 @@ class FakeModel {
   KvCache cache_;
   std::vector<float> kv_, logits_;
   int64_t flip_every_, eos_every_;
-  int64_t fixed_reads_fast_ = 0, calls_ = 0, summarized_ = 0, device_drawn_ = 0;
+  int64_t fixed_reads_fast_ = 0, calls_ = 0, summarized_ = 0, device_drawn_ = 0, controlled_ = 0;
 };
 
 }  // namespace llm42::testing

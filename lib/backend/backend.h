@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/numerics/argmax.h"
 #include "lib/numerics/draw_rule.h"
+#include "lib/numerics/logit_edit.h"
 #include "lib/util/ggml_types.h"
 
 namespace llm42 {
@@ -263,6 +264,21 @@ class Backend {
   // needs of its row without the row crossing to the host (draws and host_out in host memory).
   virtual absl::Status DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws,
                                 DrawnRow* host_out) = 0;
+  // What a request's controls do to row `row` of a batch's logits before its draw: its token
+  // edits (lib/sampling/logit_controls.h's LogitEditsOf: sorted, one per token, within the row)
+  // under `rule`, and the grammar's allowed tokens ((n_cols + 63) / 64 words; empty: all), all
+  // in host memory.
+  struct RowControl {
+    int32_t row = 0;
+    PenaltyRule rule;
+    std::span<const LogitEdit> edits;
+    std::span<const uint64_t> allowed;
+  };
+  // Applies each control to its row of x (rows of n_cols) in place, as the host does
+  // (lib/numerics/logit_edit.h's EditedLogit, then -infinity where a bit of `allowed` is clear),
+  // to the bit; rows not named are left as they are. A token outside the row or a mask of
+  // another size is an InvalidArgument error.
+  virtual absl::Status ControlRows(float* x, int64_t n_cols, std::span<const RowControl> controls) = 0;
 
  protected:
   // DrawRows' precondition: sampled (not greedy) draws of at most kMaxTopLogprobs top tokens.
@@ -271,6 +287,22 @@ class Backend {
       if (IsGreedy(d.params) || d.top_n < 0 || d.top_n > kMaxTopLogprobs) {
         return absl::InvalidArgumentError(absl::StrCat("DrawRows takes sampled rows with 0..", kMaxTopLogprobs,
                                                        " top tokens; row ", d.row, " is greedy or asks for ", d.top_n));
+      }
+    }
+    return absl::OkStatus();
+  }
+  // ControlRows' precondition.
+  static absl::Status CheckControls(int64_t n_cols, std::span<const RowControl> controls) {
+    for (const RowControl& c : controls) {
+      for (const LogitEdit& e : c.edits) {
+        if (e.token < 0 || e.token >= n_cols) {
+          return absl::InvalidArgumentError(absl::StrCat("ControlRows: row ", c.row, " edits token ", e.token,
+                                                         " of a row of ", n_cols));
+        }
+      }
+      if (!c.allowed.empty() && static_cast<int64_t>(c.allowed.size()) != (n_cols + 63) / 64) {
+        return absl::InvalidArgumentError(absl::StrCat("ControlRows: row ", c.row, "'s mask has ", c.allowed.size(),
+                                                       " words for a row of ", n_cols));
       }
     }
     return absl::OkStatus();

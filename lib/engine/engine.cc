@@ -116,17 +116,40 @@ bool Engine::ControlsLogits(const Sequence& s) {
   return s.grammar != nullptr || s.request->options().controls.active();
 }
 
+bool Engine::RowControls(const Sequence& s, int64_t position, std::vector<LogitEdit>* edits,
+                         std::vector<uint64_t>* allowed) const {
+  const RequestOptions& o = s.request->options();
+  const auto n_vocab = static_cast<int64_t>(tokenizer_.vocab().size());
+  LogitEditsOf(o.controls, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(position)), n_vocab, edits);
+  allowed->clear();
+  if (s.grammar == nullptr) return true;
+  const GrammarState* state = s.grammar->After(s.OutputBefore(position));
+  return state != nullptr && s.grammar->grammar().AllowedInRow(*state, !o.ignore_eos, n_vocab, allowed);
+}
+
 bool Engine::ControlLogits(Sequence& s, int64_t position, std::span<float> logits) {
   if (!ControlsLogits(s)) return true;
   const auto start = std::chrono::steady_clock::now();
-  const RequestOptions& o = s.request->options();
-  if (o.controls.active()) {
-    ApplyLogitControls(o.controls, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(position)), logits);
-  }
-  bool any = true;
-  if (s.grammar != nullptr) {
-    const GrammarState* state = s.grammar->After(s.OutputBefore(position));
-    any = state != nullptr && s.grammar->grammar().MaskLogits(*state, !o.ignore_eos, logits);
+  thread_local std::vector<LogitEdit> edits;  // Draw runs on host threads
+  thread_local std::vector<uint64_t> allowed;
+  const bool any = RowControls(s, position, &edits, &allowed);
+  ApplyEdits(edits.data(), static_cast<int64_t>(edits.size()), s.request->options().controls.penalty_rule(),
+             logits.data());
+  if (!allowed.empty()) ApplyAllowed(allowed.data(), static_cast<int64_t>(logits.size()), logits.data());
+  stats_.AddControlledRow(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return any;
+}
+
+bool Engine::ControlOnDevice(const Sequence& s, int64_t position, StepBatch& b) {
+  if (!ControlsLogits(s)) return true;
+  const auto start = std::chrono::steady_clock::now();
+  const bool any = RowControls(s, position, &edits_scratch_, &allowed_scratch_);
+  if (any) {
+    b.controls.push_back(Backend::RowControl{static_cast<int32_t>(b.logit_rows.size()),
+                                             s.request->options().controls.penalty_rule(), {}, {}});
+    b.control_at.push_back({b.control_edits.size(), b.control_words.size()});
+    b.control_edits.insert(b.control_edits.end(), edits_scratch_.begin(), edits_scratch_.end());
+    b.control_words.insert(b.control_words.end(), allowed_scratch_.begin(), allowed_scratch_.end());
   }
   stats_.AddControlledRow(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return any;
@@ -247,15 +270,23 @@ void Engine::BuildRows(StepBatch& b) {
     }
     if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
       const RequestOptions& o = s.request->options();
-      const bool plain_row = config_.determinism.fast_path_noise == 0 && !ControlsLogits(s);
-      if (config_.device_draws && plain_row && !IsGreedy(s.sampling)) {
+      const bool greedy_summary = IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0;
+      const auto position = static_cast<int64_t>(s.tokens.size());
+      // A row whose logits the request changes (bias, penalties, grammar) is changed on a
+      // device that draws or summarizes it (never under the fast path's noise, which the host
+      // adds first); else its logits come back and the host changes them.
+      const bool unchanged = config_.determinism.fast_path_noise == 0 && !ControlsLogits(s);
+      const bool drawn_there = config_.device_draws && !IsGreedy(s.sampling);
+      const bool changed_there = config_.device_draws && config_.determinism.fast_path_noise == 0 && !unchanged &&
+                                 (drawn_there || greedy_summary) && ControlOnDevice(s, position, b);
+      if ((unchanged || changed_there) && drawn_there) {
         RowDraw d;
         d.top_n = o.top_logprobs;
-        d.position = s.tokens.size();
+        d.position = static_cast<uint64_t>(position);
         d.params = s.sampling;
         want_logits(b.tokens.size() - 1, false, &d);
       } else {
-        want_logits(b.tokens.size() - 1, plain_row && IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0);
+        want_logits(b.tokens.size() - 1, (unchanged || changed_there) && greedy_summary);
       }
     }
   }
@@ -268,6 +299,14 @@ void Engine::BuildRows(StepBatch& b) {
   }
   b.n_vocab = static_cast<size_t>(tokenizer_.vocab().size());
   b.draws.resize(n);
+  for (size_t i = 0; i < b.controls.size(); ++i) {  // their storage is complete now
+    const size_t edits_end = i + 1 < b.controls.size() ? b.control_at[i + 1].first : b.control_edits.size();
+    const size_t words_end = i + 1 < b.controls.size() ? b.control_at[i + 1].second : b.control_words.size();
+    b.controls[i].edits = std::span<const LogitEdit>(b.control_edits).subspan(b.control_at[i].first,
+                                                                              edits_end - b.control_at[i].first);
+    b.controls[i].allowed = std::span<const uint64_t>(b.control_words).subspan(b.control_at[i].second,
+                                                                               words_end - b.control_at[i].second);
+  }
 }
 
 bool Engine::Run(StepBatch& b) {
@@ -276,7 +315,7 @@ bool Engine::Run(StepBatch& b) {
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<float*> logits =
       forward_(ForwardBatch{b.tokens, b.positions, b.seqs, b.logit_rows, config_.schedule, b.schedules, b.argmax_only,
-                            argmax_.data(), b.device_draw, b.row_draws, drawn_.data(), &b.logits_s});
+                            argmax_.data(), b.device_draw, b.row_draws, drawn_.data(), b.controls, &b.logits_s});
   if (!logits.ok()) {
     Log(LogLevel::kError, "forward pass failed: ", logits.status().message());
     FinishAll(FinishReason::kError, logits.status());

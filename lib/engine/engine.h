@@ -36,10 +36,11 @@ struct EngineConfig {
   // draws, each a pure function of its row. Unset: on the engine thread. A session passes its
   // backend's HostParallelFor.
   std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& fn)> parallel_for;
-  // Sampled rows whose logits the request does not change (no bias, penalties or grammar; no
-  // fast-path noise) are drawn where the logits are (ForwardBatch::device_draw), their logits
-  // never crossing to the host: the same bits (lib/numerics/draw_rule.h). A session sets it on
-  // backends other than the CPU's (where the logits already are on the host).
+  // Sampled rows are drawn where the logits are (ForwardBatch::device_draw), and the bias,
+  // penalties and grammar mask of those rows and of greedy rows without logprobs are applied
+  // there first (ForwardBatch::controls), their logits never crossing to the host: the same bits
+  // (lib/numerics/draw_rule.h, logit_edit.h). Not under the fast path's noise. A session sets it
+  // on backends other than the CPU's (where the logits already are on the host).
   bool device_draws = false;
 };
 
@@ -94,6 +95,11 @@ class Engine : private DvrController::Committer {
   // from. False when the grammar leaves no token of the vocabulary there.
   // Timed into EngineStats::StepTimes. Any thread (a sequence's rows on one at a time).
   bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits) override;
+  // What s's controls do to its row at `position` (after the tokens before it): the token edits
+  // (LogitEditsOf) into *edits and, under a grammar, the allowed tokens into *allowed (else left
+  // empty); false when the grammar leaves no token. ControlLogits applies them on the host.
+  bool RowControls(const Sequence& s, int64_t position, std::vector<LogitEdit>* edits,
+                   std::vector<uint64_t>* allowed) const;
   // Whether `token` at `position` completes the request's grammar (nothing can follow it).
   static bool CompletesGrammar(const Sequence& s, int64_t position, int32_t token);
   // How an entry's rows compute: plain requests under the session's schedule (their decode rows
@@ -118,6 +124,12 @@ class Engine : private DvrController::Committer {
     // The rows drawn on the backend (EngineConfig::device_draws), and their draws' parameters.
     std::vector<uint8_t> device_draw;
     std::vector<RowDraw> row_draws;
+    // The controls the backend applies to rows it summarizes or draws (ForwardBatch::controls),
+    // each one's edits and mask words in the two arrays from control_at's offsets on.
+    std::vector<Backend::RowControl> controls;
+    std::vector<std::pair<size_t, size_t>> control_at;
+    std::vector<LogitEdit> control_edits;
+    std::vector<uint64_t> control_words;
     // Per entry: its first logit row, and the rows scoring its prompt (first, count).
     std::vector<size_t> first_logit, score_first, score_n;
     std::vector<int64_t> slot;  // per logit row: its place among the returned logits, -1 if summarized
@@ -137,6 +149,10 @@ class Engine : private DvrController::Committer {
   void ChooseSchedules(StepBatch& b);
   // The forward pass's rows, and which rows' logits (or argmax summaries) it returns.
   void BuildRows(StepBatch& b);
+  // The controls of s's row at `position` into b.controls, for the logit row BuildRows adds
+  // next; false, adding nothing, when the grammar leaves no token (the host then fails the
+  // request from the row's logits).
+  bool ControlOnDevice(const Sequence& s, int64_t position, StepBatch& b);
   // The forward pass; false when it failed (every request then fails with its status).
   bool Run(StepBatch& b);
   // An entry's next token into b.draws[e]; any thread for entries of different sequences.
@@ -153,6 +169,8 @@ class Engine : private DvrController::Committer {
   EngineStats& stats_;
   Scheduler scheduler_;
   DvrController dvr_;
+  std::vector<LogitEdit> edits_scratch_;  // ControlOnDevice's (the engine thread's)
+  std::vector<uint64_t> allowed_scratch_;
   std::vector<ArgmaxSummary> argmax_;  // per logit row of a step; the summarized rows' only
   std::vector<DrawnRow> drawn_;        // per logit row of a step; the device-drawn rows' only
   std::vector<TopLogprob> top_scratch_;

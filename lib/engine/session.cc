@@ -9,6 +9,7 @@
 #include "lib/backend/backend_registry.h"
 #include "lib/engine/receipt.h"
 #include "lib/engine/saved_conversation.h"
+#include "lib/engine/testing_hooks.h"
 #include "lib/model/fingerprint.h"
 #include "lib/engine/text_stream.h"
 #include "lib/kv/kv_cache.h"
@@ -157,7 +158,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   config.schedule = s->schedule_;
   config.max_sequence = s->max_sequence_;
   config.noise_salt = RandomSeed();
-  config.device_draws = std::string_view(s->backend_->name()) != "cpu";
+  config.device_draws = std::string_view(s->backend_->name()) != "cpu" ||
+                        TestingHooks::DrawOnCpuBackend().load(std::memory_order_relaxed) != 0;
   Session* raw = s.get();
   config.parallel_for = [raw](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     raw->backend_->HostParallelFor(n, fn);

@@ -6,8 +6,9 @@
 
 namespace llm42 {
 
-// The process-wide hooks of llm42_testing.h that are not part of a determinism policy: each off
-// (0) unless a test turns it on. Read on every use, so a test can turn one on and off again.
+// The process-wide hooks of llm42_testing.h that are not part of a determinism policy, and the
+// engine's own for C++ tests: each off (0) unless a test turns it on. Read on every use, so a
+// test can turn one on and off again.
 struct TestingHooks {
   // llm42_testing_set_load_stage_delay: every stage of every session creation takes at least this
   // long (LoadProgress::Reach), so that a test can watch a load's progress and cancel it mid-way.
@@ -20,6 +21,13 @@ struct TestingHooks {
   static std::atomic<int32_t>& FailRequestsAfterTokens() {
     static std::atomic<int32_t> tokens{0};
     return tokens;
+  }
+  // C++ tests only: a session created while it is on draws and controls rows where the logits
+  // are (EngineConfig::device_draws) on the CPU backend too, so that the path a device takes
+  // runs in every suite.
+  static std::atomic<int32_t>& DrawOnCpuBackend() {
+    static std::atomic<int32_t> on{0};
+    return on;
   }
 };
 

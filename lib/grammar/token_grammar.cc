@@ -1,10 +1,11 @@
 #include "lib/grammar/token_grammar.h"
 
 #include <algorithm>
-#include <bit>
 #include <limits>
 #include <numeric>
 #include <utility>
+
+#include "lib/numerics/logit_edit.h"
 
 namespace llm42 {
 namespace {
@@ -297,35 +298,34 @@ std::shared_ptr<const TokenGrammar::Mask> TokenGrammar::Allowed(const GrammarSta
   return mask;
 }
 
-bool TokenGrammar::MaskLogits(const GrammarState& s, bool allow_end, std::span<float> logits) const {
+bool TokenGrammar::AllowedInRow(const GrammarState& s, bool allow_end, int64_t n_logits, Mask* out) const {
   const std::shared_ptr<const Mask> mask = Allowed(s);
-  // The end tokens add no bytes, so the mask clears them: keep their logits where they may come.
-  std::vector<std::pair<size_t, float>> ends;
+  const auto words = static_cast<size_t>((n_logits + 63) / 64);
+  out->assign(words, 0);
+  // Tokens past the grammar's vocabulary never come.
+  const size_t n = std::min(static_cast<size_t>(n_logits), bytes_.size());
+  bool any = false;
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const size_t width = std::min<size_t>(64, n - w * 64);
+    (*out)[w] = (*mask)[w] & (width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1);
+    any |= (*out)[w] != 0;
+  }
+  // The end tokens add no bytes, so Allowed leaves them out: they come where the grammar can end.
   if (allow_end && automaton_.CanEnd(s)) {
     for (int32_t id : end_tokens_) {
-      if (static_cast<size_t>(id) < logits.size()) ends.emplace_back(static_cast<size_t>(id), logits[static_cast<size_t>(id)]);
+      if (id >= 0 && id < n_logits) {
+        (*out)[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+        any = true;
+      }
     }
   }
-  const size_t n = std::min(logits.size(), bytes_.size());
-  constexpr float kNone = -std::numeric_limits<float>::infinity();
-  bool any = !ends.empty();
-  for (size_t w = 0; w * 64 < n; ++w) {
-    const uint64_t bits = (*mask)[w];
-    any |= bits != 0;
-    float* row = logits.data() + w * 64;
-    const size_t width = std::min<size_t>(64, n - w * 64);
-    if (bits == 0) {
-      std::fill_n(row, width, kNone);
-      continue;
-    }
-    // The refused tokens of the word, lowest first.
-    for (uint64_t refused = ~bits & (width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1); refused != 0;
-         refused &= refused - 1) {
-      row[std::countr_zero(refused)] = kNone;
-    }
-  }
-  for (size_t i = n; i < logits.size(); ++i) logits[i] = -std::numeric_limits<float>::infinity();
-  for (const auto& [id, logit] : ends) logits[id] = logit;
+  return any;
+}
+
+bool TokenGrammar::MaskLogits(const GrammarState& s, bool allow_end, std::span<float> logits) const {
+  thread_local Mask allowed;
+  const bool any = AllowedInRow(s, allow_end, static_cast<int64_t>(logits.size()), &allowed);
+  ApplyAllowed(allowed.data(), static_cast<int64_t>(logits.size()), logits.data());
   return any;
 }
 

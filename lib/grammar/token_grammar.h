@@ -54,8 +54,12 @@ class TokenGrammar {
 
   // The tokens whose bytes the grammar allows after `s` (end tokens not included). Thread-safe.
   std::shared_ptr<const Mask> Allowed(const GrammarState& s) const;
-  // Sets the logits of tokens the grammar does not allow after `s` to -infinity; the end tokens
-  // stay where the grammar can end and `allow_end`. False when no token is left.
+  // The tokens of a row of n_logits that may come after `s` (Allowed's, and the end tokens where
+  // the grammar can end and `allow_end`) into *out, (n_logits + 63) / 64 words in
+  // lib/numerics/logit_edit.h's layout. False when no token is left.
+  bool AllowedInRow(const GrammarState& s, bool allow_end, int64_t n_logits, Mask* out) const;
+  // Sets the logits of tokens the grammar does not allow after `s` to -infinity
+  // (lib/numerics/logit_edit.h's ApplyAllowed of AllowedInRow). False when no token is left.
   bool MaskLogits(const GrammarState& s, bool allow_end, std::span<float> logits) const;
   // The state after token `id`; false when the grammar refuses its bytes (or it adds none).
   bool Advance(const GrammarState& s, int32_t id, GrammarState* out) const;

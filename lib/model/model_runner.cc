@@ -156,6 +156,7 @@ absl::StatusOr<float*> ModelRunner::FetchLogits(const ForwardBatch& batch, float
   full_.clear();
   drawn_rows_.clear();
   draws_.clear();
+  LLM42_RETURN_IF_ERROR(backend_.ControlRows(out, n_vocab, batch.controls));
   for (size_t r = 0; r < n_out; ++r) {
     if (!batch.device_draw.empty() && batch.device_draw[r]) {
       drawn_rows_.push_back(static_cast<int32_t>(r));

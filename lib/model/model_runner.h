@@ -41,6 +41,9 @@ struct ForwardBatch {
   std::span<const uint8_t> device_draw = {};
   std::span<const RowDraw> draws = {};
   DrawnRow* drawn = nullptr;
+  // Changes requests make to the logits of rows drawn or summarized on the backend
+  // (Backend::ControlRows; each one's `row` a logit row), applied before their draws.
+  std::span<const Backend::RowControl> controls = {};
   // When set, receives the seconds that bringing the logits (and summaries) to the host took once
   // the device had finished the pass (a step's time split: EngineStats::StepTimes).
   double* logits_copy_seconds = nullptr;

@@ -40,26 +40,36 @@ absl::Status LogitControls::Validate() const {
   return absl::OkStatus();
 }
 
-void ApplyLogitControls(const LogitControls& c, std::span<const int32_t> history, std::span<float> logits) {
+void LogitEditsOf(const LogitControls& c, std::span<const int32_t> history, int64_t n_vocab,
+                  std::vector<LogitEdit>* edits) {
+  edits->clear();
   for (const auto& [token, value] : c.bias) {
-    if (static_cast<size_t>(token) < logits.size()) logits[static_cast<size_t>(token)] += value;
+    if (token >= 0 && token < n_vocab) edits->push_back(LogitEdit{token, 0, value, 1});
   }
   if (!c.penalizes()) return;
   const size_t n = c.penalty_last_n == 0 ? history.size()
                                          : std::min(history.size(), static_cast<size_t>(c.penalty_last_n));
   absl::flat_hash_map<int32_t, int32_t> count;
-  for (int32_t t : history.last(n)) ++count[t];
-  for (const auto& [token, times] : count) {
-    if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
-    float& l = logits[static_cast<size_t>(token)];
-    // llama.cpp's rule, in its order (float arithmetic, no contraction: -ffp-contract=off).
-    if (l <= 0) {
-      l *= c.repetition_penalty;
-    } else {
-      l /= c.repetition_penalty;
-    }
-    l -= static_cast<float>(times) * c.frequency_penalty + static_cast<float>(times > 0) * c.presence_penalty;
+  for (int32_t t : history.last(n)) {
+    if (t >= 0 && t < n_vocab) ++count[t];
   }
+  const size_t biased = edits->size();
+  for (const auto& [token, times] : count) {
+    auto it = std::lower_bound(edits->begin(), edits->begin() + static_cast<std::ptrdiff_t>(biased), token,
+                               [](const LogitEdit& e, int32_t t) { return e.token < t; });
+    if (it != edits->begin() + static_cast<std::ptrdiff_t>(biased) && it->token == token) {
+      it->times = times;
+    } else {
+      edits->push_back(LogitEdit{token, times, 0.0f, 0});
+    }
+  }
+  std::sort(edits->begin(), edits->end(), [](const LogitEdit& a, const LogitEdit& b) { return a.token < b.token; });
+}
+
+void ApplyLogitControls(const LogitControls& c, std::span<const int32_t> history, std::span<float> logits) {
+  thread_local std::vector<LogitEdit> edits;
+  LogitEditsOf(c, history, static_cast<int64_t>(logits.size()), &edits);
+  ApplyEdits(edits.data(), static_cast<int64_t>(edits.size()), c.penalty_rule(), logits.data());
 }
 
 }  // namespace llm42

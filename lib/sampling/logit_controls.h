@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "lib/numerics/logit_edit.h"
 
 namespace llm42 {
 
@@ -32,14 +33,21 @@ struct LogitControls {
   void SetBias(int32_t token, float value);
   bool penalizes() const { return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f; }
   bool active() const { return !bias.empty() || penalizes(); }
+  PenaltyRule penalty_rule() const { return {repetition_penalty, frequency_penalty, presence_penalty}; }
   // OUT_OF_RANGE naming the first value outside its range: a NaN or +infinite bias, a
   // repetition penalty outside (0, kMaxPenalty], other penalties outside [-kMaxPenalty,
   // kMaxPenalty], a negative last_n. (Token ids against the vocabulary: the session's check.)
   absl::Status Validate() const;
 };
 
-// Applies `c` to the logits of the position after `history` (the sequence's tokens before it).
+// Applies `c` to the logits of the position after `history` (the sequence's tokens before it):
+// lib/numerics/logit_edit.h's ApplyEdits of LogitEditsOf.
 void ApplyLogitControls(const LogitControls& c, std::span<const int32_t> history, std::span<float> logits);
+
+// What `c` changes in a row of n_vocab logits after `history`: one edit per token it touches,
+// sorted by token (tokens outside the vocabulary left out), into *edits (cleared first).
+void LogitEditsOf(const LogitControls& c, std::span<const int32_t> history, int64_t n_vocab,
+                  std::vector<LogitEdit>* edits);
 
 }  // namespace llm42
 

@@ -857,4 +857,17 @@ absl::Status CpuBackend::DrawRows(const float* x, int64_t n_cols, std::span<cons
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::ControlRows(float* x, int64_t n_cols, std::span<const RowControl> controls) {
+  LLM42_RETURN_IF_ERROR(CheckControls(n_cols, controls));
+  pool_.ParallelFor(static_cast<int64_t>(controls.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const RowControl& c = controls[static_cast<size_t>(r)];
+      float* row = x + static_cast<int64_t>(c.row) * n_cols;
+      ApplyEdits(c.edits.data(), static_cast<int64_t>(c.edits.size()), c.rule, row);
+      if (!c.allowed.empty()) ApplyAllowed(c.allowed.data(), n_cols, row);
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace llm42

@@ -91,6 +91,8 @@ class CpuBackend final : public Backend {
   // One row a host thread, each by the rule's serial group (the reference the device is held to;
   // the engine samples the CPU backend's rows from their logits, lib/sampling/sampler.h).
   absl::Status DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws, DrawnRow* host_out) override;
+  // A row per task on the pool, by lib/numerics/logit_edit.h's host loops.
+  absl::Status ControlRows(float* x, int64_t n_cols, std::span<const RowControl> controls) override;
 
   static constexpr int64_t kAttentionChunk = 256;
 

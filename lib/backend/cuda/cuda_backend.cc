@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/backend/cpu/row_dot.h"
+#include "lib/backend/cuda/control_rows.cuh"
 #include "lib/backend/cuda/cuda_factory.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/draw_rows.cuh"
@@ -325,6 +326,43 @@ absl::Status CudaBackend::DrawRows(const float* x, int64_t n_cols, std::span<con
   LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_out, draw_out_.get(), draws.size() * sizeof(DrawnRow),
                                              cudaMemcpyDeviceToHost, stream_.get()));
   return Synchronize();
+}
+
+absl::Status CudaBackend::ControlRows(float* x, int64_t n_cols, std::span<const RowControl> controls) {
+  LLM42_RETURN_IF_ERROR(CheckControls(n_cols, controls));
+  if (controls.empty()) return absl::OkStatus();
+  // [DeviceRowControl per control][every edit][every mask word], each part 8-byte aligned.
+  size_t n_edits = 0, n_words = 0;
+  for (const RowControl& c : controls) {
+    n_edits += c.edits.size();
+    n_words += c.allowed.size();
+  }
+  const size_t edits_at = controls.size() * sizeof(DeviceRowControl);
+  const size_t words_at = (edits_at + n_edits * sizeof(LogitEdit) + 7) / 8 * 8;
+  control_host_.resize(words_at + n_words * sizeof(uint64_t));
+  auto* heads = reinterpret_cast<DeviceRowControl*>(control_host_.data());
+  auto* edits = reinterpret_cast<LogitEdit*>(control_host_.data() + edits_at);
+  auto* words = reinterpret_cast<uint64_t*>(control_host_.data() + words_at);
+  size_t e = 0, w = 0;
+  for (size_t i = 0; i < controls.size(); ++i) {
+    const RowControl& c = controls[i];
+    heads[i] = DeviceRowControl{c.row, static_cast<int32_t>(c.edits.size()), static_cast<int64_t>(e),
+                                c.allowed.empty() ? -1 : static_cast<int64_t>(w), c.rule};
+    std::copy(c.edits.begin(), c.edits.end(), edits + e);
+    std::copy(c.allowed.begin(), c.allowed.end(), words + w);
+    e += c.edits.size();
+    w += c.allowed.size();
+  }
+  if (absl::Status st = control_in_.Grow(control_host_.size()); !st.ok()) return st;
+  // From pageable memory: the call returns once the bytes are staged, so the next call may refill it.
+  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(control_in_.get(), control_host_.data(), control_host_.size(),
+                                             cudaMemcpyHostToDevice, stream_.get()));
+  const auto* base = static_cast<const uint8_t*>(control_in_.get());
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchControlRows(x, n_cols, reinterpret_cast<const DeviceRowControl*>(base),
+                                               static_cast<int64_t>(controls.size()),
+                                               reinterpret_cast<const LogitEdit*>(base + edits_at),
+                                               reinterpret_cast<const uint64_t*>(base + words_at), stream_.get()));
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) {

@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
                           ArgmaxSummary* host_out) override;
   // On the device (draw_rows.cuh): a block a row runs lib/numerics/draw_rule.h's DrawRow.
   absl::Status DrawRows(const float* x, int64_t n_cols, std::span<const RowDraw> draws, DrawnRow* host_out) override;
+  // On the device (control_rows.cuh): the controls, edits and masks cross in one copy.
+  absl::Status ControlRows(float* x, int64_t n_cols, std::span<const RowControl> controls) override;
 
  private:
   // Copies host ints into `b` (grown as needed) on the stream.
@@ -96,6 +98,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer argmax_rows_, argmax_out_;
   // DrawRows' requests and results.
   DeviceBuffer draw_in_, draw_out_;
+  // ControlRows' controls, edits and mask words, packed on the host and on the device.
+  std::vector<uint8_t> control_host_;
+  DeviceBuffer control_in_;
   std::vector<int32_t> fast_rows_, fixed_rows_;
   bool logged_conversion_ = false;
   std::unique_ptr<ThreadPool> host_pool_;
