@@ -413,8 +413,8 @@ TEST_P(DeterminismTest, ControlsDetectDifferencesWithoutDeterminism) {
 // all three penalties at T = 0.8 is bitwise the same alone, among random co-runners (some of them
 // constrained by another grammar) and under forced rollbacks, which return it to grammar states
 // of earlier positions. Its sensitivity control: the same request not deterministic differs
-// among co-runners. Checked to fail when Engine::VerifyEntry skips ControlLogits on the replay
-// rows (the replay then samples unmasked, unpenalized logits and every window rolls back to
+// among co-runners. Checked to fail when the replay's rows skip their controls (then in
+// Engine::VerifyEntry, now Engine::ReplayRow) (the replay then samples unmasked, unpenalized logits and every window rolls back to
 // tokens outside the grammar, which GrammarTrace refuses: the request fails).
 constexpr char kNpcSchema[] = R"({"type": "object", "properties": {
     "line": {"type": "string", "maxLength": 30},

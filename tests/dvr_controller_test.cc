@@ -30,11 +30,11 @@ class DvrControllerTest : public ::testing::Test {
     }
   }
 
-  // Greedy logits predicting `tokens[j]` at row j.
-  std::function<std::span<const float>(int64_t)> Rows(const std::vector<int32_t>& tokens) {
-    rows_.assign(tokens.size(), std::vector<float>(FakeModel::kVocab, 0.0f));
-    for (size_t j = 0; j < tokens.size(); ++j) rows_[j][static_cast<size_t>(tokens[j])] = 1.0f;
-    return [this](int64_t j) { return std::span<const float>(rows_[static_cast<size_t>(j)]); };
+  // A replay drawing `tokens[j]` at row j, with logprob -j.
+  DvrController::ReplayRows Rows(std::vector<int32_t> tokens) {
+    return [tokens = std::move(tokens)](int64_t j) {
+      return DvrController::ReplayDraw{tokens[static_cast<size_t>(j)], -static_cast<float>(j), {}, false};
+    };
   }
 
   // What the engine does with a verdict: commit (CommitTokens keeps the committed prefix and
@@ -54,7 +54,6 @@ class DvrControllerTest : public ::testing::Test {
   EngineStats stats_;
   KvCache cache_{64, 4};
   std::unique_ptr<Sequence> seq_;
-  std::vector<std::vector<float>> rows_;
 };
 
 TEST_F(DvrControllerTest, AFullWindowOrAnEndingCandidateMakesTheRequestReady) {
@@ -103,7 +102,7 @@ TEST_F(DvrControllerTest, TheRowAfterAnAgreedWindowCommitsTheNextToken) {
   ASSERT_TRUE(cache_.Reserve(seq_->kv_seq, static_cast<int64_t>(seq_->tokens.size())));
   const auto v = dvr.Verify(*seq_, 5, true, 0, Rows({7, 8, 9, 10, 22}));
   EXPECT_EQ(v.tokens, (std::vector<int32_t>{7, 8, 9, 10, 22}));
-  EXPECT_EQ(v.logprobs.size(), 5u);
+  EXPECT_EQ(v.logprobs, (std::vector<float>{0, -1, -2, -3, -4}));  // each row's own
   EXPECT_EQ(v.verified, 4);
   EXPECT_FALSE(v.disagreed);
   Commit(dvr, v);

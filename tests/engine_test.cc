@@ -164,7 +164,8 @@ TEST_F(EngineTest, RequestsShareAGrammarAcrossHostThreads) {
 // and controlled rows controlled, by Backend::DrawRows and ControlRows inside the forward pass)
 // commits what the host's draws from the logits commit: the tokens, logprobs and top logprobs of
 // requests with a JSON grammar (sampled and greedy), logit bias and penalties, deterministic ones
-// at once and plain ones alone. Fails when the model runner skips ControlRows (checked).
+// at once (their candidates and replays) and plain ones alone. Fails when the model runner skips
+// ControlRows, and when the replay's draws are made at the next position (checked).
 TEST_F(EngineTest, DrawsWhereTheLogitsAreCommitTheHostsDraws) {
   const auto grammar = *RequestOptions::MakeOutputGrammar(
       RequestOptions::OutputGrammar::Kind::kJsonSchema,
@@ -195,11 +196,17 @@ TEST_F(EngineTest, DrawsWhereTheLogitsAreCommitTheHostsDraws) {
     bool operator==(const Output&) const = default;
   };
   auto run = [&](bool on_backend) {
+    SessionOptions so;
+    so.model_path = model_;
+    so.threads = 2;
+    so.determinism.decode_path = DecodePath::kVerify;  // candidates and their replays, never direct
     TestingHooks::DrawOnCpuBackend().store(on_backend ? 1 : 0);
-    auto s = Open(model_, 2);
+    auto created = Session::Create(so);
     TestingHooks::DrawOnCpuBackend().store(0);
     std::vector<Output> out;
-    if (s == nullptr) return out;
+    EXPECT_TRUE(created.ok()) << created.status();
+    if (!created.ok()) return out;
+    auto s = *std::move(created);
     std::vector<std::shared_ptr<Request>> at_once;
     for (const RequestOptions& r : requests()) {
       if (!r.deterministic) continue;

@@ -20,17 +20,16 @@ void DvrController::AddCandidate(Sequence& s, int32_t token, double margin, bool
   s.ready = s.candidates() >= s.window || ends || close || converge_;
 }
 
-bool DvrController::VerifyAndCommit(Sequence& s, int64_t n,
-                                    const std::function<std::span<float>(int64_t)>& rows, Committer& committer,
+bool DvrController::VerifyAndCommit(Sequence& s, int64_t n, const ReplayRows& rows, Committer& committer,
                                     KvCache& cache) {
   const RequestOptions& o = s.request->options();
   // A row where the grammar allows nothing can only be the one after the last candidate (each
   // candidate was drawn where it allowed something): its token is not committed.
   int64_t dead = -1;
-  Verdict v = Verify(s, n, o.logprobs, o.top_logprobs, [&](int64_t j) -> std::span<const float> {
-    const std::span<float> logits = rows(j);
-    if (!committer.ControlLogits(s, s.n_committed + j, logits) && dead < 0) dead = j;
-    return logits;
+  Verdict v = Verify(s, n, o.logprobs, o.top_logprobs, [&](int64_t j) {
+    ReplayDraw d = rows(j);
+    if (d.dead && dead < 0) dead = j;
+    return d;
   });
   Count(s, v);
   const bool dead_end = dead >= 0 && static_cast<size_t>(dead) < v.tokens.size();
@@ -53,21 +52,17 @@ bool DvrController::VerifyAndCommit(Sequence& s, int64_t n,
   return false;
 }
 
-DvrController::Verdict DvrController::Verify(
-    const Sequence& s, int64_t n, bool logprobs, int top_n,
-    const std::function<std::span<const float>(int64_t)>& row) {
+DvrController::Verdict DvrController::Verify(const Sequence& s, int64_t n, bool logprobs, int top_n,
+                                             const ReplayRows& row) {
   Verdict v;
   v.verified = std::min(n, s.candidates());
   const int64_t base = s.n_committed;
   for (int64_t j = 0; j < n; ++j) {
-    const std::span<const float> logits = row(j);
-    const int32_t predicted = SampleToken(logits, s.sampling, base + j);
+    const ReplayDraw d = row(j);
+    const int32_t predicted = d.token;
     v.tokens.push_back(predicted);
-    if (logprobs || top_n > 0) {
-      const LogSoftmax lp(logits);  // once for both
-      if (logprobs) v.logprobs.push_back(lp(logits[static_cast<size_t>(predicted)]));
-      if (top_n > 0) AppendTopLogprobs(logits, top_n, lp, &v.top);
-    }
+    if (logprobs) v.logprobs.push_back(d.logprob);
+    if (top_n > 0) v.top.insert(v.top.end(), d.top.begin(), d.top.end());
     if (j < v.verified && predicted != s.tokens[static_cast<size_t>(base + j)]) {
       v.disagreed = true;
       break;

@@ -30,12 +30,21 @@ class KvCache;
 // Neither changes what is committed (the replay decides every token), only what is wasted.
 class DvrController {
  public:
+  // What the replay drew at a verify row: the request's controls applied to the row's
+  // fixed-schedule logits, then its sampling at the row's position (on the host from the logits,
+  // or where the logits are). The token, its logprob and top logprobs when the request asks for
+  // them, and whether the grammar allowed no token there (the rest then means nothing).
+  struct ReplayDraw {
+    int32_t token = -1;
+    float logprob = 0.0f;
+    std::span<const TopLogprob> top;  // valid until the next row is asked for
+    bool dead = false;
+  };
+  using ReplayRows = std::function<ReplayDraw(int64_t)>;
+
   // What a verify pass needs of the engine that runs it (Engine implements it).
   class Committer {
    public:
-    // Applies the request's logit controls for `position` (bias, penalties, grammar mask) in
-    // place; false when the grammar allows no token there.
-    virtual bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits) = 0;
     // Commits tokens after the committed prefix and streams them; true when that finished the
     // request.
     virtual bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs,
@@ -97,12 +106,11 @@ class DvrController {
   // converges on decoding under fixed (ChooseDecode), so that the request follows once verified.
   void AddCandidate(Sequence& s, int32_t token, double margin, bool ends);
 
-  // A verify entry's whole pass: the first n candidates (see Verify) against the replay's raw
-  // logits rows(j), with the request's controls applied to each row first; the agreed tokens
-  // committed through `committer`, the pass counted, the cache and window settled. True when
-  // the request finished (ended, or failed at a grammar dead end).
-  bool VerifyAndCommit(Sequence& s, int64_t n, const std::function<std::span<float>(int64_t)>& rows,
-                       Committer& committer, KvCache& cache);
+  // A verify entry's whole pass: the first n candidates (see Verify) against the replay's draws
+  // rows(j); the agreed tokens committed through `committer` (up to a row where the grammar
+  // allowed nothing), the pass counted, the cache and window settled. True when the request
+  // finished (ended, or failed at a grammar dead end).
+  bool VerifyAndCommit(Sequence& s, int64_t n, const ReplayRows& rows, Committer& committer, KvCache& cache);
 
   // Its steps, public for the controller's tests. What a verify pass found.
   struct Verdict {
@@ -114,11 +122,10 @@ class DvrController {
     int64_t discarded = 0;        // candidates dropped: from the first disagreement on
   };
   // Compares the first n candidates (all of them, or the part of a window that fitted in this
-  // step) with the replay: row(j) holds the fixed-schedule logits that predict position
-  // n_committed + j. n may be one more than the candidates (the last one was fed too): when they
-  // all agree, that row's token follows them (a decode under fixed, committed with them).
-  Verdict Verify(const Sequence& s, int64_t n, bool logprobs, int top_n,
-                 const std::function<std::span<const float>(int64_t)>& row);
+  // step) with the replay: row(j) is its draw for position n_committed + j. n may be one more
+  // than the candidates (the last one was fed too): when they all agree, that row's token
+  // follows them (a decode under fixed, committed with them).
+  Verdict Verify(const Sequence& s, int64_t n, bool logprobs, int top_n, const ReplayRows& row);
   // Counts the pass in the request's and the session's stats: before its tokens are committed,
   // so that whoever sees the request finished sees its stats complete.
   void Count(Sequence& s, const Verdict& v);

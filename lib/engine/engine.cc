@@ -140,12 +140,12 @@ bool Engine::ControlLogits(Sequence& s, int64_t position, std::span<float> logit
   return any;
 }
 
-bool Engine::ControlOnDevice(const Sequence& s, int64_t position, StepBatch& b) {
+bool Engine::ControlOnDevice(const Sequence& s, int64_t position, size_t logit_row, StepBatch& b) {
   if (!ControlsLogits(s)) return true;
   const auto start = std::chrono::steady_clock::now();
   const bool any = RowControls(s, position, &edits_scratch_, &allowed_scratch_);
   if (any) {
-    b.controls.push_back(Backend::RowControl{static_cast<int32_t>(b.logit_rows.size()),
+    b.controls.push_back(Backend::RowControl{static_cast<int32_t>(logit_row),
                                              s.request->options().controls.penalty_rule(), {}, {}});
     b.control_at.push_back({b.control_edits.size(), b.control_words.size()});
     b.control_edits.insert(b.control_edits.end(), edits_scratch_.begin(), edits_scratch_.end());
@@ -153,6 +153,23 @@ bool Engine::ControlOnDevice(const Sequence& s, int64_t position, StepBatch& b) 
   }
   stats_.AddControlledRow(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return any;
+}
+
+bool Engine::ReplayOnDevice(const Sequence& s, int64_t n, StepBatch& b) {
+  const RequestOptions& o = s.request->options();
+  if (!config_.device_draws || (IsGreedy(s.sampling) && (o.logprobs || o.top_logprobs > 0))) return false;
+  const size_t controls = b.controls.size(), edits = b.control_edits.size(), words = b.control_words.size();
+  for (int64_t j = 0; j < n; ++j) {
+    if (!ControlOnDevice(s, s.n_committed + j, b.logit_rows.size() + static_cast<size_t>(j), b)) {
+      // A row the grammar leaves nothing: the entry's logits come back, and the host finds it.
+      b.controls.resize(controls);
+      b.control_at.resize(controls);
+      b.control_edits.resize(edits);
+      b.control_words.resize(words);
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Engine::CompletesGrammar(const Sequence& s, int64_t position, int32_t token) {
@@ -261,12 +278,23 @@ void Engine::BuildRows(StepBatch& b) {
       }
     }
     b.first_logit[e] = b.logit_rows.size();
+    // A verify entry's rows come back as the replay's draws where the logits are, when they can.
+    const bool replay_there = p.kind == RowKind::kVerify && ReplayOnDevice(s, p.n, b);
     for (int64_t j = 0; j < p.n; ++j) {
       b.tokens.push_back(s.tokens[static_cast<size_t>(p.begin + j)]);
       b.positions.push_back(static_cast<int32_t>(p.begin + j));
       b.seqs.push_back(s.kv_seq);
       b.schedules.push_back(sched);
-      if (p.kind == RowKind::kVerify) want_logits(b.tokens.size() - 1, false);
+      if (p.kind != RowKind::kVerify) continue;
+      if (replay_there && !IsGreedy(s.sampling)) {
+        RowDraw d;
+        d.top_n = s.request->options().top_logprobs;
+        d.position = static_cast<uint64_t>(s.n_committed + j);
+        d.params = s.sampling;
+        want_logits(b.tokens.size() - 1, false, &d);
+      } else {
+        want_logits(b.tokens.size() - 1, replay_there);
+      }
     }
     if (p.kind != RowKind::kVerify && p.begin + p.n == static_cast<int64_t>(s.tokens.size())) {
       const RequestOptions& o = s.request->options();
@@ -278,7 +306,7 @@ void Engine::BuildRows(StepBatch& b) {
       const bool unchanged = config_.determinism.fast_path_noise == 0 && !ControlsLogits(s);
       const bool drawn_there = config_.device_draws && !IsGreedy(s.sampling);
       const bool changed_there = config_.device_draws && config_.determinism.fast_path_noise == 0 && !unchanged &&
-                                 (drawn_there || greedy_summary) && ControlOnDevice(s, position, b);
+                                 (drawn_there || greedy_summary) && ControlOnDevice(s, position, b.logit_rows.size(), b);
       if ((unchanged || changed_there) && drawn_there) {
         RowDraw d;
         d.top_n = o.top_logprobs;
@@ -369,6 +397,44 @@ void Engine::Draw(StepBatch& b, size_t e) {
                                  : SampledToken{SampleToken(logits, s.sampling, position), 0.0};
 }
 
+float Engine::Scores(const StepBatch& b, size_t r, int32_t token, const RequestOptions& o, std::vector<TopLogprob>* top) {
+  top->clear();
+  if (b.device_draw[r]) {  // the backend's LogSoftmax bits, of the token it drew
+    const DrawnRow& d = drawn_[r];
+    for (int32_t i = 0; i < d.top_n; ++i) top->push_back(TopLogprob{d.top_ids[i], d.top_logprobs[i]});
+    return d.logprob;
+  }
+  if (!o.logprobs && o.top_logprobs == 0) return 0.0f;
+  const std::span<float> logits = b.Row(r);
+  const LogSoftmax lp(logits);  // once for both
+  if (o.top_logprobs > 0) AppendTopLogprobs(logits, o.top_logprobs, lp, top);
+  return lp(logits[static_cast<size_t>(token)]);
+}
+
+DvrController::ReplayDraw Engine::ReplayRow(StepBatch& b, size_t e, int64_t j) {
+  Sequence& s = *b.plan[e].seq;
+  const size_t r = b.first_logit[e] + static_cast<size_t>(j);
+  const int64_t position = s.n_committed + j;
+  DvrController::ReplayDraw d;
+  if (b.argmax_only[r]) {  // greedy, no logprobs: the summary's token is SampleToken's
+    d.token = argmax_[r].id;
+    return d;
+  }
+  if (b.device_draw[r]) {
+    d.token = drawn_[r].draw.token;
+  } else {
+    const std::span<float> logits = b.Row(r);
+    if (!ControlLogits(s, position, logits)) {
+      d.dead = true;
+      return d;
+    }
+    d.token = SampleToken(logits, s.sampling, position);
+  }
+  d.logprob = Scores(b, r, d.token, s.request->options(), &replay_top_);
+  d.top = replay_top_;
+  return d;
+}
+
 void Engine::DrawAhead(StepBatch& b) {
   if (!config_.parallel_for) return;
   // Only an entry that is its sequence's first in the plan draws ahead: an earlier entry (a
@@ -407,8 +473,7 @@ void Engine::Commit(StepBatch& b) {
       s.prompt_scored += static_cast<int64_t>(b.score_n[e]);
     }
     if (p.kind == RowKind::kVerify) {
-      if (dvr_.VerifyAndCommit(
-              s, p.n, [&](int64_t j) { return b.Row(b.first_logit[e] + static_cast<size_t>(j)); }, *this, cache_)) {
+      if (dvr_.VerifyAndCommit(s, p.n, [&](int64_t j) { return ReplayRow(b, e, j); }, *this, cache_)) {
         finished.push_back(&s);
       }
       continue;
@@ -443,17 +508,7 @@ void Engine::Commit(StepBatch& b) {
       continue;
     }
     const int32_t token = b.draws[e]->token;
-    float logprob = 0.0f;
-    top_scratch_.clear();
-    if (b.device_draw[b.first_logit[e]]) {  // the backend's LogSoftmax bits
-      const DrawnRow& d = drawn_[b.first_logit[e]];
-      logprob = d.logprob;
-      for (int32_t i = 0; i < d.top_n; ++i) top_scratch_.push_back(TopLogprob{d.top_ids[i], d.top_logprobs[i]});
-    } else if (o.logprobs || o.top_logprobs > 0) {
-      const LogSoftmax lp(logits);  // once for both
-      logprob = lp(logits[static_cast<size_t>(token)]);
-      if (o.top_logprobs > 0) AppendTopLogprobs(logits, o.top_logprobs, lp, &top_scratch_);
-    }
+    const float logprob = Scores(b, b.first_logit[e], token, o, &top_scratch_);
     if (CommitTokens(s, std::span(&token, 1),
                      o.logprobs ? std::span<const float>(&logprob, 1) : std::span<const float>(), top_scratch_)) {
       finished.push_back(&s);

@@ -86,15 +86,15 @@ class Engine : private DvrController::Committer {
   void Fail(Sequence& s, absl::Status status);
   // Fail with FAILED_PRECONDITION: the grammar allows no token at `position`.
   void FailDeadEnd(Sequence& s, int64_t position) override;
-  // Whether the request changes its logits before they are sampled (then every draw needs the
-  // whole row, never only its argmax summary).
+  // Whether the request changes its logits before they are sampled (then a draw from its row
+  // needs the controls applied first: on the host, or where the logits are).
   static bool ControlsLogits(const Sequence& s);
   // The request's changes to the logits of `position`: its logit bias and penalties
   // (logit_controls.h), then its grammar's mask (token_grammar.h), from the tokens before the
   // position — what every draw of the position (a candidate, its replay, a direct commit) samples
   // from. False when the grammar leaves no token of the vocabulary there.
   // Timed into EngineStats::StepTimes. Any thread (a sequence's rows on one at a time).
-  bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits) override;
+  bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits);
   // What s's controls do to its row at `position` (after the tokens before it): the token edits
   // (LogitEditsOf) into *edits and, under a grammar, the allowed tokens into *allowed (else left
   // empty); false when the grammar leaves no token. ControlLogits applies them on the host.
@@ -152,7 +152,18 @@ class Engine : private DvrController::Committer {
   // The controls of s's row at `position` into b.controls, for the logit row BuildRows adds
   // next; false, adding nothing, when the grammar leaves no token (the host then fails the
   // request from the row's logits).
-  bool ControlOnDevice(const Sequence& s, int64_t position, StepBatch& b);
+  bool ControlOnDevice(const Sequence& s, int64_t position, size_t logit_row, StepBatch& b);
+  // Whether a verify entry of n rows, about to be added, comes back as the replay's draws made
+  // where the logits are (a sampled request's by DrawRows, a greedy one's without logprobs as
+  // argmax summaries), its rows' controls in b.controls; not on the CPU, nor where the grammar
+  // leaves no token at one of its rows (nothing added then).
+  bool ReplayOnDevice(const Sequence& s, int64_t n, StepBatch& b);
+  // Row j of verify entry e as the replay drew it (DvrController::VerifyAndCommit's rows).
+  DvrController::ReplayDraw ReplayRow(StepBatch& b, size_t e, int64_t j);
+  // The logprob of `token` in logit row r and its top logprobs into *top, as the request asks
+  // for them (else 0 and none): the backend's where it drew the row (its own draw's), else from
+  // the row's logits (after their controls).
+  float Scores(const StepBatch& b, size_t r, int32_t token, const RequestOptions& o, std::vector<TopLogprob>* top);
   // The forward pass; false when it failed (every request then fails with its status).
   bool Run(StepBatch& b);
   // An entry's next token into b.draws[e]; any thread for entries of different sequences.
@@ -169,6 +180,7 @@ class Engine : private DvrController::Committer {
   EngineStats& stats_;
   Scheduler scheduler_;
   DvrController dvr_;
+  std::vector<TopLogprob> replay_top_;     // ReplayRow's
   std::vector<LogitEdit> edits_scratch_;  // ControlOnDevice's (the engine thread's)
   std::vector<uint64_t> allowed_scratch_;
   std::vector<ArgmaxSummary> argmax_;  // per logit row of a step; the summarized rows' only
