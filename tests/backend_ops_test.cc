@@ -169,6 +169,78 @@ TEST_P(BackendOpsTest, MatMulSharedGivesEachMatMulsOutput) {
   }
 }
 
+// Matrices uploaded together (UploadWeights: a layer's query/key/value and gate/up projections)
+// and taken together by MatMulShared, which may run them as one matrix (CUDA does): a fixed
+// row has the same bits in every batch (1, 3 or 40 rows, and beside fast rows), and every
+// output agrees with its matrix's MatMul within rounding — to the bit on the CPU, which
+// uploads each alone. Taken in another order they are no group, and each is MatMul's.
+TEST_P(BackendOpsTest, MatMulSharedOfWeightsUploadedTogether) {
+  std::mt19937 rng(53);
+  for (GgmlType type : {GgmlType::kBF16, GgmlType::kQ8_0}) {
+    const int64_t cols = 96, full = 40, n[3] = {37, 50, 13};
+    std::vector<TestMatrix> w;
+    w.reserve(3);
+    std::vector<WeightMatrix> host, alone;
+    for (int i = 0; i < 3; ++i) {
+      w.push_back(MakeMatrix(type, n[i], cols, rng));
+      host.push_back(WeightMatrix{type, w.back().bytes.data(), n[i], cols, w.back().row_bytes});
+      alone.push_back(Upload(type, w.back(), n[i], cols));
+    }
+    const std::vector<const WeightMatrix*> hosts = {&host[0], &host[1], &host[2]};
+    auto together = be_->UploadWeights(hosts);
+    ASSERT_TRUE(together.ok()) << together.status();
+    const std::vector<float> x = RandomVector(static_cast<size_t>(full * cols), 61);
+    // Each matrix's outputs for the first m rows of x, taking the matrices in `order`.
+    auto run = [&](int64_t m, Schedules s, const std::vector<int>& order) {
+      float* xd = h_->Put(std::vector<float>(x.begin(), x.begin() + m * cols));
+      std::vector<Backend::MatMulOutput> outs;
+      for (int i : order) outs.push_back({&(*together)[static_cast<size_t>(i)], h_->Alloc(static_cast<size_t>(m * n[i]))});
+      EXPECT_TRUE(be_->MatMulShared(xd, m, outs, s).ok());
+      std::vector<std::vector<float>> y(3);
+      for (size_t j = 0; j < order.size(); ++j) {
+        y[static_cast<size_t>(order[j])] = h_->Get(outs[j].y, static_cast<size_t>(m * n[order[j]]));
+      }
+      return y;
+    };
+    const std::string name = GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
+    const auto fixed = run(full, Schedule::kFixed, {0, 1, 2});
+    std::vector<Schedule> mixed(static_cast<size_t>(full));
+    for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = i % 3 == 0 ? Schedule::kFixed : Schedule::kFast;
+    const auto beside_fast = run(full, Schedules(mixed.data()), {0, 1, 2});
+    for (int64_t m : {int64_t{1}, int64_t{3}}) {
+      const auto fewer = run(m, Schedule::kFixed, {0, 1, 2});
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_TRUE(SameBits(fewer[static_cast<size_t>(i)].data(), fixed[static_cast<size_t>(i)].data(),
+                             static_cast<size_t>(m * n[i])))
+            << name << " matrix " << i << ": " << m << " fixed rows differ from the same rows among " << full;
+      }
+    }
+    for (int i = 0; i < 3; ++i) {
+      const auto& f = fixed[static_cast<size_t>(i)];
+      for (int64_t r = 0; r < full; r += 3) {
+        EXPECT_TRUE(SameBits(beside_fast[static_cast<size_t>(i)].data() + r * n[i], f.data() + r * n[i],
+                             static_cast<size_t>(n[i])))
+            << name << " matrix " << i << " row " << r << ": a fixed row beside fast rows";
+      }
+      const std::vector<float> own = h_->MatMul(x, full, alone[static_cast<size_t>(i)], Schedule::kFixed);
+      if (GetParam() == "cpu") {
+        EXPECT_TRUE(SameBits(f.data(), own.data(), own.size())) << name << " matrix " << i;
+        continue;
+      }
+      for (size_t j = 0; j < own.size(); ++j) {
+        ASSERT_NEAR(f[j], own[j], 1e-4 * (1 + std::fabs(own[j]))) << name << " matrix " << i << " output " << j;
+      }
+    }
+    // Another order: no group, each matrix's own MatMul.
+    const auto reordered = run(full, Schedule::kFixed, {1, 0, 2});
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<float> own = h_->MatMul(x, full, (*together)[static_cast<size_t>(i)], Schedule::kFixed);
+      EXPECT_TRUE(SameBits(reordered[static_cast<size_t>(i)].data(), own.data(), own.size()))
+          << name << " matrix " << i << " taken out of order";
+    }
+  }
+}
+
 // Both schedules against float64, over contexts within one KV block and across many, and
 // across the CPU's fixed chunk (256).
 TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {

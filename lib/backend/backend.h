@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -101,8 +102,10 @@ inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
 // The version of the fixed schedule's arithmetic, bumped whenever any backend's fixed bits
 // change (saved conversations and receipts name it). 2: q8_0/q4_0 rows through 8-bit
 // activations (int8_dot.h). 3: their blocks' whole integer products in eight chains (int8_dot.h).
-// 4: sampling's and logprobs' sums exact, in fixed point (lib/numerics/draw_rule.h).
-inline constexpr uint32_t kFixedScheduleVersion = 4;
+// 4: sampling's and logprobs' sums exact, in fixed point (lib/numerics/draw_rule.h). 5 (CUDA):
+// the query/key/value and gate/up projections as one GEMM each, and cuBLASLt algorithms that
+// want a small workspace among the fixed GEMM's candidates.
+inline constexpr uint32_t kFixedScheduleVersion = 5;
 
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
 // position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is
@@ -162,6 +165,18 @@ class Backend {
   // --- Memory ---------------------------------------------------------------------------
   // The backend's copy of a host weight (the CPU maps the file's bytes as they are).
   virtual absl::StatusOr<WeightMatrix> UploadWeight(const WeightMatrix& host) = 0;
+  // Copies of several host weights of one width that MatMulShared will take together, in this
+  // order (a layer's query, key and value; its gate and up): a backend may hold them back to
+  // back and run them as one matrix (CUDA does). The default uploads each.
+  virtual absl::StatusOr<std::vector<WeightMatrix>> UploadWeights(std::span<const WeightMatrix* const> hosts) {
+    std::vector<WeightMatrix> out;
+    for (const WeightMatrix* h : hosts) {
+      absl::StatusOr<WeightMatrix> w = UploadWeight(*h);
+      if (!w.ok()) return w.status();
+      out.push_back(*w);
+    }
+    return out;
+  }
   // A constant f32 vector (norm weights, biases, RoPE frequency factors) in backend memory.
   virtual absl::StatusOr<const float*> UploadVector(std::span<const float> host) = 0;
   // Activation buffer number `slot`, at least n_floats long; its contents do not survive a
@@ -213,9 +228,12 @@ class Backend {
   virtual absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                               Schedules s) = 0;
   // Several matrices of one width (cols) against the same activations: *outs[i].w into
-  // outs[i].y, as MatMul does each (the fixed schedule's bits), in one op so that a backend may
-  // run them together (the query, key and value projections; the gate and up ones). Matrices of
-  // different widths are an InvalidArgument error. The default runs MatMul per matrix.
+  // outs[i].y, as MatMul does each, in one op so that a backend may run them together (the
+  // query, key and value projections; the gate and up ones). Matrices uploaded together
+  // (UploadWeights) and taken in that order may run as one matrix: then a fixed row's bits are
+  // that matrix's (the same in every batch, though not MatMul's of each part); else they are
+  // MatMul's of each. Matrices of different widths are an InvalidArgument error. The default
+  // runs MatMul per matrix.
   struct MatMulOutput {
     const WeightMatrix* w;
     float* y;

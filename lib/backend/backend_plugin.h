@@ -20,8 +20,10 @@
 
 namespace llm42 {
 
-// Bumped whenever Backend, BackendOptions or these structs change shape.
-inline constexpr uint32_t kBackendPluginAbi = 1;
+// Bumped whenever Backend, BackendOptions or these structs change shape. 2: Backend's DrawRows,
+// ControlRows and UploadWeights (the plug-in and libllm42 of one version could otherwise differ
+// in them between development builds).
+inline constexpr uint32_t kBackendPluginAbi = 2;
 inline constexpr char kBackendPluginEntry[] = "llm42_backend_plugin";
 
 extern "C" {

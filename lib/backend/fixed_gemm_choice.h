@@ -21,7 +21,7 @@ namespace llm42 {
 // One way a device can run a fixed GEMM.
 struct GemmWay {
   enum class Kind {
-    kLibrary,     // one of the library's algorithms (cuBLASLt), no workspace, no split-K
+    kLibrary,     // one of the library's algorithms (cuBLASLt), split-K off, little or no workspace
     kTensorCore,  // the backend's own tensor-core kernel, row-invariant by construction
     kFmaChain,    // the backend's own FMA-chain kernel: slow, invariant by construction
   };
@@ -51,7 +51,7 @@ class FixedGemmDevice {
  public:
   virtual ~FixedGemmDevice() = default;
   // The library's algorithms for a GEMM of m rows, best first, as ids that name one algorithm
-  // (the same configuration, run with no workspace and no split-K) whatever m asked for them.
+  // (the same configuration, run with split-K off) whatever m asked for them.
   virtual absl::StatusOr<std::vector<int>> LibraryCandidates(int64_t m) = 0;
   // Runs `way` over m rows of the check input and returns the outputs of `rows` (each < m).
   virtual absl::StatusOr<GemmRun> Run(const GemmWay& way, int64_t m, std::span<const int64_t> rows) = 0;

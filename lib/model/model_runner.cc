@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
+#include <vector>
 
 #include "lib/kv/kv_cache.h"
 #include "lib/model/arch/architecture.h"
@@ -17,6 +19,15 @@ enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLog
 absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float>& v) {
   if (v.empty()) return static_cast<const float*>(nullptr);
   return be.UploadVector(v);
+}
+
+// Matrices that MatMulShared takes together, uploaded together, in that order.
+absl::Status UploadGroup(Backend& be, std::initializer_list<const WeightMatrix*> from,
+                         std::initializer_list<WeightMatrix*> to) {
+  LLM42_ASSIGN_OR_RETURN(std::vector<WeightMatrix> up, be.UploadWeights(std::vector<const WeightMatrix*>(from)));
+  auto out = to.begin();
+  for (const WeightMatrix& w : up) **out++ = w;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -56,8 +67,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
                             {&L.bk, &R.bk}, {&L.bv, &R.bv}, {&L.q_norm, &R.q_norm}, {&L.k_norm, &R.k_norm}}) {
       LLM42_ASSIGN_OR_RETURN(*to, UploadOptional(be, *from));
     }
-    for (auto [from, to] : {std::pair{&L.wq, &R.wq}, {&L.wk, &R.wk}, {&L.wv, &R.wv}, {&L.wo, &R.wo},
-                            {&L.w_gate, &R.w_gate}, {&L.w_up, &R.w_up}, {&L.w_down, &R.w_down}}) {
+    // The matrices MatMulShared takes together are uploaded together (Backend::UploadWeights).
+    LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.wq, &L.wk, &L.wv}, {&R.wq, &R.wk, &R.wv}));
+    LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.w_gate, &L.w_up}, {&R.w_gate, &R.w_up}));
+    for (auto [from, to] : {std::pair{&L.wo, &R.wo}, {&L.w_down, &R.w_down}}) {
       LLM42_ASSIGN_OR_RETURN(*to, be.UploadWeight(*from));
     }
     if (after_layer) {

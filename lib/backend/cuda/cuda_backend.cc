@@ -27,6 +27,9 @@ cudaDataType_t CudaTypeOf(GgmlType t) { return t == GgmlType::kF16 ? CUDA_R_16F 
 
 absl::Status CudaBackend::Init() {
   LLM42_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
+  cudaDeviceProp prop{};
+  LLM42_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, 0));
+  device_blocks_ = int64_t{prop.multiProcessorCount} * kAttentionBlocksPerSm;
   if (absl::Status s = stream_.Create(); !s.ok()) return s;
   return gemm_.Init(stream_.get());
 }
@@ -54,40 +57,69 @@ absl::Status CudaBackend::UploadInts(DeviceBuffer& b, std::span<const int32_t> h
   return absl::OkStatus();
 }
 
-absl::StatusOr<WeightMatrix> CudaBackend::UploadWeight(const WeightMatrix& host) {
-  WeightMatrix w = host;
-  const size_t n = static_cast<size_t>(host.rows * host.cols);
-  std::vector<uint16_t> converted;
-  const void* src = host.data;
-  if (host.type != GgmlType::kF16 && host.type != GgmlType::kBF16) {
-    if (!logged_conversion_) {
-      Log(LogLevel::kInfo, "cuda: ", GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name,
-          " weights are converted to bf16 on the device (2 bytes per weight, ",
-          absl::StrFormat("%.2f", 16.0 * static_cast<double>(host.cols) / static_cast<double>(host.row_bytes * 8)),
-          "x the file's)");
-      logged_conversion_ = true;
-    }
-    converted.resize(n);
-    std::vector<float> row(static_cast<size_t>(host.cols));
-    for (int64_t r = 0; r < host.rows; ++r) {
-      if (!internal::DequantizeRow(host.type, host.row(r), host.cols, row.data())) {
-        return absl::UnimplementedError(absl::StrCat("the CUDA backend cannot hold ",
-                                                     GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name, " weights"));
-      }
-      for (int64_t c = 0; c < host.cols; ++c) {
-        converted[static_cast<size_t>(r * host.cols + c)] = Fp32ToBf16(row[static_cast<size_t>(c)]);
-      }
-    }
-    src = converted.data();
-    w.type = GgmlType::kBF16;
+absl::StatusOr<const void*> CudaBackend::HalfWeight(const WeightMatrix& host, std::vector<uint16_t>* converted,
+                                                    GgmlType* type) {
+  *type = host.type;
+  if (host.type == GgmlType::kF16 || host.type == GgmlType::kBF16) return static_cast<const void*>(host.data);
+  if (!logged_conversion_) {
+    Log(LogLevel::kInfo, "cuda: ", GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name,
+        " weights are converted to bf16 on the device (2 bytes per weight, ",
+        absl::StrFormat("%.2f", 16.0 * static_cast<double>(host.cols) / static_cast<double>(host.row_bytes * 8)),
+        "x the file's)");
+    logged_conversion_ = true;
   }
-  w.row_bytes = static_cast<size_t>(host.cols) * 2;
-  auto buf = DeviceBuffer::Allocate(n * 2);
+  converted->resize(static_cast<size_t>(host.rows * host.cols));
+  std::vector<float> row(static_cast<size_t>(host.cols));
+  for (int64_t r = 0; r < host.rows; ++r) {
+    if (!internal::DequantizeRow(host.type, host.row(r), host.cols, row.data())) {
+      return absl::UnimplementedError(absl::StrCat("the CUDA backend cannot hold ",
+                                                   GetGgmlTypeInfo(static_cast<uint32_t>(host.type))->name, " weights"));
+    }
+    for (int64_t c = 0; c < host.cols; ++c) {
+      (*converted)[static_cast<size_t>(r * host.cols + c)] = Fp32ToBf16(row[static_cast<size_t>(c)]);
+    }
+  }
+  *type = GgmlType::kBF16;
+  return static_cast<const void*>(converted->data());
+}
+
+absl::StatusOr<WeightMatrix> CudaBackend::UploadWeight(const WeightMatrix& host) {
+  const WeightMatrix* const alone = &host;
+  LLM42_ASSIGN_OR_RETURN(std::vector<WeightMatrix> one, UploadWeights({&alone, 1}));
+  return one[0];
+}
+
+absl::StatusOr<std::vector<WeightMatrix>> CudaBackend::UploadWeights(std::span<const WeightMatrix* const> hosts) {
+  // One allocation, the matrices back to back in 16-bit rows: one matrix to MatMulShared when
+  // they share a width and a type.
+  size_t elements = 0;
+  for (const WeightMatrix* h : hosts) elements += static_cast<size_t>(h->rows * h->cols);
+  auto buf = DeviceBuffer::Allocate(std::max<size_t>(elements * 2, 2));
   if (!buf.ok()) return buf.status();
-  LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpy(buf->get(), src, n * 2, cudaMemcpyHostToDevice));
-  w.data = buf->as<uint8_t>();
+  std::vector<WeightMatrix> out;
+  std::vector<uint16_t> converted;
+  size_t at = 0;
+  for (const WeightMatrix* h : hosts) {
+    WeightMatrix w = *h;
+    LLM42_ASSIGN_OR_RETURN(const void* src, HalfWeight(*h, &converted, &w.type));
+    const size_t n = static_cast<size_t>(h->rows * h->cols);
+    w.data = buf->as<uint8_t>() + at * 2;
+    w.row_bytes = static_cast<size_t>(h->cols) * 2;
+    LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpy(const_cast<uint8_t*>(w.data), src, n * 2, cudaMemcpyHostToDevice));
+    at += n;
+    out.push_back(w);
+  }
+  bool one_matrix = out.size() > 1 && out.size() <= static_cast<size_t>(kMaxColumnParts);
+  for (const WeightMatrix& w : out) one_matrix = one_matrix && w.cols == out[0].cols && w.type == out[0].type;
+  if (one_matrix) {
+    Together t;
+    t.whole = out[0];
+    t.whole.rows = static_cast<int64_t>(elements) / out[0].cols;
+    for (const WeightMatrix& w : out) t.parts.push_back(w.rows);
+    together_.emplace(out[0].data, std::move(t));
+  }
   weights_.push_back(std::move(buf).value());
-  return w;
+  return out;
 }
 
 absl::StatusOr<const float*> CudaBackend::UploadVector(std::span<const float> host) {
@@ -168,6 +200,8 @@ absl::Status CudaBackend::Synchronize() {
 
 absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
   batch_rows_ = static_cast<int64_t>(plan.positions.size());
+  positions_host_.assign(plan.positions.begin(), plan.positions.end());
+  splits_key_.valid = false;
   if (absl::Status s = UploadInts(tokens_, plan.tokens); !s.ok()) return s;
   if (absl::Status s = UploadInts(positions_, plan.positions); !s.ok()) return s;
   max_blocks_ = 0;
@@ -213,8 +247,33 @@ CudaBackend::RowMix CudaBackend::SplitRows(int64_t m, Schedules s) {
   return RowMix::kBoth;
 }
 
+const CudaBackend::Together* CudaBackend::TogetherOf(std::span<const MatMulOutput> outs) const {
+  if (outs.empty()) return nullptr;
+  auto it = together_.find(outs[0].w->data);
+  if (it == together_.end() || it->second.parts.size() != outs.size()) return nullptr;
+  const uint8_t* at = outs[0].w->data;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i].w->data != at || outs[i].w->rows != it->second.parts[i]) return nullptr;
+    at += static_cast<size_t>(outs[i].w->rows) * outs[i].w->row_bytes;
+  }
+  return &it->second;
+}
+
 absl::Status CudaBackend::MatMulShared(const float* x, int64_t m, std::span<const MatMulOutput> outs, Schedules s) {
   LLM42_RETURN_IF_ERROR(SameWidth(outs));
+  if (const Together* t = TogetherOf(outs); t != nullptr) {
+    // Uploaded together: one matrix (every batch's fixed rows alike), its columns then split.
+    LLM42_RETURN_IF_ERROR(together_y_.Grow(static_cast<size_t>(m * t->whole.rows) * sizeof(float)));
+    LLM42_RETURN_IF_ERROR(MatMul(x, m, t->whole, together_y_.as<float>(), s));
+    ColumnParts parts;
+    parts.count = static_cast<int>(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      parts.y[i] = outs[i].y;
+      parts.first[i + 1] = parts.first[i] + outs[i].w->rows;
+    }
+    LLM42_CUDA_RETURN_IF_ERROR(LaunchSplitColumns(together_y_.as<float>(), m, parts, stream_.get()));
+    return absl::OkStatus();
+  }
   const RowMix mix = SplitRows(m, s);
   bool one_type = true;
   for (const MatMulOutput& o : outs) one_type = one_type && o.w->type == outs[0].w->type;
@@ -228,20 +287,27 @@ absl::Status CudaBackend::MatMulShared(const float* x, int64_t m, std::span<cons
 absl::Status CudaBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
   const RowMix mix = SplitRows(m, s);
   if (mix != RowMix::kBoth) return Gemm(x, m, w, y, mix == RowMix::kFixed);
-  // Mixed: each schedule's rows gathered, multiplied, and scattered back.
-  for (const std::vector<int32_t>* rows : {&fast_rows_, &fixed_rows_}) {
+  // Mixed: each schedule's rows gathered, multiplied, and scattered back. A step's matrices
+  // share its row sets: on the device once for all of them.
+  for (auto [rows, idx, uploaded] : {std::tuple{&fast_rows_, &fast_idx_, &fast_uploaded_},
+                                     std::tuple{&fixed_rows_, &fixed_idx_, &fixed_uploaded_}}) {
     const auto n_rows = static_cast<int64_t>(rows->size());
-    if (absl::Status st = UploadInts(gather_idx_, *rows); !st.ok()) return st;
+    if (*uploaded != *rows) {
+      uploaded->clear();  // until the upload succeeds
+      LLM42_RETURN_IF_ERROR(UploadInts(*idx, *rows));
+      *uploaded = *rows;
+    }
+    const int32_t* row_ids = idx->as<int32_t>();
     if (absl::Status st = gathered_x_.Grow(static_cast<size_t>(n_rows * w.cols) * sizeof(float)); !st.ok()) return st;
     if (absl::Status st = gathered_y_.Grow(static_cast<size_t>(n_rows * w.rows) * sizeof(float)); !st.ok()) return st;
     LLM42_CUDA_RETURN_IF_ERROR(
-        LaunchGatherRows(x, w.cols, gather_idx_.as<int32_t>(), n_rows, gathered_x_.as<float>(), stream_.get()));
+        LaunchGatherRows(x, w.cols, row_ids, n_rows, gathered_x_.as<float>(), stream_.get()));
     if (absl::Status st = Gemm(gathered_x_.as<float>(), n_rows, w, gathered_y_.as<float>(), rows == &fixed_rows_);
         !st.ok()) {
       return st;
     }
     LLM42_CUDA_RETURN_IF_ERROR(
-        LaunchScatterRows(gathered_y_.as<float>(), w.rows, gather_idx_.as<int32_t>(), n_rows, y, stream_.get()));
+        LaunchScatterRows(gathered_y_.as<float>(), w.rows, row_ids, n_rows, y, stream_.get()));
   }
   return absl::OkStatus();
 }
@@ -269,12 +335,31 @@ absl::Status CudaBackend::StoreKv(int64_t layer, const float* k, const float* v)
   return absl::OkStatus();
 }
 
+absl::StatusOr<AttentionSpans> CudaBackend::Spans(const AttentionShape& shape, Schedules s) {
+  // The batch's layers mostly share a shape and the rows their schedules: planned once for them.
+  schedules_scratch_.resize(static_cast<size_t>(batch_rows_));
+  for (int64_t i = 0; i < batch_rows_; ++i) schedules_scratch_[static_cast<size_t>(i)] = s[i];
+  if (!splits_key_.valid || splits_key_.n_head != shape.n_head || splits_key_.window != shape.window ||
+      splits_key_.schedules != schedules_scratch_) {
+    splits_ = PlanAttentionSplits(positions_host_, Schedules(schedules_scratch_.data()), shape.window, shape.n_head,
+                                  device_blocks_);
+    splits_key_ = SplitsKey{true, shape.n_head, shape.window, schedules_scratch_};
+    if (splits_.max_spans > 1) LLM42_RETURN_IF_ERROR(UploadInts(span_rows_, splits_.rows));
+  }
+  if (splits_.max_spans == 1) return AttentionSpans{};
+  LLM42_RETURN_IF_ERROR(span_partial_.Grow(static_cast<size_t>(batch_rows_ * shape.n_head * splits_.max_spans *
+                                                               (shape.head_dim + 2)) * sizeof(float)));
+  return AttentionSpans{span_rows_.as<int32_t>(), splits_.max_spans, span_partial_.as<float>()};
+}
+
 absl::Status CudaBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
-                                    Schedules) {
+                                    Schedules s) {
   if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
+  LLM42_ASSIGN_OR_RETURN(const AttentionSpans spans, Spans(shape, s));
   LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(), layer, q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
                                              shape.n_head_kv, shape.head_dim,
-                                             AttentionArgs{shape.score_scale(), shape.softcap, shape.window}, out, stream_.get()));
+                                             AttentionArgs{shape.score_scale(), shape.softcap, shape.window}, spans,
+                                             out, stream_.get()));
   return absl::OkStatus();
 }
 

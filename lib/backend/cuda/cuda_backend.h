@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "lib/backend/attention_splits.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/cuda/device_buffer.h"
 #include "lib/backend/cuda/kernels.cuh"
@@ -27,6 +29,9 @@ class CudaBackend final : public Backend {
   std::string device_name() const override;
 
   absl::StatusOr<WeightMatrix> UploadWeight(const WeightMatrix& host) override;
+  // Back to back in one allocation; MatMulShared then runs them as one matrix (one GEMM, its
+  // columns split into the outputs) when they share a width and a 16-bit type.
+  absl::StatusOr<std::vector<WeightMatrix>> UploadWeights(std::span<const WeightMatrix* const> hosts) override;
   absl::StatusOr<const float*> UploadVector(std::span<const float> host) override;
   absl::StatusOr<float*> Workspace(int slot, size_t n_floats) override;
   absl::Status AllocateKv(const KvShape& shape) override;
@@ -56,6 +61,8 @@ class CudaBackend final : public Backend {
   absl::Status Add(float* y, const float* x, size_t n) override;
   absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules s) override;
   absl::Status StoreKv(int64_t layer, const float* k, const float* v) override;
+  // A block per (row, head), fast rows of a batch too small to fill the device split over
+  // several (flash-decoding: lib/backend/attention_splits.h); fixed rows never split.
   absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                          Schedules s) override;
   absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules s) override;
@@ -72,6 +79,16 @@ class CudaBackend final : public Backend {
   absl::Status ControlRows(float* x, int64_t n_cols, std::span<const RowControl> controls) override;
 
  private:
+  // The 16-bit rows of a host weight: its own bytes (f16, bf16), or converted to bf16 into
+  // *converted; *type is theirs.
+  absl::StatusOr<const void*> HalfWeight(const WeightMatrix& host, std::vector<uint16_t>* converted, GgmlType* type);
+  // Matrices UploadWeights placed back to back: the whole, and its parts' rows in order.
+  struct Together {
+    WeightMatrix whole;
+    std::vector<int64_t> parts;
+  };
+  // The group `outs` is, in its order; else nullptr.
+  const Together* TogetherOf(std::span<const MatMulOutput> outs) const;
   // Copies host ints into `b` (grown as needed) on the stream.
   absl::Status UploadInts(DeviceBuffer& b, std::span<const int32_t> host);
   // One GEMM over rows that all run under one schedule.
@@ -81,19 +98,40 @@ class CudaBackend final : public Backend {
   enum class RowMix { kFast, kFixed, kBoth };
   RowMix SplitRows(int64_t m, Schedules s);
   KvArgs Kv() const;
+  // The batch's attention spans for a layer of this shape under s (PlanAttentionSplits), on the
+  // device.
+  absl::StatusOr<AttentionSpans> Spans(const AttentionShape& shape, Schedules s);
 
   Stream stream_;
   LtGemm gemm_;
   std::deque<DeviceBuffer> weights_;
+  absl::flat_hash_map<const uint8_t*, Together> together_;  // by the first part's data
+  DeviceBuffer together_y_;                                  // a group's outputs before the split
   std::vector<DeviceBuffer> workspace_;
   KvShape kv_shape_;
   DeviceBuffer kv_;
   // The current batch on the device, and its row count.
   DeviceBuffer tokens_, positions_, tables_;
   int64_t batch_rows_ = 0, max_blocks_ = 0;
-  std::vector<int32_t> tables_host_;
+  std::vector<int32_t> tables_host_, positions_host_;
+  // Attention's spans (flash-decoding): the device's blocks in flight it aims to fill, the
+  // batch's plan for the last shape and schedules asked for, and its device copy and room.
+  static constexpr int64_t kAttentionBlocksPerSm = 4;
+  int64_t device_blocks_ = 0;
+  struct SplitsKey {
+    bool valid = false;
+    int64_t n_head = 0, window = 0;
+    std::vector<Schedule> schedules;
+  };
+  SplitsKey splits_key_;
+  std::vector<Schedule> schedules_scratch_;
+  AttentionSplits splits_;
+  DeviceBuffer span_rows_, span_partial_;
   // MatMul's scratch: gathered rows when schedules mix.
-  DeviceBuffer rows_idx_, gathered_x_, gathered_y_, gather_idx_;
+  DeviceBuffer rows_idx_, gathered_x_, gathered_y_;
+  // The row sets of a mixed batch on the device, and what they hold.
+  DeviceBuffer fast_idx_, fixed_idx_;
+  std::vector<int32_t> fast_uploaded_, fixed_uploaded_;
   // ArgmaxRows' row indices and summaries.
   DeviceBuffer argmax_rows_, argmax_out_;
   // DrawRows' requests and results.

@@ -166,6 +166,16 @@ __global__ void ScatterKernel(const float* src, int64_t n_cols, const int32_t* r
   if (j < n_cols) y[rows[blockIdx.y] * n_cols + j] = src[blockIdx.y * n_cols + j];
 }
 
+__global__ void SplitColumnsKernel(const float* src, ColumnParts parts) {
+  const int64_t n = parts.first[parts.count];
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= n) return;
+  int part = 0;
+  while (j >= parts.first[part + 1]) ++part;
+  const int64_t width = parts.first[part + 1] - parts.first[part];
+  parts.y[part][blockIdx.y * width + (j - parts.first[part])] = src[blockIdx.y * n + j];
+}
+
 __global__ void ToHalfKernel(const float* x, size_t n, Half type, void* out) {
   const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -195,15 +205,22 @@ constexpr int kWarps = 4;
 constexpr int kMaxDimsPerLane = 8;  // head_dim up to 256
 
 __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
-                                int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args, float* out) {
-  const int64_t head = blockIdx.x, row = blockIdx.y;
+                                int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args,
+                                AttentionSpans spans, float* out) {
+  const int64_t head = blockIdx.x, row = blockIdx.y, span = blockIdx.z;
+  const int32_t span_len = spans.rows != nullptr ? spans.rows[2 * row] : 0;
+  const int32_t n_spans = spans.rows != nullptr ? spans.rows[2 * row + 1] : 1;
+  if (span >= n_spans) return;  // a shorter row than the longest
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t kv_head = head / (n_head / n_head_kv);
-  const int64_t len = positions[row] + 1;
+  const int64_t context_end = positions[row] + 1;
   const int32_t* table = kv.tables + row * kv.max_blocks;
   const float* qh = q + (row * n_head + head) * head_dim;
   const float scale = args.scale;
-  const int64_t first = args.window > 0 && len > args.window ? len - args.window : 0;
+  const int64_t context_first = args.window > 0 && context_end > args.window ? context_end - args.window : 0;
+  // One span: the whole context, as every fixed row runs.
+  const int64_t first = n_spans == 1 ? context_first : context_first + span * span_len;
+  const int64_t len = n_spans == 1 || span == n_spans - 1 ? context_end : first + span_len;
   const int dims = static_cast<int>((head_dim + 31) / 32);
   float qr[kMaxDimsPerLane], acc[kMaxDimsPerLane];
   for (int i = 0; i < kMaxDimsPerLane; ++i) {
@@ -251,6 +268,47 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
     const float c = expf(s_max[w] - total_max);
     total_sum += s_sum[w] * c;
     for (int i = 0; i < dims; ++i) o[i] += s_acc[w][lane + 32 * i] * c;
+  }
+  if (n_spans > 1) {  // this span's state, for AttentionMergeKernel
+    float* p = spans.partial + ((row * n_head + head) * spans.max_spans + span) * (head_dim + 2);
+    if (lane == 0) {
+      p[0] = total_max;
+      p[1] = total_sum;
+    }
+    for (int i = 0; i < dims; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < head_dim) p[2 + d] = o[i];
+    }
+    return;
+  }
+  float* oh = out + (row * n_head + head) * head_dim;
+  for (int i = 0; i < dims; ++i) {
+    const int64_t d = lane + 32 * i;
+    if (d < head_dim) oh[d] = o[i] / total_sum;
+  }
+}
+
+// A row's spans merged in span order (one warp per (head, row) of several spans), as the
+// warps of one span are.
+__global__ void AttentionMergeKernel(AttentionSpans spans, int64_t n_head, int64_t head_dim, float* out) {
+  const int64_t head = blockIdx.x, row = blockIdx.y;
+  const int32_t n_spans = spans.rows[2 * row + 1];
+  if (n_spans == 1) return;
+  const int lane = static_cast<int>(threadIdx.x);
+  const int dims = static_cast<int>((head_dim + 31) / 32);
+  const float* p = spans.partial + (row * n_head + head) * spans.max_spans * (head_dim + 2);
+  float total_max = -INFINITY;
+  for (int32_t s = 0; s < n_spans; ++s) total_max = fmaxf(total_max, p[s * (head_dim + 2)]);
+  float total_sum = 0.0f, o[kMaxDimsPerLane] = {};
+  for (int32_t s = 0; s < n_spans; ++s) {
+    const float* ps = p + s * (head_dim + 2);
+    if (ps[1] == 0.0f) continue;
+    const float c = expf(ps[0] - total_max);
+    total_sum += ps[1] * c;
+    for (int i = 0; i < dims; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < head_dim) o[i] += ps[2 + d] * c;
+    }
   }
   float* oh = out + (row * n_head + head) * head_dim;
   for (int i = 0; i < dims; ++i) {
@@ -343,6 +401,14 @@ cudaError_t LaunchScatterRows(const float* src, int64_t n_cols, const int32_t* r
   return cudaGetLastError();
 }
 
+cudaError_t LaunchSplitColumns(const float* src, int64_t m, const ColumnParts& parts, cudaStream_t stream) {
+  if (m == 0 || parts.count == 0) return cudaSuccess;
+  if (parts.count > kMaxColumnParts) return cudaErrorInvalidValue;
+  SplitColumnsKernel<<<dim3(Blocks(static_cast<size_t>(parts.first[parts.count])), static_cast<unsigned>(m)), kThreads,
+                       0, stream>>>(src, parts);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   ToHalfKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, type, out);
@@ -358,12 +424,18 @@ cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const
 }
 
 cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
-                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args, float* out,
-                            cudaStream_t stream) {
+                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args,
+                            const AttentionSpans& spans, float* out, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   if (head_dim > 32 * kMaxDimsPerLane || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
-  AttentionKernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(m)), 32 * kWarps, 0, stream>>>(
-      kv, layer, q, positions, n_head, n_head_kv, head_dim, args, out);
+  if (spans.max_spans > 1 && (spans.rows == nullptr || spans.partial == nullptr)) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(m), static_cast<unsigned>(spans.max_spans));
+  AttentionKernel<<<grid, 32 * kWarps, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim, args, spans,
+                                                   out);
+  if (spans.max_spans > 1) {
+    AttentionMergeKernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(m)), 32, 0, stream>>>(
+        spans, n_head, head_dim, out);
+  }
   return cudaGetLastError();
 }
 

@@ -63,24 +63,45 @@ cudaError_t LaunchGatherRows(const float* x, int64_t n_cols, const int32_t* rows
                              cudaStream_t stream);
 cudaError_t LaunchScatterRows(const float* src, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* y,
                               cudaStream_t stream);
+// The column ranges of a matrix whose parts go to separate outputs: part i is columns
+// [first[i], first[i + 1]) into y[i] (rows of first[i + 1] - first[i]).
+inline constexpr int kMaxColumnParts = 4;
+struct ColumnParts {
+  float* y[kMaxColumnParts] = {};
+  int64_t first[kMaxColumnParts + 1] = {};
+  int count = 0;
+};
+// Each row of src (m rows of `parts.first[parts.count]` columns) into its parts' outputs.
+cudaError_t LaunchSplitColumns(const float* src, int64_t m, const ColumnParts& parts, cudaStream_t stream);
 // out = x rounded to the 16-bit type (activations for a GEMM).
 cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStream_t stream);
 // Row i's keys and values (f32 [rows][kv_dim]) into layer `layer` at positions[i].
 cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const float* v,
                           const int32_t* positions, int64_t m, cudaStream_t stream);
-// Causal grouped-query attention over each row's prefix [0, positions[i]]: one thread block
-// per (row, head); its warps take the prefix's positions round-robin, each keeps an online
-// softmax, and the warps combine in a fixed order. A row's result depends only on its own
-// query and prefix (batch-invariant under both schedules).
+// Causal grouped-query attention over each row's context [first, positions[i]] (first: 0, or
+// where the sliding window begins): one thread block per (row, head, span); its warps take the
+// span's positions round-robin, each keeps an online softmax, and the warps combine in a fixed
+// order. A row of one span (the only kind under `fixed`) writes its output there: its result
+// depends only on its own query and context. A row of several (flash-decoding,
+// lib/backend/attention_splits.h) writes each span's partial state, and a second kernel merges
+// them in span order.
 // How a layer scores (AttentionShape's score_scale, softcap, window).
 struct AttentionArgs {
   float scale = 1.0f;
   float softcap = 0.0f;
   int64_t window = 0;
 };
+// The spans of a batch: per row (span length, span count) in `rows` (device memory; nullptr:
+// every row one span), the most spans of any row, and the partial states' room (device memory,
+// m * n_head * max_spans * (head_dim + 2) floats; unused when max_spans is 1).
+struct AttentionSpans {
+  const int32_t* rows = nullptr;
+  int32_t max_spans = 1;
+  float* partial = nullptr;
+};
 cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
-                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args, float* out,
-                            cudaStream_t stream);
+                            int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args,
+                            const AttentionSpans& spans, float* out, cudaStream_t stream);
 
 }  // namespace llm42::cuda
 

@@ -110,13 +110,11 @@ class LtGemm::CheckDevice final : public FixedGemmDevice {
       Plan p;
       LLM42_RETURN_IF_ERROR(lt_.Describe(Key{m, n_, k_, static_cast<int>(type_), true}, p));
       p.algo = algos_[static_cast<size_t>(way.algo)];
-      cublasLtMatmulHeuristicResult_t check{};
-      const cublasStatus_t cs = cublasLtMatmulAlgoCheck(lt_.handle_, p.desc, p.a, p.b, p.c, p.c, &p.algo, &check);
-      if (cs != CUBLAS_STATUS_SUCCESS) {
-        out.refused = absl::StrCat("not supported (cuBLAS status ", static_cast<int>(cs), ")");
-      } else if (check.workspaceSize != 0) {
-        out.refused = absl::StrCat("needs ", check.workspaceSize, " bytes of workspace");
+      absl::StatusOr<size_t> workspace = lt_.FixedWorkspace(p, p.algo);
+      if (!workspace.ok()) {
+        out.refused = std::string(workspace.status().message());
       } else {
+        p.workspace = *workspace;
         LLM42_RETURN_IF_ERROR(lt_.Launch(p, x_.get(), w_, y_.as<float>(), true));
       }
     } else {
@@ -221,11 +219,26 @@ absl::StatusOr<const LtGemm::Fixed*> LtGemm::ChooseFixed(const void* w, int64_t 
   return fixed_.emplace(shape, &it->second).first->second;  // never erased once checked
 }
 
+absl::StatusOr<size_t> LtGemm::FixedWorkspace(const Plan& p, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t cs = cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &algo, &check);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    return absl::UnimplementedError(absl::StrCat("not supported (cuBLAS status ", static_cast<int>(cs), ")"));
+  }
+  // A workspace does not make a kernel's arithmetic depend on the row count: with split-K off,
+  // each row count's bits are checked against the reference's all the same (ChooseFixedGemm),
+  // and cuBLAS gives the same bits run to run on one device and stream.
+  if (check.workspaceSize > kFixedWorkspaceBytes) {
+    return absl::UnimplementedError(absl::StrCat("needs ", check.workspaceSize, " bytes of workspace"));
+  }
+  return check.workspaceSize;
+}
+
 absl::Status LtGemm::Launch(const Plan& p, const void* x, const void* w, float* y, bool fixed) {
   const float alpha = 1.0f, beta = 0.0f;
+  const size_t workspace = fixed ? p.workspace : kWorkspaceBytes;
   LLM42_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo,
-                                              fixed ? nullptr : workspace_.get(), fixed ? 0 : kWorkspaceBytes,
-                                              stream_));
+                                              workspace == 0 ? nullptr : workspace_.get(), workspace, stream_));
   return absl::OkStatus();
 }
 
@@ -237,6 +250,7 @@ absl::Status LtGemm::RunFixedWay(const Fixed& f, const GemmWay& way, const void*
   }
   LLM42_ASSIGN_OR_RETURN(const Plan* plan, CachedPlan(Key{m, n, k, static_cast<int>(type), true}, [&](Plan& p) {
     p.algo = f.algos[static_cast<size_t>(way.algo)];
+    LLM42_ASSIGN_OR_RETURN(p.workspace, FixedWorkspace(p, p.algo));
     return absl::OkStatus();
   }));
   return Launch(*plan, x, w, y, true);

@@ -32,8 +32,8 @@ namespace llm42::cuda {
 // and its heuristic picks different kernels for different m (on an H200, a 50x96 weight's row
 // differed between m = 1 and m = 256 even with no workspace). So fixed runs, per (n, k, type),
 // what ChooseFixedGemm (lib/backend/fixed_gemm_choice.h) picks at the shape's first fixed GEMM by
-// experiment on the real weight: cuBLASLt algorithms (no workspace, split-K off) at checked row
-// counts, a call padded up to the next one; else llm42's tensor-core kernel; else its FMA
+// experiment on the real weight: cuBLASLt algorithms (split-K off, at most 1 MiB of workspace)
+// at checked row counts, a call padded up to the next one; else llm42's tensor-core kernel; else its FMA
 // chains (fixed_gemm.cuh). The choice is made once per process, device and shape, so it never
 // changes during a session and every session of a process shares it. LLM42_CUDA_OWN_FIXED_GEMM=1
 // skips cuBLASLt, =fma the tensor-core kernel too (the device script tests each).
@@ -62,8 +62,12 @@ class LtGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    size_t workspace = 0;  // bytes of workspace_ the launch passes: all for fast, the algorithm's need for fixed
     ~Plan();
   };
+  // The workspace `algo` needs in plan p, when it runs there at all and needs at most
+  // kFixedWorkspaceBytes; else why not.
+  absl::StatusOr<size_t> FixedWorkspace(const Plan& p, const cublasLtMatmulAlgo_t& algo);
   // A fixed (n, k, type)'s choice, and the cuBLASLt algorithms its GemmWay ids name.
   struct Fixed {
     FixedGemmChoice choice;
@@ -86,6 +90,9 @@ class LtGemm {
   absl::Status Launch(const Plan& p, const void* x, const void* w, float* y, bool fixed);
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  // The most workspace a fixed algorithm may use (from workspace_: the stream runs one GEMM at a
+  // time). Some of cuBLASLt's kernels want a few bytes even with split-K off.
+  static constexpr size_t kFixedWorkspaceBytes = size_t{1} << 20;
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
   DeviceBuffer workspace_;

@@ -1,0 +1,40 @@
+#ifndef LLM42_BACKEND_ATTENTION_SPLITS_H_
+#define LLM42_BACKEND_ATTENTION_SPLITS_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "lib/backend/backend.h"
+
+namespace llm42 {
+
+// How a device's attention splits a batch's rows over its blocks (flash-decoding): a row's
+// context — positions [AttentionShape::first_position, position] — runs as consecutive spans of
+// `span_length` positions (the last one the rest), one block each, whose partial softmax states
+// are then merged in span order. Device-free, so that the rule is tested on any machine
+// (tests/attention_splits_test.cc); the CUDA backend runs it (lib/backend/cuda).
+//
+// - A `fixed` row never splits: its bits are the one-block kernel's whatever the batch. That is
+//   the fixed schedule's split size — the whole context — which never depends on the batch.
+// - `fast` rows split only when the batch's (row, head) blocks alone would leave the device
+//   under-filled (fewer than `device_blocks`): into spans of at least kMinAttentionSpan
+//   positions (a multiple of 64), as many as fill the device for the longest context. Their
+//   bits then depend on the batch, as fast's may.
+inline constexpr int32_t kMinAttentionSpan = 128;
+
+struct AttentionSplits {
+  // Per row: (span length, span count), the count 1 (and the length 0) for an unsplit row.
+  std::vector<int32_t> rows;
+  int32_t max_spans = 1;  // the most spans of any row
+};
+
+// The splits of rows at `positions` (each attending to its own context under `window`, 0: the
+// whole prefix) with n_head heads, under schedules `s`, on a device that runs `device_blocks`
+// blocks at once.
+AttentionSplits PlanAttentionSplits(std::span<const int32_t> positions, Schedules s, int64_t window, int64_t n_head,
+                                    int64_t device_blocks);
+
+}  // namespace llm42
+
+#endif  // LLM42_BACKEND_ATTENTION_SPLITS_H_
