@@ -1,6 +1,7 @@
-// The flash-decoding split rule (lib/backend/attention_splits.h): fixed rows never split, so
-// their bits are the one-block kernel's in any batch; fast rows split only when the batch leaves
-// the device under-filled, into spans that tile each context exactly.
+// The attention plan (lib/backend/attention_splits.h): fixed rows never split nor join a tile, so
+// their bits are the one-block kernel's in any batch; fast prefill chunks run as query tiles;
+// other fast rows split only when the batch leaves the device under-filled, into spans that
+// cover each context exactly.
 #include "lib/backend/attention_splits.h"
 
 #include <vector>
@@ -11,6 +12,18 @@ namespace llm42 {
 namespace {
 
 constexpr int64_t kDeviceBlocks = 528;  // an H200's 132 SMs, four blocks each
+
+// Each row a sequence of its own.
+std::vector<const void*> Alone(size_t rows) {
+  static const char kSequences[64] = {};
+  std::vector<const void*> out;
+  for (size_t i = 0; i < rows; ++i) out.push_back(kSequences + i);
+  return out;
+}
+
+AttentionSplits Plan(const std::vector<int32_t>& positions, Schedules s, int64_t window, int64_t n_head) {
+  return PlanAttentionSplits(positions, Alone(positions.size()), s, window, n_head, kDeviceBlocks);
+}
 
 // Every split row's spans cover its context: count - 1 full spans and a last one of 1..span
 // positions; the span a multiple of 64 and at least kMinAttentionSpan.
@@ -35,7 +48,7 @@ void ExpectSpansTile(const AttentionSplits& a, std::span<const int32_t> position
 
 TEST(AttentionSplits, OneLongRowSplitsToFillTheDevice) {
   const std::vector<int32_t> positions = {8191};
-  const AttentionSplits a = PlanAttentionSplits(positions, Schedule::kFast, 0, 32, kDeviceBlocks);
+  const AttentionSplits a = Plan(positions, Schedule::kFast, 0, 32);
   ExpectSpansTile(a, positions, 0);
   // 32 heads: 17 spans wanted; 8192 / 17 = 482 -> 512 positions, 16 spans.
   EXPECT_EQ(a.rows[0], 512);
@@ -46,32 +59,65 @@ TEST(AttentionSplits, OneLongRowSplitsToFillTheDevice) {
 TEST(AttentionSplits, FixedRowsNeverSplitInAnyBatch) {
   std::vector<int32_t> positions = {8191, 300, 5000, 17};
   std::vector<Schedule> mixed = {Schedule::kFixed, Schedule::kFast, Schedule::kFixed, Schedule::kFast};
-  const AttentionSplits a = PlanAttentionSplits(positions, Schedules(mixed.data()), 0, 32, kDeviceBlocks);
+  const AttentionSplits a = Plan(positions, Schedules(mixed.data()), 0, 32);
   ExpectSpansTile(a, positions, 0);
   EXPECT_EQ(a.rows[1], 1);
   EXPECT_EQ(a.rows[5], 1);
   EXPECT_GT(a.rows[3], 1) << "the fast row of 301 positions was meant to split";
   EXPECT_EQ(a.rows[7], 1) << "17 positions are fewer than a span";
-  const AttentionSplits fixed = PlanAttentionSplits(positions, Schedule::kFixed, 0, 32, kDeviceBlocks);
+  const AttentionSplits fixed = Plan(positions, Schedule::kFixed, 0, 32);
   EXPECT_EQ(fixed.max_spans, 1);
 }
 
 TEST(AttentionSplits, AFullBatchOrShortContextsDoNotSplit) {
   const std::vector<int32_t> many(17, 4000);  // 17 rows x 32 heads fill 528 blocks
-  EXPECT_EQ(PlanAttentionSplits(many, Schedule::kFast, 0, 32, kDeviceBlocks).max_spans, 1);
+  EXPECT_EQ(Plan(many, Schedule::kFast, 0, 32).max_spans, 1);
   const std::vector<int32_t> short_ones = {100, 127};
-  EXPECT_EQ(PlanAttentionSplits(short_ones, Schedule::kFast, 0, 32, kDeviceBlocks).max_spans, 1);
+  EXPECT_EQ(Plan(short_ones, Schedule::kFast, 0, 32).max_spans, 1);
 }
 
 TEST(AttentionSplits, ASlidingWindowSplitsOnlyItsWindow) {
   const std::vector<int32_t> positions = {20000, 3000};
-  const AttentionSplits a = PlanAttentionSplits(positions, Schedule::kFast, 4096, 8, kDeviceBlocks);
+  const AttentionSplits a = Plan(positions, Schedule::kFast, 4096, 8);
   ExpectSpansTile(a, positions, 4096);
   EXPECT_LE(int64_t{a.rows[0]} * a.rows[1], 4096 + a.rows[0]);
   // Without the window the first row's context is 20001 positions.
-  const AttentionSplits whole = PlanAttentionSplits(positions, Schedule::kFast, 0, 8, kDeviceBlocks);
+  const AttentionSplits whole = Plan(positions, Schedule::kFast, 0, 8);
   ExpectSpansTile(whole, positions, 0);
   EXPECT_GT(int64_t{whole.rows[0]} * whole.rows[1], 20000);
+}
+
+// A fast prefill chunk of 70 rows runs as tiles of 32, 32 and 6 rows; five consecutive rows are
+// too few for a tile, a fixed chunk never tiles, and a row of another sequence or a gap in the
+// positions ends a run.
+TEST(AttentionSplits, FastPrefillChunksRunAsQueryTiles) {
+  const char a = 0, b = 0, c = 0, d = 0;
+  std::vector<int32_t> positions;
+  std::vector<const void*> sequences;
+  std::vector<Schedule> schedules;
+  auto add = [&](const char* seq, int32_t first, int32_t n, Schedule sc) {
+    for (int32_t p = first; p < first + n; ++p) {
+      positions.push_back(p);
+      sequences.push_back(seq);
+      schedules.push_back(sc);
+    }
+  };
+  add(&a, 100, 70, Schedule::kFast);   // rows 0..69
+  add(&b, 400, 1, Schedule::kFast);    // 70: a decode row
+  add(&c, 0, 5, Schedule::kFast);      // 71..75
+  add(&d, 0, 10, Schedule::kFixed);    // 76..85
+  add(&a, 300, 9, Schedule::kFast);    // 86..94: another chunk of the first sequence
+  const AttentionSplits p =
+      PlanAttentionSplits(positions, sequences, Schedules(schedules.data()), 0, 32, kDeviceBlocks);
+  EXPECT_EQ(p.tiles, (std::vector<int32_t>{0, 32, 32, 32, 64, 6, 86, 9}));
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const bool in_tile = i < 70 || i >= 86;
+    EXPECT_EQ(p.rows[2 * i + 1] == 0, in_tile) << "row " << i;
+  }
+  // The others run alone, unsplit: 95 rows of 32 heads fill the device.
+  EXPECT_EQ(p.rows[2 * 70 + 1], 1);
+  EXPECT_EQ(p.max_spans, 1);
+  for (size_t i = 76; i < 86; ++i) EXPECT_EQ(p.rows[2 * i + 1], 1) << "fixed row " << i;
 }
 
 }  // namespace

@@ -263,6 +263,34 @@ TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {
   }
 }
 
+// Prefill chunks (rows of one sequence at consecutive positions, which a device may run as
+// query tiles: lib/backend/attention_splits.h) against float64: 100 rows from position 0 (three
+// full tiles and a short one), 30 rows from position 40 of another sequence, and a decode row
+// beside them, under both schedules.
+TEST_P(BackendOpsTest, PrefillChunkAttentionMatchesFloat64Reference) {
+  AttentionFixture f(*be_, {300, 70});
+  const std::vector<float> q = RandomVector(2 * 4 * 64, 5);
+  std::vector<std::pair<int, int32_t>> rows;
+  for (int32_t p = 0; p < 100; ++p) rows.push_back({0, p});
+  for (int32_t p = 40; p < 70; ++p) rows.push_back({1, p});
+  rows.push_back({0, 299});
+  for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
+    const std::vector<float> out = f.Run(rows, q, s);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto [seq, pos] = rows[r];
+      for (int64_t h = 0; h < 4; ++h) {
+        const std::vector<double> ref = f.Reference(seq, pos + 1, h, q.data() + (seq * 4 + h) * 64);
+        for (int64_t i = 0; i < 64; ++i) {
+          ASSERT_NEAR(out[r * 256 + static_cast<size_t>(h * 64 + i)], ref[static_cast<size_t>(i)],
+                      GetParam() == "cpu" ? 1e-5 : 2e-3)
+              << "row " << r << " (sequence " << seq << ", position " << pos << ") head " << h << " fixed "
+              << (s == Schedule::kFixed);
+        }
+      }
+    }
+  }
+}
+
 // Item 8 for attention: KV lengths straddling block (16) and chunk boundaries; each row alone
 // and in a batch of other rows: the same bits.
 TEST_P(BackendOpsTest, FixedAttentionIsRowInvariant) {

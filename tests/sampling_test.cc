@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <map>
 #include <set>
@@ -285,20 +286,46 @@ TEST(DrawRule, ThresholdsAreExact) {
   EXPECT_EQ(DrawTarget((uint64_t{1} << 53) - 1, (uint64_t{1} << 62) + 12345), (uint64_t{1} << 62) + 12345 - 513);
 }
 
-// A Group of real threads for DrawBySelect: std::barrier, and atomics on the shared words, as a
+// A barrier of a mutex and a condition variable. Not std::barrier: with MinGW's GCC 12 it is
+// libstdc++'s atomic wait without futexes (known to lose wake-ups there), and under Wine the
+// three-thread selection test once hung with every thread asleep.
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void ArriveAndWait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int n_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// A Group of real threads for DrawBySelect: a barrier, and atomics on the shared words, as a
 // CUDA block has __syncthreads and shared-memory atomics.
 class ThreadGroup {
  public:
   struct State {
     explicit State(int n) : barrier(n) {}
-    std::barrier<> barrier;
+    Barrier barrier;
     uint64_t bins[256] = {};
     uint64_t words[4] = {};
   };
   ThreadGroup(State& shared, int rank, int size) : shared_(shared), rank_(rank), size_(size) {}
   int rank() const { return rank_; }
   int size() const { return size_; }
-  void Sync() { shared_.barrier.arrive_and_wait(); }
+  void Sync() { shared_.barrier.ArriveAndWait(); }
   uint64_t* Bins() { return shared_.bins; }
   uint64_t* Shared() { return shared_.words; }
   void Add(uint64_t* p, uint64_t v) { std::atomic_ref<uint64_t>(*p).fetch_add(v); }

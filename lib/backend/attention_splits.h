@@ -17,23 +17,32 @@ namespace llm42 {
 //
 // - A `fixed` row never splits: its bits are the one-block kernel's whatever the batch. That is
 //   the fixed schedule's split size — the whole context — which never depends on the batch.
-// - `fast` rows split only when the batch's (row, head) blocks alone would leave the device
-//   under-filled (fewer than `device_blocks`): into spans of at least kMinAttentionSpan
-//   positions (a multiple of 64), as many as fill the device for the longest context. Their
-//   bits then depend on the batch, as fast's may.
+// - `fast` rows of a prefill chunk (a run of at least kMinTiledRun rows of one sequence at
+//   consecutive positions) run as query tiles of up to kAttentionTileRows rows, one block per
+//   (tile, head), which reads each key and value once for the whole tile.
+// - Other `fast` rows split only when the batch's (row, head) blocks alone would leave the
+//   device under-filled (fewer than `device_blocks`): into spans of at least kMinAttentionSpan
+//   positions (a multiple of 64), as many as fill the device for the longest context.
+// A fast row's bits may then depend on the batch, as fast's may.
 inline constexpr int32_t kMinAttentionSpan = 128;
+inline constexpr int32_t kAttentionTileRows = 32;
+inline constexpr int32_t kMinTiledRun = 8;
 
 struct AttentionSplits {
-  // Per row: (span length, span count), the count 1 (and the length 0) for an unsplit row.
+  // Per row: (span length, span count): the count 1 (and the length 0) for an unsplit row, 0
+  // for a row of a tile.
   std::vector<int32_t> rows;
   int32_t max_spans = 1;  // the most spans of any row
+  // Per query tile: (first row, rows), its rows consecutive in the batch, one sequence's.
+  std::vector<int32_t> tiles;
 };
 
-// The splits of rows at `positions` (each attending to its own context under `window`, 0: the
-// whole prefix) with n_head heads, under schedules `s`, on a device that runs `device_blocks`
-// blocks at once.
-AttentionSplits PlanAttentionSplits(std::span<const int32_t> positions, Schedules s, int64_t window, int64_t n_head,
-                                    int64_t device_blocks);
+// The plan for rows at `positions` of sequences `sequences` (per row, anything that tells one
+// sequence from another: its block table), each attending to its own context under `window`
+// (0: the whole prefix), with n_head heads, under schedules `s`, on a device that runs
+// `device_blocks` blocks at once.
+AttentionSplits PlanAttentionSplits(std::span<const int32_t> positions, std::span<const void* const> sequences,
+                                    Schedules s, int64_t window, int64_t n_head, int64_t device_blocks);
 
 }  // namespace llm42
 

@@ -201,6 +201,8 @@ absl::Status CudaBackend::Synchronize() {
 absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
   batch_rows_ = static_cast<int64_t>(plan.positions.size());
   positions_host_.assign(plan.positions.begin(), plan.positions.end());
+  sequences_host_.assign(plan.block_tables.begin(), plan.block_tables.end());
+  sequences_host_.resize(plan.positions.size(), nullptr);
   splits_key_.valid = false;
   if (absl::Status s = UploadInts(tokens_, plan.tokens); !s.ok()) return s;
   if (absl::Status s = UploadInts(positions_, plan.positions); !s.ok()) return s;
@@ -341,15 +343,24 @@ absl::StatusOr<AttentionSpans> CudaBackend::Spans(const AttentionShape& shape, S
   for (int64_t i = 0; i < batch_rows_; ++i) schedules_scratch_[static_cast<size_t>(i)] = s[i];
   if (!splits_key_.valid || splits_key_.n_head != shape.n_head || splits_key_.window != shape.window ||
       splits_key_.schedules != schedules_scratch_) {
-    splits_ = PlanAttentionSplits(positions_host_, Schedules(schedules_scratch_.data()), shape.window, shape.n_head,
-                                  device_blocks_);
+    splits_ = PlanAttentionSplits(positions_host_, sequences_host_, Schedules(schedules_scratch_.data()),
+                                  shape.window, shape.n_head, device_blocks_);
     splits_key_ = SplitsKey{true, shape.n_head, shape.window, schedules_scratch_};
-    if (splits_.max_spans > 1) LLM42_RETURN_IF_ERROR(UploadInts(span_rows_, splits_.rows));
+    if (splits_.max_spans > 1 || !splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_rows_, splits_.rows));
+    if (!splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_tiles_, splits_.tiles));
   }
-  if (splits_.max_spans == 1) return AttentionSpans{};
-  LLM42_RETURN_IF_ERROR(span_partial_.Grow(static_cast<size_t>(batch_rows_ * shape.n_head * splits_.max_spans *
-                                                               (shape.head_dim + 2)) * sizeof(float)));
-  return AttentionSpans{span_rows_.as<int32_t>(), splits_.max_spans, span_partial_.as<float>()};
+  if (splits_.max_spans == 1 && splits_.tiles.empty()) return AttentionSpans{};
+  AttentionSpans spans{span_rows_.as<int32_t>(), splits_.max_spans, nullptr, nullptr, 0};
+  if (splits_.max_spans > 1) {
+    LLM42_RETURN_IF_ERROR(span_partial_.Grow(static_cast<size_t>(batch_rows_ * shape.n_head * splits_.max_spans *
+                                                                 (shape.head_dim + 2)) * sizeof(float)));
+    spans.partial = span_partial_.as<float>();
+  }
+  if (!splits_.tiles.empty()) {
+    spans.tiles = span_tiles_.as<int32_t>();
+    spans.n_tiles = static_cast<int32_t>(splits_.tiles.size() / 2);
+  }
+  return spans;
 }
 
 absl::Status CudaBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,

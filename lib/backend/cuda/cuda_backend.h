@@ -62,7 +62,8 @@ class CudaBackend final : public Backend {
   absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules s) override;
   absl::Status StoreKv(int64_t layer, const float* k, const float* v) override;
   // A block per (row, head), fast rows of a batch too small to fill the device split over
-  // several (flash-decoding: lib/backend/attention_splits.h); fixed rows never split.
+  // several (flash-decoding), fast prefill chunks as query tiles (lib/backend/attention_splits.h);
+  // fixed rows always one block each.
   absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                          Schedules s) override;
   absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules s) override;
@@ -114,6 +115,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer tokens_, positions_, tables_;
   int64_t batch_rows_ = 0, max_blocks_ = 0;
   std::vector<int32_t> tables_host_, positions_host_;
+  std::vector<const void*> sequences_host_;  // per row: its block table, which tells sequences apart
   // Attention's spans (flash-decoding): the device's blocks in flight it aims to fill, the
   // batch's plan for the last shape and schedules asked for, and its device copy and room.
   static constexpr int64_t kAttentionBlocksPerSm = 4;
@@ -126,7 +128,7 @@ class CudaBackend final : public Backend {
   SplitsKey splits_key_;
   std::vector<Schedule> schedules_scratch_;
   AttentionSplits splits_;
-  DeviceBuffer span_rows_, span_partial_;
+  DeviceBuffer span_rows_, span_partial_, span_tiles_;
   // MatMul's scratch: gathered rows when schedules mix.
   DeviceBuffer rows_idx_, gathered_x_, gathered_y_;
   // The row sets of a mixed batch on the device, and what they hold.

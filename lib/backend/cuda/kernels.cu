@@ -288,12 +288,102 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
   }
 }
 
+// A query tile (up to kTileRows rows, consecutive positions of one sequence) for one head: the
+// keys and values from the first row's context start to the last row's position pass through
+// shared memory kTileKeys at a time, each row taking those of its own context. Thread t serves
+// row t / 4 and a quarter of the head's dimensions (the four of a row are neighbouring lanes);
+// each row keeps an online softmax, rescaled once per chunk of keys.
+constexpr int kTileRows = 32, kTileKeys = 32, kTileThreads = 4 * kTileRows;
+
+// kMaxQuarter: a thread's dimensions at most (32: head_dim up to 128; 64: up to 256).
+template <int kMaxQuarter>
+__global__ void TileAttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
+                                    int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args,
+                                    const int32_t* tiles, float* out) {
+  __shared__ __nv_bfloat16 keys[kTileKeys][kMaxDimsPerLane * 32];
+  __shared__ __nv_bfloat16 values[kTileKeys][kMaxDimsPerLane * 32];
+  const int64_t head = blockIdx.x;
+  const int64_t first_row = tiles[2 * blockIdx.y], n_rows = tiles[2 * blockIdx.y + 1];
+  const int64_t kv_head = head / (n_head / n_head_kv);
+  const int t = static_cast<int>(threadIdx.x);
+  const int r = t / 4, quarter = t % 4;
+  const bool active = r < n_rows;
+  const int64_t row = first_row + (active ? r : 0);
+  const int64_t pos = positions[row];
+  const int64_t first_pos = positions[first_row], last_pos = positions[first_row + n_rows - 1];
+  // The last row's block table holds every block the tile reads.
+  const int32_t* table = kv.tables + (first_row + n_rows - 1) * kv.max_blocks;
+  auto context_first = [&](int64_t p) { return args.window > 0 && p + 1 > args.window ? p + 1 - args.window : 0; };
+  const int64_t own_first = context_first(pos);
+  const int64_t width = (head_dim + 3) / 4;  // this thread's dimensions: [quarter * width, ...)
+  const int64_t d0 = quarter * width;
+  float qr[kMaxQuarter], acc[kMaxQuarter];
+  const float* qh = q + (row * n_head + head) * head_dim;
+  for (int i = 0; i < kMaxQuarter; ++i) {
+    qr[i] = i < width && d0 + i < head_dim ? qh[d0 + i] : 0.0f;
+    acc[i] = 0.0f;
+  }
+  float mx = -INFINITY, sum = 0.0f;
+  const int64_t v_off = static_cast<int64_t>(kv.block_size) * kv.kv_dim;
+  for (int64_t chunk = context_first(first_pos); chunk <= last_pos; chunk += kTileKeys) {
+    __syncthreads();  // the previous chunk's keys are read
+    for (int64_t i = t; i < kTileKeys * head_dim; i += kTileThreads) {
+      const int64_t j = i / head_dim, d = i % head_dim, p = chunk + j;
+      __nv_bfloat16 k = __float2bfloat16(0.0f), v = k;
+      if (p <= last_pos) {
+        const __nv_bfloat16* key = KvKey(kv, layer, table, p) + kv_head * head_dim;
+        k = key[d];
+        v = key[v_off + d];
+      }
+      keys[j][d] = k;
+      values[j][d] = v;
+    }
+    __syncthreads();
+    float s[kTileKeys];
+    float chunk_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kTileKeys; ++j) {
+      float part = 0.0f;
+      for (int i = 0; i < kMaxQuarter; ++i) {
+        if (i < width && d0 + i < head_dim) part += qr[i] * __bfloat162float(keys[j][d0 + i]);
+      }
+      part += __shfl_xor_sync(0xffffffffu, part, 1);
+      part += __shfl_xor_sync(0xffffffffu, part, 2);
+      float score = part * args.scale;
+      if (args.softcap != 0.0f) score = SoftCapOf(score, args.softcap);
+      const int64_t p = chunk + j;
+      s[j] = active && p >= own_first && p <= pos ? score : -INFINITY;
+      chunk_max = fmaxf(chunk_max, s[j]);
+    }
+    if (chunk_max == -INFINITY) continue;  // none of this row's keys here
+    const float m_new = fmaxf(mx, chunk_max);
+    const float c = expf(mx - m_new);
+    sum *= c;
+    for (int i = 0; i < kMaxQuarter; ++i) acc[i] *= c;
+#pragma unroll
+    for (int j = 0; j < kTileKeys; ++j) {
+      if (s[j] == -INFINITY) continue;
+      const float p = expf(s[j] - m_new);
+      sum += p;
+      for (int i = 0; i < kMaxQuarter; ++i) {
+        if (i < width && d0 + i < head_dim) acc[i] += p * __bfloat162float(values[j][d0 + i]);
+      }
+    }
+    mx = m_new;
+  }
+  if (!active) return;
+  float* oh = out + (row * n_head + head) * head_dim;
+  for (int i = 0; i < kMaxQuarter; ++i) {
+    if (i < width && d0 + i < head_dim) oh[d0 + i] = acc[i] / sum;
+  }
+}
+
 // A row's spans merged in span order (one warp per (head, row) of several spans), as the
 // warps of one span are.
 __global__ void AttentionMergeKernel(AttentionSpans spans, int64_t n_head, int64_t head_dim, float* out) {
   const int64_t head = blockIdx.x, row = blockIdx.y;
   const int32_t n_spans = spans.rows[2 * row + 1];
-  if (n_spans == 1) return;
+  if (n_spans <= 1) return;  // written by AttentionKernel, or a tile's
   const int lane = static_cast<int>(threadIdx.x);
   const int dims = static_cast<int>((head_dim + 31) / 32);
   const float* p = spans.partial + (row * n_head + head) * spans.max_spans * (head_dim + 2);
@@ -429,9 +519,20 @@ cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, con
   if (m == 0) return cudaSuccess;
   if (head_dim > 32 * kMaxDimsPerLane || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
   if (spans.max_spans > 1 && (spans.rows == nullptr || spans.partial == nullptr)) return cudaErrorInvalidValue;
+  if (spans.n_tiles > 0 && (spans.rows == nullptr || spans.tiles == nullptr)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(m), static_cast<unsigned>(spans.max_spans));
   AttentionKernel<<<grid, 32 * kWarps, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim, args, spans,
                                                    out);
+  if (spans.n_tiles > 0) {
+    const dim3 tiles(static_cast<unsigned>(n_head), static_cast<unsigned>(spans.n_tiles));
+    if (head_dim <= 128) {
+      TileAttentionKernel<32><<<tiles, kTileThreads, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim,
+                                                                 args, spans.tiles, out);
+    } else {
+      TileAttentionKernel<64><<<tiles, kTileThreads, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim,
+                                                                 args, spans.tiles, out);
+    }
+  }
   if (spans.max_spans > 1) {
     AttentionMergeKernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(m)), 32, 0, stream>>>(
         spans, n_head, head_dim, out);

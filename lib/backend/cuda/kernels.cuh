@@ -91,13 +91,18 @@ struct AttentionArgs {
   float softcap = 0.0f;
   int64_t window = 0;
 };
-// The spans of a batch: per row (span length, span count) in `rows` (device memory; nullptr:
-// every row one span), the most spans of any row, and the partial states' room (device memory,
-// m * n_head * max_spans * (head_dim + 2) floats; unused when max_spans is 1).
+// The plan of a batch (lib/backend/attention_splits.h), in device memory: per row (span
+// length, span count) in `rows` (nullptr: every row one span; a count of 0: the row is a
+// tile's), the most spans of any row, the partial states' room (m * n_head * max_spans *
+// (head_dim + 2) floats; unused when max_spans is 1), and the query tiles as (first row, rows).
+// A tile's rows are consecutive positions of one sequence; one block per (head, tile) reads each
+// key and value once for all of them.
 struct AttentionSpans {
   const int32_t* rows = nullptr;
   int32_t max_spans = 1;
   float* partial = nullptr;
+  const int32_t* tiles = nullptr;
+  int32_t n_tiles = 0;
 };
 cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
                             int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args,
