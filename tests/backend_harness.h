@@ -4,6 +4,7 @@
 // Drives any Backend from host data: inputs go into workspace slots, results come back to the
 // host, and paged KV is filled through the backend's own StoreKv.
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -109,6 +110,23 @@ class AttentionFixture {
     return ReferenceAttention(
         q, len, kHeadDim, [&](int64_t t) { return k.data() + t * kKvDim + off; },
         [&](int64_t t) { return v.data() + t * kKvDim + off; });
+  }
+
+  // Every head of every row of `out` (what Run gave for `rows` and `q`) against Reference, to
+  // within `tolerance`; `what` names the run in a failure.
+  void ExpectMatchesReference(const std::vector<std::pair<int, int32_t>>& rows, const std::vector<float>& q,
+                              const std::vector<float>& out, double tolerance, const std::string& what) const {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto [seq, pos] = rows[r];
+      for (int64_t h = 0; h < kHeads; ++h) {
+        const std::vector<double> ref = Reference(seq, pos + 1, h, q.data() + (seq * kHeads + h) * kHeadDim);
+        for (int64_t i = 0; i < kHeadDim; ++i) {
+          ASSERT_NEAR(out[r * kHeads * kHeadDim + static_cast<size_t>(h * kHeadDim + i)], ref[static_cast<size_t>(i)],
+                      tolerance)
+              << what << ": row " << r << " (sequence " << seq << ", position " << pos << ") head " << h;
+        }
+      }
+    }
   }
 
   const std::vector<int64_t>& lengths() const { return lengths_; }

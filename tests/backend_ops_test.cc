@@ -246,20 +246,10 @@ TEST_P(BackendOpsTest, MatMulSharedOfWeightsUploadedTogether) {
 TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {
   AttentionFixture f(*be_, {1, 37, 300});
   const std::vector<float> q = RandomVector(3 * 4 * 64, 3);
+  const std::vector<std::pair<int, int32_t>> rows = {{0, 0}, {1, 36}, {2, 299}, {2, 17}};
   for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
-    const std::vector<float> out = f.Run({{0, 0}, {1, 36}, {2, 299}, {2, 17}}, q, s);
-    const std::vector<std::pair<int, int64_t>> rows = {{0, 1}, {1, 37}, {2, 300}, {2, 18}};
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const auto [seq, len] = rows[r];
-      for (int64_t h = 0; h < 4; ++h) {
-        const std::vector<double> ref = f.Reference(seq, len, h, q.data() + (seq * 4 + h) * 64);
-        for (int64_t i = 0; i < 64; ++i) {
-          ASSERT_NEAR(out[r * 256 + static_cast<size_t>(h * 64 + i)], ref[static_cast<size_t>(i)],
-                      GetParam() == "cpu" ? 1e-5 : 2e-3)
-              << "row " << r << " head " << h << " fixed " << (s == Schedule::kFixed);
-        }
-      }
-    }
+    f.ExpectMatchesReference(rows, q, f.Run(rows, q, s), GetParam() == "cpu" ? 1e-5 : 2e-3,
+                             s == Schedule::kFixed ? "fixed" : "fast");
   }
 }
 
@@ -275,19 +265,8 @@ TEST_P(BackendOpsTest, PrefillChunkAttentionMatchesFloat64Reference) {
   for (int32_t p = 40; p < 70; ++p) rows.push_back({1, p});
   rows.push_back({0, 299});
   for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
-    const std::vector<float> out = f.Run(rows, q, s);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const auto [seq, pos] = rows[r];
-      for (int64_t h = 0; h < 4; ++h) {
-        const std::vector<double> ref = f.Reference(seq, pos + 1, h, q.data() + (seq * 4 + h) * 64);
-        for (int64_t i = 0; i < 64; ++i) {
-          ASSERT_NEAR(out[r * 256 + static_cast<size_t>(h * 64 + i)], ref[static_cast<size_t>(i)],
-                      GetParam() == "cpu" ? 1e-5 : 2e-3)
-              << "row " << r << " (sequence " << seq << ", position " << pos << ") head " << h << " fixed "
-              << (s == Schedule::kFixed);
-        }
-      }
-    }
+    f.ExpectMatchesReference(rows, q, f.Run(rows, q, s), GetParam() == "cpu" ? 1e-5 : 2e-3,
+                             s == Schedule::kFixed ? "fixed" : "fast");
   }
 }
 
