@@ -230,10 +230,15 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
   }
   float mx = -INFINITY, sum = 0.0f;
   const int64_t v_off = static_cast<int64_t>(kv.block_size) * kv.kv_dim;
+  // Unrolled so that the next positions' keys and values load while this one's arithmetic runs
+  // (the arithmetic, and so the bits, stays in position order).
+#pragma unroll 4
   for (int64_t t = first + warp; t < len; t += kWarps) {
     const __nv_bfloat16* key = KvKey(kv, layer, table, t) + kv_head * head_dim;
     float s = 0.0f;
-    for (int i = 0; i < dims; ++i) {
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+      if (i >= dims) break;
       const int64_t d = lane + 32 * i;
       if (d < head_dim) s += qr[i] * __bfloat162float(key[d]);
     }
@@ -244,7 +249,9 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
     const float c = expf(mx - m_new), p = expf(s - m_new);
     sum = sum * c + p;
     const __nv_bfloat16* value = key + v_off;
-    for (int i = 0; i < dims; ++i) {
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+      if (i >= dims) break;
       const int64_t d = lane + 32 * i;
       acc[i] = acc[i] * c + (d < head_dim ? p * __bfloat162float(value[d]) : 0.0f);
     }
@@ -257,7 +264,8 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
     s_max[warp] = mx;
     s_sum[warp] = sum;
   }
-  for (int i = 0; i < dims; ++i) s_acc[warp][lane + 32 * i] = acc[i];
+#pragma unroll
+  for (int i = 0; i < kMaxDimsPerLane && i < dims; ++i) s_acc[warp][lane + 32 * i] = acc[i];
   __syncthreads();
   if (warp != 0) return;
   float total_max = -INFINITY;
@@ -267,7 +275,8 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
     if (s_sum[w] == 0.0f) continue;  // a warp that had no position
     const float c = expf(s_max[w] - total_max);
     total_sum += s_sum[w] * c;
-    for (int i = 0; i < dims; ++i) o[i] += s_acc[w][lane + 32 * i] * c;
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane && i < dims; ++i) o[i] += s_acc[w][lane + 32 * i] * c;
   }
   if (n_spans > 1) {  // this span's state, for AttentionMergeKernel
     float* p = spans.partial + ((row * n_head + head) * spans.max_spans + span) * (head_dim + 2);
@@ -275,14 +284,18 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
       p[0] = total_max;
       p[1] = total_sum;
     }
-    for (int i = 0; i < dims; ++i) {
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+      if (i >= dims) break;
       const int64_t d = lane + 32 * i;
       if (d < head_dim) p[2 + d] = o[i];
     }
     return;
   }
   float* oh = out + (row * n_head + head) * head_dim;
-  for (int i = 0; i < dims; ++i) {
+#pragma unroll
+  for (int i = 0; i < kMaxDimsPerLane; ++i) {
+    if (i >= dims) break;
     const int64_t d = lane + 32 * i;
     if (d < head_dim) oh[d] = o[i] / total_sum;
   }
@@ -395,13 +408,17 @@ __global__ void AttentionMergeKernel(AttentionSpans spans, int64_t n_head, int64
     if (ps[1] == 0.0f) continue;
     const float c = expf(ps[0] - total_max);
     total_sum += ps[1] * c;
-    for (int i = 0; i < dims; ++i) {
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+      if (i >= dims) break;
       const int64_t d = lane + 32 * i;
       if (d < head_dim) o[i] += ps[2 + d] * c;
     }
   }
   float* oh = out + (row * n_head + head) * head_dim;
-  for (int i = 0; i < dims; ++i) {
+#pragma unroll
+  for (int i = 0; i < kMaxDimsPerLane; ++i) {
+    if (i >= dims) break;
     const int64_t d = lane + 32 * i;
     if (d < head_dim) oh[d] = o[i] / total_sum;
   }
