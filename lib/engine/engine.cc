@@ -155,6 +155,10 @@ bool Engine::ControlOnDevice(const Sequence& s, int64_t position, size_t logit_r
   return any;
 }
 
+RowDraw Engine::DrawOf(const Sequence& s, int64_t position) {
+  return RowDraw{0, s.request->options().top_logprobs, static_cast<uint64_t>(position), s.sampling};
+}
+
 bool Engine::ReplayOnDevice(const Sequence& s, int64_t n, StepBatch& b) {
   const RequestOptions& o = s.request->options();
   if (!config_.device_draws || (IsGreedy(s.sampling) && (o.logprobs || o.top_logprobs > 0))) return false;
@@ -287,10 +291,7 @@ void Engine::BuildRows(StepBatch& b) {
       b.schedules.push_back(sched);
       if (p.kind != RowKind::kVerify) continue;
       if (replay_there && !IsGreedy(s.sampling)) {
-        RowDraw d;
-        d.top_n = s.request->options().top_logprobs;
-        d.position = static_cast<uint64_t>(s.n_committed + j);
-        d.params = s.sampling;
+        const RowDraw d = DrawOf(s, s.n_committed + j);
         want_logits(b.tokens.size() - 1, false, &d);
       } else {
         want_logits(b.tokens.size() - 1, replay_there);
@@ -300,21 +301,18 @@ void Engine::BuildRows(StepBatch& b) {
       const RequestOptions& o = s.request->options();
       const bool greedy_summary = IsGreedy(s.sampling) && !o.logprobs && o.top_logprobs == 0;
       const auto position = static_cast<int64_t>(s.tokens.size());
-      // A row whose logits the request changes (bias, penalties, grammar) is changed on a
-      // device that draws or summarizes it (never under the fast path's noise, which the host
-      // adds first); else its logits come back and the host changes them.
-      const bool unchanged = config_.determinism.fast_path_noise == 0 && !ControlsLogits(s);
+      // Whether the row's draw can be made where its logits are: never under the fast path's
+      // noise (the host adds it first); a row whose logits the request changes (bias, penalties,
+      // grammar) only on a device that draws or summarizes it, which changes them there.
       const bool drawn_there = config_.device_draws && !IsGreedy(s.sampling);
-      const bool changed_there = config_.device_draws && config_.determinism.fast_path_noise == 0 && !unchanged &&
-                                 (drawn_there || greedy_summary) && ControlOnDevice(s, position, b.logit_rows.size(), b);
-      if ((unchanged || changed_there) && drawn_there) {
-        RowDraw d;
-        d.top_n = o.top_logprobs;
-        d.position = static_cast<uint64_t>(position);
-        d.params = s.sampling;
+      const bool there = config_.determinism.fast_path_noise == 0 &&
+                         (!ControlsLogits(s) || ((drawn_there || (config_.device_draws && greedy_summary)) &&
+                                                 ControlOnDevice(s, position, b.logit_rows.size(), b)));
+      if (there && drawn_there) {
+        const RowDraw d = DrawOf(s, position);
         want_logits(b.tokens.size() - 1, false, &d);
       } else {
-        want_logits(b.tokens.size() - 1, (unchanged || changed_there) && greedy_summary);
+        want_logits(b.tokens.size() - 1, there && greedy_summary);
       }
     }
   }

@@ -158,6 +158,8 @@ class Engine : private DvrController::Committer {
   // argmax summaries), its rows' controls in b.controls; not on the CPU, nor where the grammar
   // leaves no token at one of its rows (nothing added then).
   bool ReplayOnDevice(const Sequence& s, int64_t n, StepBatch& b);
+  // The draw of s's token at `position` (its row set by the model runner), for DrawRows.
+  static RowDraw DrawOf(const Sequence& s, int64_t position);
   // Row j of verify entry e as the replay drew it (DvrController::VerifyAndCommit's rows).
   DvrController::ReplayDraw ReplayRow(StepBatch& b, size_t e, int64_t j);
   // The logprob of `token` in logit row r and its top logprobs into *top, as the request asks

@@ -204,6 +204,17 @@ __global__ void StoreKvKernel(KvArgs kv, int64_t layer, const float* k, const fl
 constexpr int kWarps = 4;
 constexpr int kMaxDimsPerLane = 8;  // head_dim up to 256
 
+// A head's output from its merged state: lane's dimensions lane, lane + 32, ... of o / sum.
+__device__ inline void WriteHead(const float (&o)[kMaxDimsPerLane], float sum, int lane, int dims, int64_t head_dim,
+                                 float* oh) {
+#pragma unroll
+  for (int i = 0; i < kMaxDimsPerLane; ++i) {
+    if (i >= dims) break;
+    const int64_t d = lane + 32 * i;
+    if (d < head_dim) oh[d] = o[i] / sum;
+  }
+}
+
 __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
                                 int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args,
                                 AttentionSpans spans, float* out) {
@@ -292,13 +303,7 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
     }
     return;
   }
-  float* oh = out + (row * n_head + head) * head_dim;
-#pragma unroll
-  for (int i = 0; i < kMaxDimsPerLane; ++i) {
-    if (i >= dims) break;
-    const int64_t d = lane + 32 * i;
-    if (d < head_dim) oh[d] = o[i] / total_sum;
-  }
+  WriteHead(o, total_sum, lane, dims, head_dim, out + (row * n_head + head) * head_dim);
 }
 
 // A query tile (up to kTileRows rows, consecutive positions of one sequence) for one head: the
@@ -415,13 +420,7 @@ __global__ void AttentionMergeKernel(AttentionSpans spans, int64_t n_head, int64
       if (d < head_dim) o[i] += ps[2 + d] * c;
     }
   }
-  float* oh = out + (row * n_head + head) * head_dim;
-#pragma unroll
-  for (int i = 0; i < kMaxDimsPerLane; ++i) {
-    if (i >= dims) break;
-    const int64_t d = lane + 32 * i;
-    if (d < head_dim) oh[d] = o[i] / total_sum;
-  }
+  WriteHead(o, total_sum, lane, dims, head_dim, out + (row * n_head + head) * head_dim);
 }
 
 }  // namespace
