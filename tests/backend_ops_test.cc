@@ -270,19 +270,28 @@ TEST_P(BackendOpsTest, PrefillChunkAttentionMatchesFloat64Reference) {
   }
 }
 
-// Item 8 for attention: KV lengths straddling block (16) and chunk boundaries; each row alone
-// and in a batch of other rows: the same bits.
+// Item 8 for attention: KV lengths straddling block (16), chunk and split (a fixed row splits
+// every kFixedAttentionSpan = 256 positions on a device) boundaries; each row alone, in a batch
+// of other rows, and beside a chunk of 50 rows of its own sequence: the same bits. On CUDA the
+// device script runs it again with split rows' partial states in waves
+// (LLM42_CUDA_ATTENTION_SCRATCH_BYTES).
 TEST_P(BackendOpsTest, FixedAttentionIsRowInvariant) {
-  const std::vector<int64_t> lens = {1, 15, 16, 17, 255, 256, 257, 600};
+  const std::vector<int64_t> lens = {1, 15, 16, 17, 255, 256, 257, 600, 1300};
   AttentionFixture f(*be_, lens);
   const std::vector<float> q = RandomVector(lens.size() * 4 * 64, 4);
   std::vector<std::pair<int, int32_t>> all;
   for (size_t i = 0; i < lens.size(); ++i) all.push_back({static_cast<int>(i), static_cast<int32_t>(lens[i] - 1)});
   const std::vector<float> batch = f.Run(all, q, Schedule::kFixed);
+  std::vector<std::pair<int, int32_t>> chunk = all;
+  for (int32_t p = 1250; p < 1300; ++p) chunk.push_back({8, p});
+  const std::vector<float> beside = f.Run(chunk, q, Schedule::kFixed);
   for (size_t i = 0; i < all.size(); ++i) {
     const std::vector<float> alone = f.Run({all[i]}, q, Schedule::kFixed);
     EXPECT_TRUE(SameBits(alone.data(), batch.data() + i * 256, 256)) << "length " << lens[i];
+    EXPECT_TRUE(SameBits(alone.data(), beside.data() + i * 256, 256)) << "length " << lens[i] << " beside a chunk";
   }
+  EXPECT_TRUE(SameBits(beside.data() + (all.size() + 49) * 256, beside.data() + 8 * 256, 256))
+      << "a chunk's last row and the same query at the same position";
 }
 
 TEST_P(BackendOpsTest, RmsNormRopeSwiGluAndAdds) {

@@ -267,7 +267,7 @@ TEST_F(GpuEndToEndTest, DeterministicRequestIgnoresItsCoRunners) {
     const std::string partial = model + "." + std::to_string(::getpid());
     const ModelPreset wide{"wide-2-layer", 4096, 2, 32, 8, 14336, 2048};
     ASSERT_TRUE(MakeModel(wide, GgmlType::kF16, vocab, 42, partial).ok());
-    std::filesystem::rename(partial, model);
+    testing::PublishFile(partial, model);
   }
   auto prompt = [](int length, int salt) {
     std::vector<int32_t> p = {1};

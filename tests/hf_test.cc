@@ -265,7 +265,7 @@ Exported Export(const Variant& v) {
   }
   if (shards.size() > 1) WriteFile(tmp + "/model.safetensors.index.json", json{{"weight_map", weight_map}}.dump());
   file->reset();
-  fs::rename(gguf_tmp, out.gguf);
+  testing::PublishFile(gguf_tmp, out.gguf);
   std::error_code ec;
   fs::rename(tmp, out.dir, ec);  // a parallel test process may have won the race
   if (ec) fs::remove_all(tmp);

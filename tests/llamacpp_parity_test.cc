@@ -89,7 +89,7 @@ class LlamaCppParity : public ::testing::TestWithParam<std::string> {
     if (!fs::exists(model_)) {
       const std::string tmp = model_ + "." + std::to_string(::getpid());
       ASSERT_TRUE(MakeModel(*preset, *type, vocab_, ref_["seed"].get<uint64_t>(), tmp).ok());
-      fs::rename(tmp, model_);
+      testing::PublishFile(tmp, model_);
     }
     auto file = GgufFile::Open(model_);
     ASSERT_TRUE(file.ok()) << file.status();

@@ -30,7 +30,7 @@ inline std::string TinyModelPath(GgmlType dtype = GgmlType::kF32) {
     const std::string partial = out + "." + std::to_string(::getpid());
     const absl::Status s = MakeModel(preset, dtype, vocab, 42, partial);
     EXPECT_TRUE(s.ok()) << s;
-    std::filesystem::rename(partial, out);
+    PublishFile(partial, out);
   }
   return out;
 }
@@ -54,7 +54,7 @@ inline std::string SmallVocabTinyModelPath(const std::string& preset_name = "tin
     const std::string partial = out + "." + std::to_string(::getpid());
     const absl::Status s = MakeModel(*preset, dtype, vocab, 42, partial);
     EXPECT_TRUE(s.ok()) << s;
-    std::filesystem::rename(partial, out);
+    PublishFile(partial, out);
   }
   return out;
 }

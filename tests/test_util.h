@@ -79,7 +79,6 @@ inline std::vector<VocabVector> ReadVocabVectors(const std::string& base) {
   return v;
 }
 
-// A scratch directory for this test binary, inside the build tree.
 // A path in the test's scratch folder (LLM42_TEST_TMP_DIR in the environment overrides the
 // build's, for binaries run away from their build tree).
 inline std::string TempPath(const std::string& name) {
@@ -87,6 +86,18 @@ inline std::string TempPath(const std::string& name) {
   const std::string dir = env != nullptr ? env : std::string(LLM42_TEST_TMP_DIR);
   std::filesystem::create_directories(dir);
   return dir + "/" + name;
+}
+
+// Moves a file a test process wrote privately (`partial`) to the shared name `out`, for files that
+// parallel test processes make alike (every model maker is seeded). When another process got
+// there first, its copy is kept and `partial` removed: Windows refuses to replace a file that
+// another process has open, which a model being read always is.
+inline void PublishFile(const std::string& partial, const std::string& out) {
+  std::error_code ec;
+  std::filesystem::rename(partial, out, ec);
+  if (!ec) return;
+  ASSERT_TRUE(std::filesystem::exists(out)) << "cannot move " << partial << " to " << out << ": " << ec.message();
+  std::filesystem::remove(partial, ec);
 }
 
 // The backend engine-level tests run on: $LLM42_TEST_BACKEND ("cuda" in the device script,

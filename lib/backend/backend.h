@@ -104,7 +104,8 @@ inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
 // activations (int8_dot.h). 3: their blocks' whole integer products in eight chains (int8_dot.h).
 // 4: sampling's and logprobs' sums exact, in fixed point (lib/numerics/draw_rule.h). 5 (CUDA):
 // the query/key/value and gate/up projections as one GEMM each, and cuBLASLt algorithms that
-// want a small workspace among the fixed GEMM's candidates.
+// want a small workspace among the fixed GEMM's candidates, and attention over a context past
+// 256 positions in spans of 256 merged in order (attention_splits.h).
 inline constexpr uint32_t kFixedScheduleVersion = 5;
 
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each

@@ -78,6 +78,10 @@ step ops_tensor_core_fixed_gemm 30 "$tests" env LLM42_CUDA_OWN_FIXED_GEMM=1 "$bu
   --gtest_filter='*/cuda'
 step ops_fma_fixed_gemm 30 "$tests" env LLM42_CUDA_OWN_FIXED_GEMM=fma "$build/tests/backend_ops_test" \
   --gtest_filter='*/cuda'
+# Split rows' partial states with room for one (row, span) slot: every split row a wave of its
+# own, which must not change a bit.
+step ops_attention_waves 20 "$tests" env LLM42_CUDA_ATTENTION_SCRATCH_BYTES=1 "$build/tests/backend_ops_test" \
+  --gtest_filter='*Attention*/cuda'
 step end_to_end 150 "$tests" "$build/tests/gpu_end_to_end_test"
 say ""
 say "## Determinism acceptance suite on cuda (LLM42_TEST_BACKEND=cuda)"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,11 @@ absl::Status CudaBackend::Init() {
   cudaDeviceProp prop{};
   LLM42_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, 0));
   device_blocks_ = int64_t{prop.multiProcessorCount} * kAttentionBlocksPerSm;
+  // LLM42_CUDA_ATTENTION_SCRATCH_BYTES: a smaller room for split rows' partial states, so that
+  // the device checks run batches in several waves.
+  if (const char* env = std::getenv("LLM42_CUDA_ATTENTION_SCRATCH_BYTES"); env != nullptr && *env != '\0') {
+    attention_scratch_bytes_ = std::max<int64_t>(1, std::strtoll(env, nullptr, 10));
+  }
   if (absl::Status s = stream_.Create(); !s.ok()) return s;
   return gemm_.Init(stream_.get());
 }
@@ -337,40 +343,52 @@ absl::Status CudaBackend::StoreKv(int64_t layer, const float* k, const float* v)
   return absl::OkStatus();
 }
 
-absl::StatusOr<AttentionSpans> CudaBackend::Spans(const AttentionShape& shape, Schedules s) {
+absl::Status CudaBackend::PlanSpans(const AttentionShape& shape, Schedules s) {
   // The batch's layers mostly share a shape and the rows their schedules: planned once for them.
   schedules_scratch_.resize(static_cast<size_t>(batch_rows_));
   for (int64_t i = 0; i < batch_rows_; ++i) schedules_scratch_[static_cast<size_t>(i)] = s[i];
-  if (!splits_key_.valid || splits_key_.n_head != shape.n_head || splits_key_.window != shape.window ||
-      splits_key_.schedules != schedules_scratch_) {
-    splits_ = PlanAttentionSplits(positions_host_, sequences_host_, Schedules(schedules_scratch_.data()),
-                                  shape.window, shape.n_head, device_blocks_);
-    splits_key_ = SplitsKey{true, shape.n_head, shape.window, schedules_scratch_};
-    if (splits_.max_spans > 1 || !splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_rows_, splits_.rows));
-    if (!splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_tiles_, splits_.tiles));
+  if (splits_key_.valid && splits_key_.n_head == shape.n_head && splits_key_.head_dim == shape.head_dim &&
+      splits_key_.window == shape.window && splits_key_.schedules == schedules_scratch_) {
+    return absl::OkStatus();
   }
-  if (splits_.max_spans == 1 && splits_.tiles.empty()) return AttentionSpans{};
-  AttentionSpans spans{span_rows_.as<int32_t>(), splits_.max_spans, nullptr, nullptr, 0};
-  if (splits_.max_spans > 1) {
-    LLM42_RETURN_IF_ERROR(span_partial_.Grow(static_cast<size_t>(batch_rows_ * shape.n_head * splits_.max_spans *
-                                                                 (shape.head_dim + 2)) * sizeof(float)));
-    spans.partial = span_partial_.as<float>();
+  const int64_t slot_bytes = shape.n_head * (shape.head_dim + 2) * static_cast<int64_t>(sizeof(float));
+  splits_ = PlanAttentionSplits(positions_host_, sequences_host_, Schedules(schedules_scratch_.data()), shape.window,
+                                shape.n_head, device_blocks_, attention_scratch_bytes_ / slot_bytes);
+  splits_key_ = SplitsKey{true, shape.n_head, shape.head_dim, shape.window, schedules_scratch_};
+  if (splits_.max_spans > 1 || !splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_rows_, splits_.rows));
+  if (!splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_tiles_, splits_.tiles));
+  int64_t slots = 0;
+  for (size_t w = 0; w < splits_.waves.size(); w += 3) {
+    if (splits_.waves[w + 2] > 1) slots = std::max<int64_t>(slots, int64_t{splits_.waves[w + 1]} * splits_.waves[w + 2]);
   }
-  if (!splits_.tiles.empty()) {
-    spans.tiles = span_tiles_.as<int32_t>();
-    spans.n_tiles = static_cast<int32_t>(splits_.tiles.size() / 2);
-  }
-  return spans;
+  return span_partial_.Grow(static_cast<size_t>(slots * slot_bytes));
 }
 
 absl::Status CudaBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                                     Schedules s) {
   if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
-  LLM42_ASSIGN_OR_RETURN(const AttentionSpans spans, Spans(shape, s));
-  LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(), layer, q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
-                                             shape.n_head_kv, shape.head_dim,
-                                             AttentionArgs{shape.score_scale(), shape.softcap, shape.window}, spans,
-                                             out, stream_.get()));
+  LLM42_RETURN_IF_ERROR(PlanSpans(shape, s));
+  const bool planned = splits_.max_spans > 1 || !splits_.tiles.empty();
+  // Wave by wave (one, unless split rows' partial states outgrow their room); the tiles with the
+  // first.
+  for (size_t w = 0; w < splits_.waves.size(); w += 3) {
+    AttentionSpans spans;
+    if (planned) {
+      spans.rows = span_rows_.as<int32_t>();
+      spans.first_row = splits_.waves[w];
+      spans.wave_rows = splits_.waves[w + 1];
+      spans.max_spans = splits_.waves[w + 2];
+      if (spans.max_spans > 1) spans.partial = span_partial_.as<float>();
+      if (w == 0 && !splits_.tiles.empty()) {
+        spans.tiles = span_tiles_.as<int32_t>();
+        spans.n_tiles = static_cast<int32_t>(splits_.tiles.size() / 2);
+      }
+    }
+    LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(), layer, q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
+                                               shape.n_head_kv, shape.head_dim,
+                                               AttentionArgs{shape.score_scale(), shape.softcap, shape.window},
+                                               spans, out, stream_.get()));
+  }
   return absl::OkStatus();
 }
 

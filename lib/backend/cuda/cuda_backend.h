@@ -61,9 +61,9 @@ class CudaBackend final : public Backend {
   absl::Status Add(float* y, const float* x, size_t n) override;
   absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules s) override;
   absl::Status StoreKv(int64_t layer, const float* k, const float* v) override;
-  // A block per (row, head), fast rows of a batch too small to fill the device split over
-  // several (flash-decoding), fast prefill chunks as query tiles (lib/backend/attention_splits.h);
-  // fixed rows always one block each.
+  // A block per (row, head, span): fixed rows past kFixedAttentionSpan positions split by that
+  // size, fast rows of a batch too small to fill the device over several (flash-decoding), fast
+  // prefill chunks as query tiles (lib/backend/attention_splits.h).
   absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                          Schedules s) override;
   absl::Status SwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out, Schedules s) override;
@@ -99,9 +99,9 @@ class CudaBackend final : public Backend {
   enum class RowMix { kFast, kFixed, kBoth };
   RowMix SplitRows(int64_t m, Schedules s);
   KvArgs Kv() const;
-  // The batch's attention spans for a layer of this shape under s (PlanAttentionSplits), on the
-  // device.
-  absl::StatusOr<AttentionSpans> Spans(const AttentionShape& shape, Schedules s);
+  // splits_: the batch's attention plan for a layer of this shape under s (PlanAttentionSplits),
+  // its rows and tiles on the device and room for its largest wave's partial states.
+  absl::Status PlanSpans(const AttentionShape& shape, Schedules s);
 
   Stream stream_;
   LtGemm gemm_;
@@ -120,9 +120,12 @@ class CudaBackend final : public Backend {
   // batch's plan for the last shape and schedules asked for, and its device copy and room.
   static constexpr int64_t kAttentionBlocksPerSm = 4;
   int64_t device_blocks_ = 0;
+  // Room for split rows' partial states (a wave's); a fixed prefill chunk of 2048 rows at 4k
+  // context needs a few waves.
+  int64_t attention_scratch_bytes_ = int64_t{64} << 20;
   struct SplitsKey {
     bool valid = false;
-    int64_t n_head = 0, window = 0;
+    int64_t n_head = 0, head_dim = 0, window = 0;
     std::vector<Schedule> schedules;
   };
   SplitsKey splits_key_;

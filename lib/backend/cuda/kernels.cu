@@ -218,7 +218,7 @@ __device__ inline void WriteHead(const float (&o)[kMaxDimsPerLane], float sum, i
 __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
                                 int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args,
                                 AttentionSpans spans, float* out) {
-  const int64_t head = blockIdx.x, row = blockIdx.y, span = blockIdx.z;
+  const int64_t head = blockIdx.x, row = spans.first_row + blockIdx.y, span = blockIdx.z;
   const int32_t span_len = spans.rows != nullptr ? spans.rows[2 * row] : 0;
   const int32_t n_spans = spans.rows != nullptr ? spans.rows[2 * row + 1] : 1;
   if (span >= n_spans) return;  // a shorter row than the longest
@@ -229,7 +229,7 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
   const float* qh = q + (row * n_head + head) * head_dim;
   const float scale = args.scale;
   const int64_t context_first = args.window > 0 && context_end > args.window ? context_end - args.window : 0;
-  // One span: the whole context, as every fixed row runs.
+  // One span: the whole context.
   const int64_t first = n_spans == 1 ? context_first : context_first + span * span_len;
   const int64_t len = n_spans == 1 || span == n_spans - 1 ? context_end : first + span_len;
   const int dims = static_cast<int>((head_dim + 31) / 32);
@@ -290,7 +290,7 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
     for (int i = 0; i < kMaxDimsPerLane && i < dims; ++i) o[i] += s_acc[w][lane + 32 * i] * c;
   }
   if (n_spans > 1) {  // this span's state, for AttentionMergeKernel
-    float* p = spans.partial + ((row * n_head + head) * spans.max_spans + span) * (head_dim + 2);
+    float* p = spans.partial + (((row - spans.first_row) * n_head + head) * spans.max_spans + span) * (head_dim + 2);
     if (lane == 0) {
       p[0] = total_max;
       p[1] = total_sum;
@@ -399,12 +399,12 @@ __global__ void TileAttentionKernel(KvArgs kv, int64_t layer, const float* q, co
 // A row's spans merged in span order (one warp per (head, row) of several spans), as the
 // warps of one span are.
 __global__ void AttentionMergeKernel(AttentionSpans spans, int64_t n_head, int64_t head_dim, float* out) {
-  const int64_t head = blockIdx.x, row = blockIdx.y;
+  const int64_t head = blockIdx.x, row = spans.first_row + blockIdx.y;
   const int32_t n_spans = spans.rows[2 * row + 1];
   if (n_spans <= 1) return;  // written by AttentionKernel, or a tile's
   const int lane = static_cast<int>(threadIdx.x);
   const int dims = static_cast<int>((head_dim + 31) / 32);
-  const float* p = spans.partial + (row * n_head + head) * spans.max_spans * (head_dim + 2);
+  const float* p = spans.partial + ((row - spans.first_row) * n_head + head) * spans.max_spans * (head_dim + 2);
   float total_max = -INFINITY;
   for (int32_t s = 0; s < n_spans; ++s) total_max = fmaxf(total_max, p[s * (head_dim + 2)]);
   float total_sum = 0.0f, o[kMaxDimsPerLane] = {};
@@ -536,7 +536,10 @@ cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, con
   if (head_dim > 32 * kMaxDimsPerLane || n_head % n_head_kv != 0) return cudaErrorInvalidValue;
   if (spans.max_spans > 1 && (spans.rows == nullptr || spans.partial == nullptr)) return cudaErrorInvalidValue;
   if (spans.n_tiles > 0 && (spans.rows == nullptr || spans.tiles == nullptr)) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(m), static_cast<unsigned>(spans.max_spans));
+  const int64_t wave_rows = spans.wave_rows < 0 ? m - spans.first_row : spans.wave_rows;
+  if (spans.first_row < 0 || wave_rows < 1 || spans.first_row + wave_rows > m) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(wave_rows),
+                  static_cast<unsigned>(spans.max_spans));
   AttentionKernel<<<grid, 32 * kWarps, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim, args, spans,
                                                    out);
   if (spans.n_tiles > 0) {
@@ -550,7 +553,7 @@ cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, con
     }
   }
   if (spans.max_spans > 1) {
-    AttentionMergeKernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(m)), 32, 0, stream>>>(
+    AttentionMergeKernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(wave_rows)), 32, 0, stream>>>(
         spans, n_head, head_dim, out);
   }
   return cudaGetLastError();

@@ -81,10 +81,10 @@ cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const
 // Causal grouped-query attention over each row's context [first, positions[i]] (first: 0, or
 // where the sliding window begins): one thread block per (row, head, span); its warps take the
 // span's positions round-robin, each keeps an online softmax, and the warps combine in a fixed
-// order. A row of one span (the only kind under `fixed`) writes its output there: its result
-// depends only on its own query and context. A row of several (flash-decoding,
-// lib/backend/attention_splits.h) writes each span's partial state, and a second kernel merges
-// them in span order.
+// order. A row of one span writes its output there. A row of several (a fixed row past
+// kFixedAttentionSpan positions, or flash-decoding; lib/backend/attention_splits.h) writes each
+// span's partial state, and a second kernel merges them in span order. A fixed row's spans
+// depend only on its own context, so its result depends only on its own query and context.
 // How a layer scores (AttentionShape's score_scale, softcap, window).
 struct AttentionArgs {
   float scale = 1.0f;
@@ -93,12 +93,14 @@ struct AttentionArgs {
 };
 // The plan of a batch (lib/backend/attention_splits.h), in device memory: per row (span
 // length, span count) in `rows` (nullptr: every row one span; a count of 0: the row is a
-// tile's), the most spans of any row, the partial states' room (m * n_head * max_spans *
-// (head_dim + 2) floats; unused when max_spans is 1), and the query tiles as (first row, rows).
-// A tile's rows are consecutive positions of one sequence; one block per (head, tile) reads each
-// key and value once for all of them.
+// tile's); the wave launched — rows [first_row, first_row + wave_rows) (wave_rows -1: to the
+// batch's end) — and the most spans of its rows; the partial states' room (wave_rows * n_head *
+// max_spans * (head_dim + 2) floats; unused when max_spans is 1); and the query tiles as (first
+// row, rows), run with the wave that carries them. A tile's rows are consecutive positions of
+// one sequence; one block per (head, tile) reads each key and value once for all of them.
 struct AttentionSpans {
   const int32_t* rows = nullptr;
+  int64_t first_row = 0, wave_rows = -1;
   int32_t max_spans = 1;
   float* partial = nullptr;
   const int32_t* tiles = nullptr;
