@@ -10,6 +10,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/model_weights.h"
 #include "tests/model_fixture.h"
+#include "tests/padded_steps_backend.h"
 
 namespace llm42 {
 namespace {
@@ -30,10 +31,13 @@ class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
   }
 
   // Logits of every position of `prompt_`, fed in chunks of `chunk` tokens; when `interleave`,
-  // each chunk shares its forward pass with a chunk of another sequence.
-  std::vector<float> AllLogits(int threads, bool simd, int chunk, bool interleave, Schedule s) {
+  // each chunk shares its forward pass with a chunk of another sequence; when `padded`, each
+  // pass is padded to a bucket of rows as a device recording its steps pads it.
+  std::vector<float> AllLogits(int threads, bool simd, int chunk, bool interleave, Schedule s, bool padded = false) {
     const ModelConfig& c = model_->config();
-    CpuBackend be(threads, simd);
+    CpuBackend cpu(threads, simd);
+    testing::PaddedStepsBackend padding(cpu);
+    Backend& be = padded ? static_cast<Backend&>(padding) : cpu;
     KvCache cache(64);
     auto runner = testing::MakeRunner(*model_, be, cache);
     const int32_t a = cache.Create(), b = cache.Create();
@@ -59,6 +63,12 @@ class FixedScheduleTest : public ::testing::TestWithParam<GgmlType> {
       EXPECT_TRUE(runner->Forward(cache, ForwardBatch{tokens, positions, seqs, rows, s},
                                   out.data() + static_cast<size_t>(begin) * static_cast<size_t>(c.n_vocab))
                       .ok());
+      if (padded) {
+        EXPECT_EQ(padding.last_rows(), StepRowBucket(static_cast<int64_t>(tokens.size()), 512));
+      }
+    }
+    if (padded) {
+      EXPECT_EQ(padding.steps_run(), (n + chunk - 1) / chunk) << "each pass's layers through RunStep once";
     }
     return out;
   }
@@ -78,6 +88,15 @@ struct Variant {
 
 TEST_P(FixedScheduleTest, LogitsAreTheSameBitsHoweverComputed) {
   const std::vector<float> ref = AllLogits(2, true, 270, false, Schedule::kFixed);  // one prefill
+  // Padded: rows of a padding block at position 0 beside ours, as a device recording its steps
+  // runs them (5 rows as 8, 6 as 8): they must not change a bit of ours, nor of what our
+  // sequences keep. Fails when the padding rows write to one of our sequences' blocks
+  // (checked: their table pointed at the first row's).
+  const std::vector<float> padded = AllLogits(2, true, 5, false, Schedule::kFixed, true);
+  EXPECT_EQ(std::memcmp(padded.data(), ref.data(), ref.size() * sizeof(float)), 0) << "padded chunks of 5";
+  const std::vector<float> padded_beside = AllLogits(1, true, 3, true, Schedule::kFixed, true);
+  EXPECT_EQ(std::memcmp(padded_beside.data(), ref.data(), ref.size() * sizeof(float)), 0)
+      << "padded chunks of 3 beside another sequence";
   for (const Variant& v : {Variant{"decode token by token", 2, true, 1, false},
                            Variant{"chunks of 7", 1, true, 7, false},
                            Variant{"chunks of 64 beside another sequence", 2, true, 64, true}}) {

@@ -220,6 +220,21 @@ class Backend {
   // The batch that Embed, Rope, StoreKv and Attention work on, until the next call; the plan's
   // memory must stay valid until then.
   virtual absl::Status BeginBatch(const BatchPlan& plan) = 0;
+  // Runs `ops`: a pass's ops after BeginBatch, on buffers sized before them (Workspace), that
+  // reach the host only through what BeginBatch took — no copies to or from the host, no
+  // waits. A device may record them and replay the recording for a later batch it plans
+  // alike (CUDA graphs: one launch for a step's hundreds of kernels), so they must do the same
+  // for the same plan; `owner` tells callers (whose ops differ) apart. By default they run.
+  virtual absl::Status RunStep(const void* owner, const std::function<absl::Status()>& ops) { return ops(); }
+  // The rows a batch of m rows runs as: m, or more where a backend records steps per bucket of
+  // row counts; the caller then adds padding rows, each token 0 at position 0 of PaddingBlock()
+  // under the batch's last row's schedule, and ignores their results. Rows are independent in
+  // every op (fixed rows' bits are their own in any batch), so padding never changes a fixed
+  // row's bits.
+  virtual int64_t StepRows(int64_t m) const { return m; }
+  // The KV block padding rows use, beside the cache's blocks (AllocateKv keeps it); -1 where
+  // StepRows never pads.
+  virtual int32_t PaddingBlock() const { return -1; }
   // out[i] = row tokens[i] of the table, as f32, for every row of the batch.
   virtual absl::Status Embed(const WeightMatrix& table, float* out) = 0;
   // y = x / sqrt(mean(x^2) + eps) * weight, per row of n.

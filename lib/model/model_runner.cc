@@ -107,10 +107,34 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
   }
   const ModelConfig& c = model_.config();
   Backend& be = backend_;
-  const Schedules sc = batch.schedules.empty() ? Schedules(batch.schedule) : Schedules(batch.schedules.data());
-  const auto m = static_cast<int64_t>(batch.tokens.size());
+  const auto real = static_cast<int64_t>(batch.tokens.size());
+  Schedules sc = batch.schedules.empty() ? Schedules(batch.schedule) : Schedules(batch.schedules.data());
+  // Padded to the backend's bucket (recorded steps are per bucket): rows of token 0 at position
+  // 0 of the backend's padding block, under the last row's schedule, whose results are ignored.
+  const int64_t m = real > 0 ? std::max(real, be.StepRows(real)) : real;
+  const int32_t padding_block = be.PaddingBlock();
+  const bool padded = m > real && padding_block >= 0;
+  const auto um = static_cast<size_t>(padded ? m : real);
+  std::span<const int32_t> tokens = batch.tokens, positions = batch.positions;
+  tables_.resize(um);
+  for (size_t i = 0; i < static_cast<size_t>(real); ++i) tables_[i] = cache.block_table(batch.seqs[i]);
+  if (padded) {
+    padding_table_[0] = padding_block;
+    step_tokens_.assign(batch.tokens.begin(), batch.tokens.end());
+    step_tokens_.resize(um, 0);
+    step_positions_.assign(batch.positions.begin(), batch.positions.end());
+    step_positions_.resize(um, 0);
+    std::fill(tables_.begin() + real, tables_.end(), padding_table_);
+    tokens = step_tokens_;
+    positions = step_positions_;
+    if (!sc.uniform()) {
+      step_schedules_.resize(um);
+      for (size_t i = 0; i < um; ++i) step_schedules_[i] = sc[std::min<int64_t>(static_cast<int64_t>(i), real - 1)];
+      sc = Schedules(step_schedules_.data());
+    }
+  }
+  const auto rows_run = static_cast<int64_t>(um);
   const int64_t e = c.n_embd, qd = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
-  const auto um = static_cast<size_t>(m);
   auto buffer = [&](Slot slot, int64_t width) { return be.Workspace(slot, um * static_cast<size_t>(width)); };
   LLM42_ASSIGN_OR_RETURN(float* x, buffer(kX, e));
   LLM42_ASSIGN_OR_RETURN(float* xn, buffer(kXn, e));
@@ -121,21 +145,23 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
   LLM42_ASSIGN_OR_RETURN(float* proj, buffer(kProj, e));
   LLM42_ASSIGN_OR_RETURN(float* gate, buffer(kGate, ff));
   LLM42_ASSIGN_OR_RETURN(float* up, buffer(kUp, ff));
-  tables_.resize(um);
-  for (size_t i = 0; i < um; ++i) tables_[i] = cache.block_table(batch.seqs[i]);
 
-  LLM42_RETURN_IF_ERROR(be.BeginBatch(BatchPlan{batch.tokens, batch.positions, tables_, sc}));
-  LLM42_RETURN_IF_ERROR(be.Embed(token_embd_, x));
-  if (c.embed_scale != 0) LLM42_RETURN_IF_ERROR(be.Scale(x, um * static_cast<size_t>(e), c.embed_scale));
-  const Architecture& arch = model_.architecture();
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const auto layer = static_cast<int64_t>(l);
-    const int64_t window = c.window(layer);
-    const LayerGraph g{be, c, layer, m, sc, window > 0 ? rope_local_ : rope_,
-                       AttentionShape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, c.attn_softcap, window},
-                       x, xn, q, k, v, attn, proj, gate, up};
-    LLM42_RETURN_IF_ERROR(arch.Layer(g, layers_[l]));
-  }
+  LLM42_RETURN_IF_ERROR(be.BeginBatch(BatchPlan{tokens, positions, tables_, sc}));
+  // The layers, which a device may record once and replay for later steps planned alike.
+  LLM42_RETURN_IF_ERROR(be.RunStep(this, [&]() -> absl::Status {
+    LLM42_RETURN_IF_ERROR(be.Embed(token_embd_, x));
+    if (c.embed_scale != 0) LLM42_RETURN_IF_ERROR(be.Scale(x, um * static_cast<size_t>(e), c.embed_scale));
+    const Architecture& arch = model_.architecture();
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const auto layer = static_cast<int64_t>(l);
+      const int64_t window = c.window(layer);
+      const LayerGraph g{be, c, layer, rows_run, sc, window > 0 ? rope_local_ : rope_,
+                         AttentionShape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, c.attn_softcap, window},
+                         x, xn, q, k, v, attn, proj, gate, up};
+      LLM42_RETURN_IF_ERROR(arch.Layer(g, layers_[l]));
+    }
+    return absl::OkStatus();
+  }));
 
   const size_t n_out = batch.logit_rows.size();
   if (batch.logits_copy_seconds != nullptr) *batch.logits_copy_seconds = 0;

@@ -100,6 +100,11 @@ class ModelRunner {
   absl::StatusOr<float*> FetchLogits(const ForwardBatch& batch, float* out);
 
   std::vector<const int32_t*> tables_;
+  // A step padded to the backend's row bucket (Backend::StepRows): its rows and schedules, and
+  // the padding rows' block table.
+  std::vector<int32_t> step_tokens_, step_positions_;
+  std::vector<Schedule> step_schedules_;
+  int32_t padding_table_[1] = {0};
   std::vector<Schedule> logit_schedules_;
   std::vector<int32_t> summarized_, full_;  // the last pass's logit rows, by what crosses to the host
   std::vector<ArgmaxSummary> summaries_;

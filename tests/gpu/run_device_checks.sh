@@ -53,8 +53,8 @@ step() {
   say "exit $rc after $((SECONDS - t0)) s$([[ $rc == 124 ]] && echo ' (TIMED OUT)')"
   say '```'
 }
-bench_lines='^\||^model|^workload|^memory|^FMA|llm42'
-tests='^\[ *(OK|FAILED|SKIPPED|PASSED) |Failure|Expected|Which is|actual|near-tie|^\| |error|Error|fixed GEMM'
+bench_lines='^\||^model|^workload|^memory|^FMA|llm42|as a graph'
+tests='^\[ *(OK|FAILED|SKIPPED|PASSED) |Failure|Expected|Which is|actual|near-tie|^\| |error|Error|fixed GEMM|as a graph'
 
 say "# llm42 on the GPU ($(date -u +%Y-%m-%dT%H:%MZ))"
 say ""
@@ -96,6 +96,8 @@ bench=(--backend cuda --model "$model" --bandwidth=false)
 # Host-side draws on this machine's cores (a step's rows run on a pool of up to 16 host threads).
 step sampling 15 "$bench_lines" "$cli" bench-sampling --vocab_sizes 128256 --rows 256 --threads 16 --draw_backend cuda
 step single_stream 40 "$bench_lines" "$cli" bench "${bench[@]}" --pp 2048 --tg 128 --max_batch_tokens 2048
+# The same decode without CUDA graphs (each step's kernels launched one by one), for what they save.
+step single_stream_no_graphs 25 "$bench_lines" env LLM42_CUDA_GRAPHS=0 "$cli" bench "${bench[@]}" --pp 128 --tg 128
 # Where a busy step's time goes (the first run's 256-request steps took 168 ms, their GEMMs ~5):
 # the table's last column splits each step into the forward pass, the logits' copy and the host.
 step concurrency 60 "$bench_lines" "$cli" bench "${bench[@]}" --schedules fast,fixed --concurrency 64,256 \

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <string>
+#include <string_view>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -36,6 +39,9 @@ absl::Status CudaBackend::Init() {
   if (const char* env = std::getenv("LLM42_CUDA_ATTENTION_SCRATCH_BYTES"); env != nullptr && *env != '\0') {
     attention_scratch_bytes_ = std::max<int64_t>(1, std::strtoll(env, nullptr, 10));
   }
+  if (const char* env = std::getenv("LLM42_CUDA_GRAPHS"); env != nullptr && std::string_view(env) == "0") {
+    graphs_ = false;
+  }
   if (absl::Status s = stream_.Create(); !s.ok()) return s;
   return gemm_.Init(stream_.get());
 }
@@ -54,8 +60,14 @@ std::string CudaBackend::device_name() const {
   return prop.name;
 }
 
+absl::Status CudaBackend::NotWhileRecording(const char* what) const {
+  if (!recording_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(what, " inside a step being recorded (RunStep)"));
+}
+
 absl::Status CudaBackend::UploadInts(DeviceBuffer& b, std::span<const int32_t> host) {
   if (host.empty()) return absl::OkStatus();
+  LLM42_RETURN_IF_ERROR(NotWhileRecording("a copy from the host"));
   if (absl::Status s = b.Grow(host.size_bytes()); !s.ok()) return s;
   // From pageable memory the copy is staged before the call returns, so `host` may change after.
   LLM42_CUDA_RETURN_IF_ERROR(
@@ -153,11 +165,16 @@ absl::Status CudaBackend::AllocateKv(const KvShape& shape) {
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   kv_ = DeviceBuffer();
   kv_shape_ = KvShape{};
-  const auto bytes = static_cast<size_t>(shape.n_blocks * shape.block_elements()) * kv_element_bytes();
-  auto buf = DeviceBuffer::Allocate(bytes);
+  padding_block_ = -1;
+  // One block more than the cache's: the one padding rows use (PaddingBlock), zeroed.
+  const auto block_bytes = static_cast<size_t>(shape.block_elements()) * kv_element_bytes();
+  auto buf = DeviceBuffer::Allocate(static_cast<size_t>(shape.n_blocks + 1) * block_bytes);
   if (!buf.ok()) return buf.status();
   kv_ = std::move(buf).value();
+  LLM42_CUDA_RETURN_IF_ERROR(
+      cudaMemset(static_cast<uint8_t*>(kv_.get()) + static_cast<size_t>(shape.n_blocks) * block_bytes, 0, block_bytes));
   kv_shape_ = shape;
+  padding_block_ = static_cast<int32_t>(shape.n_blocks);
   return absl::OkStatus();
 }
 
@@ -168,11 +185,13 @@ int64_t CudaBackend::available_memory_bytes() const {
 }
 
 absl::Status CudaBackend::CopyFromHost(float* dst, const float* host, size_t n) {
+  LLM42_RETURN_IF_ERROR(NotWhileRecording("a copy from the host"));
   LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_.get()));
   return Synchronize();
 }
 
 absl::Status CudaBackend::CopyToHost(float* host, const float* src, size_t n) {
+  LLM42_RETURN_IF_ERROR(NotWhileRecording("a copy to the host"));
   LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()));
   return Synchronize();
 }
@@ -186,6 +205,7 @@ absl::StatusOr<float*> CudaBackend::HostView(float* x, size_t n) {
 
 // Block-major like the CPU's: block b's bytes are contiguous (kernels.cu's KvAddr).
 absl::Status CudaBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
+  LLM42_RETURN_IF_ERROR(NotWhileRecording("a copy to the host"));
   LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
   LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), static_cast<const uint8_t*>(kv_.get()) + at, host.size(),
                                              cudaMemcpyDeviceToHost, stream_.get()));
@@ -193,6 +213,7 @@ absl::Status CudaBackend::ReadKvBlock(int32_t block, std::span<uint8_t> host) {
 }
 
 absl::Status CudaBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> host) {
+  LLM42_RETURN_IF_ERROR(NotWhileRecording("a copy from the host"));
   LLM42_ASSIGN_OR_RETURN(size_t at, KvBlockOffset(kv_shape_, kv_element_bytes(), block, host.size()));
   LLM42_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<uint8_t*>(kv_.get()) + at, host.data(), host.size(),
                                              cudaMemcpyHostToDevice, stream_.get()));
@@ -200,27 +221,56 @@ absl::Status CudaBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> h
 }
 
 absl::Status CudaBackend::Synchronize() {
+  LLM42_RETURN_IF_ERROR(NotWhileRecording("a wait for the device"));
   LLM42_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
+  LLM42_RETURN_IF_ERROR(NotWhileRecording("a new batch"));
   batch_rows_ = static_cast<int64_t>(plan.positions.size());
   positions_host_.assign(plan.positions.begin(), plan.positions.end());
   sequences_host_.assign(plan.block_tables.begin(), plan.block_tables.end());
   sequences_host_.resize(plan.positions.size(), nullptr);
-  splits_key_.valid = false;
-  if (absl::Status s = UploadInts(tokens_, plan.tokens); !s.ok()) return s;
-  if (absl::Status s = UploadInts(positions_, plan.positions); !s.ok()) return s;
+  for (ShapePlan& p : plans_) p.schedules.clear();
+  LLM42_RETURN_IF_ERROR(UploadInts(tokens_, plan.tokens));
+  LLM42_RETURN_IF_ERROR(UploadInts(positions_, plan.positions));
   max_blocks_ = 0;
-  if (kv_shape_.block_size == 0 || plan.block_tables.empty()) return absl::OkStatus();
-  for (int32_t p : plan.positions) max_blocks_ = std::max<int64_t>(max_blocks_, p / kv_shape_.block_size + 1);
-  tables_host_.assign(static_cast<size_t>(batch_rows_ * max_blocks_), 0);
-  for (int64_t i = 0; i < batch_rows_; ++i) {
-    const int64_t used = plan.positions[static_cast<size_t>(i)] / kv_shape_.block_size + 1;
-    std::copy_n(plan.block_tables[static_cast<size_t>(i)], used, tables_host_.begin() + i * max_blocks_);
+  if (kv_shape_.block_size > 0 && !plan.block_tables.empty()) {
+    // A power of two wide, so that steps of neighbouring lengths share a recording.
+    int64_t used_most = 0;
+    for (int32_t p : plan.positions) used_most = std::max<int64_t>(used_most, p / kv_shape_.block_size + 1);
+    max_blocks_ = 1;
+    while (max_blocks_ < used_most) max_blocks_ *= 2;
+    tables_host_.assign(static_cast<size_t>(batch_rows_ * max_blocks_), 0);
+    for (int64_t i = 0; i < batch_rows_; ++i) {
+      const int64_t used = plan.positions[static_cast<size_t>(i)] / kv_shape_.block_size + 1;
+      std::copy_n(plan.block_tables[static_cast<size_t>(i)], used, tables_host_.begin() + i * max_blocks_);
+    }
+    LLM42_RETURN_IF_ERROR(UploadInts(tables_, tables_host_));
   }
-  return UploadInts(tables_, tables_host_);
+  // What the step's ops would otherwise upload: a mixed batch's row sets, the attention plans.
+  if (SplitRows(batch_rows_, plan.schedules) == RowMix::kBoth) {
+    for (auto [rows, idx, uploaded] : {std::tuple{&fast_rows_, &fast_idx_, &fast_uploaded_},
+                                       std::tuple{&fixed_rows_, &fixed_idx_, &fixed_uploaded_}}) {
+      uploaded->clear();
+      LLM42_RETURN_IF_ERROR(UploadInts(*idx, *rows));
+      *uploaded = *rows;
+    }
+  }
+  if (kv_shape_.block_size > 0) {
+    for (ShapePlan& p : plans_) LLM42_RETURN_IF_ERROR(Plan(p, plan.schedules));
+  }
+  // The step's key: its rows, schedules and table width, each plan's shape, waves and tiles;
+  // the owner last (RunStep).
+  step_key_.assign({batch_rows_, max_blocks_});
+  for (int64_t i = 0; i < batch_rows_; ++i) step_key_.push_back(static_cast<int64_t>(plan.schedules[i]));
+  for (const ShapePlan& p : plans_) {
+    step_key_.insert(step_key_.end(), {p.n_head, p.head_dim, p.window, static_cast<int64_t>(p.splits.tiles.size())});
+    step_key_.insert(step_key_.end(), p.splits.waves.begin(), p.splits.waves.end());
+  }
+  step_key_.push_back(0);
+  return absl::OkStatus();
 }
 
 KvArgs CudaBackend::Kv() const {
@@ -343,45 +393,65 @@ absl::Status CudaBackend::StoreKv(int64_t layer, const float* k, const float* v)
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::PlanSpans(const AttentionShape& shape, Schedules s) {
-  // The batch's layers mostly share a shape and the rows their schedules: planned once for them.
+absl::Status CudaBackend::Plan(ShapePlan& p, Schedules s) {
+  p.schedules.clear();  // until it is uploaded
   schedules_scratch_.resize(static_cast<size_t>(batch_rows_));
   for (int64_t i = 0; i < batch_rows_; ++i) schedules_scratch_[static_cast<size_t>(i)] = s[i];
-  if (splits_key_.valid && splits_key_.n_head == shape.n_head && splits_key_.head_dim == shape.head_dim &&
-      splits_key_.window == shape.window && splits_key_.schedules == schedules_scratch_) {
-    return absl::OkStatus();
-  }
-  const int64_t slot_bytes = shape.n_head * (shape.head_dim + 2) * static_cast<int64_t>(sizeof(float));
-  splits_ = PlanAttentionSplits(positions_host_, sequences_host_, Schedules(schedules_scratch_.data()), shape.window,
-                                shape.n_head, device_blocks_, attention_scratch_bytes_ / slot_bytes);
-  splits_key_ = SplitsKey{true, shape.n_head, shape.head_dim, shape.window, schedules_scratch_};
-  if (splits_.max_spans > 1 || !splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_rows_, splits_.rows));
-  if (!splits_.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(span_tiles_, splits_.tiles));
+  const int64_t slot_bytes = p.n_head * (p.head_dim + 2) * static_cast<int64_t>(sizeof(float));
+  p.splits = PlanAttentionSplits(positions_host_, sequences_host_, Schedules(schedules_scratch_.data()), p.window,
+                                 p.n_head, device_blocks_, attention_scratch_bytes_ / slot_bytes);
+  if (p.splits.max_spans > 1 || !p.splits.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(p.rows, p.splits.rows));
+  if (!p.splits.tiles.empty()) LLM42_RETURN_IF_ERROR(UploadInts(p.tiles, p.splits.tiles));
   int64_t slots = 0;
-  for (size_t w = 0; w < splits_.waves.size(); w += 3) {
-    if (splits_.waves[w + 2] > 1) slots = std::max<int64_t>(slots, int64_t{splits_.waves[w + 1]} * splits_.waves[w + 2]);
+  for (size_t w = 0; w < p.splits.waves.size(); w += 3) {
+    if (p.splits.waves[w + 2] > 1) {
+      slots = std::max<int64_t>(slots, int64_t{p.splits.waves[w + 1]} * p.splits.waves[w + 2]);
+    }
   }
-  return span_partial_.Grow(static_cast<size_t>(slots * slot_bytes));
+  if (span_partial_.bytes() < static_cast<size_t>(slots * slot_bytes)) {
+    LLM42_RETURN_IF_ERROR(NotWhileRecording("growing attention's scratch"));
+    LLM42_RETURN_IF_ERROR(span_partial_.Grow(static_cast<size_t>(slots * slot_bytes)));
+  }
+  p.schedules = schedules_scratch_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const CudaBackend::ShapePlan*> CudaBackend::PlanFor(const AttentionShape& shape, Schedules s) {
+  ShapePlan* p = nullptr;
+  for (ShapePlan& q : plans_) {
+    if (q.n_head == shape.n_head && q.head_dim == shape.head_dim && q.window == shape.window) p = &q;
+  }
+  if (p == nullptr) {
+    p = &plans_.emplace_back();
+    p->n_head = shape.n_head;
+    p->head_dim = shape.head_dim;
+    p->window = shape.window;
+  }
+  bool planned = p->schedules.size() == static_cast<size_t>(batch_rows_);
+  for (int64_t i = 0; planned && i < batch_rows_; ++i) planned = p->schedules[static_cast<size_t>(i)] == s[i];
+  if (!planned) LLM42_RETURN_IF_ERROR(Plan(*p, s));
+  return p;
 }
 
 absl::Status CudaBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                                     Schedules s) {
   if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
-  LLM42_RETURN_IF_ERROR(PlanSpans(shape, s));
-  const bool planned = splits_.max_spans > 1 || !splits_.tiles.empty();
+  LLM42_ASSIGN_OR_RETURN(const ShapePlan* p, PlanFor(shape, s));
+  const AttentionSplits& splits = p->splits;
+  const bool planned = splits.max_spans > 1 || !splits.tiles.empty();
   // Wave by wave (one, unless split rows' partial states outgrow their room); the tiles with the
   // first.
-  for (size_t w = 0; w < splits_.waves.size(); w += 3) {
+  for (size_t w = 0; w < splits.waves.size(); w += 3) {
     AttentionSpans spans;
     if (planned) {
-      spans.rows = span_rows_.as<int32_t>();
-      spans.first_row = splits_.waves[w];
-      spans.wave_rows = splits_.waves[w + 1];
-      spans.max_spans = splits_.waves[w + 2];
+      spans.rows = p->rows.as<int32_t>();
+      spans.first_row = splits.waves[w];
+      spans.wave_rows = splits.waves[w + 1];
+      spans.max_spans = splits.waves[w + 2];
       if (spans.max_spans > 1) spans.partial = span_partial_.as<float>();
-      if (w == 0 && !splits_.tiles.empty()) {
-        spans.tiles = span_tiles_.as<int32_t>();
-        spans.n_tiles = static_cast<int32_t>(splits_.tiles.size() / 2);
+      if (w == 0 && !splits.tiles.empty()) {
+        spans.tiles = p->tiles.as<int32_t>();
+        spans.n_tiles = static_cast<int32_t>(splits.tiles.size() / 2);
       }
     }
     LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(), layer, q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
@@ -391,6 +461,66 @@ absl::Status CudaBackend::Attention(int64_t layer, const float* q, const Attenti
   }
   return absl::OkStatus();
 }
+
+void CudaBackend::ForgetUploads() {
+  for (ShapePlan& p : plans_) p.schedules.clear();
+  fast_uploaded_.clear();
+  fixed_uploaded_.clear();
+}
+
+cudaGraphExec_t CudaBackend::Record(const std::function<absl::Status()>& ops) {
+  if (cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  recording_ = true;
+  absl::Status st = ops();
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream_.get(), &graph);
+  recording_ = false;
+  cudaGraphExec_t exec = nullptr;
+  if (st.ok() && e == cudaSuccess && graph != nullptr) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (st.ok() && e == cudaSuccess && exec != nullptr) return exec;
+  (void)cudaGetLastError();  // a capture's errors are not sticky: clear the last one
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (!logged_refusal_) {
+    logged_refusal_ = true;
+    Log(LogLevel::kWarning, "cuda: a step could not be recorded as a graph and runs as it is (so do the others ",
+        "like it): ", st.ok() ? std::string(cudaGetErrorString(e)) : st.ToString());
+  }
+  return nullptr;
+}
+
+absl::Status CudaBackend::RunStep(const void* owner, const std::function<absl::Status()>& ops) {
+  if (!graphs_ || batch_rows_ > kMaxRecordedRows || step_key_.empty()) return ops();
+  step_key_.back() = static_cast<int64_t>(reinterpret_cast<intptr_t>(owner));
+  void* graph = nullptr;
+  switch (recordings_.Next(step_key_, DeviceAllocationChanges().load(), &graph)) {
+    case StepRecordings::Action::kRun:
+      return ops();
+    case StepRecordings::Action::kReplay:
+      LLM42_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream_.get()));
+      return absl::OkStatus();
+    case StepRecordings::Action::kRecord:
+      break;
+  }
+  cudaGraphExec_t exec = Record(ops);
+  if (exec == nullptr) {
+    recordings_.Refused(step_key_);
+    ForgetUploads();
+    return ops();  // nothing of the recording ran
+  }
+  if (!recordings_.Recorded(step_key_, exec, DeviceAllocationChanges().load())) return ops();
+  LLM42_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_.get()));
+  return absl::OkStatus();
+}
+
+int64_t CudaBackend::StepRows(int64_t m) const {
+  return graphs_ && padding_block_ >= 0 ? StepRowBucket(m, kMaxRecordedRows) : m;
+}
+
+int32_t CudaBackend::PaddingBlock() const { return graphs_ ? padding_block_ : -1; }
 
 absl::Status CudaBackend::GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
   LLM42_CUDA_RETURN_IF_ERROR(LaunchGeluGlu(gate, up, static_cast<size_t>(m * n), out, stream_.get()));

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "lib/backend/attention_splits.h"
 #include "lib/backend/backend.h"
+#include "lib/backend/step_recordings.h"
 #include "lib/backend/cuda/device_buffer.h"
 #include "lib/backend/cuda/kernels.cuh"
 #include "lib/backend/cuda/lt_gemm.h"
@@ -47,7 +48,17 @@ class CudaBackend final : public Backend {
   // On a pool of the host's cores (up to 16), made at the first call.
   void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override;
 
+  // Also plans attention for the layer shapes seen so far and uploads a mixed batch's row
+  // sets, so that a step's ops need nothing more from the host (RunStep).
   absl::Status BeginBatch(const BatchPlan& plan) override;
+  // A CUDA graph per step key (StepRecordings: the rows, their schedules, the block-table
+  // width, the attention plans' shape, the owner), recorded at a key's second step and
+  // replayed after; steps of more than kMaxRecordedRows rows (prefill: compute-bound) and a
+  // key that cannot be recorded run as they are. LLM42_CUDA_GRAPHS=0 turns recording off.
+  absl::Status RunStep(const void* owner, const std::function<absl::Status()>& ops) override;
+  // StepRowBucket's, up to kMaxRecordedRows, while recording is on.
+  int64_t StepRows(int64_t m) const override;
+  int32_t PaddingBlock() const override;
   absl::Status Embed(const WeightMatrix& table, float* out) override;
   absl::Status RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps, float* y,
                        Schedules s) override;
@@ -99,9 +110,25 @@ class CudaBackend final : public Backend {
   enum class RowMix { kFast, kFixed, kBoth };
   RowMix SplitRows(int64_t m, Schedules s);
   KvArgs Kv() const;
-  // splits_: the batch's attention plan for a layer of this shape under s (PlanAttentionSplits),
-  // its rows and tiles on the device and room for its largest wave's partial states.
-  absl::Status PlanSpans(const AttentionShape& shape, Schedules s);
+  // The attention plan of the batch for one layer shape (PlanAttentionSplits), its rows and
+  // tiles on the device.
+  struct ShapePlan {
+    int64_t n_head = 0, head_dim = 0, window = 0;
+    std::vector<Schedule> schedules;  // what it was planned for; empty: not this batch's
+    AttentionSplits splits;
+    DeviceBuffer rows, tiles;
+  };
+  // The plan for this shape under s: the one BeginBatch made, else made now.
+  absl::StatusOr<const ShapePlan*> PlanFor(const AttentionShape& shape, Schedules s);
+  // Plans p's shape for the batch under s, uploads it, and grows the partial states' room.
+  absl::Status Plan(ShapePlan& p, Schedules s);
+  // Records ops as a graph (nullptr when a recording cannot hold them).
+  cudaGraphExec_t Record(const std::function<absl::Status()>& ops);
+  // What the host believes is on the device (plans, row sets), forgotten after a failed
+  // recording, whose uploads never ran.
+  void ForgetUploads();
+  // An error while a step is being recorded: `what` reaches the host.
+  absl::Status NotWhileRecording(const char* what) const;
 
   Stream stream_;
   LtGemm gemm_;
@@ -116,22 +143,24 @@ class CudaBackend final : public Backend {
   int64_t batch_rows_ = 0, max_blocks_ = 0;
   std::vector<int32_t> tables_host_, positions_host_;
   std::vector<const void*> sequences_host_;  // per row: its block table, which tells sequences apart
-  // Attention's spans (flash-decoding): the device's blocks in flight it aims to fill, the
-  // batch's plan for the last shape and schedules asked for, and its device copy and room.
+  // Attention's plans: the device's blocks in flight they aim to fill, and per shape.
   static constexpr int64_t kAttentionBlocksPerSm = 4;
   int64_t device_blocks_ = 0;
   // Room for split rows' partial states (a wave's); a fixed prefill chunk of 2048 rows at 4k
   // context needs a few waves.
   int64_t attention_scratch_bytes_ = int64_t{64} << 20;
-  struct SplitsKey {
-    bool valid = false;
-    int64_t n_head = 0, head_dim = 0, window = 0;
-    std::vector<Schedule> schedules;
-  };
-  SplitsKey splits_key_;
+  std::deque<ShapePlan> plans_;  // per attention shape seen, in the order seen
   std::vector<Schedule> schedules_scratch_;
-  AttentionSplits splits_;
-  DeviceBuffer span_rows_, span_partial_, span_tiles_;
+  DeviceBuffer span_partial_;
+  // Recorded steps (CUDA graphs): whether on, whether one is being recorded now, the batch's
+  // key (BeginBatch; the owner is its last entry), the KV block padding rows use.
+  static constexpr int64_t kMaxRecordedRows = 512;
+  bool graphs_ = true;
+  bool recording_ = false;
+  bool logged_refusal_ = false;
+  StepRecordings::Key step_key_;
+  StepRecordings recordings_{[](void* g) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g)); }};
+  int32_t padding_block_ = -1;
   // MatMul's scratch: gathered rows when schedules mix.
   DeviceBuffer rows_idx_, gathered_x_, gathered_y_;
   // The row sets of a mixed batch on the device, and what they hold.

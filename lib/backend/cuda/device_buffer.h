@@ -3,7 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -11,8 +13,20 @@
 
 namespace llm42::cuda {
 
-inline cudaError_t DeviceMalloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
-inline cudaError_t DeviceFree(void* p) { return cudaFree(p); }
+// Device allocations and frees of this process so far: a recorded step (a CUDA graph) holds
+// device addresses, and is replayed only while this count has not moved (StepRecordings).
+inline std::atomic<uint64_t>& DeviceAllocationChanges() {
+  static std::atomic<uint64_t> changes{0};
+  return changes;
+}
+inline cudaError_t DeviceMalloc(void** p, size_t bytes) {
+  DeviceAllocationChanges().fetch_add(1, std::memory_order_relaxed);
+  return cudaMalloc(p, bytes);
+}
+inline cudaError_t DeviceFree(void* p) {
+  DeviceAllocationChanges().fetch_add(1, std::memory_order_relaxed);
+  return cudaFree(p);
+}
 inline cudaError_t PinnedMalloc(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
 inline cudaError_t PinnedFree(void* p) { return cudaFreeHost(p); }
 
