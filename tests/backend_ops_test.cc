@@ -4,6 +4,7 @@
 // A backend joins by registering (lib/backend/backend_registry.cc).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -292,6 +293,65 @@ TEST_P(BackendOpsTest, FixedAttentionIsRowInvariant) {
   }
   EXPECT_TRUE(SameBits(beside.data() + (all.size() + 49) * 256, beside.data() + 8 * 256, 256))
       << "a chunk's last row and the same query at the same position";
+}
+
+// RopeStoreKv (one kernel on CUDA) gives the bits of Rope on q, Rope on k and StoreKv: the
+// rotated q and k, and every byte of the KV blocks; for a full rotation and a partial NeoX one
+// with frequency factors, at positions across blocks. Fails when the key is stored before it is
+// rotated (checked on the default the CPU runs; the CUDA kernel runs on a device only).
+TEST_P(BackendOpsTest, RopeStoreKvIsRopeThenStoreKv) {
+  Backend& be = *be_;
+  const AttentionShape shape{4, 2, 64};
+  const int64_t kv_dim = shape.n_head_kv * shape.head_dim;
+  const KvShape kv{1, 6, 16, kv_dim};
+  ASSERT_TRUE(be.AllocateKv(kv).ok());
+  const std::vector<int32_t> positions = {0, 5, 17, 40}, tokens(4, 0);
+  const int32_t t0[] = {0}, t1[] = {1}, t2[] = {2, 3}, t3[] = {4, 5, 0};
+  const int32_t* tables[] = {t0, t1, t2, t3};
+  const std::vector<float> q = RandomVector(4 * 4 * 64, 21), k = RandomVector(4 * kv_dim, 22),
+                           v = RandomVector(4 * kv_dim, 23);
+  for (bool neox : {false, true}) {
+    RopeParams rope;
+    rope.n_rot = neox ? 32 : 64;
+    rope.neox = neox;
+    rope.freq_base = 10000.0f;
+    std::vector<float> factors;
+    for (int i = 0; i < 16; ++i) factors.push_back(1.0f + 0.2f * static_cast<float>(i));
+    if (neox) rope.freq_factors = h_->Put(factors);
+    auto run = [&](bool fused) {
+      std::vector<std::vector<float>> got;
+      EXPECT_TRUE(be.BeginBatch(BatchPlan{tokens, positions, tables, Schedule::kFixed}).ok());
+      float* dq = h_->Put(q);
+      float* dk = h_->Put(k);
+      const float* dv = h_->Put(v);
+      if (fused) {
+        EXPECT_TRUE(be.RopeStoreKv(0, dq, dk, dv, shape, rope, Schedule::kFixed).ok());
+      } else {
+        EXPECT_TRUE(be.Rope(dq, shape.n_head, shape.head_dim, rope, Schedule::kFixed).ok());
+        EXPECT_TRUE(be.Rope(dk, shape.n_head_kv, shape.head_dim, rope, Schedule::kFixed).ok());
+        EXPECT_TRUE(be.StoreKv(0, dk, dv).ok());
+      }
+      got.push_back(h_->Get(dq, q.size()));
+      got.push_back(h_->Get(dk, k.size()));
+      std::vector<uint8_t> block(static_cast<size_t>(kv.block_elements()) * be.kv_element_bytes());
+      std::vector<float> blocks;
+      for (int32_t b = 0; b < kv.n_blocks; ++b) {
+        EXPECT_TRUE(be.ReadKvBlock(b, block).ok());
+        const size_t at = blocks.size();
+        blocks.resize(at + (block.size() + 3) / 4);
+        std::memcpy(blocks.data() + at, block.data(), block.size());
+      }
+      got.push_back(std::move(blocks));
+      return got;
+    };
+    const auto three = run(false), one = run(true);
+    EXPECT_FALSE(SameBits(three[0].data(), q.data(), q.size())) << "the rotation was meant to change q";
+    for (size_t i = 0; i < three.size(); ++i) {
+      ASSERT_EQ(three[i].size(), one[i].size());
+      EXPECT_TRUE(SameBits(three[i].data(), one[i].data(), three[i].size()))
+          << (neox ? "neox: " : "") << (i == 0 ? "q" : i == 1 ? "k" : "the KV blocks");
+    }
+  }
 }
 
 TEST_P(BackendOpsTest, RmsNormRopeSwiGluAndAdds) {

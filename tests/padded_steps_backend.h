@@ -79,6 +79,10 @@ class PaddedStepsBackend final : public Backend {
     return in_.Rope(x, n_heads, head_dim, rope, s);
   }
   absl::Status StoreKv(int64_t layer, const float* k, const float* v) override { return in_.StoreKv(layer, k, v); }
+  absl::Status RopeStoreKv(int64_t layer, float* q, float* k, const float* v, const AttentionShape& shape,
+                           const RopeParams& rope, Schedules s) override {
+    return in_.RopeStoreKv(layer, q, k, v, shape, rope, s);
+  }
   absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out, Schedules s) override {
     return in_.Attention(layer, q, shape, out, s);
   }

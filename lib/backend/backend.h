@@ -105,7 +105,8 @@ inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
 // 4: sampling's and logprobs' sums exact, in fixed point (lib/numerics/draw_rule.h). 5 (CUDA):
 // the query/key/value and gate/up projections as one GEMM each, and cuBLASLt algorithms that
 // want a small workspace among the fixed GEMM's candidates, and attention over a context past
-// 256 positions in spans of 256 merged in order (attention_splits.h).
+// 256 positions in spans of 256 merged in order (attention_splits.h), and RoPE's products and
+// sums rounded one by one (never contracted into FMAs).
 inline constexpr uint32_t kFixedScheduleVersion = 5;
 
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
@@ -269,6 +270,14 @@ class Backend {
   // Writes every batch row's keys and values (k, v: [rows][kv_dim]) into layer `layer` of the
   // KV storage, at the row's position.
   virtual absl::Status StoreKv(int64_t layer, const float* k, const float* v) = 0;
+  // Rope of q (shape.n_head heads) and k (shape.n_head_kv), then StoreKv(layer, k, v): one op,
+  // so that a device may run it as one kernel, with the bits of the three.
+  virtual absl::Status RopeStoreKv(int64_t layer, float* q, float* k, const float* v, const AttentionShape& shape,
+                                   const RopeParams& rope, Schedules s) {
+    if (absl::Status st = Rope(q, shape.n_head, shape.head_dim, rope, s); !st.ok()) return st;
+    if (absl::Status st = Rope(k, shape.n_head_kv, shape.head_dim, rope, s); !st.ok()) return st;
+    return StoreKv(layer, k, v);
+  }
   // Causal attention of layer `layer` for every batch row: out[i] = softmax(capped(q[i] K^T *
   // scale)) V over positions [shape.first_position(positions[i]), positions[i]] of the row's
   // sequence, per head (AttentionShape); every row's own K/V must have been stored first.

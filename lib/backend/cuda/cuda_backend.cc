@@ -380,10 +380,27 @@ absl::Status CudaBackend::Add(float* y, const float* x, size_t n) {
   return absl::OkStatus();
 }
 
+namespace {
+
+RopeArgs RopeArgsOf(const RopeParams& rope) {
+  return RopeArgs{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox, rope.freq_factors, rope.attn_factor};
+}
+
+}  // namespace
+
 absl::Status CudaBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules) {
-  const RopeArgs args{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox, rope.freq_factors, rope.attn_factor};
+  const RopeArgs args = RopeArgsOf(rope);
   LLM42_CUDA_RETURN_IF_ERROR(
       LaunchRope(x, batch_rows_, n_heads, head_dim, args, positions_.as<int32_t>(), stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RopeStoreKv(int64_t layer, float* q, float* k, const float* v, const AttentionShape& shape,
+                                      const RopeParams& rope, Schedules) {
+  if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchRopeStoreKv(Kv(), layer, q, k, v, shape.n_head, shape.n_head_kv, shape.head_dim,
+                                               RopeArgsOf(rope), positions_.as<int32_t>(), batch_rows_,
+                                               stream_.get()));
   return absl::OkStatus();
 }
 

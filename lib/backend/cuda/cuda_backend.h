@@ -72,6 +72,9 @@ class CudaBackend final : public Backend {
   absl::Status Add(float* y, const float* x, size_t n) override;
   absl::Status Rope(float* x, int64_t n_heads, int64_t head_dim, const RopeParams& rope, Schedules s) override;
   absl::Status StoreKv(int64_t layer, const float* k, const float* v) override;
+  // One kernel (LaunchRopeStoreKv).
+  absl::Status RopeStoreKv(int64_t layer, float* q, float* k, const float* v, const AttentionShape& shape,
+                           const RopeParams& rope, Schedules s) override;
   // A block per (row, head, span): fixed rows past kFixedAttentionSpan positions split by that
   // size, fast rows of a batch too small to fill the device over several (flash-decoding), fast
   // prefill chunks as query tiles (lib/backend/attention_splits.h).

@@ -98,14 +98,14 @@ __global__ void AddKernel(float* y, const float* x, size_t n) {
   if (i < n) y[i] += x[i];
 }
 
-// One thread per (row, head, pair). The angle follows the CPU backend's recurrence
-// theta_p = position * freq_scale * theta_scale^p, in float, and the rotation in double sin/cos.
-__global__ void RopeKernel(float* x, int64_t m, int64_t n_heads, int64_t head_dim, RopeArgs rope,
-                           const int32_t* positions) {
+// Pair t (of n_heads * n_rot / 2) of row `row` of x, rotated in place. The angle follows the
+// CPU backend's recurrence theta_p = position * freq_scale * theta_scale^p, in float, and the
+// rotation in double sin/cos, its products and sums rounded one by one (never contracted), so
+// that RopeKernel and RopeStoreKvKernel give the same bits.
+__device__ inline void RotatePair(float* x, int64_t row, int64_t t, int64_t n_heads, int64_t head_dim,
+                                  const RopeArgs& rope, const int32_t* positions) {
   const int64_t half = rope.n_rot / 2;
-  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (t >= m * n_heads * half) return;
-  const int64_t p = t % half, head = (t / half) % n_heads, row = t / (half * n_heads);
+  const int64_t p = t % half, head = t / half;
   const float theta_scale = static_cast<float>(pow(static_cast<double>(rope.freq_base), -2.0 / static_cast<double>(rope.n_rot)));
   float theta = static_cast<float>(positions[row]) * rope.freq_scale;
   for (int64_t i = 0; i < p; ++i) theta *= theta_scale;
@@ -121,8 +121,17 @@ __global__ void RopeKernel(float* x, int64_t m, int64_t n_heads, int64_t head_di
   const int64_t stride = rope.neox ? half : 1;
   float* a = v + p * (rope.neox ? 1 : 2);
   const float x0 = a[0], x1 = a[stride];
-  a[0] = x0 * cf - x1 * sf;
-  a[stride] = x0 * sf + x1 * cf;
+  a[0] = __fsub_rn(__fmul_rn(x0, cf), __fmul_rn(x1, sf));
+  a[stride] = __fadd_rn(__fmul_rn(x0, sf), __fmul_rn(x1, cf));
+}
+
+// One thread per (row, head, pair).
+__global__ void RopeKernel(float* x, int64_t m, int64_t n_heads, int64_t head_dim, RopeArgs rope,
+                           const int32_t* positions) {
+  const int64_t pairs = n_heads * (rope.n_rot / 2);
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= m * pairs) return;
+  RotatePair(x, t / pairs, t % pairs, n_heads, head_dim, rope, positions);
 }
 
 // GELU's tanh form and soft-capping in double, as the CPU's PortableGeluTanh / PortableSoftCap
@@ -199,6 +208,25 @@ __global__ void StoreKvKernel(KvArgs kv, int64_t layer, const float* k, const fl
   __nv_bfloat16* key = KvKey(kv, layer, kv.tables + row * kv.max_blocks, positions[row]);
   key[d] = __float2bfloat16_rn(k[row * kv.kv_dim + d]);
   key[static_cast<int64_t>(kv.block_size) * kv.kv_dim + d] = __float2bfloat16_rn(v[row * kv.kv_dim + d]);
+}
+
+// One block per row: its query's and key's pairs rotated (as RopeKernel), then its key and
+// value stored (as StoreKvKernel).
+__global__ void RopeStoreKvKernel(KvArgs kv, int64_t layer, float* q, float* k, const float* v, int64_t n_head,
+                                  int64_t n_head_kv, int64_t head_dim, RopeArgs rope, const int32_t* positions) {
+  const int64_t row = blockIdx.x, half = rope.n_rot / 2;
+  for (int64_t t = threadIdx.x; t < n_head * half; t += blockDim.x) {
+    RotatePair(q, row, t, n_head, head_dim, rope, positions);
+  }
+  for (int64_t t = threadIdx.x; t < n_head_kv * half; t += blockDim.x) {
+    RotatePair(k, row, t, n_head_kv, head_dim, rope, positions);
+  }
+  __syncthreads();  // the row's rotated key, written by other threads of the block
+  __nv_bfloat16* key = KvKey(kv, layer, kv.tables + row * kv.max_blocks, positions[row]);
+  for (int64_t d = threadIdx.x; d < kv.kv_dim; d += blockDim.x) {
+    key[d] = __float2bfloat16_rn(k[row * kv.kv_dim + d]);
+    key[static_cast<int64_t>(kv.block_size) * kv.kv_dim + d] = __float2bfloat16_rn(v[row * kv.kv_dim + d]);
+  }
 }
 
 constexpr int kWarps = 4;
@@ -457,6 +485,16 @@ cudaError_t LaunchRope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, c
   const size_t n = static_cast<size_t>(m * n_heads * (rope.n_rot / 2));
   if (n == 0) return cudaSuccess;
   RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, m, n_heads, head_dim, rope, positions);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRopeStoreKv(const KvArgs& kv, int64_t layer, float* q, float* k, const float* v, int64_t n_head,
+                              int64_t n_head_kv, int64_t head_dim, const RopeArgs& rope, const int32_t* positions,
+                              int64_t m, cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  if (rope.n_rot < 0 || rope.n_rot > head_dim || n_head_kv * head_dim != kv.kv_dim) return cudaErrorInvalidValue;
+  RopeStoreKvKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(kv, layer, q, k, v, n_head, n_head_kv, head_dim,
+                                                                       rope, positions);
   return cudaGetLastError();
 }
 

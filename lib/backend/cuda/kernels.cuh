@@ -78,6 +78,11 @@ cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStr
 // Row i's keys and values (f32 [rows][kv_dim]) into layer `layer` at positions[i].
 cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const float* v,
                           const int32_t* positions, int64_t m, cudaStream_t stream);
+// Rope of each row's query (n_head heads) and key (n_head_kv), then the row's key and value
+// stored as LaunchStoreKv does: one kernel, the bits of LaunchRope twice and LaunchStoreKv.
+cudaError_t LaunchRopeStoreKv(const KvArgs& kv, int64_t layer, float* q, float* k, const float* v, int64_t n_head,
+                              int64_t n_head_kv, int64_t head_dim, const RopeArgs& rope, const int32_t* positions,
+                              int64_t m, cudaStream_t stream);
 // Causal grouped-query attention over each row's context [first, positions[i]] (first: 0, or
 // where the sliding window begins): one thread block per (row, head, span); its warps take the
 // span's positions round-robin, each keeps an online softmax, and the warps combine in a fixed

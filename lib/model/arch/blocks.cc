@@ -71,10 +71,8 @@ absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L) {
   if (L.k_norm != nullptr) {
     LLM42_RETURN_IF_ERROR(be.RmsNorm(g.k, L.k_norm, m * c.n_head_kv, c.head_dim, c.rms_eps, g.k, Schedule::kFixed));
   }
-  LLM42_RETURN_IF_ERROR(be.Rope(g.q, c.n_head, c.head_dim, g.rope, g.sc));
-  LLM42_RETURN_IF_ERROR(be.Rope(g.k, c.n_head_kv, c.head_dim, g.rope, g.sc));
   // Every token's K/V lands in the cache before any token of the batch attends.
-  LLM42_RETURN_IF_ERROR(be.StoreKv(g.layer, g.k, g.v));
+  LLM42_RETURN_IF_ERROR(be.RopeStoreKv(g.layer, g.q, g.k, g.v, g.heads, g.rope, g.sc));
   LLM42_RETURN_IF_ERROR(be.Attention(g.layer, g.q, g.heads, g.attn, g.sc));
   LLM42_RETURN_IF_ERROR(be.MatMul(g.attn, m, L.wo, g.proj, g.sc));
   if (L.attn_post_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.attn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
