@@ -295,6 +295,42 @@ TEST_P(BackendOpsTest, FixedAttentionIsRowInvariant) {
       << "a chunk's last row and the same query at the same position";
 }
 
+// AddRmsNorm (one kernel on CUDA) gives the bits of Add then RmsNorm, in x and in y, for rows
+// of a model's width and of one not a multiple of the block's threads; the norm checked against
+// float64 too. Fails when the norm is taken before the add (checked on the default the CPU runs).
+TEST_P(BackendOpsTest, AddRmsNormIsAddThenRmsNorm) {
+  Backend& be = *be_;
+  for (int64_t n : {int64_t{4096}, int64_t{1000}}) {
+    const int64_t m = 3;
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m * n), 31), add = RandomVector(x.size(), 32),
+                             w = RandomVector(static_cast<size_t>(n), 33);
+    const float* dw = h_->Put(w);
+    float* x2 = h_->Put(x);
+    float* y2 = h_->Alloc(x.size());
+    ASSERT_TRUE(be.Add(x2, h_->Put(add), x.size()).ok());
+    ASSERT_TRUE(be.RmsNorm(x2, dw, m, n, 1e-5f, y2, Schedule::kFixed).ok());
+    float* x1 = h_->Put(x);
+    float* y1 = h_->Alloc(x.size());
+    ASSERT_TRUE(be.AddRmsNorm(x1, h_->Put(add), dw, m, n, 1e-5f, y1, Schedule::kFixed).ok());
+    const std::vector<float> sum_two = h_->Get(x2, x.size()), sum_one = h_->Get(x1, x.size());
+    const std::vector<float> norm_two = h_->Get(y2, x.size()), norm_one = h_->Get(y1, x.size());
+    EXPECT_TRUE(SameBits(sum_two.data(), sum_one.data(), x.size())) << "x, n = " << n;
+    EXPECT_TRUE(SameBits(norm_two.data(), norm_one.data(), x.size())) << "y, n = " << n;
+    for (int64_t r = 0; r < m; ++r) {
+      double squares = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = static_cast<double>(x[r * n + j]) + add[r * n + j];
+        squares += v * v;
+      }
+      const double scale = 1 / std::sqrt(squares / static_cast<double>(n) + 1e-5);
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = static_cast<double>(x[r * n + j]) + add[r * n + j];
+        ASSERT_NEAR(norm_one[r * n + j], v * scale * w[j], 1e-4) << "row " << r << " n = " << n;
+      }
+    }
+  }
+}
+
 // RopeStoreKv (one kernel on CUDA) gives the bits of Rope on q, Rope on k and StoreKv: the
 // rotated q and k, and every byte of the KV blocks; for a full rotation and a partial NeoX one
 // with frequency factors, at positions across blocks. Fails when the key is stored before it is

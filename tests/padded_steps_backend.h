@@ -67,6 +67,10 @@ class PaddedStepsBackend final : public Backend {
                        Schedules s) override {
     return in_.RmsNorm(x, weight, m, n, eps, y, s);
   }
+  absl::Status AddRmsNorm(float* x, const float* add, const float* weight, int64_t m, int64_t n, float eps, float* y,
+                          Schedules s) override {
+    return in_.AddRmsNorm(x, add, weight, m, n, eps, y, s);
+  }
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) override {
     return in_.MatMul(x, m, w, y, s);
   }

@@ -106,7 +106,8 @@ inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
 // the query/key/value and gate/up projections as one GEMM each, and cuBLASLt algorithms that
 // want a small workspace among the fixed GEMM's candidates, and attention over a context past
 // 256 positions in spans of 256 merged in order (attention_splits.h), and RoPE's products and
-// sums rounded one by one (never contracted into FMAs).
+// sums rounded one by one (never contracted into FMAs), and RMSNorm's squares summed by explicit
+// FMAs (so that its kernel and the one fused with the residual add agree).
 inline constexpr uint32_t kFixedScheduleVersion = 5;
 
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
@@ -241,6 +242,13 @@ class Backend {
   // y = x / sqrt(mean(x^2) + eps) * weight, per row of n.
   virtual absl::Status RmsNorm(const float* x, const float* weight, int64_t m, int64_t n,
                                float eps, float* y, Schedules s) = 0;
+  // x += add (m rows of n), then y = RmsNorm(x): a residual connection and the next block's norm
+  // as one op, so that a device may run them as one kernel, with the bits of the two.
+  virtual absl::Status AddRmsNorm(float* x, const float* add, const float* weight, int64_t m, int64_t n, float eps,
+                                  float* y, Schedules s) {
+    if (absl::Status st = Add(x, add, static_cast<size_t>(m * n)); !st.ok()) return st;
+    return RmsNorm(x, weight, m, n, eps, y, s);
+  }
   // y[m][w.rows] = x[m][w.cols] * w^T.
   virtual absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y,
                               Schedules s) = 0;

@@ -290,6 +290,12 @@ absl::Status CudaBackend::RmsNorm(const float* x, const float* weight, int64_t m
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::AddRmsNorm(float* x, const float* add, const float* weight, int64_t m, int64_t n, float eps,
+                                     float* y, Schedules) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm(x, add, weight, m, n, eps, y, stream_.get()));
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::Gemm(const float* x, int64_t m, const WeightMatrix& w, float* y, bool fixed) {
   const LtGemm::Output out{w.data, w.rows, y};
   return gemm_.Run(x, m, w.cols, CudaTypeOf(w.type), {&out, 1}, fixed);

@@ -62,6 +62,9 @@ class CudaBackend final : public Backend {
   absl::Status Embed(const WeightMatrix& table, float* out) override;
   absl::Status RmsNorm(const float* x, const float* weight, int64_t m, int64_t n, float eps, float* y,
                        Schedules s) override;
+  // One kernel (LaunchAddRmsNorm).
+  absl::Status AddRmsNorm(float* x, const float* add, const float* weight, int64_t m, int64_t n, float eps, float* y,
+                          Schedules s) override;
   // fast rows: cuBLASLt's heuristic with a workspace; fixed rows: gathered and run with no
   // workspace (LtGemm).
   absl::Status MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) override;

@@ -25,11 +25,13 @@ __global__ void EmbedKernel(const void* table, Half type, int64_t cols, const in
 }
 
 // One block per row; each thread sums a strided slice, then a fixed tree over the threads.
-__global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float eps, float* y) {
+// y's row = x's row (n values) / sqrt(mean of squares + eps) * w, by one block: the squares
+// summed per thread with explicit FMAs, then in a fixed tree, so that RmsNormKernel and
+// AddRmsNormKernel give the same bits.
+__device__ inline void RmsNormRow(const float* xr, const float* w, int64_t n, float eps, float* yr) {
   __shared__ float partial[kThreads];
-  const float* xr = x + blockIdx.x * n;
   float s = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j] * xr[j];
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s = __fmaf_rn(xr[j], xr[j], s);
   partial[threadIdx.x] = s;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
@@ -37,8 +39,20 @@ __global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float e
     __syncthreads();
   }
   const float scale = 1.0f / sqrtf(partial[0] / static_cast<float>(n) + eps);
-  float* yr = y + blockIdx.x * n;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] * scale * w[j];
+}
+
+__global__ void RmsNormKernel(const float* x, const float* w, int64_t n, float eps, float* y) {
+  RmsNormRow(x + blockIdx.x * n, w, n, eps, y + blockIdx.x * n);
+}
+
+// One block per row: x += add (as AddKernel), then RmsNormRow of the sum.
+__global__ void AddRmsNormKernel(float* x, const float* add, const float* w, int64_t n, float eps, float* y) {
+  float* xr = x + blockIdx.x * n;
+  const float* ar = add + blockIdx.x * n;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) xr[j] += ar[j];
+  __syncthreads();  // the row's sums, written by other threads of the block
+  RmsNormRow(xr, w, n, eps, y + blockIdx.x * n);
 }
 
 // One block per row, lib/numerics/argmax.h's rule to the bit: the best is the greatest value
@@ -465,6 +479,13 @@ cudaError_t LaunchRmsNorm(const float* x, const float* w, int64_t m, int64_t n, 
                           cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   RmsNormKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, w, n, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddRmsNorm(float* x, const float* add, const float* w, int64_t m, int64_t n, float eps, float* y,
+                             cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  AddRmsNormKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, add, w, n, eps, y);
   return cudaGetLastError();
 }
 

@@ -50,6 +50,9 @@ cudaError_t LaunchEmbed(const void* table, Half type, int64_t cols, const int32_
 // Per row of n: y = x / sqrt(mean(x^2) + eps) * w (a fixed-order reduction).
 cudaError_t LaunchRmsNorm(const float* x, const float* w, int64_t m, int64_t n, float eps, float* y,
                           cudaStream_t stream);
+// Per row of n: x += add, then y = LaunchRmsNorm's of x, in one kernel with the bits of the two.
+cudaError_t LaunchAddRmsNorm(float* x, const float* add, const float* w, int64_t m, int64_t n, float eps, float* y,
+                             cudaStream_t stream);
 cudaError_t LaunchAddBias(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream);
 cudaError_t LaunchAdd(float* y, const float* x, size_t n, cudaStream_t stream);
 cudaError_t LaunchRope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, const RopeArgs& rope,

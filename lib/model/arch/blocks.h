@@ -25,13 +25,14 @@ struct LayerParts {
 // ffn_gate/up/down, and `parts`).
 absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, const LayerParts& parts, HostLayer& L);
 
-// x += post_norm(attention(norm(x))): the layer's norm, the q/k/v projections (one op), their
-// biases, the per-head q/k norms, RoPE, the K/V stored, attention (g.heads), the output projection,
-// its post norm; each optional part where the layer has the tensor.
+// g.proj = post_norm(attention(norm(x))), the residual the caller adds to x: the layer's norm,
+// the q/k/v projections (one op), their biases, the per-head q/k norms, RoPE and the K/V stored
+// (one op), attention (g.heads), the output projection, its post norm; each optional part where
+// the layer has the tensor.
 absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L);
 
 enum class Activation { kSilu, kGeluTanh };
-// x += post_norm(down(act(gate(norm(x))) * up(norm(x)))).
+// x += post_norm(down(act(gate(xn)) * up(xn))), xn being norm(x), which the caller has taken.
 absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activation act);
 
 // The layer most architectures have: LoadLayerTensors with `parts`, AttentionBlock, then
@@ -43,8 +44,11 @@ class BlockArchitecture : public Architecture {
   absl::Status LoadLayer(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) const override {
     return LoadLayerTensors(r, c, l, parts_, L);
   }
+  // The attention block, its residual added and the feed-forward norm taken in one op
+  // (Backend::AddRmsNorm), then the feed-forward block.
   absl::Status Layer(const LayerGraph& g, const BackendLayer& L) const override {
     LLM42_RETURN_IF_ERROR(AttentionBlock(g, L));
+    LLM42_RETURN_IF_ERROR(g.be.AddRmsNorm(g.x, g.proj, L.ffn_norm, g.m, g.c.n_embd, g.c.rms_eps, g.xn, g.sc));
     return FeedForwardBlock(g, L, act_);
   }
 
