@@ -261,10 +261,12 @@ absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
   if (kv_shape_.block_size > 0) {
     for (ShapePlan& p : plans_) LLM42_RETURN_IF_ERROR(Plan(p, plan.schedules));
   }
-  // The step's key: its rows, schedules and table width, each plan's shape, waves and tiles;
-  // the owner last (RunStep).
-  step_key_.assign({batch_rows_, max_blocks_});
-  for (int64_t i = 0; i < batch_rows_; ++i) step_key_.push_back(static_cast<int64_t>(plan.schedules[i]));
+  // The step's key: its rows, how many are fixed (the row sets themselves are device data, so
+  // steps whose fixed rows sit elsewhere share a recording), its table width, each plan's
+  // shape, waves and tiles; the owner last (RunStep).
+  int64_t fixed = 0;
+  for (int64_t i = 0; i < batch_rows_; ++i) fixed += plan.schedules[i] == Schedule::kFixed ? 1 : 0;
+  step_key_.assign({batch_rows_, fixed, max_blocks_});
   for (const ShapePlan& p : plans_) {
     step_key_.insert(step_key_.end(), {p.n_head, p.head_dim, p.window, static_cast<int64_t>(p.splits.tiles.size())});
     step_key_.insert(step_key_.end(), p.splits.waves.begin(), p.splits.waves.end());

@@ -51,8 +51,8 @@ class CudaBackend final : public Backend {
   // Also plans attention for the layer shapes seen so far and uploads a mixed batch's row
   // sets, so that a step's ops need nothing more from the host (RunStep).
   absl::Status BeginBatch(const BatchPlan& plan) override;
-  // A CUDA graph per step key (StepRecordings: the rows, their schedules, the block-table
-  // width, the attention plans' shape, the owner), recorded at a key's second step and
+  // A CUDA graph per step key (StepRecordings: the rows and how many are fixed, the
+  // block-table width, the attention plans' shape, the owner), recorded at a key's second step and
   // replayed after; steps of more than kMaxRecordedRows rows (prefill: compute-bound) and a
   // key that cannot be recorded run as they are. LLM42_CUDA_GRAPHS=0 turns recording off.
   absl::Status RunStep(const void* owner, const std::function<absl::Status()>& ops) override;
