@@ -109,31 +109,29 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
   Backend& be = backend_;
   const auto real = static_cast<int64_t>(batch.tokens.size());
   Schedules sc = batch.schedules.empty() ? Schedules(batch.schedule) : Schedules(batch.schedules.data());
+  std::span<const int32_t> tokens = batch.tokens, positions = batch.positions;
+  tables_.resize(static_cast<size_t>(real));
+  for (size_t i = 0; i < tables_.size(); ++i) tables_[i] = cache.block_table(batch.seqs[i]);
   // Padded to the backend's bucket (recorded steps are per bucket): rows of token 0 at position
   // 0 of the backend's padding block, under the last row's schedule, whose results are ignored.
-  const int64_t m = real > 0 ? std::max(real, be.StepRows(real)) : real;
   const int32_t padding_block = be.PaddingBlock();
-  const bool padded = m > real && padding_block >= 0;
-  const auto um = static_cast<size_t>(padded ? m : real);
-  std::span<const int32_t> tokens = batch.tokens, positions = batch.positions;
-  tables_.resize(um);
-  for (size_t i = 0; i < static_cast<size_t>(real); ++i) tables_[i] = cache.block_table(batch.seqs[i]);
-  if (padded) {
+  const int64_t m = padding_block >= 0 && real > 0 ? std::max(real, be.StepRows(real)) : real;
+  const auto um = static_cast<size_t>(m);
+  if (m > real) {
     padding_table_[0] = padding_block;
-    step_tokens_.assign(batch.tokens.begin(), batch.tokens.end());
+    tables_.resize(um, padding_table_);
+    step_tokens_.assign(tokens.begin(), tokens.end());
     step_tokens_.resize(um, 0);
-    step_positions_.assign(batch.positions.begin(), batch.positions.end());
+    step_positions_.assign(positions.begin(), positions.end());
     step_positions_.resize(um, 0);
-    std::fill(tables_.begin() + real, tables_.end(), padding_table_);
     tokens = step_tokens_;
     positions = step_positions_;
     if (!sc.uniform()) {
       step_schedules_.resize(um);
-      for (size_t i = 0; i < um; ++i) step_schedules_[i] = sc[std::min<int64_t>(static_cast<int64_t>(i), real - 1)];
+      for (int64_t i = 0; i < m; ++i) step_schedules_[static_cast<size_t>(i)] = sc[std::min(i, real - 1)];
       sc = Schedules(step_schedules_.data());
     }
   }
-  const auto rows_run = static_cast<int64_t>(um);
   const int64_t e = c.n_embd, qd = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
   auto buffer = [&](Slot slot, int64_t width) { return be.Workspace(slot, um * static_cast<size_t>(width)); };
   LLM42_ASSIGN_OR_RETURN(float* x, buffer(kX, e));
@@ -155,7 +153,7 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
     for (size_t l = 0; l < layers_.size(); ++l) {
       const auto layer = static_cast<int64_t>(l);
       const int64_t window = c.window(layer);
-      const LayerGraph g{be, c, layer, rows_run, sc, window > 0 ? rope_local_ : rope_,
+      const LayerGraph g{be, c, layer, m, sc, window > 0 ? rope_local_ : rope_,
                          AttentionShape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, c.attn_softcap, window},
                          x, xn, q, k, v, attn, proj, gate, up};
       LLM42_RETURN_IF_ERROR(arch.Layer(g, layers_[l]));
