@@ -250,7 +250,8 @@ absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
     LLM42_RETURN_IF_ERROR(UploadInts(tables_, tables_host_));
   }
   // What the step's ops would otherwise upload: a mixed batch's row sets, the attention plans.
-  if (SplitRows(batch_rows_, plan.schedules) == RowMix::kBoth) {
+  const RowMix mix = SplitRows(batch_rows_, plan.schedules);
+  if (mix == RowMix::kBoth) {
     for (auto [rows, idx, uploaded] : {std::tuple{&fast_rows_, &fast_idx_, &fast_uploaded_},
                                        std::tuple{&fixed_rows_, &fixed_idx_, &fixed_uploaded_}}) {
       uploaded->clear();
@@ -264,8 +265,9 @@ absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
   // The step's key: its rows, how many are fixed (the row sets themselves are device data, so
   // steps whose fixed rows sit elsewhere share a recording), its table width, each plan's
   // shape, waves and tiles; the owner last (RunStep).
-  int64_t fixed = 0;
-  for (int64_t i = 0; i < batch_rows_; ++i) fixed += plan.schedules[i] == Schedule::kFixed ? 1 : 0;
+  const int64_t fixed = mix == RowMix::kBoth ? static_cast<int64_t>(fixed_rows_.size())
+                       : mix == RowMix::kFixed ? batch_rows_
+                                               : 0;
   step_key_.assign({batch_rows_, fixed, max_blocks_});
   for (const ShapePlan& p : plans_) {
     step_key_.insert(step_key_.end(), {p.n_head, p.head_dim, p.window, static_cast<int64_t>(p.splits.tiles.size())});
@@ -487,12 +489,6 @@ absl::Status CudaBackend::Attention(int64_t layer, const float* q, const Attenti
   return absl::OkStatus();
 }
 
-void CudaBackend::ForgetUploads() {
-  for (ShapePlan& p : plans_) p.schedules.clear();
-  fast_uploaded_.clear();
-  fixed_uploaded_.clear();
-}
-
 cudaGraphExec_t CudaBackend::Record(const std::function<absl::Status()>& ops) {
   if (cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -532,9 +528,10 @@ absl::Status CudaBackend::RunStep(const void* owner, const std::function<absl::S
   }
   cudaGraphExec_t exec = Record(ops);
   if (exec == nullptr) {
+    // Nothing of the recording ran. Every upload it tried was refused before the host marked it
+    // done (Plan, MatMul's row sets), so what the host believes is on the device still is.
     recordings_.Refused(step_key_);
-    ForgetUploads();
-    return ops();  // nothing of the recording ran
+    return ops();
   }
   if (!recordings_.Recorded(step_key_, exec, DeviceAllocationChanges().load())) return ops();
   LLM42_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_.get()));

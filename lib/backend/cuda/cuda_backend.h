@@ -130,9 +130,6 @@ class CudaBackend final : public Backend {
   absl::Status Plan(ShapePlan& p, Schedules s);
   // Records ops as a graph (nullptr when a recording cannot hold them).
   cudaGraphExec_t Record(const std::function<absl::Status()>& ops);
-  // What the host believes is on the device (plans, row sets), forgotten after a failed
-  // recording, whose uploads never ran.
-  void ForgetUploads();
   // An error while a step is being recorded: `what` reaches the host.
   absl::Status NotWhileRecording(const char* what) const;
 
