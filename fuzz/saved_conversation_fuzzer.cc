@@ -10,7 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)llm42::ReadSavedConversation(llm42::fuzz::WriteScratch(data, size, ".llm42"));
-  std::string fixed = "LLM42CV1";
+  std::string fixed = "LLM42CV2";
   fixed.append(reinterpret_cast<const char*>(data), size);
   const uint64_t sum = llm42::StableHash().Mix(fixed.data(), fixed.size()).value();
   fixed.append(reinterpret_cast<const char*>(&sum), sizeof sum);

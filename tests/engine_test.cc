@@ -15,6 +15,7 @@
 #include "lib/engine/text_stream.h"
 #include "lib/maker/gguf_writer.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "tests/model_fixture.h"
 #include "tests/test_util.h"
 
 namespace llm42 {
@@ -60,27 +61,6 @@ TEST(TextStream, NeverSplitsACharacter) {
   EXPECT_EQ(out, "");
   s.Push("\x96\x81", &out);
   EXPECT_EQ(out, "\xE2\x96\x81");
-}
-
-// A copy of the GGUF at `src`, written to the test's temporary directory as `name`: each
-// metadata value passes through `edit` (which may change it, or return false to drop it), then
-// `add` may append keys; the tensors are copied unchanged. Empty when it cannot be written.
-std::string CopyModel(const std::string& src, const std::string& name,
-                      const std::function<bool(const std::string& key, GgufValue& value)>& edit,
-                      const std::function<void(GgufWriter&)>& add = nullptr) {
-  auto file = GgufFile::Open(src);
-  if (!file.ok()) return std::string();
-  GgufWriter w;
-  for (const auto& [key, value] : (*file)->metadata()) {
-    GgufValue v = value;
-    if (edit(key, v)) w.AddValue(key, v);
-  }
-  if (add) add(w);
-  for (const GgufTensorInfo& t : (*file)->tensors()) {
-    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  const std::string path = testing::TempPath(name);
-  return w.WriteFile(path).ok() ? path : std::string();
 }
 
 class EngineTest : public ::testing::Test {
@@ -261,7 +241,7 @@ TEST_F(EngineTest, ContextFullEndsWithLength) {
 // stories260K never emits its EOS, so this copy declares "," (id 432, the first greedy token
 // after "Once upon a time") to be EOS.
 TEST_F(EngineTest, EosStopsUnlessIgnored) {
-  const std::string path = CopyModel(
+  const std::string path = testing::CopyModel(
       model_, "stories_eos_comma.gguf",
       [](const std::string& key, GgufValue&) { return key != "tokenizer.ggml.eos_token_id"; },
       [](GgufWriter& w) { w.AddUint32("tokenizer.ggml.eos_token_id", 432); });
@@ -308,7 +288,7 @@ TEST_F(EngineTest, APromptLargerThanTheWholeKvCacheIsRefused) {
 // lost its last 8 tokens (token_embd.weight keeps 512 rows) is refused at session creation,
 // naming both sizes, instead of sampling ids the tokenizer cannot decode.
 TEST_F(EngineTest, AVocabularySmallerThanTheEmbeddingIsRefused) {
-  const std::string path = CopyModel(model_, "stories_short_vocab.gguf", [](const std::string& key, GgufValue& v) {
+  const std::string path = testing::CopyModel(model_, "stories_short_vocab.gguf", [](const std::string& key, GgufValue& v) {
     if (key == "tokenizer.ggml.tokens") v.string_array.resize(v.string_array.size() - 8);
     if (key == "tokenizer.ggml.scores") v.float_array.resize(v.float_array.size() - 8);
     if (key == "tokenizer.ggml.token_type") v.int_array.resize(v.int_array.size() - 8);

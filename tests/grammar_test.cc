@@ -131,6 +131,11 @@ TEST(Gbnf, BadGrammarsAreRefusedWithLineAndColumn) {
       {"root = \"a\"", "expected '::='"},
       {"root ::= \"\xff\"", "invalid UTF-8"},
       {"root ::= \"a\" @", "unexpected '@'"},
+      // Issue 55: surrogates are no characters; a literal or a class's end that names one is refused.
+      {"root ::= \"a\" b\nb ::= \"\\uD800\"", "line 2, column 8: U+D800 is a surrogate code point"},
+      {"root ::= ( \"a\" | [\\uD800-\\uDFFF] )+", "line 1, column 19: U+D800 is a surrogate"},
+      {"root ::= [a-\\uDC00]", "U+DC00 is a surrogate"},
+      {"root ::= \"\\U0000DFFF\"", "U+DFFF is a surrogate"},
   };
   for (const auto& [gbnf, want] : cases) {
     absl::StatusOr<Grammar> g = ParseGbnf(gbnf);

@@ -4,15 +4,40 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/format/gguf_reader.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/maker/gguf_writer.h"
 #include "lib/model/model_runner.h"
 #include "lib/maker/model_maker.h"
 #include "tests/test_util.h"
 
 namespace llm42::testing {
+
+// A copy of the GGUF at `src`, written to the test's temporary directory as `name`: each
+// metadata value passes through `edit` (which may change it, or return false to drop it), then
+// `add` may append keys; the tensors are copied unchanged. Empty when it cannot be written.
+inline std::string CopyModel(const std::string& src, const std::string& name,
+                      const std::function<bool(const std::string& key, GgufValue& value)>& edit,
+                      const std::function<void(GgufWriter&)>& add = nullptr) {
+  auto file = GgufFile::Open(src);
+  if (!file.ok()) return std::string();
+  GgufWriter w;
+  for (const auto& [key, value] : (*file)->metadata()) {
+    GgufValue v = value;
+    if (edit(key, v)) w.AddValue(key, v);
+  }
+  if (add) add(w);
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const std::string path = TempPath(name);
+  return w.WriteFile(path).ok() ? path : std::string();
+}
 
 // A random-weight model with the Llama 2 vocabulary, generated once into the build tree: by
 // default `tiny` (hidden 256, 4 layers) in f32; quantized types get the same shape with a

@@ -32,3 +32,17 @@ run(1 "deterministic" ${gen} --receipt ${DIR}/plain.bin)
 run(0 "receipt written" ${gen} --deterministic --context 64 --max-tokens 200 --ignore_eos --receipt ${DIR}/short.bin)
 run(0 "^REPRODUCED: [0-9]+ tokens of model" ${CLI} verify --model ${MODEL} ${DIR}/short.bin)
 run(1 "context of at least 64" ${CLI} verify --model ${MODEL} --context 48 ${DIR}/short.bin)
+
+# The full unsigned range of seeds (issue 55): 2^64 - 1 is taken and recorded, and its receipt
+# replays; one past it, and a negative seed other than -1 (random, as the signed flag had it),
+# are refused by name.
+run(0 "receipt written" ${CLI} generate --model ${MODEL} --prompt "Once upon a time" --max-tokens 12 --temperature 0.8
+    --seed 18446744073709551615 --threads 2 --stats=false --deterministic --receipt ${DIR}/max_seed.txtpb)
+file(READ ${DIR}/max_seed.txtpb text)
+if(NOT text MATCHES "seed: 18446744073709551615")
+  message(FATAL_ERROR "the receipt does not record seed 2^64 - 1:\n${text}")
+endif()
+run(0 "^REPRODUCED: 12 tokens of model" ${CLI} verify --model ${MODEL} ${DIR}/max_seed.txtpb)
+run(1 "--seed must be an integer from 0 to 18446744073709551615 or 'random', not '18446744073709551616'"
+    ${CLI} generate --model ${MODEL} --prompt x --seed 18446744073709551616)
+run(1 "not '-2'" ${CLI} generate --model ${MODEL} --prompt x --seed -2)

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -233,6 +234,67 @@ TEST_F(ReceiptTest, GrammarBiasAndPenaltiesAreRecordedAndReplayed) {
                                               output, (*r)->logprobs(), (*r)->finish_reason()));
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("output grammar"), std::string_view::npos) << refused.status();
+}
+
+// Issue 55 item 4: forged receipts (digest re-made) whose fields claim what the replay would
+// ignore are malformed, never REPRODUCED: penalties without a repetition penalty, a grammar with
+// grammar_kind NONE, unknown grammar kinds and finish reasons, biases out of order, a model's
+// fingerprint paired with other counts or name. Each forgery's control: the receipt it was made
+// from verifies. Checked to fail before CheckConsistent (the penalty and the NONE-grammar
+// forgeries verified as REPRODUCED; an unknown grammar_kind was replayed as a JSON schema).
+TEST_F(ReceiptTest, ForgedReceiptsThatClaimWhatTheReplayIgnoresAreRefused) {
+  auto s = Open(model_);
+  const std::string genuine = ReceiptOf(*s, Spec(true));
+  auto parsed = ParseReceipt(genuine);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  auto check = s->VerifyReceipt(genuine);
+  ASSERT_TRUE(check.ok()) << check.status();
+  ASSERT_EQ(check->outcome, ReceiptCheck::Outcome::kReproduced) << check->detail;
+  const std::pair<const char*, std::function<void(Receipt&)>> malformed[] = {
+      {"without repetition_penalty", [](Receipt& r) { r.mutable_sampling()->set_frequency_penalty(0.5f); }},
+      {"without repetition_penalty", [](Receipt& r) { r.mutable_sampling()->set_presence_penalty(-0.5f); }},
+      {"without repetition_penalty", [](Receipt& r) { r.mutable_sampling()->set_penalty_last_n(16); }},
+      {"none of them on", [](Receipt& r) { r.mutable_sampling()->set_repetition_penalty(1.0f); }},
+      {"grammar_kind NONE", [](Receipt& r) { r.mutable_sampling()->set_grammar(R"(root ::= "a")"); }},
+      {"without a grammar", [](Receipt& r) { r.mutable_sampling()->set_grammar_kind(OUTPUT_GRAMMAR_GBNF); }},
+      {"grammar_kind 7", [](Receipt& r) {
+         r.mutable_sampling()->set_grammar_kind(static_cast<OutputGrammarKind>(7));
+         r.mutable_sampling()->set_grammar("{}");
+       }},
+      {"finish_reason 5", [](Receipt& r) { r.set_finish_reason(static_cast<ReceiptFinish>(5)); }},
+      {"finish_reason 0", [](Receipt& r) { r.set_finish_reason(RECEIPT_FINISH_NONE); }},
+      {"ascending token order", [](Receipt& r) {
+         LogitBias* a = r.mutable_sampling()->add_logit_bias();
+         a->set_token(9);
+         a->set_bias(1);
+         LogitBias* b = r.mutable_sampling()->add_logit_bias();
+         b->set_token(9);
+         b->set_bias(-1);
+       }},
+  };
+  for (const auto& [why, forge] : malformed) {
+    Receipt forged = *parsed;
+    forge(forged);
+    // In both forms: binary, and text (the sealed message printed, its digest included).
+    const std::string binary = SealReceipt(forged);
+    Receipt sealed;
+    ASSERT_TRUE(sealed.ParseFromString(binary));
+    for (const std::string& form : {binary, ReceiptText(sealed)}) {
+      const auto refused = s->VerifyReceipt(form);
+      EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << why << ": " << refused.status();
+      EXPECT_NE(refused.status().message().find(why), std::string::npos) << refused.status();
+    }
+  }
+  // The model fields the fingerprint covers, paired with the fingerprint by hand.
+  for (int field = 0; field < 3; ++field) {
+    Receipt forged = *parsed;
+    if (field == 0) forged.mutable_model()->set_name("another name");
+    if (field == 1) forged.mutable_model()->set_tensors(forged.model().tensors() + 1);
+    if (field == 2) forged.mutable_model()->set_tensor_bytes(forged.model().tensor_bytes() - 1);
+    auto c = s->VerifyReceipt(SealReceipt(forged));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->outcome, ReceiptCheck::Outcome::kOtherModel) << "field " << field << ": " << c->detail;
+  }
 }
 
 TEST_F(ReceiptTest, DamagedOrAlteredBytesAreRefused) {

@@ -16,7 +16,8 @@ namespace {
 
 SavedConversation Sample() {
   SavedConversation c;
-  c.model_id = 0x1234567890abcdefull;
+  c.model.metadata = {{"llama.block_count", 0x42}, {"llama.attention.layer_norm_rms_epsilon", 0x43}};
+  c.model.tensors = 0x1234567890abcdefull;
   c.llm42_version = "0.1.0";
   c.schedule_version = 2;
   c.backend = "cpu";
@@ -114,6 +115,42 @@ TEST(SavedConversationFile, ContradictingFieldsAreDataLoss) {
   EXPECT_TRUE(refused(c));
   EXPECT_FALSE(refused(Sample()));  // control: the intact sample is accepted
   std::filesystem::remove(path);
+}
+
+// A file of format 1 named its model by the tensors alone: it cannot be checked against a
+// model's metadata, so it is refused as such (not as damage, and not accepted).
+TEST(SavedConversationFile, FormatOneIsRefusedAsUncheckable) {
+  const std::string path = testing::TempPath("format_one.llm42");
+  ASSERT_TRUE(WriteSavedConversation(path, Sample()).ok());
+  std::string bytes = Bytes(path);
+  bytes[7] = '1';
+  Write(path, bytes);
+  const absl::Status st = ReadSavedConversation(path).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("format 1"), std::string::npos) << st;
+  std::filesystem::remove(path);
+}
+
+TEST(SavedConversationSetup, NamesTheFirstMetadataKeyThatDiffers) {
+  const SavedConversation saved = Sample();
+  EXPECT_TRUE(CheckSameSetup(saved, saved, "f").ok());
+  SavedConversation here = saved;
+  here.model.metadata[1].second ^= 1;
+  absl::Status st = CheckSameSetup(saved, here, "f");
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("another model: metadata key 'llama.attention.layer_norm_rms_epsilon' has another value"), std::string::npos) << st;
+  here = saved;
+  here.model.metadata.pop_back();
+  st = CheckSameSetup(saved, here, "f");
+  EXPECT_NE(st.message().find("'llama.attention.layer_norm_rms_epsilon' is absent here"), std::string::npos) << st;
+  here = saved;
+  here.model.metadata.emplace_back("llama.rope.freq_base", 7);
+  st = CheckSameSetup(saved, here, "f");
+  EXPECT_NE(st.message().find("'llama.rope.freq_base' of this model is absent from the saved one"), std::string::npos) << st;
+  here = saved;
+  here.model.tensors ^= 1;
+  st = CheckSameSetup(saved, here, "f");
+  EXPECT_NE(st.message().find("another model: its tensors differ"), std::string::npos) << st;
 }
 
 }  // namespace

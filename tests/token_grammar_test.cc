@@ -171,6 +171,31 @@ TEST(TokenGrammar, AVocabularyThatCannotBeginTheGrammarIsRefused) {
   EXPECT_TRUE(TokenGrammar::Create(Parse(R"(root ::= "")"), Vocab(), {1}).ok());
 }
 
+// Issue 55: a class that spans the surrogates but holds nothing else after the lead byte 0xED (here
+// the complement of every other code point) must not admit 0xED: every continuation of it is a
+// surrogate, which UTF-8 refuses, so a token ending in 0xED led to a state with nothing allowed.
+// Checked to fail without the 0xED case of Utf8Partial::highest. A class that holds U+D7FF still
+// admits 0xED (0xED 0x9F 0xBF is U+D7FF).
+TEST(TokenGrammar, TheLeadByteOfOnlySurrogatesIsNotViable) {
+  const std::vector<std::string> vocab = {"", "", "a", "\xED", "\xED\x9F", "\xBF", "\x9F\xBF", "\xED\xA0"};
+  auto only_surrogates = TokenGrammar::Create(Parse(R"(root ::= ( "a" | [^\x00-\uD7FF\uE000-\U0010FFFF] )+)"), vocab, {1});
+  ASSERT_TRUE(only_surrogates.ok()) << only_surrogates.status();
+  const auto mask = (*only_surrogates)->Allowed((*only_surrogates)->automaton().Initial());
+  EXPECT_TRUE(Allowed(*mask, 2));
+  for (int32_t id : {3, 4, 7}) EXPECT_FALSE(Allowed(*mask, id)) << id;
+  auto with_d7ff = TokenGrammar::Create(Parse(R"(root ::= ( "a" | [\uD7FF-\uE000] )+)"), vocab, {1});
+  ASSERT_TRUE(with_d7ff.ok()) << with_d7ff.status();
+  const GrammarState initial = (*with_d7ff)->automaton().Initial();
+  const auto mask2 = (*with_d7ff)->Allowed(initial);
+  EXPECT_TRUE(Allowed(*mask2, 3));
+  EXPECT_TRUE(Allowed(*mask2, 4));
+  EXPECT_FALSE(Allowed(*mask2, 7));  // 0xED 0xA0 begins U+D800
+  GrammarState after_ed;
+  ASSERT_TRUE((*with_d7ff)->Advance(initial, 3, &after_ed));
+  const auto tail = (*with_d7ff)->Allowed(after_ed);
+  EXPECT_TRUE(Allowed(*tail, 6));
+}
+
 TEST(GrammarTrace, StatesAfterARollbackAreThoseOfThePositionReturnedTo) {
   auto tg = TokenGrammar::Create(Parse(kGrammar), Vocab(), {1});
   ASSERT_TRUE(tg.ok());

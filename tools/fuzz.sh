@@ -50,7 +50,8 @@ else
   targets=("${targets[@]/tokenizer_fuzzer/}")
   targets=("${targets[@]/c_api_fuzzer/}")
 fi
-printf 'LLM42CV1' > "$seeds/saved_conversation_fuzzer/magic"
+printf 'LLM42CV2' > "$seeds/saved_conversation_fuzzer/magic"
+printf 'LLM42CV1' > "$seeds/saved_conversation_fuzzer/magic_v1"
 mkdir -p "$seeds/gbnf_fuzzer"
 printf 'root ::= "{" ws (item ("," ws item)*)? "}"\nitem ::= [a-z]+ | "\\"" [^"]* "\\""\nws ::= [ \\t\\n]*\0{a, "b"}' \
   > "$seeds/gbnf_fuzzer/object"

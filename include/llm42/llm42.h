@@ -378,8 +378,10 @@ LLM42_API llm42_status llm42_request_options_set_parent(llm42_request_options* o
  * llm42_request_options_set_parent continues a request: its K/V go into `session`'s prefix cache
  * now, and a deterministic continuation gives the bits it would have given in the session that
  * saved it. NOT_FOUND for a missing file; FORMAT_ERROR for a damaged one (truncated, altered);
- * FAILED_PRECONDITION for one saved with another model, backend, KV type or fixed-schedule
- * version; RESOURCE_EXHAUSTED when the KV cache cannot hold it. Submit the options to the same
+ * FAILED_PRECONDITION for one saved with another model (its tensors, or any metadata value that
+ * can change what it computes: the message names the key), backend, KV type or fixed-schedule
+ * version, or in format 1 (an earlier llm42's, which did not identify the model's metadata);
+ * RESOURCE_EXHAUSTED when the KV cache cannot hold it. Submit the options to the same
  * session. */
 LLM42_API llm42_status llm42_request_options_load_parent(llm42_request_options* options,
                                                          llm42_session* session, const char* path);
@@ -402,8 +404,11 @@ LLM42_API llm42_status llm42_request_options_set_min_p(llm42_request_options* op
  * (and top logprobs) are those of the changed logits at temperature 1; a token the grammar or a
  * -INFINITY bias excludes has logprob -INFINITY. */
 /* Adds `bias` to token `token`'s logit (calling it again for a token replaces its bias; 0 removes
- * nothing but is harmless); -INFINITY bans the token. OUT_OF_RANGE for NaN or +INFINITY; a token
- * outside the model's vocabulary is OUT_OF_RANGE at submit. */
+ * nothing but is harmless); -INFINITY bans the token. OUT_OF_RANGE for NaN, +INFINITY or a finite
+ * bias of size above 1e30; a token outside the model's vocabulary is OUT_OF_RANGE at submit.
+ * Biases that ban every token the request could draw first are FAILED_PRECONDITION at submit;
+ * where they (with the grammar) leave nothing to draw later, the request ends with
+ * LLM42_FINISH_ERROR (FAILED_PRECONDITION, saying what emptied it) after the tokens before. */
 LLM42_API llm42_status llm42_request_options_set_logit_bias(llm42_request_options* options, int32_t token,
                                                            float bias);
 /* llama.cpp's repetition penalty over the last `last_n` tokens of the sequence, the prompt's
@@ -432,7 +437,10 @@ LLM42_API llm42_status llm42_request_options_set_presence_penalty(llm42_request_
  * left-recursive or derives no string; or when a JSON schema is set (remove it first). NULL or ""
  * removes the grammar. At submit, INVALID_ARGUMENT when no token of the model's vocabulary can
  * begin a sentence; a request whose grammar later allows no token of the vocabulary finishes with
- * LLM42_FINISH_ERROR (FAILED_PRECONDITION). */
+ * LLM42_FINISH_ERROR (FAILED_PRECONDITION naming how many output tokens came before; a
+ * deterministic request's are the tokens every mode commits). Surrogate code points (U+D800 to
+ * U+DFFF, which UTF-8 cannot encode) in a literal or as a class's end are INVALID_ARGUMENT; a
+ * class or range that spans them matches none of them. */
 LLM42_API llm42_status llm42_request_options_set_grammar(llm42_request_options* options, const char* gbnf);
 /* Constrains the output to JSON valid under a JSON Schema (copied), as set_grammar does with the
  * grammar the schema converts to. Supported: type (all seven, or a list), properties, required,

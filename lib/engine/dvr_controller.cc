@@ -20,11 +20,17 @@ void DvrController::AddCandidate(Sequence& s, int32_t token, double margin, bool
   s.ready = s.candidates() >= s.window || ends || close || converge_;
 }
 
+void DvrController::EndWindow(Sequence& s) {
+  stats_.Check(s.candidates() > 0, "a window ends early only with candidates in it");
+  s.ready = true;
+}
+
 bool DvrController::VerifyAndCommit(Sequence& s, int64_t n, const ReplayRows& rows, Committer& committer,
                                     KvCache& cache) {
   const RequestOptions& o = s.request->options();
-  // A row where the grammar allows nothing can only be the one after the last candidate (each
-  // candidate was drawn where it allowed something): its token is not committed.
+  // A row with nothing to draw can only be the one after the last candidate (each candidate was
+  // drawn where something was left): the candidates before it are committed, then the request
+  // fails there.
   int64_t dead = -1;
   Verdict v = Verify(s, n, o.logprobs, o.top_logprobs, [&](int64_t j) {
     ReplayDraw d = rows(j);

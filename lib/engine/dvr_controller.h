@@ -49,7 +49,7 @@ class DvrController {
     // request.
     virtual bool CommitTokens(Sequence& s, std::span<const int32_t> tokens, std::span<const float> logprobs,
                               std::span<const TopLogprob> top) = 0;
-    // Ends a running request whose grammar allows no token at `position`.
+    // Ends a running request whose controls leave nothing to draw at `position`.
     virtual void FailDeadEnd(Sequence& s, int64_t position) = 0;
 
    protected:
@@ -105,6 +105,12 @@ class DvrController {
   // candidate would end it (`ends`), when the draw was close to a boundary, or when the engine
   // converges on decoding under fixed (ChooseDecode), so that the request follows once verified.
   void AddCandidate(Sequence& s, int32_t token, double margin, bool ends);
+  // Ends the window of a request (holding candidates) whose next fast-path draw found nothing to
+  // draw (row_controls.h): that can come of candidates the replay will not draw, so it is no
+  // reason to fail the request. The window is verified; if every candidate agrees, the replay's
+  // row after them meets the same dead end under fixed and fails the request then, after
+  // committing them (VerifyAndCommit), as every other schedule would.
+  void EndWindow(Sequence& s);
 
   // A verify entry's whole pass: the first n candidates (see Verify) against the replay's draws
   // rows(j); the agreed tokens committed through `committer` (up to a row where the grammar

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "lib/grammar/token_grammar.h"
+#include "lib/engine/row_controls.h"
 #include "lib/engine/testing_hooks.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/sampling/logit_controls.h"
@@ -116,23 +117,12 @@ bool Engine::ControlsLogits(const Sequence& s) {
   return s.grammar != nullptr || s.request->options().controls.active();
 }
 
-bool Engine::RowControls(const Sequence& s, int64_t position, std::vector<LogitEdit>* edits,
-                         std::vector<uint64_t>* allowed) const {
-  const RequestOptions& o = s.request->options();
-  const auto n_vocab = static_cast<int64_t>(tokenizer_.vocab().size());
-  LogitEditsOf(o.controls, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(position)), n_vocab, edits);
-  allowed->clear();
-  if (s.grammar == nullptr) return true;
-  const GrammarState* state = s.grammar->After(s.OutputBefore(position));
-  return state != nullptr && s.grammar->grammar().AllowedInRow(*state, !o.ignore_eos, n_vocab, allowed);
-}
-
 bool Engine::ControlLogits(Sequence& s, int64_t position, std::span<float> logits) {
   if (!ControlsLogits(s)) return true;
   const auto start = std::chrono::steady_clock::now();
   thread_local std::vector<LogitEdit> edits;  // Draw runs on host threads
   thread_local std::vector<uint64_t> allowed;
-  const bool any = RowControls(s, position, &edits, &allowed);
+  const bool any = RowControls(s, position, n_vocab(), &edits, &allowed) == RowLeft::kTokens;
   ApplyEdits(edits.data(), static_cast<int64_t>(edits.size()), s.request->options().controls.penalty_rule(),
              logits.data());
   if (!allowed.empty()) ApplyAllowed(allowed.data(), static_cast<int64_t>(logits.size()), logits.data());
@@ -143,7 +133,7 @@ bool Engine::ControlLogits(Sequence& s, int64_t position, std::span<float> logit
 bool Engine::ControlOnDevice(const Sequence& s, int64_t position, size_t logit_row, StepBatch& b) {
   if (!ControlsLogits(s)) return true;
   const auto start = std::chrono::steady_clock::now();
-  const bool any = RowControls(s, position, &edits_scratch_, &allowed_scratch_);
+  const bool any = RowControls(s, position, n_vocab(), &edits_scratch_, &allowed_scratch_) == RowLeft::kTokens;
   if (any) {
     b.controls.push_back(Backend::RowControl{static_cast<int32_t>(logit_row),
                                              s.request->options().controls.penalty_rule(), {}, {}});
@@ -182,10 +172,10 @@ bool Engine::CompletesGrammar(const Sequence& s, int64_t position, int32_t token
   return after != nullptr && s.grammar->grammar().automaton().IsComplete(*after);
 }
 
+int64_t Engine::n_vocab() const { return static_cast<int64_t>(tokenizer_.vocab().size()); }
+
 void Engine::FailDeadEnd(Sequence& s, int64_t position) {
-  Fail(s, absl::FailedPreconditionError(absl::StrCat(
-              "the output grammar allows no token of the model's vocabulary after ", position - s.n_prompt,
-              " output tokens")));
+  Fail(s, NothingToDraw(s, position, RowControls(s, position, n_vocab(), &edits_scratch_, &allowed_scratch_)));
 }
 
 void Engine::FinishAll(FinishReason reason, const absl::Status& status) {
@@ -491,6 +481,14 @@ void Engine::Commit(StepBatch& b) {
     const auto position = static_cast<int64_t>(s.tokens.size());
     if (!b.draws[e].has_value()) Draw(b, e);
     if (b.draws[e]->token < 0) {
+      if (s.dvr && fast_row && s.candidates() > 0) {
+        // Nothing to draw after unverified candidates says nothing of the request: they may not
+        // be what the replay draws. The window ends here and goes to verification, whose replay
+        // decides (DvrController::VerifyAndCommit).
+        dvr_.EndWindow(s);
+        continue;
+      }
+      // After committed tokens alone: what every schedule finds here (row_controls.h).
       FailDeadEnd(s, position);
       finished.push_back(&s);
       continue;

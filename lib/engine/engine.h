@@ -84,22 +84,18 @@ class Engine : private DvrController::Committer {
   void Finish(Sequence& s, FinishReason reason, absl::Status status);
   // Finishes a running request with an error: its cache released, the status reported.
   void Fail(Sequence& s, absl::Status status);
-  // Fail with FAILED_PRECONDITION: the grammar allows no token at `position`.
+  // Fail with FAILED_PRECONDITION: the request's controls leave nothing to draw at `position`
+  // (row_controls.h says what emptied it).
   void FailDeadEnd(Sequence& s, int64_t position) override;
+  int64_t n_vocab() const;
   // Whether the request changes its logits before they are sampled (then a draw from its row
   // needs the controls applied first: on the host, or where the logits are).
   static bool ControlsLogits(const Sequence& s);
-  // The request's changes to the logits of `position`: its logit bias and penalties
-  // (logit_controls.h), then its grammar's mask (token_grammar.h), from the tokens before the
-  // position — what every draw of the position (a candidate, its replay, a direct commit) samples
-  // from. False when the grammar leaves no token of the vocabulary there.
+  // The request's changes to the logits of `position` (row_controls.h) applied to them: what every
+  // draw of the position (a candidate, its replay, a direct commit) samples from. False when they
+  // leave nothing to draw there.
   // Timed into EngineStats::StepTimes. Any thread (a sequence's rows on one at a time).
   bool ControlLogits(Sequence& s, int64_t position, std::span<float> logits);
-  // What s's controls do to its row at `position` (after the tokens before it): the token edits
-  // (LogitEditsOf) into *edits and, under a grammar, the allowed tokens into *allowed (else left
-  // empty); false when the grammar leaves no token. ControlLogits applies them on the host.
-  bool RowControls(const Sequence& s, int64_t position, std::vector<LogitEdit>* edits,
-                   std::vector<uint64_t>* allowed) const;
   // Whether `token` at `position` completes the request's grammar (nothing can follow it).
   static bool CompletesGrammar(const Sequence& s, int64_t position, int32_t token);
   // How an entry's rows compute: plain requests under the session's schedule (their decode rows

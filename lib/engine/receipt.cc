@@ -42,6 +42,43 @@ std::string DigestOf(Receipt r) {
 }
 
 
+// Every field a receipt carries either changes its replay or, where it could not (a value no
+// writer makes, or one that contradicts another field), makes the receipt malformed: a receipt
+// never claims what its replay ignores (docs/receipts.md).
+absl::Status CheckConsistent(const Receipt& r) {
+  auto bad = [](const auto&... why) { return absl::DataLossError(absl::StrCat("the receipt is inconsistent: ", why...)); };
+  if (r.finish_reason() != RECEIPT_FINISH_STOP && r.finish_reason() != RECEIPT_FINISH_LENGTH) {
+    return bad("finish_reason ", r.finish_reason(), " (a receipt is of a request that ended by a stop or its length)");
+  }
+  const Sampling& p = r.sampling();
+  switch (p.grammar_kind()) {
+    case OUTPUT_GRAMMAR_NONE:
+      if (!p.grammar().empty()) return bad("an output grammar with grammar_kind NONE");
+      break;
+    case OUTPUT_GRAMMAR_GBNF:
+    case OUTPUT_GRAMMAR_JSON_SCHEMA:
+      if (p.grammar().empty()) return bad("grammar_kind ", OutputGrammarKind_Name(p.grammar_kind()), " without a grammar");
+      break;
+    default:
+      return bad("grammar_kind ", p.grammar_kind(), " is no kind of output grammar");
+  }
+  // The penalties are written all four when any is on (repetition_penalty is then > 0), else none.
+  const bool recorded = p.repetition_penalty() != 0;
+  if (!recorded && (p.penalty_last_n() != 0 || p.frequency_penalty() != 0 || p.presence_penalty() != 0)) {
+    return bad("frequency, presence penalties or penalty_last_n without repetition_penalty");
+  }
+  if (recorded && p.repetition_penalty() == 1 && p.frequency_penalty() == 0 && p.presence_penalty() == 0) {
+    return bad("penalties recorded, none of them on");
+  }
+  for (int i = 1; i < p.logit_bias_size(); ++i) {
+    if (p.logit_bias(i).token() <= p.logit_bias(i - 1).token()) {
+      return bad("logit biases not in ascending token order (token ", p.logit_bias(i).token(), " after ",
+                 p.logit_bias(i - 1).token(), ")");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ReceiptContext::ReceiptContext(std::shared_ptr<const GgufFile> file, int threads, ReceiptSetup setup, bool all_fixed)
@@ -128,6 +165,10 @@ std::string MakeReceipt(const ReceiptSetup& setup, const std::vector<int32_t>& p
   r.mutable_output_tokens()->Add(output.begin(), output.end());
   r.mutable_logprobs()->Add(logprobs.begin(), logprobs.end());
   r.set_finish_reason(reason == FinishReason::kStop ? RECEIPT_FINISH_STOP : RECEIPT_FINISH_LENGTH);
+  return SealReceipt(std::move(r));
+}
+
+std::string SealReceipt(Receipt r) {
   r.set_digest(DigestOf(r));
   return Serialize(r);
 }
@@ -165,6 +206,7 @@ absl::StatusOr<Receipt> ParseReceipt(std::string_view bytes) {
   if (!r.logprobs().empty() && r.logprobs_size() != r.output_tokens_size()) {
     return absl::DataLossError("the receipt holds logprobs for some output tokens only");
   }
+  LLM42_RETURN_IF_ERROR(CheckConsistent(r));
   return r;
 }
 
@@ -180,6 +222,16 @@ ReceiptCheck CompareSetup(const Receipt& receipt, const ReceiptSetup& here) {
     c.outcome = ReceiptCheck::Outcome::kOtherModel;
     c.detail = absl::StrCat("the receipt was made with model ", receipt.model().sha256(), " (", receipt.model().name(),
                             "); this session has ", here.model.sha256);
+    return c;
+  }
+  // The fingerprint covers the name and the tensors: a receipt that pairs it with others is not
+  // this model's (its other fields were written by hand).
+  if (receipt.model().tensor_bytes() != here.model.tensor_bytes || receipt.model().tensors() != here.model.tensors ||
+      receipt.model().name() != here.model_name) {
+    c.outcome = ReceiptCheck::Outcome::kOtherModel;
+    c.detail = absl::StrCat("the receipt pairs this model's fingerprint with ", receipt.model().tensors(), " tensors of ",
+                            receipt.model().tensor_bytes(), " bytes named '", receipt.model().name(), "'; this model has ",
+                            here.model.tensors, " of ", here.model.tensor_bytes, " named '", here.model_name, "'");
     return c;
   }
   const ScheduleFingerprint& s = receipt.schedule();
@@ -216,7 +268,7 @@ absl::StatusOr<RequestOptions> ReplayOptions(const Receipt& receipt) {
   o.stops.assign(p.stops().begin(), p.stops().end());
   o.max_sequence = p.max_sequence();
   for (const LogitBias& b : p.logit_bias()) o.controls.SetBias(b.token(), b.bias());
-  if (p.repetition_penalty() != 0) {  // recorded: the request had a penalty
+  if (p.repetition_penalty() != 0) {  // recorded: the request had a penalty (CheckConsistent)
     o.controls.repetition_penalty = p.repetition_penalty();
     o.controls.penalty_last_n = p.penalty_last_n();
     o.controls.frequency_penalty = p.frequency_penalty();
@@ -229,7 +281,7 @@ absl::StatusOr<RequestOptions> ReplayOptions(const Receipt& receipt) {
     if (!g.ok()) return FormatError("the receipt's output grammar: ", g.status().message());
     o.output_grammar = *std::move(g);
   }
-  LLM42_RETURN_IF_ERROR(o.Validate());
+  if (absl::Status valid = o.Validate(); !valid.ok()) return FormatError("the receipt's request: ", valid.message());
   o.deterministic = true;
   o.logprobs = !receipt.logprobs().empty();
   return o;

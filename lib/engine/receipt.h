@@ -69,8 +69,14 @@ std::string MakeReceipt(const ReceiptSetup& setup, const std::vector<int32_t>& p
                         uint64_t seed, const std::vector<int32_t>& output, const std::vector<float>& logprobs,
                         FinishReason reason);
 
+// `r` serialized with its digest made (MakeReceipt's last step; tests forge receipts with it).
+std::string SealReceipt(Receipt r);
+
 // A receipt from its binary or text form; DataLoss when it is neither, when its format is
-// unknown, or when its digest does not match its contents (altered or damaged).
+// unknown, when its digest does not match its contents (altered or damaged), or when its fields
+// are inconsistent (a value no writer makes, or one a replay would ignore: an unknown finish
+// reason or grammar kind, a grammar without a kind or a kind without a grammar, penalties
+// without repetition_penalty or recorded with none on, logit biases out of token order).
 absl::StatusOr<Receipt> ParseReceipt(std::string_view bytes);
 std::string ReceiptText(const Receipt& receipt);
 

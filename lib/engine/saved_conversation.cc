@@ -11,7 +11,8 @@
 namespace llm42 {
 namespace {
 
-constexpr char kMagic[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '1'};
+constexpr char kMagic[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '2'};
+constexpr char kMagicV1[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '1'};
 
 uint64_t Checksum(const char* p, size_t n) { return StableHash().Mix(p, n).value(); }
 
@@ -71,7 +72,12 @@ class Reader {
 absl::Status WriteSavedConversation(const std::string& path, const SavedConversation& c) {
   Writer w;
   w.out().append(kMagic, sizeof kMagic);
-  w.Put(c.model_id);
+  w.Put<uint64_t>(c.model.metadata.size());
+  for (const auto& [key, hash] : c.model.metadata) {
+    w.Str(key);
+    w.Put(hash);
+  }
+  w.Put(c.model.tensors);
   w.Str(c.llm42_version);
   w.Put(c.schedule_version);
   w.Str(c.backend);
@@ -105,7 +111,10 @@ absl::Status CheckSameSetup(const SavedConversation& saved, const SavedConversat
           absl::StrCat(path, " was saved with another ", what, " (", a, " where this session has ", b, ")"));
     }
   };
-  same("model", saved.model_id, here.model_id);
+  if (const std::string differs = FirstDifference(saved.model, here.model); !differs.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " was saved with another model: ", differs));
+  }
   same("fixed-schedule version", saved.schedule_version, here.schedule_version);
   same("backend", saved.backend, here.backend);
   same("KV type", saved.kv_dtype, here.kv_dtype);
@@ -123,6 +132,12 @@ absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path)
   auto bad = [&](const char* why) {
     return absl::DataLossError(absl::StrCat(path, " is not an intact llm42 saved conversation: ", why));
   };
+  if (bytes.size() >= sizeof kMagicV1 && std::memcmp(bytes.data(), kMagicV1, sizeof kMagicV1) == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " was saved by an earlier llm42 (saved-conversation format 1), whose model identity left out "
+                           "the model's metadata, so it cannot be checked against this model; save the conversation "
+                           "again with this version"));
+  }
   if (bytes.size() < sizeof kMagic + sizeof(uint64_t) || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     return bad("wrong magic or too short");
   }
@@ -134,8 +149,15 @@ absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path)
   SavedConversation c;
   const char* d;
   size_t n;
-  uint64_t n_messages;
-  bool ok = r.Get(&c.model_id) && r.Str(&c.llm42_version) && r.Get(&c.schedule_version) && r.Str(&c.backend) &&
+  uint64_t n_messages, n_keys;
+  if (!r.Get(&n_keys) || n_keys > body) return bad("model metadata");
+  for (uint64_t i = 0; i < n_keys; ++i) {
+    std::string key;
+    uint64_t hash;
+    if (!r.Str(&key) || !r.Get(&hash)) return bad("model metadata");
+    c.model.metadata.emplace_back(std::move(key), hash);
+  }
+  bool ok = r.Get(&c.model.tensors) && r.Str(&c.llm42_version) && r.Get(&c.schedule_version) && r.Str(&c.backend) &&
             r.Str(&c.kv_dtype) && r.Get(&c.block_size) && r.Get(&c.n_layers) && r.Get(&c.kv_dim) &&
             r.Get(&c.kv_element_bytes) && r.Span(sizeof(int32_t), &d, &n);
   if (!ok) return bad("header");

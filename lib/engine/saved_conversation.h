@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "lib/model/fingerprint.h"
 
 namespace llm42 {
 
@@ -17,14 +18,16 @@ namespace llm42 {
 // does not prefill them, and a deterministic continuation gives the bits it would have given in
 // the original session.
 //
-// The file: the magic "LLM42CV1", then little-endian fields (strings and arrays prefixed by a
-// u64 length) in the order of the struct below, then an FNV-1a 64 checksum of every byte before
-// it. A wrong magic, a short file, a bad checksum or inconsistent sizes are DataLoss (FORMAT_ERROR
-// in the C ABI). Our own format rather than Protobuf: the payload is hundreds of megabytes of K/V
+// The file: the magic "LLM42CV2", then little-endian fields (strings and arrays prefixed by a
+// u64 length) in the order of the struct below (the model's metadata as a u64 count of key
+// strings each followed by its u64 hash), then an FNV-1a 64 checksum of every byte before it. A
+// wrong magic, a short file, a bad checksum or inconsistent sizes are DataLoss (FORMAT_ERROR in
+// the C ABI); a file of format 1 ("LLM42CV1", whose model identity left the metadata out) is
+// FailedPrecondition. Our own format rather than Protobuf: the payload is hundreds of megabytes of K/V
 // written and read in place, and the header is a dozen fixed fields.
 struct SavedConversation {
   // What produced the K/V; a session loads only a file whose fields all equal its own.
-  uint64_t model_id = 0;      // Session::model_id(): the model's tensors (names, shapes, sampled bytes)
+  ModelIdentity model;        // Session::model_identity(): its metadata and tensors (fingerprint.h)
   std::string llm42_version;  // informational: kernels of another version are caught by model and schedule fields
   uint32_t schedule_version = 0;
   std::string backend;

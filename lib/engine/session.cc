@@ -8,6 +8,7 @@
 #include "lib/util/version.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/engine/receipt.h"
+#include "lib/engine/row_controls.h"
 #include "lib/engine/saved_conversation.h"
 #include "lib/engine/testing_hooks.h"
 #include "lib/model/fingerprint.h"
@@ -20,25 +21,11 @@
 #include "lib/model/model_runner.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/logging.h"
-#include "lib/util/stable_hash.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
 
 namespace {
-
-// The tensors' names, types and shapes, and their first and last 4 KiB: a file of other weights
-// differs here in practice (the full fingerprint over every byte is the receipts' job).
-uint64_t ModelId(const GgufFile& file) {
-  StableHash h;
-  for (const GgufTensorInfo& t : file.tensors()) {
-    const size_t n = static_cast<size_t>(t.n_bytes), head = std::min<size_t>(n, 4096);
-    const size_t tail = std::min<size_t>(n - head, 4096);
-    h.Mix(t.name.data(), t.name.size()).Mix(&t.type, sizeof t.type).Mix(t.dims.data(), t.dims.size() * sizeof(int64_t));
-    h.Mix(t.data, head).Mix(t.data + n - tail, tail);
-  }
-  return h.value();
-}
 
 constexpr size_t kMaxQueuedRequests = 4096;
 
@@ -106,7 +93,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                                            return reach(0.2 + 0.7 * static_cast<double>(done) /
                                                                                   static_cast<double>(total));
                                                          }));
-  s->model_id_ = ModelId(*s->file_);
+  s->model_identity_ = IdentifyModel(*s->file_);
   // Default KV size: every running request at full context, within 40% of the memory the
   // backend has left once the weights are in.
   const int64_t bytes_per_token = s->runner_->kv_bytes_per_token();
@@ -275,16 +262,26 @@ absl::StatusOr<std::shared_ptr<Request>> Session::Submit(const RequestOptions& o
   request->set_handle(handle);
   request->set_owner(this);
   request->set_receipts(receipts_);
+  const bool dvr = options.deterministic && options_.determinism.mode == DeterminismMode::kSelective;
+  auto seq = std::make_unique<Sequence>(request, 0, sampling, dvr, engine_->initial_window());
+  seq->fixed_kv = dvr || schedule_ == Schedule::kFixed;
+  seq->grammar = std::move(grammar);
+  {
+    // Controls that leave nothing to draw at the first output position are known now.
+    std::vector<LogitEdit> edits;
+    std::vector<uint64_t> allowed;
+    const auto n_vocab = static_cast<int64_t>(tokenizer_->vocab().size());
+    if (const RowLeft left = RowControls(*seq, seq->n_prompt, n_vocab, &edits, &allowed); left != RowLeft::kTokens) {
+      return NothingToDraw(*seq, seq->n_prompt, left);
+    }
+  }
   MutexLock lock(&mu_);
   if (stopping_) return absl::FailedPreconditionError("the session is shutting down");
   if (incoming_.size() >= kMaxQueuedRequests) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the request queue is full (", kMaxQueuedRequests, ")"));
   }
-  const bool dvr = options.deterministic && options_.determinism.mode == DeterminismMode::kSelective;
-  auto seq = std::make_unique<Sequence>(request, next_arrival_++, sampling, dvr, engine_->initial_window());
-  seq->fixed_kv = dvr || schedule_ == Schedule::kFixed;
-  seq->grammar = std::move(grammar);
+  seq->arrival = next_arrival_++;
   incoming_.push_back(std::move(seq));
   return request;
 }
@@ -347,7 +344,7 @@ absl::Status Session::RunOnEngine(std::function<absl::Status()> task) {
 
 SavedConversation Session::Setup() const {
   SavedConversation c;
-  c.model_id = model_id_;
+  c.model = model_identity_;
   c.llm42_version = std::string(kLibraryVersion);
   c.schedule_version = kFixedScheduleVersion;
   c.backend = backend_->name();

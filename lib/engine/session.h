@@ -77,7 +77,6 @@ class Session {
   // ResourceExhausted when the KV cache cannot hold it.
   absl::StatusOr<RequestOptions::Parent> LoadConversation(const std::string& path);
   // Identifies the model's weights: its tensors' names, types, shapes and a sample of their bytes.
-  uint64_t model_id() const { return model_id_; }
 
   // The model's fingerprint (fingerprint.h): computed on first use (one read of every weight
   // byte, on options.threads threads) and kept. A request's receipt: Request::receipts().
@@ -116,7 +115,7 @@ class Session {
   int32_t context_length_ = 0;
   int64_t max_sequence_ = 0;  // min(context, KV capacity); the context for windowed models that fit (Create)
   Schedule schedule_ = Schedule::kFast;
-  uint64_t model_id_ = 0;
+  ModelIdentity model_identity_;
   std::shared_ptr<ReceiptContext> receipts_;
   std::unique_ptr<GrammarCache> grammars_;
 

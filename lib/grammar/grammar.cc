@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "utf8proc.h"
 #include "lib/util/status.h"
 
@@ -292,6 +293,9 @@ class GbnfParser {
           v = v * 16 + static_cast<uint32_t>(d);
         }
         if (v > 0x10FFFF) return Error(at, "code point above U+10FFFF");
+        if (v >= 0xD800 && v <= 0xDFFF) {
+          return Error(at, absl::StrFormat("U+%04X", v), " is a surrogate code point, which no UTF-8 text holds");
+        }
         return v;
       }
       default: return Error(at, "unknown escape '\\", std::string(1, e), "'");

@@ -178,6 +178,10 @@ uint32_t Utf8Partial::lowest() const {
 }
 
 uint32_t Utf8Partial::highest() const {
+  // After the lead byte 0xED the surrogates (U+D800..U+DFFF) are what Take refuses: the code
+  // point ends at U+D7FF. (Viable would otherwise admit 0xED towards a class that holds them,
+  // and the token after it would find nothing.)
+  if (length == 3 && need == 2 && bits == 0xD) return 0xD7FF;
   return std::min<uint32_t>((bits << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFF);
 }
 

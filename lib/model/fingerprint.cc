@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "lib/util/stable_hash.h"
 #include "lib/util/thread_pool.h"
 
 namespace llm42 {
@@ -84,6 +87,47 @@ ModelFingerprintValue FingerprintModel(const GgufFile& file, int threads) {
   f.tensors = static_cast<int32_t>(tensors.size());
   f.sha256 = HexOf(Sha256(all.data(), all.size()));
   return f;
+}
+
+bool MetadataDescribesFile(std::string_view key) {
+  return (key.starts_with("general.") && key != "general.architecture") || key == "tokenizer.chat_template" ||
+         key.starts_with("tokenizer.chat_template.");
+}
+
+ModelIdentity IdentifyModel(const GgufFile& file) {
+  ModelIdentity id;
+  std::string bytes;
+  for (const auto& [key, value] : file.metadata()) {
+    if (MetadataDescribesFile(key)) continue;
+    bytes.clear();
+    AppendValue(value, &bytes);
+    id.metadata.emplace_back(key, StableHash().Mix(bytes.data(), bytes.size()).value());
+  }
+  StableHash h;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    const size_t n = static_cast<size_t>(t.n_bytes), head = std::min<size_t>(n, 4096);
+    const size_t tail = std::min<size_t>(n - head, 4096);
+    h.Mix(t.name.data(), t.name.size()).Mix(&t.type, sizeof t.type).Mix(t.dims.data(), t.dims.size() * sizeof(int64_t));
+    h.Mix(t.data, head).Mix(t.data + n - tail, tail);
+  }
+  id.tensors = h.value();
+  return id;
+}
+
+std::string FirstDifference(const ModelIdentity& saved, const ModelIdentity& here) {
+  absl::flat_hash_map<std::string_view, uint64_t> ours;
+  for (const auto& [key, hash] : here.metadata) ours.emplace(key, hash);
+  absl::flat_hash_map<std::string_view, uint64_t> theirs;
+  for (const auto& [key, hash] : saved.metadata) {
+    theirs.emplace(key, hash);
+    const auto it = ours.find(key);
+    if (it == ours.end()) return absl::StrCat("metadata key '", key, "' is absent here");
+    if (it->second != hash) return absl::StrCat("metadata key '", key, "' has another value");
+  }
+  for (const auto& [key, hash] : here.metadata) {
+    if (!theirs.contains(key)) return absl::StrCat("metadata key '", key, "' of this model is absent from the saved one");
+  }
+  return saved.tensors == here.tensors ? std::string() : std::string("its tensors differ");
 }
 
 }  // namespace llm42

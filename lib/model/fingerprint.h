@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "lib/format/gguf_reader.h"
 #include "lib/util/sha256.h"
@@ -24,6 +27,29 @@ struct ModelFingerprintValue {
 ModelFingerprintValue FingerprintModel(const GgufFile& file, int threads);
 
 std::string HexOf(const std::string& bytes);
+
+// A model's cheap identity, for what must not be mixed across models without hashing every weight
+// byte (saved conversations): every metadata entry that can change what the model computes, each
+// as its key and a StableHash of its value, in file order, and the tensors' names, types, shapes
+// and first and last 4 KiB. The metadata is all of it but what describes the file rather than the
+// model (MetadataDescribesFile), so a key the forward pass reads is covered whichever architecture
+// reads it, including keys of families added later.
+struct ModelIdentity {
+  std::vector<std::pair<std::string, uint64_t>> metadata;
+  uint64_t tensors = 0;
+  bool operator==(const ModelIdentity&) const = default;
+};
+ModelIdentity IdentifyModel(const GgufFile& file);
+
+// Keys that say what a file is rather than what its model computes: general.* but
+// general.architecture (names, authors, licences, file type: the tensors' own types are in the
+// identity), and the chat templates (tokenizer.chat_template and its named variants).
+bool MetadataDescribesFile(std::string_view key);
+
+// Empty when `saved` and `here` identify the same model; else what first differs, for a message:
+// "metadata key 'llama.attention.layer_norm_rms_epsilon' has another value", "... is absent
+// here", "its tensors differ".
+std::string FirstDifference(const ModelIdentity& saved, const ModelIdentity& here);
 
 }  // namespace llm42
 

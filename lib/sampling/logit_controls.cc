@@ -20,9 +20,9 @@ void LogitControls::SetBias(int32_t token, float value) {
 
 absl::Status LogitControls::Validate() const {
   for (const auto& [token, value] : bias) {
-    if (std::isnan(value) || value == INFINITY) {
+    if (std::isnan(value) || value == INFINITY || (std::isfinite(value) && std::abs(value) > kMaxBias)) {
       return absl::OutOfRangeError(absl::StrCat("logit bias of token ", token, " is ", value,
-                                                "; a finite number or -infinity"));
+                                                "; a number in [-", kMaxBias, ", ", kMaxBias, "] or -infinity"));
     }
   }
   if (!(repetition_penalty > 0.0f && repetition_penalty <= kMaxPenalty)) {

@@ -28,13 +28,18 @@ struct LogitControls {
   float presence_penalty = 0.0f;
 
   static constexpr float kMaxPenalty = 100.0f;  // |frequency|, |presence|, and repetition's upper end
+  // |bias| of a finite bias: with the penalties' bounds, a finite logit stays finite through every
+  // edit, so only -infinity biases (and a grammar) can leave a row with nothing to draw
+  // (lib/engine/row_controls.h), whatever the logits.
+  static constexpr float kMaxBias = 1e30f;
 
   // Adds or replaces the bias of `token`.
   void SetBias(int32_t token, float value);
   bool penalizes() const { return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f; }
   bool active() const { return !bias.empty() || penalizes(); }
   PenaltyRule penalty_rule() const { return {repetition_penalty, frequency_penalty, presence_penalty}; }
-  // OUT_OF_RANGE naming the first value outside its range: a NaN or +infinite bias, a
+  // OUT_OF_RANGE naming the first value outside its range: a NaN or +infinite bias, a finite one
+  // of size above kMaxBias, a
   // repetition penalty outside (0, kMaxPenalty], other penalties outside [-kMaxPenalty,
   // kMaxPenalty], a negative last_n. (Token ids against the vocabulary: the session's check.)
   absl::Status Validate() const;

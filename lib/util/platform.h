@@ -57,6 +57,8 @@ std::vector<std::string> Utf8Arguments(int argc, char** argv);
 // Has the console show UTF-8 output as text (Windows' consoles default to an OEM code page;
 // nothing to do elsewhere). Bytes written to files and pipes are unchanged either way.
 void UseUtf8Console();
+// Whether stderr is a terminal (not a pipe or a file): long-running tools draw progress only there.
+bool StderrIsTerminal();
 
 // The running executable's path; empty when unknown.
 std::filesystem::path ExecutablePath();

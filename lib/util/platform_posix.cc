@@ -108,6 +108,8 @@ std::vector<std::string> Utf8Arguments(int argc, char** argv) {
 
 void UseUtf8Console() {}
 
+bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) != 0; }
+
 void AtThreadExit(void (*fn)(void*), void* arg) {
   struct Calls {
     std::vector<std::pair<void (*)(void*), void*>> calls;

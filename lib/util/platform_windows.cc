@@ -176,6 +176,11 @@ std::vector<std::string> Utf8Arguments(int argc, char** argv) {
 
 void UseUtf8Console() { ::SetConsoleOutputCP(CP_UTF8); }
 
+bool StderrIsTerminal() {
+  DWORD mode = 0;
+  return ::GetConsoleMode(::GetStdHandle(STD_ERROR_HANDLE), &mode) != 0;
+}
+
 void AtThreadExit(void (*fn)(void*), void* arg) {
   static ExitSlot slot;
   if (slot.index == FLS_OUT_OF_INDEXES) return;  // no slot left: the memory stays until exit

@@ -22,6 +22,7 @@
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/util/aligned_vector.h"
 #include "lib/util/mutex.h"
+#include "lib/util/platform.h"
 #include "lib/util/thread_pool.h"
 #include "tools/llm42/bench_util.h"
 #include "tools/llm42/commands.h"
@@ -141,7 +142,8 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
     }
     requests.push_back(*req);
   }
-  // Progress: one bar over every run of the sweep.
+  // Progress (on a terminal only): one bar over every run of the sweep.
+  const bool terminal = platform::StderrIsTerminal();
   const int64_t goal = int64_t{total_requests} * out_len;
   for (;;) {
     bool all = true;
@@ -149,7 +151,7 @@ Result RunOne(const std::string& model, bool fixed, int concurrency, int prompt_
     int64_t tokens = int64_t{done_before} * out_len;
     for (auto& r : requests) tokens += r->stat(Stat::kTokensGenerated);
     const int width = 40, filled = static_cast<int>(width * tokens / std::max<int64_t>(1, goal));
-    std::fprintf(stderr, "\r[%s%s] %3d%% %s c=%d", std::string(static_cast<size_t>(filled), '#').c_str(),
+    if (terminal) std::fprintf(stderr, "\r[%s%s] %3d%% %s c=%d", std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(width - filled), ' ').c_str(),
                  static_cast<int>(100 * tokens / std::max<int64_t>(1, goal)), fixed ? "fixed" : "fast ",
                  concurrency);
@@ -473,7 +475,7 @@ int Bench() {
           r.decode_tps, r.preemptions, r.step.forward_ms, r.step.logits_ms, r.step.host_ms));
     }
   }
-  std::fprintf(stderr, "\n");
+  if (platform::StderrIsTerminal()) std::fprintf(stderr, "\n");
   std::cout << absl::StrFormat("model %s: %.1f MB of weights streamed per decode step; %d threads; "
                                "prompt %d, output %d tokens per request\n",
                                model, weight_bytes / 1e6, threads, prompt_len, out_len);

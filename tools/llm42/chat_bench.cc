@@ -17,6 +17,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "lib/engine/session.h"
+#include "lib/util/platform.h"
 #include "tools/llm42/bench_util.h"
 #include "tools/llm42/commands.h"
 
@@ -88,9 +89,9 @@ std::vector<TurnResult> RunChat(Session& s) {
                    (*r)->stat(Stat::kPrefillTokens)});
     history = static_cast<int64_t>((*r)->prompt().size() + (*r)->output_tokens().size());
     last = *r;
-    std::fprintf(stderr, "\r  turn %d/%d", t + 1, absl::GetFlag(FLAGS_turns));
+    if (platform::StderrIsTerminal()) std::fprintf(stderr, "\r  turn %d/%d", t + 1, absl::GetFlag(FLAGS_turns));
   }
-  std::fprintf(stderr, "\n");
+  if (platform::StderrIsTerminal()) std::fprintf(stderr, "\n");
   return out;
 }
 

@@ -36,7 +36,9 @@ ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 = greedy");
 ABSL_FLAG(int32_t, top_k, 0, "Keep the k most likely tokens; 0 = off");
 ABSL_FLAG(float, top_p, 1.0f, "Nucleus sampling mass; 1 = off");
 ABSL_FLAG(float, min_p, 0.0f, "Drop tokens below min_p times the best probability; 0 = off");
-ABSL_FLAG(int64_t, seed, -1, "Sampling seed; -1 = random");
+ABSL_FLAG(std::string, seed, "random",
+          "Sampling seed, 0 to 18446744073709551615 (2^64 - 1), or 'random' (the default; -1 also means it): a "
+          "deterministic request then uses the session's default seed, any other draws one");
 ABSL_FLAG(std::string, grammar, "", "Constrain the output to the GBNF grammar in this file (llama.cpp's syntax)");
 ABSL_FLAG(std::string, json_schema, "", "Constrain the output to JSON valid under the JSON Schema in this file");
 ABSL_FLAG(std::vector<std::string>, logit_bias, {},
@@ -126,6 +128,18 @@ llm42_decode_path DecodePathFromFlag() {
 }
 
 
+// --seed: a seed, or none for 'random' (and -1, which meant it when the flag was signed).
+std::optional<uint64_t> SeedFlag() {
+  const std::string text = absl::GetFlag(FLAGS_seed);
+  if (text == "random" || text == "-1") return std::nullopt;
+  uint64_t seed = 0;
+  if (text.empty() || text[0] == '-' || text[0] == '+' || !absl::SimpleAtoi(text, &seed)) {
+    throw api::Error(LLM42_INVALID_ARGUMENT,
+                     "--seed must be an integer from 0 to 18446744073709551615 or 'random', not '" + text + "'");
+  }
+  return seed;
+}
+
 // Length, sampling, seed and determinism from the flags.
 void ApplyGenerationFlags(api::RequestOptions& ro) {
   ro.SetMaxTokens(absl::GetFlag(FLAGS_max_tokens))
@@ -137,7 +151,7 @@ void ApplyGenerationFlags(api::RequestOptions& ro) {
       .SetLogprobs(absl::GetFlag(FLAGS_print_logprobs))
       .SetTopLogprobs(absl::GetFlag(FLAGS_top_logprobs))
       .SetPromptLogprobs(absl::GetFlag(FLAGS_print_prompt_logprobs));
-  if (absl::GetFlag(FLAGS_seed) >= 0) ro.SetSeed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+  if (const std::optional<uint64_t> seed = SeedFlag()) ro.SetSeed(*seed);
   ro.SetRepetitionPenalty(absl::GetFlag(FLAGS_repeat_penalty), absl::GetFlag(FLAGS_repeat_last_n))
       .SetFrequencyPenalty(absl::GetFlag(FLAGS_frequency_penalty))
       .SetPresencePenalty(absl::GetFlag(FLAGS_presence_penalty));
@@ -392,7 +406,13 @@ int MakeModel() {
     std::cerr << "llm42 make-model: --out FILE is required\n";
     return 2;
   }
-  const int64_t seed = absl::GetFlag(FLAGS_seed);
+  std::optional<uint64_t> seed;
+  try {
+    seed = SeedFlag();
+  } catch (const api::Error& e) {
+    std::cerr << "llm42 make-model: " << e.what() << "\n";
+    return 2;
+  }
   std::string chat_template;
   if (!absl::GetFlag(FLAGS_chat_template).empty()) {
     const std::optional<std::string> text = ReadFileBytes(absl::GetFlag(FLAGS_chat_template));
@@ -410,7 +430,7 @@ int MakeModel() {
     return 2;
   }
   const absl::Status s = llm42::MakeModel(*preset, type, vocab,
-                                          seed < 0 ? 42 : static_cast<uint64_t>(seed),
+                                          seed.value_or(42),
                                           absl::GetFlag(FLAGS_out), chat_template);
   if (!s.ok()) {
     std::cerr << "llm42 make-model: " << s.message() << "\n";

@@ -168,6 +168,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
     std::exit(1);
   }
   Session& s = **session;
+  const bool terminal = platform::StderrIsTerminal();  // progress only there
   WarmUp(s, 32);
   const int64_t base_tokens = s.stat(Stat::kTokensGenerated);
   const EngineStats::StepTimes times_before = s.step_times();
@@ -189,7 +190,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
     r.callback_user_data = &finish[i];
     submitted[i] = Clock::now();
     reqs[i] = *s.Submit(r, nullptr);
-    std::fprintf(stderr, "\r%-40s submitted %zu/%zu   ", label.c_str(), i + 1, jobs.size());
+    if (terminal) std::fprintf(stderr, "\r%-40s submitted %zu/%zu   ", label.c_str(), i + 1, jobs.size());
   }
   std::vector<double> ttft, e2e;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -198,7 +199,7 @@ Row Run(const std::string& model, DeterminismMode mode, const std::vector<Job>& 
         std::chrono::nanoseconds(finish[i].at_ns.load()))};
     e2e.push_back(std::chrono::duration<double>(done - submitted[i]).count() * 1000);
     ttft.push_back(reqs[i]->stat(Stat::kTimeToFirstTokenUs) / 1000.0);
-    std::fprintf(stderr, "\r%-40s finished %zu/%zu    ", label.c_str(), i + 1, reqs.size());
+    if (terminal) std::fprintf(stderr, "\r%-40s finished %zu/%zu    ", label.c_str(), i + 1, reqs.size());
   }
   const double makespan = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t out = s.stat(Stat::kTokensGenerated) - base_tokens;
@@ -285,7 +286,7 @@ int BenchDvr() {
   double off = 0;
   auto emit = [&](const Row& r) {
     if (r.mode == "off") off = r.output_tps;  // each temperature's rows start with its off run
-    std::fprintf(stderr, "\n");
+    if (platform::StderrIsTerminal()) std::fprintf(stderr, "\n");
     const std::string disagree = r.disagree_per_k < 0 ? "-" : absl::StrFormat("%.1f", r.disagree_per_k);
     std::cout << absl::StrFormat("| %g | %s | %g | %s | %d | %d | %.1f | %.3f | %.2f | %d | %d | %s | %d | %.0f | %.0f | %.0f | %.0f "
                                  "| %.2f / %.2f / %.2f |\n",
