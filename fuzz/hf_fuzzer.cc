@@ -13,6 +13,7 @@
 #include "fuzz/fuzz_file.h"
 #include "fuzz/fuzz_parts.h"
 #include "lib/format/hf_loader.h"
+#include "lib/model/arch/architecture.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* kFiles[] = {"config.json", "tokenizer.json", "vocab.json",
@@ -26,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (parts[i].empty()) continue;
     std::ofstream(dir + "/" + kFiles[i], std::ios::binary) << parts[i];
   }
-  auto file = llm42::OpenHfDirectory(dir);
+  auto file = llm42::OpenHfDirectory(dir, llm42::HfFamilies());
   if (file.ok()) llm42::fuzz::ExerciseModel(std::move(file).value());
   return 0;
 }

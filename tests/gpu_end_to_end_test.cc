@@ -16,7 +16,7 @@
 #include "lib/backend/backend_registry.h"
 #include "lib/engine/session.h"
 #include "lib/format/gguf_reader.h"
-#include "lib/format/hf_loader.h"
+#include "lib/model/model_file.h"
 #include "lib/model/model_weights.h"
 #include "lib/maker/model_maker.h"
 #include "lib/util/logging.h"

@@ -19,7 +19,7 @@
 #include "lib/engine/session.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/format/gguf_reader.h"
-#include "lib/format/hf_loader.h"
+#include "lib/model/model_file.h"
 #include "lib/model/model_weights.h"
 #include "lib/maker/model_maker.h"
 #include "lib/format/safetensors.h"
@@ -207,8 +207,7 @@ Exported Export(const Variant& v) {
   if (preset->sliding_window > 0) config["sliding_window"] = preset->sliding_window;
   const std::string arch = preset->architecture;
   if (arch == "gemma2") {
-    config["attn_logit_softcapping"] = preset->attn_softcap;
-    config["final_logit_softcapping"] = preset->final_softcap;
+    for (const auto& [key, value] : preset->keys) config[key] = value;  // the softcaps, by their GGUF and HF name
     config["tie_word_embeddings"] = true;
   }
   if (arch == "gemma3") {

@@ -16,7 +16,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/kv/prefix_blocks.h"
 #include "lib/format/gguf_reader.h"
-#include "lib/format/hf_loader.h"
+#include "lib/model/model_file.h"
 #include "lib/model/model_weights.h"
 #include "lib/model/model_runner.h"
 #include "lib/tokenizer/tokenizer.h"

@@ -115,47 +115,41 @@ std::string TokenContent(const json& v) {
   return {};
 }
 
-absl::Status AddConfig(const json& c, Metadata* md, std::string* arch, int64_t* n_vocab, bool* tied) {
+absl::Status AddConfig(const json& c, std::span<const HfFamily* const> families, Metadata* md,
+                       const HfFamily** family, int64_t* n_vocab, bool* tied) {
   const json& archs = c.value("architectures", json::array());
   const std::string name = archs.is_array() && !archs.empty() && archs[0].is_string() ? archs[0].get<std::string>() : "";
-  if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") {
-    *arch = "llama";
-  } else if (name == "Qwen2ForCausalLM") {
-    *arch = "qwen2";
-  } else if (name == "Qwen3ForCausalLM") {
-    *arch = "qwen3";
-  } else if (name == "Gemma2ForCausalLM") {
-    *arch = "gemma2";
-  } else if (name == "Gemma3ForCausalLM") {  // model_type gemma3_text: Gemma 3's text model
-    *arch = "gemma3";
-  } else if (name == "Phi3ForCausalLM") {
-    *arch = "phi3";
-  } else {
-    return UnsupportedError("config.json: architecture '", name.empty() ? c.value("model_type", "?") : name,
-                            "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                            "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)");
+  std::string known;
+  *family = nullptr;
+  for (const HfFamily* f : families) {
+    for (std::string_view cls : f->classes) {
+      if (cls == name) *family = f;
+      known.append(known.empty() ? "" : ", ").append(cls);
+    }
   }
-  const std::string a = *arch + ".";
+  if (*family == nullptr) {
+    return UnsupportedError("config.json: architecture '", name.empty() ? c.value("model_type", "?") : name,
+                            "' is not supported (", known, ")");
+  }
+  const std::string a = std::string((*family)->arch) + ".";
   LLM42_ASSIGN_OR_RETURN(const int64_t n_embd, Int(c, "hidden_size"));
   LLM42_ASSIGN_OR_RETURN(const int64_t n_head, Int(c, "num_attention_heads"));
   LLM42_ASSIGN_OR_RETURN(const int64_t n_head_kv, Int(c, "num_key_value_heads", n_head));
   LLM42_ASSIGN_OR_RETURN(const int64_t head_dim, Int(c, "head_dim", n_embd / n_head));
   LLM42_ASSIGN_OR_RETURN(int64_t n_ctx, Int(c, "max_position_embeddings"));
-  const bool windowed = *arch == "gemma2" || *arch == "gemma3" || *arch == "phi3";
   if (auto sw = c.find("sliding_window"); sw != c.end() && sw->is_number_integer() &&
       sw->get<int64_t>() > 0 && sw->get<int64_t>() < n_ctx &&
       !(c.contains("use_sliding_window") && c["use_sliding_window"] == false)) {
-    if (windowed) {  // their architectures slide (lib/model/arch)
+    if ((*family)->sliding) {  // its architecture slides (lib/model/arch)
       md->emplace_back(a + "attention.sliding_window", Uint(sw->get<int64_t>()));
     } else {
-      n_ctx = sw->get<int64_t>();  // Llama's layers do not slide: results are exact up to its size
+      n_ctx = sw->get<int64_t>();  // its layers do not slide: results are exact up to its size
     }
   }
-  if (*arch == "gemma2") {
-    LLM42_ASSIGN_OR_RETURN(const double attn_cap, Number(c, "attn_logit_softcapping", 50.0));
-    LLM42_ASSIGN_OR_RETURN(const double final_cap, Number(c, "final_logit_softcapping", 30.0));
-    md->emplace_back(a + "attn_logit_softcapping", Float(attn_cap));
-    md->emplace_back(a + "final_logit_softcapping", Float(final_cap));
+  for (const HfFamily::Key& k : (*family)->keys) {
+    const std::string hf(k.hf);
+    LLM42_ASSIGN_OR_RETURN(const double v, Number(c, hf.c_str(), k.fallback));
+    md->emplace_back(a + std::string(k.gguf), Float(v));
   }
   LLM42_ASSIGN_OR_RETURN(*n_vocab, Int(c, "vocab_size"));
   LLM42_ASSIGN_OR_RETURN(const double theta, Number(c, "rope_theta", 10000.0));
@@ -543,8 +537,8 @@ void AddVocab(const VocabSpec& spec, Metadata* md) {
   if (!spec.chat_template.empty()) md->emplace_back("tokenizer.chat_template", String(spec.chat_template));
 }
 
-// The GGUF name of a Hugging Face tensor of architecture `arch`, empty for tensors llm42 does not use.
-std::string GgufName(const std::string& hf, const std::string& arch) {
+// The GGUF name of a Hugging Face tensor of `family`, empty for tensors llm42 does not use.
+std::string GgufName(const std::string& hf, const HfFamily& family) {
   static const std::pair<const char*, const char*> kGlobal[] = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
@@ -569,28 +563,14 @@ std::string GgufName(const std::string& hf, const std::string& arch) {
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
   };
-  // Gemma's four norms a layer: after attention is post_attention_layernorm (Llama's name for the
-  // norm before the FFN, which Gemma calls pre_feedforward_layernorm). Phi-3's fused tensors.
-  static const std::pair<const char*, const char*> kGemmaLayer[] = {
-      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
-      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
-      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
-  };
-  static const std::pair<const char*, const char*> kPhi3Layer[] = {
-      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
-      {"mlp.gate_up_proj.weight", "ffn_up.weight"},
-  };
   constexpr std::string_view kPrefix = "model.layers.";
   if (hf.rfind(kPrefix, 0) != 0) return {};
   const size_t dot = hf.find('.', kPrefix.size());
   if (dot == std::string::npos) return {};
   const std::string layer = hf.substr(kPrefix.size(), dot - kPrefix.size());
   const std::string rest = hf.substr(dot + 1);
-  std::span<const std::pair<const char*, const char*>> own;
-  if (arch == "gemma2" || arch == "gemma3") own = kGemmaLayer;
-  if (arch == "phi3") own = kPhi3Layer;
-  for (const auto& [from, to] : own) {
-    if (rest == from) return absl::StrCat("blk.", layer, ".", to);
+  for (const auto& [from, to] : family.layer_tensors) {
+    if (rest == from) return absl::StrCat("blk.", layer, ".", std::string(to));
   }
   for (const auto& [from, to] : kLayer) {
     if (rest == from) return absl::StrCat("blk.", layer, ".", to);
@@ -615,7 +595,7 @@ std::vector<uint8_t> PermuteRows(const uint8_t* data, uint64_t n_bytes, int64_t 
   return out;
 }
 
-absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json& config,
+absl::Status AddTensors(const fs::path& dir, const HfFamily& family, const json& config,
                         Storage* st, std::vector<GgufTensorInfo>* tensors) {
   std::vector<std::string> shard_names;
   if (fs::exists(dir / "model.safetensors.index.json")) {
@@ -638,7 +618,7 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
   for (const std::string& name : shard_names) {
     LLM42_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> shard, SafetensorsFile::Open(platform::PathUtf8(dir / name)));
     for (const SafetensorsTensor& t : shard->tensors()) {
-      const std::string gguf = GgufName(t.name, arch);
+      const std::string gguf = GgufName(t.name, family);
       if (gguf.empty()) continue;
       GgufTensorInfo info;
       info.name = gguf;
@@ -658,9 +638,9 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
       info.dims.assign(t.shape.rbegin(), t.shape.rend());  // ggml order: contiguous first
       info.data = t.data;
       info.n_bytes = t.n_bytes;
-      // Gemma's RMSNorms scale by 1 + weight (Hugging Face's Gemma*RMSNorm); GGUF holds 1 + weight,
+      // RMSNorms that scale by 1 + weight (Hugging Face's Gemma*RMSNorm): GGUF holds 1 + weight,
       // as llama.cpp's converter writes it.
-      if ((arch == "gemma2" || arch == "gemma3") && gguf.ends_with("norm.weight")) {
+      if (family.norms_plus_one && gguf.ends_with("norm.weight")) {
         const auto n = static_cast<size_t>(t.n_bytes / (info.type == GgmlType::kF32 ? 4 : 2));
         std::vector<uint8_t>& bytes = st->owned.emplace_back(n * sizeof(float));
         for (size_t i = 0; i < n; ++i) {
@@ -681,7 +661,7 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
       }
       const bool q = gguf.ends_with("attn_q.weight") || gguf.ends_with("attn_q.bias");
       const bool k = gguf.ends_with("attn_k.weight") || gguf.ends_with("attn_k.bias");
-      if (arch == "llama" && (q || k)) {
+      if (family.permute_qk && (q || k)) {
         const int64_t heads = q ? n_head : n_head_kv;
         const int64_t rows = t.shape[0];
         if (heads <= 0 || rows % (2 * heads) != 0) {
@@ -697,15 +677,17 @@ absl::Status AddTensors(const fs::path& dir, const std::string& arch, const json
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectoryOrThrow(const std::string& path) {
+absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectoryOrThrow(const std::string& path,
+                                                                  std::span<const HfFamily* const> families) {
   const fs::path dir = platform::Utf8Path(path);
   LLM42_ASSIGN_OR_RETURN(json config, ReadJson(dir / "config.json"));
   Metadata md;
-  std::string arch;
+  const HfFamily* family = nullptr;
   int64_t n_vocab = 0;
   bool tied = false;
-  absl::Status s = AddConfig(config, &md, &arch, &n_vocab, &tied);
+  absl::Status s = AddConfig(config, families, &md, &family, &n_vocab, &tied);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  const std::string arch(family->arch);
   md.insert(md.begin(), {"general.architecture", String(arch)});
   md.insert(md.begin() + 1, {"general.name", String(dir.filename().empty() ? platform::PathUtf8(dir.parent_path().filename()) : platform::PathUtf8(dir.filename()))});
 
@@ -716,7 +698,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectoryOrThrow(const std::stri
   absl::StatusOr<VocabSpec> vocab = ReadTokenizer(dir, config, n_vocab);
   if (!vocab.ok()) return absl::Status(vocab.status().code(), absl::StrCat(path, ": ", vocab.status().message()));
   AddVocab(*vocab, &md);
-  LLM42_RETURN_IF_ERROR(AddTensors(dir, arch, config, storage.get(), &tensors));
+  LLM42_RETURN_IF_ERROR(AddTensors(dir, *family, config, storage.get(), &tensors));
   if (tied) {
     // Tied embeddings: the model reuses token_embd.weight when output.weight is absent.
     std::erase_if(tensors, [](const GgufTensorInfo& t) { return t.name == "output.weight"; });
@@ -726,21 +708,23 @@ absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectoryOrThrow(const std::stri
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& path) {
+absl::StatusOr<std::unique_ptr<GgufFile>> OpenHfDirectory(const std::string& path,
+                                                          std::span<const HfFamily* const> families) {
   // The JSON files are read through nlohmann::json's typed accessors, which throw when a field
   // has another JSON type than the one read ("tie_word_embeddings": 1): one catch here turns
   // every such mismatch into the FORMAT_ERROR a malformed file gets (hf_fuzzer found it; it
   // terminated C++ callers).
   try {
-    return OpenHfDirectoryOrThrow(path);
+    return OpenHfDirectoryOrThrow(path, families);
   } catch (const json::exception& e) {
     return FormatError(path, ": a field of its JSON files has the wrong type (", e.what(), ")");
   }
 }
 
-absl::StatusOr<std::unique_ptr<GgufFile>> OpenModel(const std::string& path) {
+absl::StatusOr<std::unique_ptr<GgufFile>> OpenModelFile(const std::string& path,
+                                                        std::span<const HfFamily* const> families) {
   std::error_code ec;
-  if (fs::is_directory(platform::Utf8Path(path), ec)) return OpenHfDirectory(path);
+  if (fs::is_directory(platform::Utf8Path(path), ec)) return OpenHfDirectory(path, families);
   return GgufFile::Open(path);
 }
 

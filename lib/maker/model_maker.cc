@@ -11,6 +11,7 @@
 #include "lib/format/gguf_reader.h"
 #include "lib/maker/gguf_writer.h"
 #include "lib/maker/quantizer.h"
+#include "lib/model/arch/architecture.h"
 #include "lib/numerics/philox.h"
 #include "lib/numerics/portable_math.h"
 #include "lib/util/status.h"
@@ -68,22 +69,17 @@ std::vector<uint8_t> Encode(const std::vector<float>& v, GgmlType type) {
 }  // namespace
 
 const std::vector<ModelPreset>& ModelPresets() {
-  static const std::vector<ModelPreset> presets = {
-      {"tiny", 256, 4, 8, 4, 688, 2048},
-      {"tiny-qwen2", 256, 4, 8, 4, 688, 2048, "qwen2"},
-      {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
-      {"tiny-qwen3", 256, 4, 8, 4, 768, 2048, "qwen3", false, 64},
-      {"tiny-blocks", 256, 4, 8, 4, 768, 2048},
-      {"tiny-gemma2", 256, 4, 4, 2, 768, 2048, "gemma2", false, 64, 32, 0.05f, 1.0f},
-      {"tiny-gemma3", 256, 6, 4, 2, 768, 2048, "gemma3", false, 64, 32},
-      {"tiny-phi", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 2047},
-      {"tiny-swa", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 40},
-      {"llama-110m", 768, 12, 12, 12, 2048, 2048},
-      {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
-      // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
-      {"llama-8b", 4096, 32, 32, 8, 14336, 8192, "llama", true},
-  };
-  return presets;
+  static const std::vector<ModelPreset>* const presets = [] {
+    auto* all = new std::vector<ModelPreset>;
+    for (const Architecture* a : Architectures()) {
+      for (ModelPreset p : a->data().presets) {
+        p.architecture = std::string(a->name());
+        all->push_back(std::move(p));
+      }
+    }
+    return all;
+  }();
+  return *presets;
 }
 
 absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& vocab_path,
@@ -107,13 +103,17 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   }
   const auto n_vocab = static_cast<int64_t>(tokens->string_array.size());
 
+  const Architecture* arch = FindArchitecture(p.architecture);
+  if (arch == nullptr) {
+    return InvalidArgument("preset '", p.name, "': architecture '", p.architecture, "' is not one of ",
+                           ArchitectureNames());
+  }
+  const ArchitectureData& d = arch->data();
   GgufWriter w;
   const std::string a = p.architecture + ".";
   const int64_t head_dim = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
   const int64_t n_rot = head_dim;
-  const bool gemma = p.architecture == "gemma2" || p.architecture == "gemma3";
-  const bool phi3 = p.architecture == "phi3";
-  const float rope_base = p.llama3_rope ? 500000.0f : p.architecture == "gemma3" ? 1000000.0f : 10000.0f;
+  const float rope_base = p.llama3_rope ? 500000.0f : d.made_rope_base;
   w.AddString("general.architecture", p.architecture);
   w.AddString("general.name", "llm42-random-" + p.name);
   w.AddUint32(a + "context_length", static_cast<uint32_t>(p.n_ctx));
@@ -130,11 +130,15 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   w.AddFloat32(a + "rope.freq_base", rope_base);
   w.AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (p.sliding_window > 0) w.AddUint32(a + "attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
-  if (p.architecture == "gemma2") {
-    w.AddFloat32(a + "attn_logit_softcapping", p.attn_softcap);
-    w.AddFloat32(a + "final_logit_softcapping", p.final_softcap);
+  for (const ArchKey& k : d.keys) {
+    if (!k.made) continue;
+    float value = k.fallback;
+    for (const auto& [suffix, v] : p.keys) {
+      if (suffix == k.suffix) value = v;
+    }
+    w.AddFloat32(a + std::string(k.suffix), value);
   }
-  if (phi3) {  // LongRoPE (Phi-3.5's keys): the short factors below a 64-position original context,
+  if (d.longrope) {  // LongRoPE (Phi-3.5's keys): the short factors below a 64-position original context,
     // the attention factor as llama.cpp's converter derives it, sqrt(1 + ln(scale) / ln(original))
     const double scale = static_cast<double>(p.n_ctx) / 64.0;
     w.AddFloat32(a + "rope.scaling.attn_factor",
@@ -180,8 +184,8 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   const bool int8_type = dtype == GgmlType::kQ8_0 || dtype == GgmlType::kQ4_0;
   matrix("token_embd.weight", p.n_embd, n_vocab, int8_type ? GgmlType::kF16 : dtype);
   ones("output_norm.weight", p.n_embd);
-  if (!gemma) matrix("output.weight", p.n_embd, n_vocab, dtype);  // Gemma ties it to the embeddings
-  if (phi3) {
+  if (!d.ties_output) matrix("output.weight", p.n_embd, n_vocab, dtype);
+  if (d.longrope) {
     // Divisors between 1 and 2 for the short context, 1 and 8 beyond it.
     struct Factors {
       const char* name;
@@ -198,28 +202,28 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     const std::string b = "blk." + std::to_string(l) + ".";
     ones(b + "attn_norm.weight", p.n_embd);
     ones(b + "ffn_norm.weight", p.n_embd);
-    if (gemma) {
+    if (d.parts.post_norms) {
       norm(b + "post_attention_norm.weight", p.n_embd);
       norm(b + "post_ffw_norm.weight", p.n_embd);
     }
-    if (phi3) {
+    if (d.parts.fused) {
       matrix(b + "attn_qkv.weight", p.n_embd, q_dim + 2 * kv, dtype);
     } else {
       matrix(b + "attn_q.weight", p.n_embd, q_dim, dtype);
       matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
       matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
     }
-    if (p.architecture == "qwen2") {
+    if (d.parts.biases == LayerParts::Biases::kRequired) {
       bias(b + "attn_q.bias", q_dim);
       bias(b + "attn_k.bias", kv);
       bias(b + "attn_v.bias", kv);
     }
-    if (p.architecture == "qwen3" || p.architecture == "gemma3") {
+    if (d.parts.qk_norms) {
       norm(b + "attn_q_norm.weight", head_dim);
       norm(b + "attn_k_norm.weight", head_dim);
     }
     matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
-    if (phi3) {
+    if (d.parts.fused) {
       matrix(b + "ffn_up.weight", p.n_embd, 2 * p.n_ff, dtype);  // gate rows, then up rows
     } else {
       matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, dtype);

@@ -85,6 +85,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
     if (!(eps > 0 && eps < 1)) return FormatError("layer_norm_rms_epsilon = ", eps, " out of range");
     c.rms_eps = static_cast<float>(eps);
   }
+  LLM42_RETURN_IF_ERROR(ReadArchitectureKeys(f, arch->data(), c));
   LLM42_RETURN_IF_ERROR(arch->ReadConfig(f, c));
   return c;
 }

@@ -22,7 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/model/fingerprint.h"
 #include "lib/format/gguf_reader.h"
-#include "lib/format/hf_loader.h"
+#include "lib/model/model_file.h"
 #include "lib/model/model_config.h"
 #include "lib/util/platform.h"
 #include "lib/maker/model_maker.h"

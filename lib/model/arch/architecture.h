@@ -2,11 +2,15 @@
 #define LLM42_MODEL_ARCH_ARCHITECTURE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "lib/backend/backend.h"
+#include "lib/format/hf_family.h"
+#include "lib/model/arch/model_preset.h"
 #include "lib/model/layer_tensors.h"
 #include "lib/model/model_config.h"
 
@@ -14,6 +18,48 @@ namespace llm42 {
 
 class GgufFile;
 class TensorReader;
+
+// Which of the optional tensors a layer of the common blocks (blocks.h) has.
+struct LayerParts {
+  enum class Biases { kNone, kOptional, kRequired } biases = Biases::kOptional;  // blk.N.attn_{q,k,v}.bias
+  bool qk_norms = false;    // blk.N.attn_{q,k}_norm.weight (per head)
+  bool post_norms = false;  // blk.N.post_attention_norm.weight, blk.N.post_ffw_norm.weight
+  // Fused tensors allowed: blk.N.attn_qkv.weight (q, k, v rows in turn) in place of the three,
+  // blk.N.ffn_up.weight of 2 n_ff rows (gate, then up) in place of ffn_gate and ffn_up (Phi-3).
+  bool fused = false;
+};
+
+// One float key an architecture reads beyond the common ones: {arch}.suffix into a ModelConfig
+// field. The loader reads it (FORMAT_ERROR naming it outside its range), make-model writes it,
+// and a Hugging Face config.json's `hf` value converts to it.
+struct ArchKey {
+  std::string_view suffix;
+  float ModelConfig::*field;
+  float fallback;  // without the key
+  float lo, hi;    // a value lies in (lo, hi)
+  std::string_view hf = {};  // config.json's name for it (empty: none)
+  bool made = true;          // make-model writes it (the preset's value, else the fallback)
+};
+
+// Whether the file states {arch}.attention.sliding_window (which layers slide is ReadConfig's).
+enum class Window : uint8_t { kNone, kOptional, kRequired };
+
+// What an architecture is, as data, consumed by the loaders (ModelConfig::FromGguf, the weights,
+// Hugging Face directories), make-model and the session, none of which names an architecture.
+struct ArchitectureData {
+  std::string_view name = {};  // general.architecture's value
+  bool rope_neox = false;
+  Window window = Window::kNone;
+  LayerParts parts = {};
+  bool ties_output = false;  // its files have no output.weight: the embeddings serve
+  bool longrope = false;     // make-model writes LongRoPE's keys and factor tensors (Phi-3.5's)
+  float made_rope_base = 10000.0f;  // the RoPE base make-model writes
+  std::vector<ArchKey> keys = {};
+  // Its Hugging Face classes, tensor names and conversions (arch, sliding and keys are filled in
+  // from the fields above: HfFamilies).
+  HfFamily hf = {};
+  std::vector<ModelPreset> presets = {};  // make-model's random models of it
+};
 
 // What one layer's graph works on (ModelRunner builds it per layer): the backend, the batch's
 // rows and schedules, the activation buffers ([rows][width] each: x the residual stream,
@@ -40,24 +86,29 @@ struct LayerGraph {
 class Architecture {
  public:
   virtual ~Architecture() = default;
-  // general.architecture's value.
-  virtual std::string_view name() const = 0;
-  // Its own hyperparameters into c, after ModelConfig::FromGguf read the common ones (RoPE style,
-  // windows, scales, caps): FORMAT_ERROR for a value out of range.
-  virtual absl::Status ReadConfig(const GgufFile& f, ModelConfig& c) const = 0;
+  virtual const ArchitectureData& data() const = 0;
+  std::string_view name() const { return data().name; }
+  // What its data cannot say, into c after ModelConfig::FromGguf read the common keys and the
+  // data's (which layers slide, scales derived from other values): FORMAT_ERROR for a value out
+  // of range.
+  virtual absl::Status ReadConfig(const GgufFile& f, ModelConfig& c) const { return absl::OkStatus(); }
   // Layer l's tensors into L.
   virtual absl::Status LoadLayer(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) const = 0;
   // Layer l's forward pass: g.x updated in place.
   virtual absl::Status Layer(const LayerGraph& g, const BackendLayer& L) const = 0;
 };
 
+// Every architecture, in registry order (architecture.cc: one line each).
+std::span<const Architecture* const> Architectures();
 // The architecture named `name`, nullptr for none; every name, comma-separated (messages).
 const Architecture* FindArchitecture(std::string_view name);
 std::string ArchitectureNames();
+// Every architecture's Hugging Face table, completed from its data (for OpenHfDirectory).
+std::span<const HfFamily* const> HfFamilies();
 
-// ReadConfig's helper: {arch}.attention.sliding_window into c.sliding_window where the file has
-// it (required unless `optional`), FORMAT_ERROR for 0 or a window past the training context.
-absl::Status ReadSlidingWindow(const GgufFile& f, ModelConfig& c, bool optional);
+// The data's part of a config: RoPE style, {arch}.attention.sliding_window (FORMAT_ERROR for 0 or
+// a window past the training context, or a required one missing) and the ArchKeys.
+absl::Status ReadArchitectureKeys(const GgufFile& f, const ArchitectureData& d, ModelConfig& c);
 
 }  // namespace llm42
 

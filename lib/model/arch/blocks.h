@@ -3,6 +3,7 @@
 
 // What decoder architectures share, written once: their layers' tensors and their two blocks.
 #include <cstdint>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "lib/model/arch/architecture.h"
@@ -10,16 +11,6 @@
 #include "lib/util/status.h"
 
 namespace llm42 {
-
-// Which of the optional tensors a layer has.
-struct LayerParts {
-  enum class Biases { kNone, kOptional, kRequired } biases = Biases::kOptional;  // blk.N.attn_{q,k,v}.bias
-  bool qk_norms = false;    // blk.N.attn_{q,k}_norm.weight (per head)
-  bool post_norms = false;  // blk.N.post_attention_norm.weight, blk.N.post_ffw_norm.weight
-  // Fused tensors allowed: blk.N.attn_qkv.weight (q, k, v rows in turn) in place of the three,
-  // blk.N.ffn_up.weight of 2 n_ff rows (gate, then up) in place of ffn_gate and ffn_up (Phi-3).
-  bool fused = false;
-};
 
 // The layer's tensors by GGUF's names (blk.N.attn_norm, attn_q/k/v, attn_output, ffn_norm,
 // ffn_gate/up/down, and `parts`).
@@ -35,14 +26,15 @@ enum class Activation { kSilu, kGeluTanh };
 // x += post_norm(down(act(gate(xn)) * up(xn))), xn being norm(x), which the caller has taken.
 absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activation act);
 
-// The layer most architectures have: LoadLayerTensors with `parts`, AttentionBlock, then
-// FeedForwardBlock with `act`. An architecture's file derives from it and reads its config.
+// The layer most architectures have: LoadLayerTensors with the data's parts, AttentionBlock, then
+// FeedForwardBlock with `act`. An architecture's file derives from it, declares its data and
+// reads what the data cannot say.
 class BlockArchitecture : public Architecture {
  public:
-  BlockArchitecture(std::string_view name, LayerParts parts, Activation act) : name_(name), parts_(parts), act_(act) {}
-  std::string_view name() const override { return name_; }
+  BlockArchitecture(ArchitectureData data, Activation act) : data_(std::move(data)), act_(act) {}
+  const ArchitectureData& data() const override { return data_; }
   absl::Status LoadLayer(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) const override {
-    return LoadLayerTensors(r, c, l, parts_, L);
+    return LoadLayerTensors(r, c, l, data_.parts, L);
   }
   // The attention block, its residual added and the feed-forward norm taken in one op
   // (Backend::AddRmsNorm), then the feed-forward block.
@@ -53,8 +45,7 @@ class BlockArchitecture : public Architecture {
   }
 
  private:
-  std::string_view name_;
-  LayerParts parts_;
+  ArchitectureData data_;
   Activation act_;
 };
 

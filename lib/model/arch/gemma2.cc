@@ -3,32 +3,29 @@
 // the logits too (final_logit_softcapping, 30), sliding-window attention on even layers.
 #include "lib/model/arch/blocks.h"
 #include "lib/model/arch/gemma_common.h"
-#include "lib/format/gguf_reader.h"
 
 namespace llm42 {
 namespace {
 
-// {arch}.key as a positive float into *out where the file has it.
-absl::Status OptionalPositive(const GgufFile& f, const std::string& key, float* out) {
-  if (f.Find(key) == nullptr) return absl::OkStatus();
-  LLM42_ASSIGN_OR_RETURN(const double v, f.GetFloat(key));
-  if (!(v > 0 && v < 1e6)) return FormatError("key '", key, "' = ", v, " is out of range");
-  *out = static_cast<float>(v);
-  return absl::OkStatus();
+ArchitectureData Data() {
+  ArchitectureData d = GemmaData();
+  d.name = "gemma2";
+  d.parts = {.biases = LayerParts::Biases::kNone, .post_norms = true};
+  d.keys = {{"attn_logit_softcapping", &ModelConfig::attn_softcap, 50.0f, 0.0f, 1e6f, "attn_logit_softcapping"},
+            {"final_logit_softcapping", &ModelConfig::final_softcap, 30.0f, 0.0f, 1e6f, "final_logit_softcapping"}};
+  d.hf.classes = {"Gemma2ForCausalLM"};
+  d.presets = {// A random tiny model's scores and logits stay far below Gemma 2's caps: its caps act.
+               {"tiny-gemma2", 256, 4, 4, 2, 768, 2048, "gemma2", false, 64, 32,
+                {{"attn_logit_softcapping", 0.05f}, {"final_logit_softcapping", 1.0f}}}};
+  return d;
 }
 
 class Gemma2 final : public BlockArchitecture {
  public:
-  Gemma2()
-      : BlockArchitecture("gemma2", LayerParts{.biases = LayerParts::Biases::kNone, .post_norms = true},
-                          Activation::kGeluTanh) {}
-  absl::Status ReadConfig(const GgufFile& f, ModelConfig& c) const override {
+  Gemma2() : BlockArchitecture(Data(), Activation::kGeluTanh) {}
+  absl::Status ReadConfig(const GgufFile&, ModelConfig& c) const override {
     ReadGemmaCommon(c, /*layers_27b=*/46, /*pattern=*/2);
-    c.attn_softcap = 50.0f;
-    c.final_softcap = 30.0f;
-    LLM42_RETURN_IF_ERROR(OptionalPositive(f, "gemma2.attn_logit_softcapping", &c.attn_softcap));
-    LLM42_RETURN_IF_ERROR(OptionalPositive(f, "gemma2.final_logit_softcapping", &c.final_softcap));
-    return ReadSlidingWindow(f, c, /*optional=*/false);
+    return absl::OkStatus();
   }
 };
 

@@ -1,23 +1,31 @@
 // Llama 2/3/3.1/3.2, Mistral 7B, TinyLlama, ...: the blocks as they are, RoPE on adjacent pairs,
-// attention biases where a file has them.
+// attention biases where a file has them. Hugging Face stores q/k rows in rotate-half order.
 #include "lib/model/arch/blocks.h"
 
 namespace llm42 {
 namespace {
 
-class Llama final : public BlockArchitecture {
- public:
-  Llama() : BlockArchitecture("llama", LayerParts{}, Activation::kSilu) {}
-  absl::Status ReadConfig(const GgufFile&, ModelConfig& c) const override {
-    c.rope_neox = false;
-    return absl::OkStatus();
-  }
-};
+ArchitectureData Data() {
+  return {
+      .name = "llama",
+      .hf = {.classes = {"LlamaForCausalLM", "MistralForCausalLM"}, .permute_qk = true},
+      .presets =
+          {
+              {"tiny", 256, 4, 8, 4, 688, 2048},
+              {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
+              {"tiny-blocks", 256, 4, 8, 4, 768, 2048},
+              {"llama-110m", 768, 12, 12, 12, 2048, 2048},
+              {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
+              // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
+              {"llama-8b", 4096, 32, 32, 8, 14336, 8192, "llama", true},
+          },
+  };
+}
 
 }  // namespace
 
 const Architecture& LlamaArchitecture() {
-  static const Llama arch;
+  static const BlockArchitecture arch(Data(), Activation::kSilu);
   return arch;
 }
 

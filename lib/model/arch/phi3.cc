@@ -8,21 +8,34 @@
 namespace llm42 {
 namespace {
 
+ArchitectureData Data() {
+  return {
+      .name = "phi3",
+      .rope_neox = true,
+      .window = Window::kOptional,
+      .parts = {.fused = true},
+      .longrope = true,
+      // (Hugging Face's longrope rope_scaling gives it, as llama.cpp's converter derives it.)
+      .keys = {{"rope.scaling.attn_factor", &ModelConfig::rope_attn_factor, 1.0f, 0.0f, 16.0f, {}, /*made=*/false}},
+      .hf = {.classes = {"Phi3ForCausalLM"},
+             .layer_tensors = {{"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+                               {"mlp.gate_up_proj.weight", "ffn_up.weight"}}},
+      // tiny-phi: a name without "phi3", which llama.cpp takes for Phi-3's own vocabulary;
+      // tiny-swa: a window of 40 positions on every layer, as Phi-3-mini-4k's 2047: the KV cache
+      // releases what lies behind it.
+      .presets = {{"tiny-phi", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 2047},
+                  {"tiny-swa", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 40}},
+  };
+}
+
 class Phi3 final : public BlockArchitecture {
  public:
-  Phi3() : BlockArchitecture("phi3", LayerParts{.fused = true}, Activation::kSilu) {}
+  Phi3() : BlockArchitecture(Data(), Activation::kSilu) {}
   absl::Status ReadConfig(const GgufFile& f, ModelConfig& c) const override {
-    c.rope_neox = true;
-    if (f.Find("phi3.rope.scaling.attn_factor") != nullptr) {
-      LLM42_ASSIGN_OR_RETURN(const double factor, f.GetFloat("phi3.rope.scaling.attn_factor"));
-      if (!(factor > 0 && factor < 16)) return FormatError("phi3.rope.scaling.attn_factor = ", factor, " is out of range");
-      c.rope_attn_factor = static_cast<float>(factor);
-    }
     if (f.Find("phi3.rope.scaling.original_context_length") != nullptr) {
       LLM42_ASSIGN_OR_RETURN(c.rope_original_context, f.GetInt("phi3.rope.scaling.original_context_length"));
       if (c.rope_original_context <= 0) return FormatError("phi3.rope.scaling.original_context_length must be positive");
     }
-    LLM42_RETURN_IF_ERROR(ReadSlidingWindow(f, c, /*optional=*/true));
     c.layer_sliding.assign(static_cast<size_t>(c.n_layer), 1);
     return absl::OkStatus();
   }

@@ -4,19 +4,20 @@
 namespace llm42 {
 namespace {
 
-class Qwen2 final : public BlockArchitecture {
- public:
-  Qwen2() : BlockArchitecture("qwen2", LayerParts{.biases = LayerParts::Biases::kRequired}, Activation::kSilu) {}
-  absl::Status ReadConfig(const GgufFile&, ModelConfig& c) const override {
-    c.rope_neox = true;
-    return absl::OkStatus();
-  }
-};
+ArchitectureData Data() {
+  return {
+      .name = "qwen2",
+      .rope_neox = true,
+      .parts = {.biases = LayerParts::Biases::kRequired},
+      .hf = {.classes = {"Qwen2ForCausalLM"}},
+      .presets = {{"tiny-qwen2", 256, 4, 8, 4, 688, 2048, "qwen2"}},
+  };
+}
 
 }  // namespace
 
 const Architecture& Qwen2Architecture() {
-  static const Qwen2 arch;
+  static const BlockArchitecture arch(Data(), Activation::kSilu);
   return arch;
 }
 

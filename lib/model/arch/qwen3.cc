@@ -5,20 +5,21 @@
 namespace llm42 {
 namespace {
 
-class Qwen3 final : public BlockArchitecture {
- public:
-  Qwen3()
-      : BlockArchitecture("qwen3", LayerParts{.biases = LayerParts::Biases::kNone, .qk_norms = true}, Activation::kSilu) {}
-  absl::Status ReadConfig(const GgufFile&, ModelConfig& c) const override {
-    c.rope_neox = true;
-    return absl::OkStatus();
-  }
-};
+ArchitectureData Data() {
+  return {
+      .name = "qwen3",
+      .rope_neox = true,
+      .parts = {.biases = LayerParts::Biases::kNone, .qk_norms = true},
+      .hf = {.classes = {"Qwen3ForCausalLM"}},
+      // Heads twice n_embd / n_head wide, as Qwen3-0.6B's.
+      .presets = {{"tiny-qwen3", 256, 4, 8, 4, 768, 2048, "qwen3", false, 64}},
+  };
+}
 
 }  // namespace
 
 const Architecture& Qwen3Architecture() {
-  static const Qwen3 arch;
+  static const BlockArchitecture arch(Data(), Activation::kSilu);
   return arch;
 }
 
