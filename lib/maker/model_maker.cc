@@ -138,6 +138,12 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     }
     w.AddFloat32(a + std::string(k.suffix), value);
   }
+  if (p.yarn_factor > 0) {
+    w.AddString(a + "rope.scaling.type", "yarn");
+    w.AddFloat32(a + "rope.scaling.factor", static_cast<float>(p.yarn_factor));
+    w.AddUint32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(p.yarn_original_context));
+    w.AddFloat32(a + "rope.scaling.yarn_log_multiplier", 1.0f);
+  }
   if (d.longrope) {  // LongRoPE (Phi-3.5's keys): the short factors below a 64-position original context,
     // the attention factor as llama.cpp's converter derives it, sqrt(1 + ln(scale) / ln(original))
     const double scale = static_cast<double>(p.n_ctx) / 64.0;

@@ -71,12 +71,35 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
   }
   if (const GgufValue* type = f.Find(a + "rope.scaling.type"); type && type->type == GgufType::kString) {
     const std::string& t = type->string_value;
-    if (t == "linear") {
+    if (t == "linear" || t == "yarn") {
       LLM42_ASSIGN_OR_RETURN(double factor, f.GetFloat(a + "rope.scaling.factor"));
-      if (!(factor >= 1.0)) return FormatError("rope.scaling.factor = ", factor, " must be >= 1");
-      c.rope_freq_scale = static_cast<float>(1.0 / factor);
+      if (!(factor >= 1.0 && factor <= 1024.0)) return FormatError("rope.scaling.factor = ", factor, " must be in [1, 1024]");
+      if (t == "linear") {
+        c.rope_freq_scale = static_cast<float>(1.0 / factor);
+      } else {
+        c.yarn.factor = factor;
+        c.yarn.original_context = static_cast<double>(c.n_ctx_train);
+        if (f.Find(a + "rope.scaling.original_context_length") != nullptr) {
+          LLM42_ASSIGN_OR_RETURN(const int64_t original, RequiredPositive(f, a + "rope.scaling.original_context_length", c.n_ctx_train));
+          c.yarn.original_context = static_cast<double>(original);
+        }
+        for (auto [key, value] : {std::pair{"rope.scaling.yarn_beta_fast", &c.yarn.beta_fast},
+                                  {"rope.scaling.yarn_beta_slow", &c.yarn.beta_slow},
+                                  {"rope.scaling.yarn_log_multiplier", &c.yarn.log_mul}}) {
+          if (f.Find(a + key) == nullptr) continue;
+          LLM42_ASSIGN_OR_RETURN(*value, f.GetFloat(a + key));
+          const bool log_mul = value == &c.yarn.log_mul;
+          if (!(*value >= (log_mul ? 0.0 : 1e-3) && *value <= 1024.0)) {
+            return FormatError("key '", a, key, "' = ", *value, " is out of range");
+          }
+        }
+        if (!(c.yarn.beta_fast > c.yarn.beta_slow)) {
+          return FormatError("rope.scaling.yarn_beta_fast (", c.yarn.beta_fast, ") must exceed yarn_beta_slow (",
+                             c.yarn.beta_slow, ")");
+        }
+      }
     } else if (t != "none") {
-      return UnsupportedError("RoPE scaling type '", t, "' is not supported (none, linear; "
+      return UnsupportedError("RoPE scaling type '", t, "' is not supported (none, linear, yarn; "
                               "Llama 3.1 scaling comes as rope_freqs.weight)");
     }
   }

@@ -41,7 +41,16 @@ struct ModelConfig {
   float attn_softcap = 0;      // attention scores soft-capped (Gemma 2); 0: not
   float final_softcap = 0;     // logits soft-capped (Gemma 2); 0: not
   float rope_attn_factor = 1;  // LongRoPE's factor on cosines and sines (Phi-3)
+  // Llama 4's attention temperature (Ministral 3): queries at position p scaled by
+  // 1 + this * ln(floor(p / yarn.original_context) + 1); 0: none.
+  float attn_temperature_scale = 0;
   int64_t rope_original_context = 0;  // LongRoPE: the long factors beyond this context (Phi-3)
+  // YaRN RoPE scaling (rope.scaling.type "yarn"; factor 0: none): the factor, the context it
+  // extends, beta_fast and beta_slow, and yarn_log_multiplier. ModelWeights turns them into
+  // per-pair divisors and a magnitude (lib/format/rope_factors.h); rope_freq_scale stays 1.
+  struct Yarn {
+    double factor = 0, original_context = 0, beta_fast = 32, beta_slow = 1, log_mul = 0;
+  } yarn;
 
   // The attention window of layer l (0: every earlier position).
   int64_t window(int64_t l) const {

@@ -1,5 +1,6 @@
 #include "lib/model/model_weights.h"
 
+#include "lib/format/rope_factors.h"
 #include "lib/model/arch/tensor_reader.h"
 #include "lib/util/status.h"
 
@@ -29,13 +30,20 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(std::shared_ptr
     r.count(static_cast<int64_t>(embd->n_bytes));
   }
   LLM42_ASSIGN_OR_RETURN(m->rope_freqs_, r.OptionalVector("rope_freqs.weight", c.n_rot / 2));
+  float attn_factor = c.rope_attn_factor;
+  if (c.yarn.factor > 0) {  // YaRN's divisors and magnitude (a file has one kind of per-pair factors)
+    if (!m->rope_freqs_.empty()) return FormatError("rope_freqs.weight beside YaRN scaling: one kind of RoPE factors at most");
+    m->rope_freqs_ = YarnRopeFactors(c.n_rot, c.rope_freq_base, c.yarn.factor, c.yarn.original_context,
+                                     c.yarn.beta_fast, c.yarn.beta_slow);
+    attn_factor = YarnMagnitude(c.yarn.factor, c.yarn.log_mul, c.rope_attn_factor);
+  }
   LLM42_ASSIGN_OR_RETURN(m->rope_factors_short_, r.OptionalVector("rope_factors_short.weight", c.n_rot / 2));
   LLM42_ASSIGN_OR_RETURN(m->rope_factors_long_, r.OptionalVector("rope_factors_long.weight", c.n_rot / 2));
   m->rope_.n_rot = c.n_rot;
   m->rope_.freq_base = c.rope_freq_base;
   m->rope_.freq_scale = c.rope_freq_scale;
   m->rope_.neox = c.rope_neox;
-  m->rope_.attn_factor = c.rope_attn_factor;
+  m->rope_.attn_factor = attn_factor;
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LLM42_RETURN_IF_ERROR(m->arch_->LoadLayer(r, c, l, m->layers_[static_cast<size_t>(l)]));

@@ -365,9 +365,13 @@ int Info() {
     std::cout << absl::StrFormat(
         "model:       %s '%s', %d parameters (%s)\n"
         "shape:       %d layers, n_embd %d, n_ff %d, %d heads, %d KV heads, head dim %d\n"
-        "rope:        %d dims, base %g; rms eps %g; trained context %d\n",
+        "rope:        %d dims, base %g%s; rms eps %g; trained context %d\n",
         c.architecture, c.name, params, absl::StrJoin(types, ", "), c.n_layer, c.n_embd, c.n_ff,
-        c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.rope_freq_base, c.rms_eps, c.n_ctx_train);
+        c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.rope_freq_base,
+        c.yarn.factor > 0 ? absl::StrFormat(", YaRN x%g over %g positions", c.yarn.factor, c.yarn.original_context)
+        : c.rope_freq_scale != 1.0f ? absl::StrFormat(", linear x%g", 1.0 / c.rope_freq_scale)
+                                    : std::string(),
+        c.rms_eps, c.n_ctx_train);
   } else {
     std::cout << "model:       not runnable here: " << config.status().message() << "\n";
   }

@@ -15,10 +15,12 @@ const Architecture& Qwen3Architecture();
 const Architecture& Gemma2Architecture();
 const Architecture& Gemma3Architecture();
 const Architecture& Phi3Architecture();
+const Architecture& Mistral3Architecture();
 
 std::span<const Architecture* const> Architectures() {
   static const Architecture* const all[] = {&LlamaArchitecture(),  &Qwen2Architecture(),  &Qwen3Architecture(),
-                                            &Gemma2Architecture(), &Gemma3Architecture(), &Phi3Architecture()};
+                                            &Gemma2Architecture(), &Gemma3Architecture(), &Phi3Architecture(),
+                                            &Mistral3Architecture()};
   return all;
 }
 

@@ -19,6 +19,10 @@ struct ModelPreset {
   int64_t sliding_window = 0;  // attention.sliding_window where nonzero
   // Values of the architecture's own keys (ArchKey::suffix) other than their fallbacks.
   std::vector<std::pair<std::string, float>> keys = {};
+  // YaRN RoPE scaling by this factor over this original context (0: none), with
+  // yarn_log_multiplier 1 (Ministral 3's mscale_all_dim).
+  double yarn_factor = 0;
+  int64_t yarn_original_context = 0;
 };
 
 }  // namespace llm42
