@@ -134,7 +134,10 @@ TEST_P(LlamaCppParity, PromptLogprobsAndGreedyTokensMatch) {
   const auto ref = ref_["logprobs"].get<std::vector<double>>();
   const auto greedy = ref_["greedy"].get<std::vector<int32_t>>();
   const auto margins = ref_["margins"].get<std::vector<double>>();
-  const double mean_bound = float_weights_ ? 0.01 : 0.05, max_bound = float_weights_ ? 0.05 : 0.35;
+  // Float weights agree to rounding (max 4e-4 nats seen: f16, where llama.cpp rounds activations to
+  // f16; about 1e-6 for f32), so their bound is tight enough to see a RoPE scaling left out (YaRN
+  // off on tiny-mistral3-f32: max 0.021); quantized files differ by llama.cpp's 8-bit activations.
+  const double mean_bound = float_weights_ ? 0.001 : 0.05, max_bound = float_weights_ ? 0.002 : 0.35;
   for (bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "deterministic" : "plain");
     const Run run = Generate(deterministic);

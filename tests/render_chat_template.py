@@ -7,27 +7,17 @@ request.json: {"messages": [...], "bos_token": "...", "eos_token": "...", option
 where the template raises (a role it refuses), nothing and exit status 3.
 """
 import json
+import os
 import sys
 
 import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-
-def raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
-
-
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from render_jinja import environment  # noqa: E402  transformers' environment, written once
 
 
 def main():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
+    env = environment()
     with open(sys.argv[1], encoding="utf-8") as f:
         template = env.from_string(f.read())
     request = json.load(sys.stdin)

@@ -1,0 +1,271 @@
+// lib/chat/jinja_template against Debian's python3-jinja2 configured as transformers configures it
+// (tests/render_jinja.py): every case rendered by both, byte for byte, and where the reference
+// fails (a syntax error, raise_exception, an undefined attribute), ours fails too. The cases: the
+// language's constructs one by one, the chat templates in ../shared/templates over conversations
+// with system prompts, tools, tool calls and results, generation prompts on and off and non-ASCII
+// text, and, where LLM42_JINJA_CORPUS names a folder of *.jinja templates (llama.cpp's
+// models/templates, say), every template there over the same conversations.
+#include "lib/chat/jinja_template.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace llm42::jinja {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+struct Case {
+  std::string name;
+  std::string source;
+  json vars;
+};
+
+struct Outcome {
+  bool ok = false;
+  std::string text;  // the rendering, or the error
+};
+
+bool HaveJinja() {
+  const std::string python = LLM42_PYTHON3;
+  return !python.empty() && std::system((python + " -c 'import jinja2' 2>/dev/null").c_str()) == 0;
+}
+
+// Every case rendered by the reference in one run.
+std::vector<Outcome> Reference(const std::vector<Case>& cases) {
+  json in = json::array();
+  for (const Case& c : cases) in.push_back({{"template", c.source}, {"vars", c.vars}});
+  const std::string in_path = testing::TempPath("jinja_cases.json"), out_path = testing::TempPath("jinja_results.json");
+  std::ofstream(in_path) << in.dump();
+  const std::string cmd = std::string(LLM42_PYTHON3) + " " LLM42_SOURCE_DIR "/tests/render_jinja.py < '" + in_path +
+                          "' > '" + out_path + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const json results = json::parse(testing::ReadFile(out_path));
+  std::vector<Outcome> out;
+  for (const json& r : results) {
+    out.push_back(r.contains("out") ? Outcome{true, r["out"].get<std::string>()} : Outcome{false, r["error"].get<std::string>()});
+  }
+  return out;
+}
+
+Outcome Ours(const Case& c) {
+  absl::StatusOr<Template> t = Template::Parse(c.source);
+  if (!t.ok()) return {false, std::string(t.status().message())};
+  const Value vars = Value::FromJson(c.vars);
+  absl::StatusOr<std::string> r = t->Render(vars.dict());
+  if (!r.ok()) return {false, std::string(r.status().message())};
+  return {true, *r};
+}
+
+// Renders every case both ways; returns how many rendered (not failed) in the reference.
+int Compare(const std::vector<Case>& cases) {
+  const std::vector<Outcome> reference = Reference(cases);
+  EXPECT_EQ(reference.size(), cases.size());
+  int rendered = 0;
+  for (size_t i = 0; i < cases.size() && i < reference.size(); ++i) {
+    const Outcome ours = Ours(cases[i]);
+    if (!reference[i].ok) {
+      EXPECT_FALSE(ours.ok) << cases[i].name << ": the reference fails (" << reference[i].text << ") but ours rendered:\n"
+                            << ours.text;
+      continue;
+    }
+    ++rendered;
+    EXPECT_TRUE(ours.ok) << cases[i].name << ": " << ours.text;
+    if (ours.ok) {
+      EXPECT_EQ(ours.text, reference[i].text) << cases[i].name << "\ntemplate:\n" << cases[i].source;
+    }
+  }
+  return rendered;
+}
+
+#define LLM42_JINJA_OR_SKIP() \
+  if (!HaveJinja()) GTEST_SKIP() << "Debian's python3 with python3-jinja2 is missing (tools/install-deps.sh installs it)"
+
+TEST(Jinja, ConstructsRenderAsJinja2RendersThem) {
+  LLM42_JINJA_OR_SKIP();
+  const json data = json::parse(R"({
+    "s": "  Hello, World \n", "n": 3, "f": 2.5, "big": 1e20, "small": 0.0001, "t": true, "nil": null,
+    "list": [3, 1, 2], "words": ["b", "a", "c"], "d": {"b": 1, "a": [1, 2.0, "x", null, true]},
+    "msgs": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "x": 1},
+             {"role": "user", "content": "bye"}],
+    "uni": "Grüße 🦙 \"q\" 'a' \\ \t"
+  })");
+  const std::vector<std::pair<const char*, const char*>> templates = {
+      {"text", "plain text"},
+      {"emit", "{{ n }} {{ f }} {{ big }} {{ small }} {{ t }} {{ nil }} {{ list }} {{ d }} {{ words }}"},
+      {"undefined prints empty", "[{{ missing }}]"},
+      {"string repr", "{{ [uni] }} {{ {'k': uni} }}"},
+      {"whitespace control", "a  {{- n -}}  b\n  {%- if t %}  c  {% endif -%}\n d"},
+      {"trim and lstrip", "x\n    {% if t %}\n    yes\n    {% endif %}\n  {# c #}\ny\n"},
+      {"plus keeps", "x\n    {%+ if t %}\nyes\n{%+ endif +%}\nz"},
+      {"if elif else", "{% for i in range(5) %}{% if i == 0 %}z{% elif i is odd %}o{% else %}e{% endif %}{% endfor %}"},
+      {"for loop vars",
+       "{% for m in msgs %}{{ loop.index }}/{{ loop.index0 }}/{{ loop.revindex }}/{{ loop.first }}/{{ loop.last }}/"
+       "{{ loop.length }}/{{ loop.previtem.role if loop.previtem is defined }}/{{ loop.cycle('a','b') }};{% endfor %}"},
+      {"for else and filter", "{% for x in list if x > 5 %}{{ x }}{% else %}none{% endfor %}|{% for x in list if x > 1 %}{{ x }}{% endfor %}"},
+      {"for over dict and items", "{% for k in d %}{{ k }}{% endfor %}{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}"},
+      {"for over string", "{% for c in 'aé🦙' %}[{{ c }}]{% endfor %}"},
+      {"break continue", "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}"},
+      {"loop scope", "{% set x = 1 %}{% for i in list %}{% set x = i %}{% endfor %}{{ x }}"},
+      {"namespace", "{% set ns = namespace(found=false, n=0) %}{% for m in msgs %}{% if m.role == 'assistant' %}{% set ns.found = true %}{% endif %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.found }} {{ ns.n }}"},
+      {"set tuple and block", "{% set a, b = [1, 2] %}{{ a }}{{ b }}{% set blk %}  in {{ n }} {% endset %}[{{ blk }}]{% set t2 | trim %}  x  {% endset %}[{{ t2 }}]"},
+      {"macro", "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} {{ greet('b', '?') }} {{ greet(name='c', punct='.') }}"},
+      {"macro varargs kwargs", "{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, x=4) }}"},
+      {"call block", "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ n }}{% endcall %}"},
+      {"call block args", "{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}{% call(v) each(list) %}<{{ v }}>{% endcall %}"},
+      {"filter block", "{% filter upper %}shout {{ n }}{% endfilter %}"},
+      {"arithmetic", "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 1 + 2 * 3 - 4 }} {{ 1.5 + 1 }} {{ 'a' + 'b' }} {{ 'ab' * 3 }} {{ [1] + [2] }} {{ n ~ 'x' ~ nil }}"},
+      {"comparisons", "{{ 1 < 2 }} {{ 'a' < 'b' }} {{ 2 >= 2.0 }} {{ 1 == 1.0 }} {{ 'a' in 'cat' }} {{ 2 in list }} {{ 'a' in d }} {{ 'z' not in d }} {{ [1, 2] == [1, 2] }}"},
+      {"logic", "{{ 0 or 'x' }} {{ 1 and 'y' }} {{ nil or [] }} {{ not t }} {{ 'a' if t else 'b' }} {{ 'c' if not t else 'd' }} [{{ 'e' if false }}]"},
+      {"tests", "{{ n is number }} {{ s is string }} {{ d is mapping }} {{ list is iterable }} {{ nil is none }} {{ missing is defined }} {{ missing is undefined }} {{ t is true }} {{ t is boolean }} {{ n is even }} {{ n is divisibleby 3 }} {{ list is sequence }} {{ 'x' is in 'xy' }} {{ n is integer }} {{ f is float }} {{ n is not string }}"},
+      {"string filters", "[{{ s | trim }}] {{ s | upper }} {{ s | lower }} {{ 'hello world' | title }} {{ 'hELLO' | capitalize }} {{ s | replace('l', 'L') }} {{ s | length }} {{ uni | length }} {{ 'a,b,,c' | wordcount }}"},
+      {"string methods", "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'xxhixx'.strip('x') }}|{{ 'a b  c'.split() }}|{{ 'a,b,,c'.split(',') }}|{{ 'a,b,c'.split(',', 1) }}|{{ 'a,b,c'.rsplit(',', 1) }}|{{ s.startswith('  He') }}|{{ 'abc'.endswith(('x', 'c')) }}|{{ 'aaa'.replace('a', 'b', 2) }}|{{ 'hello'.find('l') }}|{{ 'hello'.count('l') }}|{{ '{} and {}'.format(1, 'two') }}|{{ '-'.join(words) }}|{{ 'Ab'.upper() }}{{ 'Ab'.lower() }}|{{ 'x y'.title() }}"},
+      {"list filters", "{{ list | first }} {{ list | last }} {{ list | sort }} {{ words | sort(reverse=true) }} {{ list | reverse | list }} {{ list | sum }} {{ list | min }} {{ list | max }} {{ list | join(', ') }} {{ [1, 1, 2] | unique | list }} {{ list | length }} {{ list | batch(2) | list }}"},
+      {"select map", "{{ msgs | selectattr('role', 'equalto', 'user') | map(attribute='content') | list }} {{ msgs | rejectattr('x', 'defined') | list | length }} {{ list | select('odd') | list }} {{ list | reject('odd') | list }} {{ msgs | map(attribute='role') | join(',') }} {{ ['1', '2'] | map('int') | list }}"},
+      {"dict filters", "{{ d | items | list }} {{ d | dictsort }} {{ d.get('b') }} {{ d.get('z', 'dflt') }} {{ d['a'][1] }} {{ d.a[2] }} {{ d.keys() | list }} {{ d.values() | list | length }}"},
+      {"default", "{{ missing | default('dflt') }} {{ nil | default('x') }} {{ '' | default('y', true) }} {{ n | d(5) }}"},
+      {"tojson", "{{ d | tojson }} {{ msgs | tojson }} {{ uni | tojson }} {{ d | tojson(indent=2) }} {{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }} {{ [1.0, 0.5, 1e-7, 1e22] | tojson }}"},
+      {"slicing", "{{ list[1:] }} {{ list[:-1] }} {{ list[::-1] }} {{ 'abcdef'[1:4] }} {{ 'abcdef'[::2] }} {{ uni[-3:] }} {{ list[-1] }} {{ 'abc'[1] }} {{ msgs[1:] | length }}"},
+      {"indent", "{{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(4, true) }}|{{ 'x\\n\\ny' | indent(2, false, true) }}"},
+      {"numbers", "{{ 10 / 4 }} {{ 3.0 }} {{ 1e3 }} {{ 0.1 + 0.2 }} {{ 2.5 | round }} {{ 3.14159 | round(2) }} {{ '42' | int + 1 }} {{ '2.5' | float }} {{ -3 | abs }} {{ 1_000 }} {{ 12345678901234567 * 10.0 }}"},
+      {"string literals", "{{ 'it\\'s' }} {{ \"say \\\"hi\\\"\" }} {{ 'tab\\there' }} {{ 'a' 'b' }} {{ '\\u00e9\\x41' }}"},
+      {"escape and safe", "{{ '<a href=\"x\">' | e }} {{ 'x' | safe }}"},
+      {"raw", "{% raw %}{{ not rendered }} {% if %}{% endraw %}!"},
+      {"generation", "{% generation %}gen {{ n }}{% endgeneration %}"},
+      {"comment trims", "a\n{# comment #}\nb  {#- c -#}  c"},
+      {"raise", "{{ raise_exception('refused: ' ~ n) }}"},
+      {"undefined attribute fails", "{{ missing.attr }}"},
+      {"unknown filter fails", "{{ n | nosuchfilter }}"},
+      {"syntax error", "{% if t %}unclosed"},
+      {"syntax error 2", "{{ 1 + }}"},
+      {"list append is unsafe", "{% set l = [] %}{{ l.append(1) }}"},
+      {"none attribute", "[{{ nil.x }}]"},
+      {"nested data", "{% for m in msgs %}{{ m['role'] }}:{{ m.content | trim }}{% if not loop.last %}, {% endif %}{% endfor %}"},
+      {"trailing newline dropped", "line\n"},
+      {"crlf", "a\r\n{% if t %}\r\nb\r\n{% endif %}\r\nc"},
+      {"strftime", "{{ strftime_now('%Y') | length }}"},
+  };
+  std::vector<Case> cases;
+  for (const auto& [name, source] : templates) cases.push_back({name, source, data});
+  EXPECT_GE(Compare(cases), 40);
+}
+
+// Conversations in OpenAI's form, as transformers passes them to a template (tools and documents
+// None when absent).
+std::vector<json> Conversations() {
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "give_item", "description": "Give the player an item.",
+      "parameters": {"type": "object", "properties": {"player": {"type": "string"}, "item": {"type": "string",
+      "enum": ["sword", "shield"]}}, "required": ["player", "item"]}}},
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather at a place.",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+      "required": ["city"]}}}])");
+  const json call = json::parse(R"([{"id": "call_1", "type": "function", "function": {"name": "give_item",
+      "arguments": {"player": "Ann", "item": "sword"}}}])");
+  std::vector<json> messages = {
+      json::parse(R"([{"role": "user", "content": "Hello!"}])"),
+      json::parse(R"([{"role": "system", "content": "You are a pirate."}, {"role": "user", "content": "Where is the treasure?"}])"),
+      json::parse(R"([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2+2?"},
+                      {"role": "assistant", "content": "4."}, {"role": "user", "content": "And 3+3?"}])"),
+      json::parse(R"([{"role": "user", "content": "  Grüße 🦙 \n\n"}, {"role": "assistant", "content": "  Noted.  "},
+                      {"role": "user", "content": "{\"json\": true}"}])"),
+      json::parse(R"([{"role": "user", "content": "Why?"}, {"role": "assistant", "content": "<think>\nLet me see.\n</think>\n\nBecause."},
+                      {"role": "user", "content": "Sure?"}])"),
+      json::parse(R"([{"role": "user", "content": [{"type": "text", "text": "Parts "}, {"type": "text", "text": "joined"}]}])"),
+  };
+  std::vector<json> out;
+  for (const json& m : messages) {
+    for (bool gen : {true, false}) {
+      out.push_back({{"messages", m}, {"add_generation_prompt", gen}, {"tools", nullptr}, {"documents", nullptr}});
+    }
+  }
+  // With tools, a call and its result.
+  json with_call = json::array();
+  with_call.push_back({{"role", "system"}, {"content", "You run a shop."}});
+  with_call.push_back({{"role", "user"}, {"content", "Give Ann a sword."}});
+  with_call.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", call}});
+  with_call.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"name", "give_item"}, {"content", "{\"ok\": true}"}});
+  out.push_back({{"messages", json::parse(R"([{"role": "user", "content": "Give Ann a sword."}])")},
+                 {"add_generation_prompt", true}, {"tools", tools}, {"documents", nullptr}});
+  out.push_back({{"messages", with_call}, {"add_generation_prompt", true}, {"tools", tools}, {"documents", nullptr}});
+  out.push_back({{"messages", with_call}, {"add_generation_prompt", false}, {"tools", tools}, {"documents", nullptr},
+                 {"enable_thinking", false}});
+  return out;
+}
+
+std::vector<Case> TemplateCases(const fs::path& dir) {
+  std::vector<Case> cases;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".jinja") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    const std::string source = testing::ReadFile(f.string());
+    int k = 0;
+    for (json vars : Conversations()) {
+      vars["bos_token"] = "<s>";
+      vars["eos_token"] = "</s>";
+      cases.push_back({f.filename().string() + " #" + std::to_string(k++), source, vars});
+    }
+  }
+  return cases;
+}
+
+TEST(Jinja, SharedChatTemplatesRenderAsTransformersRendersThem) {
+  LLM42_JINJA_OR_SKIP();
+  LLM42_SHARED_OR_SKIP(dir, "templates");
+  const std::vector<Case> cases = TemplateCases(dir);
+  ASSERT_GE(cases.size(), 5 * Conversations().size());
+  EXPECT_GE(Compare(cases), static_cast<int>(cases.size()) / 2);
+}
+
+TEST(Jinja, CorpusRendersAsTransformersRendersIt) {
+  LLM42_JINJA_OR_SKIP();
+  const char* corpus = std::getenv("LLM42_JINJA_CORPUS");
+  if (corpus == nullptr || !fs::is_directory(corpus)) {
+    GTEST_SKIP() << "set LLM42_JINJA_CORPUS to a folder of *.jinja chat templates (llama.cpp's models/templates)";
+  }
+  const std::vector<Case> cases = TemplateCases(corpus);
+  const int rendered = Compare(cases);
+  ::testing::Test::RecordProperty("rendered", rendered);
+  EXPECT_GT(rendered, 0);
+}
+
+// Bounds: a template is untrusted input.
+TEST(Jinja, LimitsStopRunawayTemplates) {
+  Dict none;
+  auto loop = Template::Parse("{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}");
+  ASSERT_TRUE(loop.ok());
+  Limits small;
+  small.max_steps = 100000;
+  absl::StatusOr<std::string> r = loop->Render(none, small);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  auto big = Template::Parse("{% set s = 'x' * 1000 %}{% for i in range(100000) %}{{ s }}{% endfor %}");
+  ASSERT_TRUE(big.ok());
+  Limits output;
+  output.max_output_bytes = 1 << 20;
+  r = big->Render(none, output);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  auto recursion = Template::Parse("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  ASSERT_TRUE(recursion.ok());
+  r = recursion->Render(none);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  auto bad = Template::Parse("line one\n{% for x in %}");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("line 2, column"), std::string::npos) << bad.status();
+}
+
+}  // namespace
+}  // namespace llm42::jinja
