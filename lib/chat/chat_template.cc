@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lib/chat/jinja_template.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
@@ -67,9 +68,41 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Detect(std::string_view jinja, bool h
   return t;
 }
 
+absl::StatusOr<ChatTemplate> ChatTemplate::FromModel(std::string_view source, bool has_im_start,
+                                                     bool has_header_tokens) {
+  if (source.empty()) return Detect(source, has_im_start, has_header_tokens);
+  absl::StatusOr<jinja::Template> parsed = jinja::Template::Parse(source);
+  if (!parsed.ok()) {
+    absl::StatusOr<ChatTemplate> builtin = Detect(source, has_im_start, has_header_tokens);
+    if (builtin.ok()) return builtin;
+    return InvalidArgument("the model's chat template: ", parsed.status().message());
+  }
+  ChatTemplate t;
+  t.jinja = std::make_shared<const jinja::Template>(*std::move(parsed));
+  return t;
+}
+
 absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
                                                  std::string_view bos, std::string_view eos, bool thinking) const {
   if (messages.empty()) return InvalidArgument("the conversation has no messages");
+  if (jinja != nullptr) {
+    jinja::List list;
+    for (const ChatMessage& m : messages) {
+      jinja::Dict d;
+      d.Set("role", jinja::Value::String(m.role));
+      d.Set("content", jinja::Value::String(m.content));
+      list.push_back(jinja::Value::MakeDict(std::move(d)));
+    }
+    jinja::Dict vars;
+    vars.Set("messages", jinja::Value::MakeList(std::move(list)));
+    vars.Set("bos_token", jinja::Value::String(std::string(bos)));
+    vars.Set("eos_token", jinja::Value::String(std::string(eos)));
+    vars.Set("add_generation_prompt", jinja::Value::Bool(true));
+    vars.Set("tools", jinja::Value::None());
+    vars.Set("documents", jinja::Value::None());
+    if (!thinking) vars.Set("enable_thinking", jinja::Value::Bool(false));
+    return jinja->Render(vars);
+  }
   for (const ChatMessage& m : messages) {
     if (m.role != "system" && m.role != "user" && m.role != "assistant") {
       return InvalidArgument("chat role '", m.role, "' is not system, user or assistant");

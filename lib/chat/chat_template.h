@@ -1,6 +1,7 @@
 #ifndef LLM42_CHAT_CHAT_TEMPLATE_H_
 #define LLM42_CHAT_CHAT_TEMPLATE_H_
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,8 +15,14 @@ struct ChatMessage {
   std::string content;
 };
 
-// A model's chat format, recognised from its Jinja chat template and rendered by built-in code
-// (no Jinja interpreter: the formats are few and their rendering must be exact and fast).
+namespace jinja {
+class Template;
+}  // namespace jinja
+
+// A model's chat format: its own Jinja chat template, rendered as transformers' apply_chat_template
+// renders it (jinja_template.h); or, for a model without one, a format recognised from its
+// vocabulary's special tokens and rendered by built-in code (checked against the reference
+// templates byte for byte: tests/chat_template_test.cc).
 struct ChatTemplate {
   enum class Format {
     kLlama3,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
@@ -37,6 +44,14 @@ struct ChatTemplate {
   // message is refused, as Gemma 2's template raises.
   bool gemma_system_prefix = false;
 
+  // The model's template, parsed; null where a built-in format renders.
+  std::shared_ptr<const jinja::Template> jinja;
+
+  // A model's chat format: its template `source` (tokenizer.chat_template) when it parses, else
+  // Detect's built-in formats; a template that neither parses nor is recognised gives its parse
+  // error (INVALID_ARGUMENT with line and column).
+  static absl::StatusOr<ChatTemplate> FromModel(std::string_view source, bool has_im_start, bool has_header_tokens);
+
   // Recognises `jinja` (a tokenizer.chat_template). Without a template, the vocabulary's special
   // tokens decide (`has_im_start`: ChatML, `has_header_tokens`: Llama 3). UNSUPPORTED when
   // neither identifies a format llm42 renders.
@@ -44,8 +59,9 @@ struct ChatTemplate {
                                              bool has_header_tokens);
 
   // The conversation as the template renders it with add_generation_prompt (the assistant's
-  // header appended), bos/eos as the template's bos_token/eos_token. INVALID_ARGUMENT for an
-  // empty conversation or roles the format does not have.
+  // header appended), bos/eos as the template's bos_token/eos_token, tools and documents None.
+  // INVALID_ARGUMENT for an empty conversation, roles the format does not have, or what the
+  // template raises; RESOURCE_EXHAUSTED past the renderer's limits.
   // `thinking`: false renders the template's enable_thinking=false (Qwen3: the reply starts after
   // an empty think block); formats without reasoning ignore it.
   absl::StatusOr<std::string> Render(std::span<const ChatMessage> messages, std::string_view bos,

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   s->grammars_ = std::make_unique<GrammarCache>(*s->tokenizer_);
   {
     const Vocab& v = s->tokenizer_->vocab();
-    s->chat_template_ = ChatTemplate::Detect(v.chat_template(), v.Find("<|im_start|>").has_value(),
+    s->chat_template_ = ChatTemplate::FromModel(v.chat_template(), v.Find("<|im_start|>").has_value(),
                                              v.Find("<|start_header_id|>").has_value());
   }
   const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
