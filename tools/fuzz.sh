@@ -45,6 +45,12 @@ if [[ -d $shared ]]; then
       --max-tokens 8 --temperature 0.8 --seed 3 --deterministic --print-logprobs --stats=false \
       --receipt "$seeds/receipt_fuzzer/seed.$form" >/dev/null 2>&1
   done
+  # Real chat templates for the Jinja renderer, each with a short conversation.
+  mkdir -p "$seeds/chat_template_fuzzer"
+  for t in "$shared"/templates/*.jinja; do
+    { printf '\x00'; cat "$t"; printf '\n--8<--\nsystem\n--8<--\nBe brief.\n--8<--\nuser\n--8<--\nHi'; } \
+      > "$seeds/chat_template_fuzzer/$(basename "$t" .jinja)"
+  done
 else
   echo "fuzz.sh: $shared is missing: tokenizer_fuzzer and c_api_fuzzer (which need its vocabularies and model) are skipped" >&2
   targets=("${targets[@]/tokenizer_fuzzer/}")

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "lib/chat/jinja_template.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
@@ -101,7 +100,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> me
     vars.Set("tools", jinja::Value::None());
     vars.Set("documents", jinja::Value::None());
     if (!thinking) vars.Set("enable_thinking", jinja::Value::Bool(false));
-    return jinja->Render(vars);
+    return jinja->Render(vars, limits);
   }
   for (const ChatMessage& m : messages) {
     if (m.role != "system" && m.role != "user" && m.role != "assistant") {

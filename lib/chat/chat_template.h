@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "lib/chat/jinja_template.h"
 
 namespace llm42 {
 
@@ -15,9 +16,6 @@ struct ChatMessage {
   std::string content;
 };
 
-namespace jinja {
-class Template;
-}  // namespace jinja
 
 // A model's chat format: its own Jinja chat template, rendered as transformers' apply_chat_template
 // renders it (jinja_template.h); or, for a model without one, a format recognised from its
@@ -44,8 +42,9 @@ struct ChatTemplate {
   // message is refused, as Gemma 2's template raises.
   bool gemma_system_prefix = false;
 
-  // The model's template, parsed; null where a built-in format renders.
+  // The model's template, parsed; null where a built-in format renders. Rendered within `limits`.
   std::shared_ptr<const jinja::Template> jinja;
+  jinja::Limits limits;
 
   // A model's chat format: its template `source` (tokenizer.chat_template) when it parses, else
   // Detect's built-in formats; a template that neither parses nor is recognised gives its parse
