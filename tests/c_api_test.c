@@ -727,6 +727,42 @@ static void TestTokenizeDetokenize(llm42_session* s) {
   EXPECT(bytes > 0 && json[0] == '{');
 }
 
+/* llm42_session_apply_chat_template through the C ABI: a template given in the options renders the
+ * messages and tools as given (the renderer itself is held to python3-jinja2 by jinja_test), the
+ * buffer convention holds, and malformed input is refused with its status. stories260K has no
+ * chat template of its own. */
+static void TestApplyChatTemplate(llm42_session* s) {
+  const char* messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": null,"
+                         " \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"give\", \"arguments\": {\"x\": 1}}}]}]";
+  const char* options = "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"give\"}}],"
+                        " \"add_generation_prompt\": false, \"kwargs\": {\"who\": \"me\"},"
+                        " \"template\": \"{% for m in messages %}[{{ m.role }}:{{ m.content }}"
+                        "{% for c in m.tool_calls or [] %}<{{ c.function.name }} {{ c.function.arguments | tojson }}>{% endfor %}]"
+                        "{% endfor %}{{ tools | length }}{{ add_generation_prompt }}{{ who }}\"}";
+  const char* want = "[user:Hi][assistant:None<give {\"x\": 1}>]1Falseme";
+  char out[256];
+  size_t n = 0;
+  EXPECT_STATUS(llm42_session_apply_chat_template(s, messages, options, out, sizeof out, &n), LLM42_OK);
+  EXPECT(n == strlen(want) && memcmp(out, want, n) == 0);
+  EXPECT_STATUS(llm42_session_apply_chat_template(s, messages, options, out, 4, &n), LLM42_OUT_OF_RANGE);
+  EXPECT(n == strlen(want));
+  /* No template of its own and none given: refused, not rendered in some other format. */
+  EXPECT_STATUS(llm42_session_apply_chat_template(s, messages, NULL, out, sizeof out, &n), LLM42_FAILED_PRECONDITION);
+  EXPECT_STATUS(llm42_session_apply_chat_template(s, "[{\"role\": ", NULL, out, sizeof out, &n), LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "byte") != NULL);
+  EXPECT_STATUS(llm42_session_apply_chat_template(s, "[{\"role\": \"robot\", \"content\": \"x\"}]", NULL, out,
+                                                  sizeof out, &n),
+                LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_apply_chat_template(s, messages, "{\"template\": \"{% if %}\"}", out, sizeof out, &n),
+                LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "line 1, column") != NULL);
+  EXPECT_STATUS(llm42_session_apply_chat_template(s, messages, "{\"template\": \"{{ raise_exception('no') }}\"}", out,
+                                                  sizeof out, &n),
+                LLM42_INVALID_ARGUMENT);
+  EXPECT(strstr(llm42_last_error(), "no") != NULL);
+  EXPECT_STATUS(llm42_session_apply_chat_template(NULL, messages, NULL, out, sizeof out, &n), LLM42_INVALID_ARGUMENT);
+}
+
 static void TestErrorPaths(llm42_session* s) {
   llm42_session_options* so = NULL;
   llm42_session* bad = (llm42_session*)0x1;
@@ -1103,6 +1139,7 @@ int main(int argc, char** argv) {
       TestGenerateInOneCall(s);
       TestWatcherServesManyStreams(s);
       TestTokenizeDetokenize(s);
+      TestApplyChatTemplate(s);
       TestConstrainedOutput(s);
       llm42_session_destroy(s);
     }

@@ -17,6 +17,9 @@
 #include <sys/wait.h>
 
 #include "gtest/gtest.h"
+#include "lib/engine/session.h"
+#include "lib/maker/model_maker.h"
+#include "lib/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 
@@ -241,6 +244,40 @@ TEST(Jinja, CorpusRendersAsTransformersRendersIt) {
   const int rendered = Compare(cases);
   ::testing::Test::RecordProperty("rendered", rendered);
   EXPECT_GT(rendered, 0);
+}
+
+// A session renders OpenAI-form JSON (tools, a tool call and its result, kwargs) with the model's own
+// template as transformers would: a tiny model carrying Qwen 2.5's template (which writes tools
+// and tool calls), against the reference with the vocabulary's BOS and EOS.
+TEST(Jinja, SessionAppliesTheModelsOwnTemplateToJson) {
+  LLM42_JINJA_OR_SKIP();
+  LLM42_SHARED_OR_SKIP(tmpl, "templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
+  const std::string model = testing::TempPath("qwen25-template.gguf");
+  ModelPreset tiny = ModelPresets()[0];
+  tiny.n_layer = 1;
+  ASSERT_TRUE(MakeModel(tiny, GgmlType::kF32, vocab, 1, model, testing::ReadFile(tmpl)).ok());
+  SessionOptions o;
+  o.model_path = model;
+  o.threads = 1;
+  auto session = Session::Create(o);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<json> conversations = Conversations();
+  const json& with_call = conversations[conversations.size() - 2];
+  const std::string options = json{{"tools", with_call["tools"]}, {"add_generation_prompt", true},
+                                   {"kwargs", {{"extra", "x"}}}}.dump();
+  absl::StatusOr<std::string> ours = (*session)->ApplyChatTemplate(with_call["messages"].dump(), options);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  json vars = with_call;
+  const Vocab& v = (*session)->tokenizer().vocab();
+  vars["bos_token"] = v.bos() >= 0 ? v.text(v.bos()) : "";
+  vars["eos_token"] = v.eos() >= 0 ? v.text(v.eos()) : "";
+  vars["extra"] = "x";
+  const std::vector<Outcome> reference = Reference({Case{"qwen2.5 with tools", testing::ReadFile(tmpl), vars}});
+  ASSERT_TRUE(reference[0].ok) << reference[0].text;
+  EXPECT_EQ(*ours, reference[0].text);
+  EXPECT_NE(ours->find("give_item"), std::string::npos);  // the tools and the call are in it
+  std::filesystem::remove(model);
 }
 
 // Bounds: a template is untrusted input.

@@ -661,6 +661,16 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
     llm42_swig::Check(llm42_session_stat(llm42_swig::Handle($self, "Session"), which, &v));
     return v;
   }
+  /* The conversation (OpenAI messages as JSON) rendered by the model's chat template, with
+   * options as JSON ("" for none): llm42_session_apply_chat_template. */
+  std::string apply_chat_template(const std::string& messages_json, const std::string& options_json) {
+    const auto use = llm42_swig::Handle($self, "Session");
+    llm42_session* s = use;
+    return llm42_swig::ToString(llm42_swig::ReadAll<char>([&](char* b, size_t c, size_t* n) {
+      return llm42_session_apply_chat_template(s, messages_json.c_str(),
+                                               options_json.empty() ? nullptr : options_json.c_str(), b, c, n);
+    }));
+  }
   std::string stats_json() {
     const auto use = llm42_swig::Handle($self, "Session");
     llm42_session* s = use;

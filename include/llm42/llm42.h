@@ -315,6 +315,23 @@ LLM42_API int32_t llm42_session_eos_token(const llm42_session* session);
  * weights) and kept. OUT_OF_RANGE with *n_bytes = 64 when the buffer is smaller. */
 LLM42_API llm42_status llm42_session_fingerprint(llm42_session* session, char* buf,
                                                  size_t capacity, size_t* n_bytes);
+/* Renders a conversation with the model's own chat template, as Hugging Face transformers'
+ * apply_chat_template would (a Jinja renderer in the library; no Python). messages_json: a JSON
+ * array of OpenAI chat messages (role system, user, assistant or tool; content a string, an array
+ * of {"type": "text", "text": ...} parts, or null; assistant "tool_calls"; tool "tool_call_id"),
+ * given to the template as they are. options_json (NULL: none): a JSON object of "tools" (OpenAI
+ * tool objects; the template sees None without them), "add_generation_prompt" (default true),
+ * "template" (Jinja source used instead of the model's) and "kwargs" (more template variables,
+ * such as "enable_thinking"; they may override bos_token and eos_token, which default to the
+ * vocabulary's). The text goes to out as the header's other buffers (no terminating NUL).
+ * INVALID_ARGUMENT for malformed JSON (its byte offset named), messages or options, a template
+ * that does not parse (line and column named) or what it raises (raise_exception's message);
+ * FAILED_PRECONDITION when the model has no template and options gives none (a model without one
+ * still renders plain role/content string messages in its built-in format); RESOURCE_EXHAUSTED
+ * when a template runs past the renderer's bounds (steps, nesting, output, time). Thread-safe. */
+LLM42_API llm42_status llm42_session_apply_chat_template(llm42_session* session, const char* messages_json,
+                                                        const char* options_json, char* out, size_t capacity,
+                                                        size_t* out_len);
 /* Session-wide counter; INVALID_ARGUMENT for LLM42_STAT_TIME_TO_FIRST_TOKEN_US. */
 LLM42_API llm42_status llm42_session_stat(llm42_session* session, llm42_stat which,
                                           int64_t* value);

@@ -440,6 +440,14 @@ class Session {
     detail::Check(llm42_session_stat(h_.get(), which, &v));
     return v;
   }
+  // llm42_session_apply_chat_template: messages and options as JSON text.
+  std::string ApplyChatTemplate(const std::string& messages_json, const std::string& options_json = "") {
+    const std::vector<char> v = detail::ReadBuffer<char>([&](char* b, size_t c, size_t* n) {
+      return llm42_session_apply_chat_template(h_.get(), messages_json.c_str(),
+                                               options_json.empty() ? nullptr : options_json.c_str(), b, c, n);
+    });
+    return std::string(v.begin(), v.end());
+  }
   std::string StatsJson() {
     const std::vector<char> v = detail::ReadBuffer<char>(
         [&](char* b, size_t c, size_t* n) { return llm42_session_stats_json(h_.get(), b, c, n); });

@@ -520,6 +520,18 @@ llm42_status llm42_session_stat(llm42_session* s, llm42_stat which, int64_t* val
   });
 }
 
+llm42_status llm42_session_apply_chat_template(llm42_session* s, const char* messages_json, const char* options_json,
+                                               char* out, size_t capacity, size_t* out_len) {
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(messages_json != nullptr, "messages_json is NULL");
+    absl::StatusOr<std::string> text =
+        s->impl->ApplyChatTemplate(messages_json, options_json != nullptr ? options_json : "");
+    if (!text.ok()) return Check(text.status());
+    return CopyOut(text->data(), text->size(), out, capacity, out_len);
+  });
+}
+
 llm42_status llm42_session_stats_json(llm42_session* s, char* buf, size_t capacity,
                                       size_t* n_bytes) {
   return Guard([&] {

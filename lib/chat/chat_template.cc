@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/util/status.h"
+#include "nlohmann/json.hpp"
 
 namespace llm42 {
 namespace {
@@ -79,6 +80,86 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromModel(std::string_view source, bo
   ChatTemplate t;
   t.jinja = std::make_shared<const jinja::Template>(*std::move(parsed));
   return t;
+}
+
+absl::StatusOr<std::string> ChatTemplate::Apply(const ChatTemplate* model, std::string_view messages_json,
+                                                std::string_view options_json, std::string_view bos,
+                                                std::string_view eos) {
+  using json = nlohmann::ordered_json;
+  auto parse = [](std::string_view text, const char* what) -> absl::StatusOr<json> {
+    json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      // Where it fails: parse again with exceptions for the byte offset.
+      try {
+        const json unused = json::parse(text.begin(), text.end());
+      } catch (const json::parse_error& e) {
+        return InvalidArgument(what, " is not valid JSON (byte ", e.byte, ")");
+      }
+      return InvalidArgument(what, " is not valid JSON");
+    }
+    return j;
+  };
+  LLM42_ASSIGN_OR_RETURN(const json messages, parse(messages_json, "messages"));
+  if (!messages.is_array() || messages.empty()) return InvalidArgument("messages is not a non-empty JSON array");
+  bool plain = true;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return InvalidArgument("messages[", i, "] is not an object with a string role");
+    }
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return InvalidArgument("messages[", i, "].role '", role, "' is not system, user, assistant or tool");
+    }
+    const json content = m.value("content", json());
+    if (!content.is_string() && !content.is_array() && !content.is_null()) {
+      return InvalidArgument("messages[", i, "].content is not a string, an array of parts or null");
+    }
+    plain = plain && content.is_string() && role != "tool" && m.size() == 2;
+  }
+  json options = json::object();
+  if (!options_json.empty()) {
+    LLM42_ASSIGN_OR_RETURN(options, parse(options_json, "options"));
+    if (!options.is_object()) return InvalidArgument("options is not a JSON object");
+  }
+  for (const auto& [key, value] : options.items()) {
+    if (key == "tools" && !value.is_array() && !value.is_null()) return InvalidArgument("options.tools is not an array");
+    if (key == "add_generation_prompt" && !value.is_boolean()) return InvalidArgument("options.add_generation_prompt is not a boolean");
+    if (key == "template" && !value.is_string()) return InvalidArgument("options.template is not a string");
+    if (key == "kwargs" && !value.is_object()) return InvalidArgument("options.kwargs is not an object");
+    if (key != "tools" && key != "add_generation_prompt" && key != "template" && key != "kwargs") {
+      return InvalidArgument("options.", key, " is not one of tools, add_generation_prompt, template, kwargs");
+    }
+  }
+  std::shared_ptr<const jinja::Template> tmpl = model != nullptr ? model->jinja : nullptr;
+  if (options.contains("template")) {
+    absl::StatusOr<jinja::Template> parsed = jinja::Template::Parse(options["template"].get<std::string>());
+    if (!parsed.ok()) return InvalidArgument("options.template: ", parsed.status().message());
+    tmpl = std::make_shared<const jinja::Template>(*std::move(parsed));
+  }
+  const bool generation = options.value("add_generation_prompt", true);
+  const bool tools = options.contains("tools") && !options["tools"].is_null();
+  if (tmpl == nullptr) {
+    if (model == nullptr || !plain || tools || !generation || options.contains("kwargs")) {
+      return absl::FailedPreconditionError(
+          "the model has no chat template of its own; its built-in format renders plain role and content strings "
+          "with a generation prompt only: pass a template in options.template");
+    }
+    std::vector<ChatMessage> conv;
+    for (const json& m : messages) conv.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    return model->Render(conv, bos, eos);
+  }
+  jinja::Dict vars;
+  vars.Set("messages", jinja::Value::FromJson(messages));
+  vars.Set("tools", tools ? jinja::Value::FromJson(options["tools"]) : jinja::Value::None());
+  vars.Set("documents", jinja::Value::None());
+  vars.Set("add_generation_prompt", jinja::Value::Bool(generation));
+  vars.Set("bos_token", jinja::Value::String(std::string(bos)));
+  vars.Set("eos_token", jinja::Value::String(std::string(eos)));
+  if (options.contains("kwargs")) {
+    for (const auto& [key, value] : options["kwargs"].items()) vars.Set(key, jinja::Value::FromJson(value));
+  }
+  return tmpl->Render(vars, model != nullptr ? model->limits : jinja::Limits());
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,

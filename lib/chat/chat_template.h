@@ -65,6 +65,19 @@ struct ChatTemplate {
   // an empty think block); formats without reasoning ignore it.
   absl::StatusOr<std::string> Render(std::span<const ChatMessage> messages, std::string_view bos,
                                      std::string_view eos, bool thinking = true) const;
+
+  // transformers' apply_chat_template over JSON: `messages_json`, an array of OpenAI chat messages
+  // (role system, user, assistant or tool; content a string, an array of parts or null; assistant
+  // tool_calls; tool tool_call_id), given to the template as they are; `options_json` (empty:
+  // none) an object of "tools" (an array, else the template sees None), "add_generation_prompt"
+  // (default true), "template" (Jinja source used instead of the model's) and "kwargs" (more
+  // template variables, which may override bos_token and eos_token). INVALID_ARGUMENT for
+  // malformed JSON (with its byte offset), messages or options, a template that does not parse or
+  // what it raises; FAILED_PRECONDITION when the model has no template of its own and the options
+  // give none (a built-in format renders only plain role and content strings without tools).
+  // `model`: the model's chat format, or null where it has none.
+  static absl::StatusOr<std::string> Apply(const ChatTemplate* model, std::string_view messages_json,
+                                           std::string_view options_json, std::string_view bos, std::string_view eos);
 };
 
 }  // namespace llm42

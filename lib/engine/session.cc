@@ -180,6 +180,13 @@ absl::StatusOr<std::string> Session::RenderChat(
                                 v.eos() >= 0 ? v.text(v.eos()) : std::string(), thinking);
 }
 
+absl::StatusOr<std::string> Session::ApplyChatTemplate(std::string_view messages_json,
+                                                       std::string_view options_json) const {
+  const Vocab& v = tokenizer_->vocab();
+  return ChatTemplate::Apply(chat_template_.ok() ? &*chat_template_ : nullptr, messages_json, options_json,
+                             v.bos() >= 0 ? v.text(v.bos()) : std::string(), v.eos() >= 0 ? v.text(v.eos()) : std::string());
+}
+
 int64_t Session::kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }
 
 int64_t Session::kv_cache_tokens() const { return cache_ ? cache_->capacity_tokens() : 0; }

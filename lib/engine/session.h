@@ -66,6 +66,9 @@ class Session {
   // appended. UNSUPPORTED when the model's format is not one llm42 renders.
   absl::StatusOr<std::string> RenderChat(
       const std::vector<std::pair<std::string, std::string>>& messages, bool thinking = true) const;
+  // OpenAI-form messages and options as JSON through the model's chat template
+  // (ChatTemplate::Apply; llm42_session_apply_chat_template).
+  absl::StatusOr<std::string> ApplyChatTemplate(std::string_view messages_json, std::string_view options_json) const;
 
   // Writes the conversation that finished request `r` of this session holds (its tokens,
   // messages, and the K/V of the full blocks the prefix cache has for them) to `path`

@@ -64,6 +64,17 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(self.session.detokenize(ids[1:]), "Once upon a time")
         self.assertEqual(self.session.detokenize(self.session.tokenize("Grüße 🦙", False)), "Grüße 🦙")
 
+    def test_apply_chat_template_renders_json_messages(self):
+        import json
+        messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+        options = {"template": "{% for m in messages %}<{{ m.role }}>{{ m.content | upper }}{% endfor %}"
+                               "{{ tools | length if tools else 'no tools' }}"}
+        self.assertEqual(self.session.apply_chat_template(json.dumps(messages), json.dumps(options)),
+                         "<user>HI<assistant>YOno tools")
+        with self.assertRaises(llm42.Llm42Exception) as e:  # stories260K has no template of its own
+            self.session.apply_chat_template(json.dumps(messages), "")
+        self.assertEqual(e.exception.status, llm42.Status.FAILED_PRECONDITION)
+
     def test_deterministic_requests_repeat_and_seed_matters(self):
         def run(seed):
             with request_options(max_tokens=24, temperature=0.9, seed=seed, deterministic=True) as ro:
