@@ -1059,6 +1059,16 @@ class Renderer {
         if (a.positional.empty() || !a.positional[0].is_string()) {
           return absl::InvalidArgumentError("strftime_now takes a format string");
         }
+        // The conversions every C library has (an unknown one aborts a Windows process).
+        const std::string& format = a.positional[0].string_value();
+        for (size_t i = 0; i < format.size(); ++i) {
+          if (format[i] != '%') continue;
+          if (i + 1 >= format.size() || std::string_view("aAbBcdHIjmMpSUwWxXyYzZ%").find(format[i + 1]) == std::string_view::npos) {
+            return absl::InvalidArgumentError("strftime_now: a conversion other than %a %A %b %B %c %d %H %I %j %m %M %p "
+                                              "%S %U %w %W %x %X %y %Y %z %Z %%");
+          }
+          ++i;
+        }
         const std::time_t now = std::time(nullptr);
         std::tm local{};
 #ifdef _WIN32
@@ -1067,7 +1077,7 @@ class Renderer {
         localtime_r(&now, &local);
 #endif
         char buf[256];
-        const size_t n = std::strftime(buf, sizeof buf, a.positional[0].string_value().c_str(), &local);
+        const size_t n = std::strftime(buf, sizeof buf, format.c_str(), &local);
         return Value::String(std::string(buf, n));
       });
     }

@@ -22,19 +22,7 @@ namespace llm42::jinja {
 class Value;
 using List = std::vector<Value>;
 
-// A dict: string keys in insertion order.
-class Dict {
- public:
-  const Value* Find(std::string_view key) const;
-  // Inserts or replaces.
-  void Set(std::string key, Value v);
-  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
-
- private:
-  std::vector<std::pair<std::string, Value>> items_;
-};
-
+class Dict;
 struct Callable;
 
 class Value {
@@ -110,6 +98,19 @@ class Value {
   std::shared_ptr<const List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<const Callable> callable_;
+};
+
+// A dict: string keys in insertion order.
+class Dict {
+ public:
+  const Value* Find(std::string_view key) const;
+  // Inserts or replaces.
+  void Set(std::string key, Value v);
+  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  size_t size() const { return items_.size(); }
+
+ private:
+  std::vector<std::pair<std::string, Value>> items_;
 };
 
 // A call's arguments: positional, then keyword.
