@@ -299,6 +299,27 @@ TEST(Jinja, LimitsStopRunawayTemplates) {
   ASSERT_TRUE(recursion.ok());
   r = recursion->Render(none);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  // Found by chat_template_fuzzer: 64-bit arithmetic that would overflow is an error (Python's ints
+  // would grow; a chat template never needs that), not undefined behaviour.
+  for (const char* overflow : {"{{ 333 * 3333333333333333333 }}", "{{ 9223372036854775807 + 1 }}", "{{ 3 ** 99 }}",
+                               "{{ -(-9223372036854775807 - 1) }}", "{{ (-9223372036854775807 - 1) // -1 }}",
+                               "{{ 1e300 | int }}"}) {
+    auto t = Template::Parse(overflow);
+    ASSERT_TRUE(t.ok()) << overflow;
+    EXPECT_EQ(t->Render(none).status().code(), absl::StatusCode::kInvalidArgument) << overflow;
+  }
+  // Trees too deep to walk on a small stack are refused when parsed.
+  EXPECT_EQ(Template::Parse("{{ " + std::string(100000, '-') + "1 }}").status().code(), absl::StatusCode::kInvalidArgument);
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 5000; ++i) sum += " + 1";
+  EXPECT_EQ(Template::Parse(sum + " }}").status().code(), absl::StatusCode::kInvalidArgument);
+  std::string nested;
+  for (int i = 0; i < 500; ++i) nested += "{% if true %}";
+  EXPECT_EQ(Template::Parse(nested).status().code(), absl::StatusCode::kInvalidArgument);
+  // A string doubled in a loop stops at the output limit, before it can exhaust memory.
+  auto doubling = Template::Parse("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}");
+  ASSERT_TRUE(doubling.ok());
+  EXPECT_FALSE(doubling->Render(none, output).ok());
   auto bad = Template::Parse("line one\n{% for x in %}");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("line 2, column"), std::string::npos) << bad.status();

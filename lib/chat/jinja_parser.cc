@@ -396,6 +396,7 @@ class Parser {
       }
       toks_ = &s.tokens;
       tok_ = 0;
+      parts_ = 0;
       if (s.kind == Segment::Kind::kVariable) {
         auto n = std::make_unique<Node>();
         n->kind = Node::Kind::kEmit;
@@ -455,8 +456,12 @@ class Parser {
 
   // A body up to one of `stops`, whose tag (with nothing else in it) is consumed.
   absl::Status ParseUntil(Body* body, const std::vector<std::string>& stops, std::string* which = nullptr) {
+    if (nesting_ >= kMaxNesting) return Fail(Peek(), "blocks nest too deeply");
+    ++nesting_;
     std::string stop;
-    if (absl::Status s = ParseBody(body, stops, &stop); !s.ok()) return s;
+    absl::Status s = ParseBody(body, stops, &stop);
+    --nesting_;
+    if (!s.ok()) return s;
     if (which != nullptr) *which = stop;
     return absl::OkStatus();
   }
@@ -722,6 +727,7 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseNot() {
+    if (absl::Status g = Grow(); !g.ok()) return g;
     if (IsName("not")) {
       const Token& at = Next();
       ExprPtr e = Make(Expr::Kind::kUnary, at);
@@ -811,6 +817,7 @@ class Parser {
 
   // As jinja2: a sign binds tighter than filters and tests (-3 | abs is 3), which apply to it.
   absl::StatusOr<ExprPtr> ParseUnary(bool with_filters = true) {
+    if (absl::Status g = Grow(); !g.ok()) return g;
     ExprPtr e;
     if (IsOp("-") || IsOp("+")) {
       const Token& at = Next();
@@ -960,6 +967,7 @@ class Parser {
 
   absl::StatusOr<ExprPtr> ParsePostfix(ExprPtr e) {
     for (;;) {
+      if (absl::Status g = Grow(); !g.ok()) return g;
       if (IsOp(".")) {
         const Token& at = Next();
         if (Peek().kind != Token::Kind::kName && Peek().kind != Token::Kind::kInt) {
@@ -1005,6 +1013,7 @@ class Parser {
 
   absl::StatusOr<ExprPtr> ParseFilters(ExprPtr e) {
     for (;;) {
+      if (absl::Status g = Grow(); !g.ok()) return g;
       if (IsOp("|")) {
         const Token& at = Next();
         if (Peek().kind != Token::Kind::kName) return Fail(Peek(), "expected a filter name");
@@ -1045,12 +1054,23 @@ class Parser {
     }
   }
 
+  // Bounds on what one tag and the template's nesting may build, so that no tree is deep enough
+  // for a recursive walk (rendering, destruction) to run out of stack.
+  static constexpr int kMaxExpressionParts = 1000;
+  static constexpr int kMaxNesting = 100;
+  absl::Status Grow() {
+    if (++parts_ > kMaxExpressionParts) return Fail(Peek(), "the expression is too long");
+    return absl::OkStatus();
+  }
+
   const Lexer& lexer_;
   std::vector<Segment> segs_;
   size_t seg_ = 0;
   const std::vector<Token>* toks_ = nullptr;
   size_t tok_ = 0;
   int depth_ = 0;
+  int parts_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

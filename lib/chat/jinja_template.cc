@@ -71,6 +71,12 @@ std::string HtmlEscape(const std::string& s) {
   return r;
 }
 
+// A float's integer part, where it has one that fits.
+std::optional<int64_t> Truncate(double d) {
+  if (!(d > -9.2e18 && d < 9.2e18)) return std::nullopt;
+  return static_cast<int64_t>(d);
+}
+
 bool IsPySpace(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 std::string Strip(const std::string& s, const std::optional<std::string>& chars, bool left, bool right) {
@@ -477,6 +483,7 @@ class Renderer {
         LLM42_ASSIGN_OR_RETURN(const Value v, Eval(*e.items[0], scope));
         if (e.name == "not") return Value::Bool(!v.Truthy());
         if (v.kind() == Value::Kind::kInt || v.kind() == Value::Kind::kBool) {
+          if (e.name == "-" && v.int_value() == INT64_MIN) return Error(e.line, "integer overflow in unary -");
           return Value::Int(e.name == "-" ? -v.int_value() : v.int_value());
         }
         if (v.kind() == Value::Kind::kFloat) return Value::Float(e.name == "-" ? -v.float_value() : v.float_value());
@@ -530,7 +537,10 @@ class Renderer {
     const int64_t start = clamp(part[0], step > 0 ? 0 : n - 1, false);
     const int64_t stop = clamp(part[1], step > 0 ? n : -1, true);
     List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(items[static_cast<size_t>(i)]);
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      out.push_back(items[static_cast<size_t>(i)]);
+      if (__builtin_add_overflow(i, step, &i)) break;
+    }
     if (!string) return Value::MakeList(std::move(out));
     std::string s;
     for (const Value& c : out) s += c.string_value();
@@ -543,7 +553,11 @@ class Renderer {
     if (op == "and") return a.Truthy() ? Eval(*e.items[1], scope) : absl::StatusOr<Value>(a);
     if (op == "or") return a.Truthy() ? absl::StatusOr<Value>(a) : Eval(*e.items[1], scope);
     LLM42_ASSIGN_OR_RETURN(const Value b, Eval(*e.items[1], scope));
-    if (op == "~") return Value::String(a.Str() + b.Str());
+    if (op == "~") {
+      std::string r = a.Str() + b.Str();
+      if (r.size() > limits_.max_output_bytes) return Error(e.line, "~: a string past the output limit");
+      return Value::String(std::move(r));
+    }
     if (op == "==") return Value::Bool(a.Equals(b));
     if (op == "!=") return Value::Bool(!a.Equals(b));
     if (op == "in" || op == "not in") {
@@ -606,11 +620,21 @@ class Renderer {
       if (a.is_markup() || b.is_markup()) {  // Markup.__add__ / __radd__ escape the plain side
         if ((a.is_string() || a.is_number() || a.is_none()) && (b.is_string() || b.is_number() || b.is_none())) {
           auto side = [](const Value& v) { return v.is_markup() ? v.string_value() : HtmlEscape(v.Str()); };
-          return Value::Markup(side(a) + side(b));
+          std::string r = side(a) + side(b);
+          if (r.size() > limits_.max_output_bytes) return Error(line, "+: a string past the output limit");
+          return Value::Markup(std::move(r));
         }
       }
-      if (a.is_string() && b.is_string()) return Value::String(a.string_value() + b.string_value());
+      if (a.is_string() && b.is_string()) {
+        if (a.string_value().size() + b.string_value().size() > limits_.max_output_bytes) {
+          return Error(line, "+: a string past the output limit");
+        }
+        return Value::String(a.string_value() + b.string_value());
+      }
       if (a.is_list() && b.is_list()) {
+        if (a.list().size() + b.list().size() > static_cast<size_t>(limits_.max_steps)) {
+          return Error(line, "+: a list past the step limit");
+        }
         List l = a.list();
         l.insert(l.end(), b.list().begin(), b.list().end());
         return Value::MakeList(std::move(l));
@@ -622,7 +646,8 @@ class Renderer {
       if (seq != nullptr && (times->kind() == Value::Kind::kInt || times->kind() == Value::Kind::kBool)) {
         const int64_t n = std::max<int64_t>(0, times->int_value());
         const size_t unit = seq->is_string() ? seq->string_value().size() : seq->list().size();
-        if (static_cast<double>(unit) * static_cast<double>(n) > static_cast<double>(limits_.max_output_bytes)) {
+        const double bound = static_cast<double>(seq->is_string() ? limits_.max_output_bytes : static_cast<size_t>(limits_.max_steps));
+        if (static_cast<double>(unit) * static_cast<double>(n) > bound) {
           return absl::ResourceExhaustedError(absl::StrCat("template line ", line, ": a repetition past the output limit"));
         }
         if (seq->is_string()) {
@@ -638,19 +663,27 @@ class Renderer {
     if (!a.is_number() || !b.is_number()) {
       return Error(line, absl::StrCat("unsupported operand type(s) for ", op, ": '", TypeName(a), "' and '", TypeName(b), "'"));
     }
+    // Python's ints never overflow; these are 64-bit, and refuse to (rather than wrap).
+    const absl::Status overflow = Error(line, absl::StrCat("integer overflow in ", op));
     if (ints && op != "/" && op != "**") {
       const int64_t x = a.int_value(), y = b.int_value();
-      if (op == "+") return Value::Int(x + y);
-      if (op == "-") return Value::Int(x - y);
-      if (op == "*") return Value::Int(x * y);
+      int64_t r = 0;
+      if (op == "+") return __builtin_add_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
+      if (op == "-") return __builtin_sub_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
+      if (op == "*") return __builtin_mul_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
       if (y == 0) return Error(line, "integer division or modulo by zero");
+      if (x == INT64_MIN && y == -1) return overflow;
       const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);  // floor
       if (op == "//") return Value::Int(q);
       if (op == "%") return Value::Int(x - q * y);
     }
     if (ints && op == "**" && b.int_value() >= 0) {
       int64_t r = 1;
-      for (int64_t i = 0; i < b.int_value() && i < 64; ++i) r *= a.int_value();
+      for (int64_t i = 0; i < b.int_value(); ++i) {
+        if (__builtin_mul_overflow(r, a.int_value(), &r)) return overflow;
+        if (r == 0 || r == 1) break;  // 0 and 1 stay; -1 alternates (its loop is bounded by overflow-free steps)
+      }
+      if (a.int_value() == -1) r = b.int_value() % 2 == 0 ? 1 : -1;
       return Value::Int(r);
     }
     const double x = a.float_value(), y = b.float_value();
@@ -766,11 +799,12 @@ class Renderer {
       });
     }
     if (name == "replace") {
-      return Bound(name, [s](const CallArgs& a) -> absl::StatusOr<Value> {
+      return Bound(name, [this, s, line](const CallArgs& a) -> absl::StatusOr<Value> {
         LLM42_ASSIGN_OR_RETURN(const std::string from, StringArg(a, 0, "replace"));
         LLM42_ASSIGN_OR_RETURN(const std::string to, StringArg(a, 1, "replace"));
         int64_t count = a.positional.size() > 2 ? a.positional[2].int_value() : -1;
-        return Value::String(Replace(s, from, to, count));
+        LLM42_ASSIGN_OR_RETURN(std::string r, ReplaceBounded(s, from, to, count, line));
+        return Value::String(std::move(r));
       });
     }
     if (name == "find" || name == "count" || name == "index" || name == "rfind") {
@@ -799,12 +833,13 @@ class Renderer {
       return Bound(name, [s](const CallArgs& a) -> absl::StatusOr<Value> { return PyFormat(s, a); });
     }
     if (name == "join") {
-      return Bound(name, [s](const CallArgs& a) -> absl::StatusOr<Value> {
+      return Bound(name, [this, s](const CallArgs& a) -> absl::StatusOr<Value> {
         if (a.positional.empty() || !a.positional[0].is_list()) return absl::InvalidArgumentError("join takes a list");
         std::string r;
         for (size_t i = 0; i < a.positional[0].list().size(); ++i) {
           if (i > 0) r += s;
           r += a.positional[0].list()[i].Str();
+          if (r.size() > limits_.max_output_bytes) return absl::InvalidArgumentError("join: a string past the output limit");
         }
         return Value::String(std::move(r));
       });
@@ -822,6 +857,24 @@ class Renderer {
     }
     return Value::Undefined(absl::StrCat("str object has no attribute ", name));
     (void)line;
+  }
+
+  // str.replace, refused where the result would outgrow the output limit.
+  absl::StatusOr<std::string> ReplaceBounded(const std::string& s, const std::string& from, const std::string& to,
+                                             int64_t count, int line) {
+    size_t hits = 0;
+    if (from.empty()) {
+      hits = CodePoints(s).size() + 1;
+    } else {
+      for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + from.size())) ++hits;
+    }
+    if (count >= 0) hits = std::min(hits, static_cast<size_t>(count));
+    if (to.size() > from.size() &&
+        static_cast<double>(s.size()) + static_cast<double>(hits) * static_cast<double>(to.size() - from.size()) >
+            static_cast<double>(limits_.max_output_bytes)) {
+      return Error(line, "replace: a result past the output limit");
+    }
+    return Replace(s, from, to, count);
   }
 
   static std::string Replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
@@ -1045,12 +1098,15 @@ class Renderer {
           if (a.positional.size() > 2) step = a.positional[2].int_value();
         }
         if (step == 0) return absl::InvalidArgumentError("range() arg 3 must not be zero");
-        const double n = std::ceil(static_cast<double>(stop - start) / static_cast<double>(step));
+        const double n = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
         if (n > static_cast<double>(limits_.max_steps)) {
           return absl::ResourceExhaustedError("range() past the template's step limit");
         }
         List out;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::Int(i));
+        for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+          out.push_back(Value::Int(i));
+          if (__builtin_add_overflow(i, step, &i)) break;
+        }
         return Value::MakeList(std::move(out));
       });
     }
@@ -1113,8 +1169,9 @@ class Renderer {
     }
     if (name == "replace") {
       if (a.positional.size() < 2) return Error(line, "replace takes two strings");
-      return Value::String(Replace(v.Str(), a.positional[0].Str(), a.positional[1].Str(),
-                                   a.positional.size() > 2 ? a.positional[2].int_value() : -1));
+      LLM42_ASSIGN_OR_RETURN(std::string r, ReplaceBounded(v.Str(), a.positional[0].Str(), a.positional[1].Str(),
+                                                           a.positional.size() > 2 ? a.positional[2].int_value() : -1, line));
+      return Value::String(std::move(r));
     }
     if (name == "length" || name == "count") {
       switch (v.kind()) {
@@ -1152,6 +1209,7 @@ class Renderer {
           LLM42_ASSIGN_OR_RETURN(item, GetItemOrAttr(item, *attribute, line));
         }
         r += item.Str();
+        if (r.size() > limits_.max_output_bytes) return Error(line, "join: a string past the output limit");
       }
       return Value::String(std::move(r));
     }
@@ -1295,7 +1353,10 @@ class Renderer {
       return best;
     }
     if (name == "int") {
-      if (v.kind() == Value::Kind::kFloat) return Value::Int(static_cast<int64_t>(v.float_value()));
+      if (v.kind() == Value::Kind::kFloat) {
+        if (const std::optional<int64_t> i = Truncate(v.float_value())) return Value::Int(*i);
+        return Error(line, "int: the float has no integer part that fits");
+      }
       if (v.is_number()) return Value::Int(v.int_value());
       if (v.is_string()) {
         try {
@@ -1318,7 +1379,10 @@ class Renderer {
     }
     if (name == "abs") {
       if (v.kind() == Value::Kind::kFloat) return Value::Float(std::fabs(v.float_value()));
-      if (v.is_number()) return Value::Int(v.int_value() < 0 ? -v.int_value() : v.int_value());
+      if (v.is_number()) {
+        if (v.int_value() == INT64_MIN) return Error(line, "integer overflow in abs");
+        return Value::Int(v.int_value() < 0 ? -v.int_value() : v.int_value());
+      }
       return Error(line, "abs needs a number");
     }
     if (name == "round") {
@@ -1330,6 +1394,9 @@ class Renderer {
       const Value* width = arg(0, "width");
       const Value* first = arg(1, "first");
       const Value* blank = arg(2, "blank");
+      if (width != nullptr && !width->is_string() && width->int_value() > static_cast<int64_t>(limits_.max_output_bytes)) {
+        return Error(line, "indent: a width past the output limit");
+      }
       const std::string pad = width == nullptr ? std::string(4, ' ')
                               : width->is_string() ? width->string_value()
                                                    : std::string(static_cast<size_t>(std::max<int64_t>(0, width->int_value())), ' ');
@@ -1345,6 +1412,7 @@ class Renderer {
           r += pad;
         }
         r += line_text;
+        if (r.size() > limits_.max_output_bytes) return Error(line, "indent: a result past the output limit");
         if (nl == std::string::npos) break;
         r += '\n';
         start = nl + 1;
@@ -1388,7 +1456,13 @@ class Renderer {
         } else if (spec == 's' || spec == 'd') {
           if (k >= a.positional.size()) return Error(line, "format: not enough arguments");
           const Value& x = a.positional[k++];
-          r += spec == 'd' && x.kind() == Value::Kind::kFloat ? std::to_string(static_cast<int64_t>(x.float_value())) : x.Str();
+          if (spec == 'd' && x.kind() == Value::Kind::kFloat) {
+            const std::optional<int64_t> i = Truncate(x.float_value());
+            if (!i) return Error(line, "format: %d of a float with no integer part that fits");
+            r += std::to_string(*i);
+          } else {
+            r += x.Str();
+          }
         } else {
           return Error(line, "format: only %s and %d are supported");
         }
@@ -1402,6 +1476,7 @@ class Renderer {
     if (name == "center") {
       const std::string s = v.Str();
       const int64_t width = a.positional.empty() ? 80 : a.positional[0].int_value();
+      if (width > static_cast<int64_t>(limits_.max_output_bytes)) return Error(line, "center: a width past the output limit");
       const auto len = static_cast<int64_t>(CodePoints(s).size());
       if (len >= width) return Value::String(s);
       const int64_t total = width - len, left = total / 2 + (total & width & 1);
@@ -1449,7 +1524,7 @@ class Renderer {
     }
     if (name == "divisibleby") {
       if (other == nullptr || other->int_value() == 0) return Error(line, "divisibleby needs a nonzero number");
-      return v.int_value() % other->int_value() == 0;
+      return other->int_value() == -1 || v.int_value() % other->int_value() == 0;
     }
     if (other == nullptr && (name == "equalto" || name == "eq" || name == "==" || name == "sameas" || name == "in" ||
                              name == "ne" || name == "lt" || name == "gt" || name == "le" || name == "ge")) {

@@ -29,7 +29,9 @@ struct Node;
 
 struct Limits {
   size_t max_output_bytes = 16 << 20;
-  int64_t max_steps = 20'000'000;  // statements executed, loop iterations, expressions evaluated
+  // Statements executed, loop iterations, expressions evaluated; also the longest list a template
+  // may build (range, repetition). The hub's templates take thousands.
+  int64_t max_steps = 2'000'000;
   int max_depth = 200;             // nested macro calls and expressions
   double max_seconds = 10.0;
 };

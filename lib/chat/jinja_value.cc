@@ -8,6 +8,13 @@
 #include "absl/strings/str_cat.h"
 
 namespace llm42::jinja {
+namespace {
+
+// Printing a list or dict stops past this many bytes (a template's output is bounded far below it:
+// Limits), so that a list of many references to one long string cannot print into gigabytes.
+constexpr size_t kMaxPrintBytes = 64 << 20;
+
+}  // namespace
 
 const Value* Dict::Find(std::string_view key) const {
   for (const auto& [k, v] : items_) {
@@ -193,13 +200,16 @@ std::string Value::Repr() const {
       if (flavor_ == 2) return "<generator object>";
       const bool tuple = flavor_ == 1;
       std::string out = tuple ? "(" : "[";
-      for (size_t i = 0; i < list_->size(); ++i) absl::StrAppend(&out, i ? ", " : "", (*list_)[i].Repr());
+      for (size_t i = 0; i < list_->size() && out.size() <= kMaxPrintBytes; ++i) {
+        absl::StrAppend(&out, i ? ", " : "", (*list_)[i].Repr());
+      }
       return out + (tuple ? (list_->size() == 1 ? ",)" : ")") : "]");
     }
     case Kind::kDict: {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, v] : dict_->items()) {
+        if (out.size() > kMaxPrintBytes) break;
         absl::StrAppend(&out, first ? "" : ", ", StringRepr(k), ": ", v.Repr());
         first = false;
       }
@@ -284,6 +294,7 @@ void JsonString(const std::string& s, std::string* out) {
 
 absl::Status Dump(const Value& v, int indent, bool sort_keys, int depth, std::string* out) {
   if (depth > 512) return absl::InvalidArgumentError("tojson: the value nests too deeply");
+  if (out->size() > kMaxPrintBytes) return absl::ResourceExhaustedError("tojson: the JSON grows past 64 MiB");
   const std::string item_sep = indent < 0 ? ", " : ",";
   auto newline = [&](int level) {
     if (indent < 0) return;
