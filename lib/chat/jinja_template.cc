@@ -95,7 +95,16 @@ std::string Strip(const std::string& s, const std::optional<std::string>& chars,
 
 class Renderer {
  public:
-  Renderer(const Limits& limits) : limits_(limits), deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.max_seconds))) {}
+  explicit Renderer(const Limits& limits)
+      : limits_(limits),
+        deadline_(Clock::now() +
+                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.max_seconds))) {}
+  // Macros hold the scope they were defined in, which holds them; a namespace may hold itself.
+  // Those cycles are broken here, once nothing of the rendering is left to call.
+  ~Renderer() {
+    for (const std::shared_ptr<Callable>& c : macros_) c->fn = nullptr;
+    for (const Value& ns : namespaces_) ns.mutable_namespace() = Dict();
+  }
 
   absl::StatusOr<std::string> Render(const Node& root, const Dict& variables) {
     auto globals = std::make_shared<Scope>();
@@ -283,6 +292,7 @@ class Renderer {
   Value MakeMacro(const Node& n, const ScopePtr& defined_in, const std::string& name) {
     auto c = std::make_shared<Callable>();
     c->name = name;
+    macros_.push_back(c);
     const Node* node = &n;
     c->fn = [this, node, defined_in](const CallArgs& a) -> absl::StatusOr<Value> {
       if (++depth_ > limits_.max_depth) {
@@ -1068,13 +1078,15 @@ class Renderer {
       });
     }
     if (name == "namespace") {
-      return Bound(name, [](const CallArgs& a) -> absl::StatusOr<Value> {
+      return Bound(name, [this](const CallArgs& a) -> absl::StatusOr<Value> {
         Dict d;
         if (!a.positional.empty() && a.positional[0].is_mapping()) {
           for (const auto& [k, v] : a.positional[0].dict().items()) d.Set(k, v);
         }
         for (const auto& [k, v] : a.keywords) d.Set(k, v);
-        return Value::MakeNamespace(std::move(d));
+        Value ns = Value::MakeNamespace(std::move(d));
+        namespaces_.push_back(ns);
+        return ns;
       });
     }
     if (name == "dict") {
@@ -1554,6 +1566,8 @@ class Renderer {
 
   Limits limits_;
   Clock::time_point deadline_;
+  std::vector<std::shared_ptr<Callable>> macros_;
+  std::vector<Value> namespaces_;
   int64_t steps_ = 0;
   int depth_ = 0;
 };
