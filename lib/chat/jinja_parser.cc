@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -702,29 +703,25 @@ class Parser {
     return e;
   }
 
-  absl::StatusOr<ExprPtr> ParseOr() {
+  // A left-associative run of operands parsed by `next`, joined by any of `ops` (operator tokens,
+  // or the keywords "and" and "or").
+  absl::StatusOr<ExprPtr> LeftAssociative(std::initializer_list<std::string_view> ops,
+                                          absl::StatusOr<ExprPtr> (Parser::*next)()) {
     ExprPtr e;
-    LLM42_ASSIGN_OR_RETURN(e, ParseAnd());
-    while (IsName("or")) {
+    LLM42_ASSIGN_OR_RETURN(e, (this->*next)());
+    for (;;) {
+      bool found = false;
+      for (std::string_view op : ops) found = found || IsOp(op) || IsName(op);
+      if (!found) return e;
       const Token& at = Next();
       ExprPtr r;
-      LLM42_ASSIGN_OR_RETURN(r, ParseAnd());
-      e = Binary("or", std::move(e), std::move(r), at);
+      LLM42_ASSIGN_OR_RETURN(r, (this->*next)());
+      e = Binary(at.text, std::move(e), std::move(r), at);
     }
-    return e;
   }
 
-  absl::StatusOr<ExprPtr> ParseAnd() {
-    ExprPtr e;
-    LLM42_ASSIGN_OR_RETURN(e, ParseNot());
-    while (IsName("and")) {
-      const Token& at = Next();
-      ExprPtr r;
-      LLM42_ASSIGN_OR_RETURN(r, ParseNot());
-      e = Binary("and", std::move(e), std::move(r), at);
-    }
-    return e;
-  }
+  absl::StatusOr<ExprPtr> ParseOr() { return LeftAssociative({"or"}, &Parser::ParseAnd); }
+  absl::StatusOr<ExprPtr> ParseAnd() { return LeftAssociative({"and"}, &Parser::ParseNot); }
 
   absl::StatusOr<ExprPtr> ParseNot() {
     if (absl::Status g = Grow(); !g.ok()) return g;
@@ -767,53 +764,11 @@ class Parser {
     }
   }
 
-  absl::StatusOr<ExprPtr> ParseMath1() {
-    ExprPtr e;
-    LLM42_ASSIGN_OR_RETURN(e, ParseConcat());
-    while (IsOp("+") || IsOp("-")) {
-      const Token& at = Next();
-      ExprPtr r;
-      LLM42_ASSIGN_OR_RETURN(r, ParseConcat());
-      e = Binary(at.text, std::move(e), std::move(r), at);
-    }
-    return e;
-  }
-
-  absl::StatusOr<ExprPtr> ParseConcat() {
-    ExprPtr e;
-    LLM42_ASSIGN_OR_RETURN(e, ParseMath2());
-    while (IsOp("~")) {
-      const Token& at = Next();
-      ExprPtr r;
-      LLM42_ASSIGN_OR_RETURN(r, ParseMath2());
-      e = Binary("~", std::move(e), std::move(r), at);
-    }
-    return e;
-  }
-
-  absl::StatusOr<ExprPtr> ParseMath2() {
-    ExprPtr e;
-    LLM42_ASSIGN_OR_RETURN(e, ParsePow());
-    while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-      const Token& at = Next();
-      ExprPtr r;
-      LLM42_ASSIGN_OR_RETURN(r, ParsePow());
-      e = Binary(at.text, std::move(e), std::move(r), at);
-    }
-    return e;
-  }
-
-  absl::StatusOr<ExprPtr> ParsePow() {
-    ExprPtr e;
-    LLM42_ASSIGN_OR_RETURN(e, ParseUnary());
-    while (IsOp("**")) {
-      const Token& at = Next();
-      ExprPtr r;
-      LLM42_ASSIGN_OR_RETURN(r, ParseUnary());
-      e = Binary("**", std::move(e), std::move(r), at);
-    }
-    return e;
-  }
+  absl::StatusOr<ExprPtr> ParseMath1() { return LeftAssociative({"+", "-"}, &Parser::ParseConcat); }
+  absl::StatusOr<ExprPtr> ParseConcat() { return LeftAssociative({"~"}, &Parser::ParseMath2); }
+  absl::StatusOr<ExprPtr> ParseMath2() { return LeftAssociative({"*", "/", "//", "%"}, &Parser::ParsePow); }
+  absl::StatusOr<ExprPtr> ParsePow() { return LeftAssociative({"**"}, &Parser::ParseUnaryWithFilters); }
+  absl::StatusOr<ExprPtr> ParseUnaryWithFilters() { return ParseUnary(true); }
 
   // As jinja2: a sign binds tighter than filters and tests (-3 | abs is 3), which apply to it.
   absl::StatusOr<ExprPtr> ParseUnary(bool with_filters = true) {
