@@ -14,7 +14,7 @@ foreach(unit cpu_kernels_test backend_ops_test portable_math_test fixed_schedule
              saved_conversation_test large_buffer_test thread_pool_test grammar_test token_grammar_test)
   llm42_windows_gtest(${unit})
 endforeach()
-# The acceptance suite (seven models, every item) in eight shards of its own ctest entries, so
+# The acceptance suite (eight models, every item) in eight shards of its own ctest entries, so
 # that none nears a minute under Wine on a loaded machine (whole, it took 63-109 s; in six shards,
 # two at a time, 22-33 s each).
 set(_llm42_determinism_shards 8)
