@@ -5,21 +5,22 @@
 namespace llm42 {
 namespace {
 
+// (Field by field: GCC 12 at -O3 reports a use after free, falsely, in nested initializer lists.)
 ArchitectureData Data() {
-  return {
-      .name = "llama",
-      .hf = {.classes = {"LlamaForCausalLM", "MistralForCausalLM"}, .permute_qk = true},
-      .presets =
-          {
-              {"tiny", 256, 4, 8, 4, 688, 2048},
-              {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
-              {"tiny-blocks", 256, 4, 8, 4, 768, 2048},
-              {"llama-110m", 768, 12, 12, 12, 2048, 2048},
-              {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
-              // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
-              {"llama-8b", 4096, 32, 32, 8, 14336, 8192, "llama", true},
-          },
+  ArchitectureData d;
+  d.name = "llama";
+  d.hf.classes = {"LlamaForCausalLM", "MistralForCausalLM"};
+  d.hf.permute_qk = true;
+  d.presets = {
+      {"tiny", 256, 4, 8, 4, 688, 2048},
+      {"tiny-llama3", 256, 4, 8, 4, 688, 2048, "llama", true},
+      {"tiny-blocks", 256, 4, 8, 4, 768, 2048},
+      {"llama-110m", 768, 12, 12, 12, 2048, 2048},
+      {"llama-1b", 2048, 16, 32, 8, 8192, 2048},
+      // Llama-3.1-8B's shape (GPU benchmarks; give it a Llama 3 vocabulary for its 128256 rows).
+      {"llama-8b", 4096, 32, 32, 8, 14336, 8192, "llama", true},
   };
+  return d;
 }
 
 }  // namespace

@@ -9,23 +9,22 @@ namespace llm42 {
 namespace {
 
 ArchitectureData Data() {
-  return {
-      .name = "phi3",
-      .rope_neox = true,
-      .window = Window::kOptional,
-      .parts = {.fused = true},
-      .longrope = true,
-      // (Hugging Face's longrope rope_scaling gives it, as llama.cpp's converter derives it.)
-      .keys = {{"rope.scaling.attn_factor", &ModelConfig::rope_attn_factor, 1.0f, 0.0f, 16.0f, {}, /*made=*/false}},
-      .hf = {.classes = {"Phi3ForCausalLM"},
-             .layer_tensors = {{"self_attn.qkv_proj.weight", "attn_qkv.weight"},
-                               {"mlp.gate_up_proj.weight", "ffn_up.weight"}}},
-      // tiny-phi: a name without "phi3", which llama.cpp takes for Phi-3's own vocabulary;
-      // tiny-swa: a window of 40 positions on every layer, as Phi-3-mini-4k's 2047: the KV cache
-      // releases what lies behind it.
-      .presets = {{"tiny-phi", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 2047},
-                  {"tiny-swa", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 40}},
-  };
+  ArchitectureData d;
+  d.name = "phi3";
+  d.rope_neox = true;
+  d.window = Window::kOptional;
+  d.parts = {.fused = true};
+  d.longrope = true;
+  // (Hugging Face's longrope rope_scaling gives it, as llama.cpp's converter derives it.)
+  d.keys = {{"rope.scaling.attn_factor", &ModelConfig::rope_attn_factor, 1.0f, 0.0f, 16.0f, {}, /*made=*/false}};
+  d.hf.classes = {"Phi3ForCausalLM"};
+  d.hf.layer_tensors = {{"self_attn.qkv_proj.weight", "attn_qkv.weight"}, {"mlp.gate_up_proj.weight", "ffn_up.weight"}};
+  // tiny-phi: a name without "phi3", which llama.cpp takes for Phi-3's own vocabulary; tiny-swa: a
+  // window of 40 positions on every layer, as Phi-3-mini-4k's 2047: the KV cache releases what
+  // lies behind it.
+  d.presets = {{"tiny-phi", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 2047},
+               {"tiny-swa", 256, 4, 8, 8, 768, 4096, "phi3", false, 0, 40}};
+  return d;
 }
 
 class Phi3 final : public BlockArchitecture {

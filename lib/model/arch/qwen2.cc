@@ -5,13 +5,13 @@ namespace llm42 {
 namespace {
 
 ArchitectureData Data() {
-  return {
-      .name = "qwen2",
-      .rope_neox = true,
-      .parts = {.biases = LayerParts::Biases::kRequired},
-      .hf = {.classes = {"Qwen2ForCausalLM"}},
-      .presets = {{"tiny-qwen2", 256, 4, 8, 4, 688, 2048, "qwen2"}},
-  };
+  ArchitectureData d;
+  d.name = "qwen2";
+  d.rope_neox = true;
+  d.parts = {.biases = LayerParts::Biases::kRequired};
+  d.hf.classes = {"Qwen2ForCausalLM"};
+  d.presets = {{"tiny-qwen2", 256, 4, 8, 4, 688, 2048, "qwen2"}};
+  return d;
 }
 
 }  // namespace

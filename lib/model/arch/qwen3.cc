@@ -6,14 +6,14 @@ namespace llm42 {
 namespace {
 
 ArchitectureData Data() {
-  return {
-      .name = "qwen3",
-      .rope_neox = true,
-      .parts = {.biases = LayerParts::Biases::kNone, .qk_norms = true},
-      .hf = {.classes = {"Qwen3ForCausalLM"}},
-      // Heads twice n_embd / n_head wide, as Qwen3-0.6B's.
-      .presets = {{"tiny-qwen3", 256, 4, 8, 4, 768, 2048, "qwen3", false, 64}},
-  };
+  ArchitectureData d;
+  d.name = "qwen3";
+  d.rope_neox = true;
+  d.parts = {.biases = LayerParts::Biases::kNone, .qk_norms = true};
+  d.hf.classes = {"Qwen3ForCausalLM"};
+  // Heads twice n_embd / n_head wide, as Qwen3-0.6B's.
+  d.presets = {{"tiny-qwen3", 256, 4, 8, 4, 768, 2048, "qwen3", false, 64}};
+  return d;
 }
 
 }  // namespace
