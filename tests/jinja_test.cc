@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "lib/engine/session.h"
@@ -49,12 +50,17 @@ bool HaveJinja() {
 std::vector<Outcome> Reference(const std::vector<Case>& cases) {
   json in = json::array();
   for (const Case& c : cases) in.push_back({{"template", c.source}, {"vars", c.vars}});
-  const std::string in_path = testing::TempPath("jinja_cases.json"), out_path = testing::TempPath("jinja_results.json");
+  // Per test and process: ctest runs this binary's test cases as processes side by side.
+  const std::string stem = std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "." +
+                           std::to_string(::getpid());
+  const std::string in_path = testing::TempPath(stem + ".cases.json"), out_path = testing::TempPath(stem + ".results.json");
   std::ofstream(in_path) << in.dump();
   const std::string cmd = std::string(LLM42_PYTHON3) + " " LLM42_SOURCE_DIR "/tests/render_jinja.py < '" + in_path +
                           "' > '" + out_path + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const json results = json::parse(testing::ReadFile(out_path));
+  fs::remove(in_path);
+  fs::remove(out_path);
   std::vector<Outcome> out;
   for (const json& r : results) {
     out.push_back(r.contains("out") ? Outcome{true, r["out"].get<std::string>()} : Outcome{false, r["error"].get<std::string>()});
