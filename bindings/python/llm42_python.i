@@ -520,6 +520,24 @@ def _generate(self, prompt=None, options=None, **settings):
 
 
 Session.generate = _generate
+_Session_apply_chat_template = Session.apply_chat_template
+
+
+def _apply_chat_template(self, messages, options=None):
+    """Renders a conversation with the model's chat template (llm42_session_apply_chat_template):
+    `messages` a list of OpenAI-form message dicts (or their JSON text), `options` a dict of
+    tools, add_generation_prompt, template and kwargs (or its JSON text), None for none."""
+    import json
+    if not isinstance(messages, str):
+        messages = json.dumps(messages, ensure_ascii=False)
+    if options is None:
+        options = ""
+    elif not isinstance(options, str):
+        options = json.dumps(options, ensure_ascii=False)
+    return _Session_apply_chat_template(self, messages, options)
+
+
+Session.apply_chat_template = _apply_chat_template
 _Request_status = Request.status
 Request.status = lambda self: Status(_Request_status(self))
 _Request_finish_reason = Request.finish_reason

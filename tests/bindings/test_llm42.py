@@ -71,8 +71,11 @@ class BindingTest(unittest.TestCase):
                                "{{ tools | length if tools else 'no tools' }}"}
         self.assertEqual(self.session.apply_chat_template(json.dumps(messages), json.dumps(options)),
                          "<user>HI<assistant>YOno tools")
+        # Plain lists and dicts, as a Python caller holds them.
+        options["tools"] = [{"type": "function", "function": {"name": "f"}}]
+        self.assertEqual(self.session.apply_chat_template(messages, options), "<user>HI<assistant>YO1")
         with self.assertRaises(llm42.Llm42Exception) as e:  # stories260K has no template of its own
-            self.session.apply_chat_template(json.dumps(messages), "")
+            self.session.apply_chat_template(messages)
         self.assertEqual(e.exception.status, llm42.Status.FAILED_PRECONDITION)
 
     def test_deterministic_requests_repeat_and_seed_matters(self):
