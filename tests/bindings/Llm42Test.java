@@ -145,6 +145,16 @@ public class Llm42Test {
     assertEquals("Grüße 🦙", session.detokenize(session.tokenize("Grüße 🦙", false)));
   }
 
+  // llm42_session_apply_chat_template: a template passed in the options renders the messages
+  // (stories260K has none of its own: without one, FAILED_PRECONDITION).
+  @Test
+  public void applyChatTemplateRendersJsonMessages() {
+    String messages = "[{\"role\": \"user\", \"content\": \"Hi\"}]";
+    String options = "{\"template\": \"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\"}";
+    assertEquals("<user>Hi", session.applyChatTemplate(messages, options));
+    assertStatus(Status.FAILED_PRECONDITION, () -> session.applyChatTemplate(messages, ""));
+  }
+
   int[] deterministic(long seed) {
     try (RequestOptions ro = prompt(24)) {
       ro.setTemperature(0.9f);

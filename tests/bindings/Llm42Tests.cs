@@ -114,6 +114,16 @@ public class Llm42Tests {
     Assert.AreEqual("Grüße 🦙", session.Detokenize(session.Tokenize("Grüße 🦙", false)));
   }
 
+  // llm42_session_apply_chat_template: a template passed in the options renders the messages
+  // (stories260K has none of its own: without one, FAILED_PRECONDITION).
+  [Test]
+  public void ApplyChatTemplateRendersJsonMessages() {
+    string messages = "[{\"role\": \"user\", \"content\": \"Hi\"}]";
+    string options = "{\"template\": \"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\"}";
+    Assert.AreEqual("<user>Hi", session.ApplyChatTemplate(messages, options));
+    AssertStatus(Status.FAILED_PRECONDITION, () => session.ApplyChatTemplate(messages, ""));
+  }
+
   int[] Deterministic(ulong seed) {
     using (var ro = Prompt(24)) {
       ro.SetTemperature(0.9f);
