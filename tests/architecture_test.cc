@@ -85,8 +85,7 @@ TEST(ArchitectureSeam, HuggingFaceTablesAreTheData) {
 // data: the config reads the preset's key values (not the fallbacks) and every tensor the layer
 // parts declare is there.
 TEST(ArchitectureSeam, EveryTinyPresetLoadsWithItsKeys) {
-  const std::string vocab = testing::SharedPath("models/stories260K.gguf");
-  if (!fs::exists(vocab)) GTEST_SKIP() << vocab << " is missing; place shared/ beside the repo";
+  LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
   int made = 0;
   for (const ModelPreset& p : ModelPresets()) {
     if (!p.name.starts_with("tiny")) continue;

@@ -864,8 +864,7 @@ TEST(SavedConversation, AnotherModelIsRefused) {
 // refusal). Every metadata value the forward pass reads is covered, and the refusal names the
 // key; a copy that differs only in what describes the file (its name) still loads.
 TEST(SavedConversation, AModelWithOtherMetadataIsRefusedByKey) {
-  const std::string stories = testing::SharedPath("models/stories260K.gguf");
-  if (!std::filesystem::exists(stories)) GTEST_SKIP() << stories << " is missing; place shared/ beside the repo";
+  LLM42_SHARED_OR_SKIP(stories, "models/stories260K.gguf");
   auto copy_with = [&](const char* name, const std::string& key, const std::function<void(GgufValue&)>& edit) {
     return testing::CopyModel(stories, name, [&](const std::string& k, GgufValue& v) {
       if (k == key) edit(v);

@@ -7,6 +7,7 @@
 // models/templates, say), every template there over the same conversations.
 #include "lib/chat/jinja_template.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -41,9 +42,13 @@ struct Outcome {
   std::string text;  // the rendering, or the error
 };
 
-bool HaveJinja() {
-  const std::string python = LLM42_PYTHON3;
-  return !python.empty() && std::system((python + " -c 'import jinja2' 2>/dev/null").c_str()) == 0;
+// The reference is Debian's python3-jinja2, which tools/install-deps.sh pins: where Debian's
+// python3 is not there at all (a machine that never ran it) the tests skip, saying so; where it is,
+// a missing or broken jinja2 fails them rather than hiding behind a skip.
+bool HaveDebianPython() { return !std::string(LLM42_PYTHON3).empty(); }
+void ExpectJinja() {
+  EXPECT_EQ(std::system((std::string(LLM42_PYTHON3) + " -c 'import jinja2'").c_str()), 0)
+      << LLM42_PYTHON3 << " cannot import jinja2: run tools/install-deps.sh (it installs python3-jinja2)";
 }
 
 // Every case rendered by the reference in one run.
@@ -98,8 +103,13 @@ int Compare(const std::vector<Case>& cases) {
   return rendered;
 }
 
-#define LLM42_JINJA_OR_SKIP() \
-  if (!HaveJinja()) GTEST_SKIP() << "Debian's python3 with python3-jinja2 is missing (tools/install-deps.sh installs it)"
+#define LLM42_JINJA_OR_SKIP()                                                                                     \
+  if (!HaveDebianPython()) {                                                                                       \
+    GTEST_SKIP() << "Debian's python3 (/usr/bin/python3, for python3-jinja2, the reference) was not found at configure " \
+                    "time: run tools/install-deps.sh and configure again";                                        \
+  }                                                                                                                \
+  ExpectJinja();                                                                                                   \
+  if (::testing::Test::HasFailure()) return
 
 TEST(Jinja, ConstructsRenderAsJinja2RendersThem) {
   LLM42_JINJA_OR_SKIP();
@@ -213,7 +223,8 @@ std::vector<json> Conversations() {
   return out;
 }
 
-std::vector<Case> TemplateCases(const fs::path& dir) {
+// Every template in `dir` over the conversations (`only`: those of these indices).
+std::vector<Case> TemplateCases(const fs::path& dir, const std::vector<size_t>& only = {}) {
   std::vector<Case> cases;
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -222,11 +233,13 @@ std::vector<Case> TemplateCases(const fs::path& dir) {
   std::sort(files.begin(), files.end());
   for (const fs::path& f : files) {
     const std::string source = testing::ReadFile(f.string());
-    int k = 0;
-    for (json vars : Conversations()) {
+    const std::vector<json> conversations = Conversations();
+    for (size_t k = 0; k < conversations.size(); ++k) {
+      if (!only.empty() && std::find(only.begin(), only.end(), k) == only.end()) continue;
+      json vars = conversations[k];
       vars["bos_token"] = "<s>";
       vars["eos_token"] = "</s>";
-      cases.push_back({f.filename().string() + " #" + std::to_string(k++), source, vars});
+      cases.push_back({f.filename().string() + " #" + std::to_string(k), source, vars});
     }
   }
   return cases;
@@ -240,16 +253,56 @@ TEST(Jinja, SharedChatTemplatesRenderAsTransformersRendersThem) {
   EXPECT_GE(Compare(cases), static_cast<int>(cases.size()) / 2);
 }
 
+// The corpus: LLM42_JINJA_CORPUS, else llama.cpp's test templates where tools/bench-llamacpp.sh and
+// tools/make-llamacpp-references.sh build llama.cpp (its source tree, in the project's cache). An
+// asset outside the repository: skipped where neither is there, saying so.
+std::string CorpusDir() {
+  if (const char* dir = std::getenv("LLM42_JINJA_CORPUS")) return dir;
+  std::string cache;
+  if (const char* c = std::getenv("LLM42_LLAMACPP_CACHE")) {
+    cache = c;
+  } else if (const char* home = std::getenv("HOME")) {
+    cache = std::string(home) + "/.cache/llm42/node-llama-cpp-3.22.1";
+  }
+  return cache.empty() ? std::string() : cache + "/node_modules/node-llama-cpp/llama/llama.cpp/models/templates";
+}
+
+// Templates the renderer refuses where the reference renders, each with why; everything else in
+// the corpus must match.
+const std::vector<std::pair<std::string, std::string>>& KnownUnsupported() {
+  static const auto* known = new std::vector<std::pair<std::string, std::string>>{
+      {"ByteDance-Seed-OSS.jinja", "dict keys must be strings"},  // a dict literal with integer keys
+  };
+  return *known;
+}
+
 TEST(Jinja, CorpusRendersAsTransformersRendersIt) {
   LLM42_JINJA_OR_SKIP();
-  const char* corpus = std::getenv("LLM42_JINJA_CORPUS");
-  if (corpus == nullptr || !fs::is_directory(corpus)) {
-    GTEST_SKIP() << "set LLM42_JINJA_CORPUS to a folder of *.jinja chat templates (llama.cpp's models/templates)";
+  const std::string corpus = CorpusDir();
+  if (corpus.empty() || !fs::is_directory(corpus)) {
+    GTEST_SKIP() << "no corpus of chat templates at '" << corpus << "': set LLM42_JINJA_CORPUS to a folder of *.jinja "
+                 << "files, or build llama.cpp once with tools/bench-llamacpp.sh (its models/templates)";
   }
-  const std::vector<Case> cases = TemplateCases(corpus);
+  // Five conversations a template (a system prompt, several turns, non-ASCII, tools with a call and
+  // its result), so that the suite stays well under a minute under the sanitizers.
+  std::vector<Case> cases, unsupported;
+  for (Case& c : TemplateCases(corpus, {2, 7, 12, 13, 14})) {
+    bool known = false;
+    for (const auto& [file, why] : KnownUnsupported()) known |= c.name.starts_with(file + " #");
+    (known ? unsupported : cases).push_back(std::move(c));
+  }
   const int rendered = Compare(cases);
   ::testing::Test::RecordProperty("rendered", rendered);
-  EXPECT_GT(rendered, 0);
+  EXPECT_GT(rendered, static_cast<int>(cases.size()) / 2);
+  // The known gaps fail with their reason (so that one that starts rendering is noticed and
+  // compared instead).
+  for (const Case& c : unsupported) {
+    const Outcome ours = Ours(c);
+    EXPECT_FALSE(ours.ok) << c.name << " renders now: take it off KnownUnsupported";
+    bool reason = false;
+    for (const auto& [file, why] : KnownUnsupported()) reason |= ours.text.find(why) != std::string::npos;
+    EXPECT_TRUE(reason) << c.name << ": " << ours.text;
+  }
 }
 
 // A session renders OpenAI-form JSON (tools, a tool call and its result, kwargs) with the model's own
