@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -567,10 +568,25 @@ class Parser {
     return n;
   }
 
+  // Items separated by commas up to `close` (a trailing comma allowed), `item` parsing each; the
+  // opening bracket already consumed, the closing one consumed here.
+  absl::Status CommaSeparated(std::string_view close, const std::function<absl::Status()>& item) {
+    while (!IsOp(close)) {
+      if (absl::Status s = item(); !s.ok()) return s;
+      if (IsOp(",")) {
+        ++tok_;
+      } else if (!IsOp(close)) {
+        return Fail(Peek(), absl::StrCat("expected ',' or '", std::string(close), "'"));
+      }
+    }
+    ++tok_;
+    return absl::OkStatus();
+  }
+
   absl::Status ParseParams(std::vector<std::pair<std::string, ExprPtr>>* params) {
     if (!IsOp("(")) return absl::OkStatus();
     ++tok_;
-    while (!IsOp(")")) {
+    return CommaSeparated(")", [&]() -> absl::Status {
       if (Peek().kind != Token::Kind::kName) return Fail(Peek(), "expected a parameter name");
       std::string name = Next().text;
       ExprPtr def;
@@ -579,14 +595,8 @@ class Parser {
         LLM42_ASSIGN_OR_RETURN(def, ParseExpression());
       }
       params->emplace_back(std::move(name), std::move(def));
-      if (IsOp(",")) {
-        ++tok_;
-      } else if (!IsOp(")")) {
-        return Fail(Peek(), "expected ',' or ')'");
-      }
-    }
-    ++tok_;
-    return absl::OkStatus();
+      return absl::OkStatus();
+    });
   }
 
   absl::StatusOr<NodePtr> ParseMacro() {
@@ -617,12 +627,11 @@ class Parser {
   absl::StatusOr<NodePtr> ParseFilterBlock() {
     auto n = std::make_unique<Node>();
     n->kind = Node::Kind::kFilterBlock;
+    // {% filter f(args) | g %}: a filter chain over the block's output (the placeholder name "").
     auto placeholder = std::make_unique<Expr>();
     placeholder->kind = Expr::Kind::kName;
-    placeholder->name = "";
-    --tok_;  // reuse ParseFilters, which expects a '|'
-    (*const_cast<std::vector<Token>*>(toks_))[tok_] = Token{Token::Kind::kOp, "|", 0, 0, Peek().offset};
-    LLM42_ASSIGN_OR_RETURN(n->expr, ParseFilters(std::move(placeholder)));
+    LLM42_ASSIGN_OR_RETURN(ExprPtr first, ParseFilterCall(std::move(placeholder)));
+    LLM42_ASSIGN_OR_RETURN(n->expr, ParseFilters(std::move(first)));
     if (absl::Status s = ExpectEnd(); !s.ok()) return s;
     if (absl::Status s = ParseUntil(&n->body, {"endfilter"}); !s.ok()) return s;
     if (absl::Status s = EndTag(); !s.ok()) return s;
@@ -854,37 +863,25 @@ class Parser {
         if (t.text == "[") {
           ++tok_;
           ExprPtr e = Make(Expr::Kind::kList, t);
-          while (!IsOp("]")) {
-            ExprPtr item;
-            LLM42_ASSIGN_OR_RETURN(item, ParseExpression());
+          LLM42_RETURN_IF_ERROR(CommaSeparated("]", [&]() -> absl::Status {
+            LLM42_ASSIGN_OR_RETURN(ExprPtr item, ParseExpression());
             e->items.push_back(std::move(item));
-            if (IsOp(",")) {
-              ++tok_;
-            } else if (!IsOp("]")) {
-              return Fail(Peek(), "expected ',' or ']'");
-            }
-          }
-          ++tok_;
+            return absl::OkStatus();
+          }));
           return e;
         }
         if (t.text == "{") {
           ++tok_;
           ExprPtr e = Make(Expr::Kind::kDict, t);
-          while (!IsOp("}")) {
-            ExprPtr key, value;
-            LLM42_ASSIGN_OR_RETURN(key, ParseExpression());
+          LLM42_RETURN_IF_ERROR(CommaSeparated("}", [&]() -> absl::Status {
+            LLM42_ASSIGN_OR_RETURN(ExprPtr key, ParseExpression());
             if (!IsOp(":")) return Fail(Peek(), "expected ':' in a dict literal");
             ++tok_;
-            LLM42_ASSIGN_OR_RETURN(value, ParseExpression());
+            LLM42_ASSIGN_OR_RETURN(ExprPtr value, ParseExpression());
             e->items.push_back(std::move(key));
             e->items.push_back(std::move(value));
-            if (IsOp(",")) {
-              ++tok_;
-            } else if (!IsOp("}")) {
-              return Fail(Peek(), "expected ',' or '}'");
-            }
-          }
-          ++tok_;
+            return absl::OkStatus();
+          }));
           return e;
         }
         break;
@@ -896,28 +893,20 @@ class Parser {
 
   absl::Status ParseArgs(Expr* call) {
     ++tok_;  // (
-    while (!IsOp(")")) {
+    return CommaSeparated(")", [&]() -> absl::Status {
       if (Peek().kind == Token::Kind::kName && tok_ + 1 < toks_->size() &&
           (*toks_)[tok_ + 1].kind == Token::Kind::kOp && (*toks_)[tok_ + 1].text == "=") {
         std::string name = Next().text;
         ++tok_;
-        ExprPtr v;
-        LLM42_ASSIGN_OR_RETURN(v, ParseExpression());
+        LLM42_ASSIGN_OR_RETURN(ExprPtr v, ParseExpression());
         call->kwargs.emplace_back(std::move(name), std::move(v));
-      } else {
-        if (!call->kwargs.empty()) return Fail(Peek(), "a positional argument after keyword arguments");
-        ExprPtr v;
-        LLM42_ASSIGN_OR_RETURN(v, ParseExpression());
-        call->items.push_back(std::move(v));
+        return absl::OkStatus();
       }
-      if (IsOp(",")) {
-        ++tok_;
-      } else if (!IsOp(")")) {
-        return Fail(Peek(), "expected ',' or ')'");
-      }
-    }
-    ++tok_;
-    return absl::OkStatus();
+      if (!call->kwargs.empty()) return Fail(Peek(), "a positional argument after keyword arguments");
+      LLM42_ASSIGN_OR_RETURN(ExprPtr v, ParseExpression());
+      call->items.push_back(std::move(v));
+      return absl::OkStatus();
+    });
   }
 
   absl::StatusOr<ExprPtr> ParsePostfix(ExprPtr e) {
@@ -966,22 +955,22 @@ class Parser {
     }
   }
 
+  // A filter's name and arguments (after its '|') applied to `e`.
+  absl::StatusOr<ExprPtr> ParseFilterCall(ExprPtr e) {
+    if (Peek().kind != Token::Kind::kName) return Fail(Peek(), "expected a filter name");
+    ExprPtr f = Make(Expr::Kind::kFilter, Peek());
+    f->name = Next().text;
+    f->items.push_back(std::move(e));
+    if (IsOp("(")) LLM42_RETURN_IF_ERROR(ParseArgs(f.get()));
+    return f;
+  }
+
   absl::StatusOr<ExprPtr> ParseFilters(ExprPtr e) {
     for (;;) {
       if (absl::Status g = Grow(); !g.ok()) return g;
       if (IsOp("|")) {
-        const Token& at = Next();
-        if (Peek().kind != Token::Kind::kName) return Fail(Peek(), "expected a filter name");
-        ExprPtr f = Make(Expr::Kind::kFilter, at);
-        f->name = Next().text;
-        while (IsOp(".")) {  // dotted filter names do not exist in this data model
-          return Fail(Peek(), "unknown filter");
-        }
-        f->items.push_back(std::move(e));
-        if (IsOp("(")) {
-          if (absl::Status s = ParseArgs(f.get()); !s.ok()) return s;
-        }
-        e = std::move(f);
+        ++tok_;
+        LLM42_ASSIGN_OR_RETURN(e, ParseFilterCall(std::move(e)));
       } else if (IsName("is")) {
         const Token& at = Next();
         ExprPtr t = Make(Expr::Kind::kTest, at);

@@ -537,15 +537,13 @@ class Renderer {
       return Error(e.line, absl::StrCat("'", TypeName(obj), "' object is not subscriptable"));
     }
     const auto n = static_cast<int64_t>(items.size());
-    auto clamp = [&](std::optional<int64_t> v, int64_t def, bool is_stop) {
+    auto clamp = [&](std::optional<int64_t> v, int64_t def) {
       if (!v) return def;
-      int64_t x = *v < 0 ? *v + n : *v;
-      if (step > 0) return std::clamp<int64_t>(x, 0, n);
-      (void)is_stop;
-      return std::clamp<int64_t>(x, -1, n - 1);
+      const int64_t x = *v < 0 ? *v + n : *v;
+      return step > 0 ? std::clamp<int64_t>(x, 0, n) : std::clamp<int64_t>(x, -1, n - 1);
     };
-    const int64_t start = clamp(part[0], step > 0 ? 0 : n - 1, false);
-    const int64_t stop = clamp(part[1], step > 0 ? n : -1, true);
+    const int64_t start = clamp(part[0], step > 0 ? 0 : n - 1);
+    const int64_t stop = clamp(part[1], step > 0 ? n : -1);
     List out;
     for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       out.push_back(items[static_cast<size_t>(i)]);
@@ -866,7 +864,6 @@ class Renderer {
       });
     }
     return Value::Undefined(absl::StrCat("str object has no attribute ", name));
-    (void)line;
   }
 
   // str.replace, refused where the result would outgrow the output limit.

@@ -13,12 +13,15 @@ namespace {
 
 bool Banned(const LogitEdit& e) { return e.has_bias != 0 && std::isinf(e.bias) && e.bias < 0; }
 
-// Whether the row keeps a token that is allowed (every one without a grammar) and not banned.
+// Whether the row keeps a token that is allowed (every one without a grammar; a grammar's mask
+// that got here allows one) and not banned. Counts the mask's tokens only when a ban falls in it:
+// a controlled row on the per-token path pays a pass over its edits, not over the vocabulary.
 bool KeepsAToken(std::span<const LogitEdit> edits, std::span<const uint64_t> allowed, int64_t n_vocab) {
   int64_t banned = 0;  // of the allowed tokens (edits hold one entry per token)
   for (const LogitEdit& e : edits) {
     if (Banned(e) && (allowed.empty() || TokenAllowed(allowed.data(), e.token))) ++banned;
   }
+  if (banned == 0) return allowed.empty() ? n_vocab > 0 : true;
   if (allowed.empty()) return banned < n_vocab;
   int64_t kept = 0;
   for (uint64_t w : allowed) kept += std::popcount(w);
