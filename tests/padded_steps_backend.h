@@ -98,6 +98,9 @@ class PaddedStepsBackend final : public Backend {
   }
   absl::Status Scale(float* x, size_t n, float s) override { return in_.Scale(x, n, s); }
   absl::Status SoftCap(float* x, size_t n, float cap) override { return in_.SoftCap(x, n, cap); }
+  absl::Status Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) override {
+    return in_.Columns(x, m, stride, n, out);
+  }
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override {
     return in_.GatherRows(x, n_cols, rows, out);
   }

@@ -111,20 +111,32 @@ inline std::optional<KvDtype> ParseKvDtype(std::string_view name) {
 inline constexpr uint32_t kFixedScheduleVersion = 5;
 
 // The paged KV storage a backend allocates: n_blocks blocks of block_size positions, each
-// position holding kv_dim keys and kv_dim values in each of n_layers layers. The element type is
+// position holding the keys and values of each of n_layers storage layers: kv_dim of each, or
+// layer_dims[l] of layer l where the widths differ (Gemma 4's sliding and global layers; a
+// model's layers that share an earlier layer's K/V have none of their own). The element type is
 // the backend's (KvDtype).
 struct KvShape {
   int64_t n_layers = 0;
   int64_t n_blocks = 0;
   int32_t block_size = 0;
   int64_t kv_dim = 0;
+  std::vector<int64_t> layer_dims = {};  // empty: kv_dim each
+  // The keys' (or values') width of layer l.
+  int64_t width(int64_t l) const { return layer_dims.empty() ? kv_dim : layer_dims[static_cast<size_t>(l)]; }
+  // Elements from a block's start to layer l's keys (its values follow block_size rows later).
+  int64_t layer_offset(int64_t l) const {
+    if (layer_dims.empty()) return l * 2 * block_size * kv_dim;
+    int64_t at = 0;
+    for (int64_t j = 0; j < l; ++j) at += 2 * block_size * layer_dims[static_cast<size_t>(j)];
+    return at;
+  }
   // Elements of one block: every layer's keys and values of block_size positions.
-  int64_t block_elements() const { return n_layers * 2 * block_size * kv_dim; }
+  int64_t block_elements() const { return layer_offset(n_layers); }
   bool operator==(const KvShape&) const = default;
 };
 
 // The byte offset of KV block `block` in a block-major storage of `shape` (every backend's
-// layout: [block][layer][k|v][block_size][kv_dim]), checking that `bytes` is one block's size;
+// layout: [block][layer][k|v][block_size][width(layer)]), checking that `bytes` is one block's size;
 // InvalidArgument otherwise (ReadKvBlock / WriteKvBlock).
 absl::StatusOr<size_t> KvBlockOffset(const KvShape& shape, size_t element_bytes, int32_t block, size_t bytes);
 
@@ -194,7 +206,7 @@ class Backend {
   virtual KvDtype kv_dtype() const = 0;  // never kAuto
   // Bytes of one stored key or value element (4 for f32, 2 for f16 and bf16).
   size_t kv_element_bytes() const { return kv_dtype() == KvDtype::kF32 ? 4 : 2; }
-  // KV block `block` — every layer's keys and values, n_layers * 2 * block_size * kv_dim elements,
+  // KV block `block` — every layer's keys and values, KvShape::block_elements() elements,
   // in the backend's layout — to or from host memory of exactly that many bytes, after the ops
   // before it (saved conversations).
   virtual absl::Status ReadKvBlock(int32_t block, std::span<uint8_t> host) = 0;
@@ -301,6 +313,9 @@ class Backend {
   virtual absl::Status Scale(float* x, size_t n, float s) = 0;
   // x[i] = cap * tanh(x[i] / cap) for n values (Gemma 2's final logits).
   virtual absl::Status SoftCap(float* x, size_t n, float cap) = 0;
+  // out[r][j] = x[r * stride + j] for m rows of n (j < n <= stride): n columns of a wider
+  // activation (the caller offsets x to the first), packed (Gemma 4's per-layer inputs).
+  virtual absl::Status Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) = 0;
   // out[r] = x[rows[r]] for rows of n_cols (rows in host memory).
   virtual absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                                   float* out) = 0;

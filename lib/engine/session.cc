@@ -357,8 +357,8 @@ SavedConversation Session::Setup() const {
   c.backend = backend_->name();
   c.kv_dtype = KvDtypeName(backend_->kv_dtype());
   c.block_size = cache_->block_size();
-  c.n_layers = model_->config().n_layer;
-  c.kv_dim = model_->config().kv_dim();
+  c.n_layers = model_->config().n_kv_layers();
+  c.kv_dim = model_->config().max_kv_dim();  // the widest layer's: the model's identity covers the others
   c.kv_element_bytes = static_cast<int64_t>(backend_->kv_element_bytes());
   return c;
 }

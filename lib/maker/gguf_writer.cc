@@ -131,6 +131,14 @@ void GgufWriter::AddInt32Array(const std::string& key, const std::vector<int32_t
   AddValue(key, v);
 }
 
+void GgufWriter::AddBoolArray(const std::string& key, const std::vector<bool>& values) {
+  GgufValue v;
+  v.type = GgufType::kArray;
+  v.array_type = GgufType::kBool;
+  v.int_array.assign(values.begin(), values.end());
+  AddValue(key, v);
+}
+
 void GgufWriter::AddTensor(const std::string& name, GgmlType type,
                            const std::vector<int64_t>& dims, std::vector<uint8_t> data) {
   tensors_.push_back(Tensor{name, type, dims, std::move(data)});

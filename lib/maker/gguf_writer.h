@@ -23,6 +23,7 @@ class GgufWriter {
   void AddStringArray(const std::string& key, const std::vector<std::string>& values);
   void AddFloat32Array(const std::string& key, const std::vector<float>& values);
   void AddInt32Array(const std::string& key, const std::vector<int32_t>& values);
+  void AddBoolArray(const std::string& key, const std::vector<bool>& values);
   // Copies a metadata value read from another file (any type, arrays included).
   void AddValue(const std::string& key, const GgufValue& value);
 

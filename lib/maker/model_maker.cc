@@ -89,11 +89,20 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
                            "q5_k, q6_k, iq4_nl or iq4_xs");
   }
   const int64_t block = GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->block_size;
-  const int64_t head_width = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
-  for (int64_t cols : {p.n_embd, p.n_ff, head_width * p.n_head}) {
-    if (cols % block != 0) {
-      return InvalidArgument("preset '", p.name, "' has rows of ", cols, " weights, not whole ", block,
-                             "-weight blocks of ", GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name);
+  // Layer l's shape (ModelPreset's per-layer fields).
+  const int64_t head_dim = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
+  auto sliding = [&](int64_t l) { return static_cast<size_t>(l) < p.sliding.size() && p.sliding[static_cast<size_t>(l)]; };
+  auto head_dim_of = [&](int64_t l) { return p.head_dim_swa > 0 && sliding(l) ? p.head_dim_swa : head_dim; };
+  auto head_kv_of = [&](int64_t l) {
+    return p.layer_head_kv.empty() ? p.n_head_kv : int64_t{p.layer_head_kv[static_cast<size_t>(l)]};
+  };
+  auto ff_of = [&](int64_t l) { return p.layer_ff.empty() ? p.n_ff : int64_t{p.layer_ff[static_cast<size_t>(l)]}; };
+  for (int64_t l = 0; l < p.n_layer; ++l) {
+    for (int64_t cols : {p.n_embd, ff_of(l), head_dim_of(l) * p.n_head}) {
+      if (cols % block != 0) {
+        return InvalidArgument("preset '", p.name, "' has rows of ", cols, " weights, not whole ", block,
+                               "-weight blocks of ", GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name);
+      }
     }
   }
   LLM42_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(vocab_path));
@@ -111,7 +120,6 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   const ArchitectureData& d = arch->data();
   GgufWriter w;
   const std::string a = p.architecture + ".";
-  const int64_t head_dim = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
   const int64_t n_rot = head_dim;
   const float rope_base = p.llama3_rope ? 500000.0f : d.made_rope_base;
   w.AddString("general.architecture", p.architecture);
@@ -119,9 +127,27 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   w.AddUint32(a + "context_length", static_cast<uint32_t>(p.n_ctx));
   w.AddUint32(a + "embedding_length", static_cast<uint32_t>(p.n_embd));
   w.AddUint32(a + "block_count", static_cast<uint32_t>(p.n_layer));
-  w.AddUint32(a + "feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  if (p.layer_ff.empty()) {
+    w.AddUint32(a + "feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  } else {
+    w.AddInt32Array(a + "feed_forward_length", p.layer_ff);
+  }
   w.AddUint32(a + "attention.head_count", static_cast<uint32_t>(p.n_head));
-  w.AddUint32(a + "attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
+  if (p.layer_head_kv.empty()) {
+    w.AddUint32(a + "attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
+  } else {
+    w.AddInt32Array(a + "attention.head_count_kv", p.layer_head_kv);
+  }
+  if (!p.sliding.empty()) w.AddBoolArray(a + "attention.sliding_window_pattern", p.sliding);
+  if (p.head_dim_swa > 0) {
+    w.AddUint32(a + "attention.key_length_swa", static_cast<uint32_t>(p.head_dim_swa));
+    w.AddUint32(a + "attention.value_length_swa", static_cast<uint32_t>(p.head_dim_swa));
+    w.AddUint32(a + "rope.dimension_count_swa", static_cast<uint32_t>(p.head_dim_swa));
+  }
+  if (p.n_kv_shared > 0) w.AddUint32(a + "attention.shared_kv_layers", static_cast<uint32_t>(p.n_kv_shared));
+  if (p.n_embd_per_layer > 0) {
+    w.AddUint32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(p.n_embd_per_layer));
+  }
   if (p.head_dim > 0) {
     w.AddUint32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     w.AddUint32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
@@ -176,14 +202,19 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     w.AddTensor("rope_freqs.weight", GgmlType::kF32, {n_rot / 2},
                 Encode(Llama3RopeFactors(n_rot, rope_base, 8.0, 1.0, 4.0, 64.0), GgmlType::kF32));
   }
+  if (p.rope_partial > 0) {  // as llama.cpp's converter writes Gemma 4's proportional RoPE
+    std::vector<float> v(static_cast<size_t>(n_rot / 2), 1e30f);
+    std::fill_n(v.begin(), static_cast<int64_t>(static_cast<double>(n_rot) * p.rope_partial / 2), 1.0f);
+    w.AddTensor("rope_freqs.weight", GgmlType::kF32, {n_rot / 2}, Encode(v, GgmlType::kF32));
+  }
   // Norm weights around 1 (per-head q/k norms): a test sees a weight that is not applied.
-  auto norm = [&](const std::string& name, int64_t n) {
+  auto norm = [&](const std::string& name, int64_t n, float scale = 1) {
     std::vector<float> v(static_cast<size_t>(n));
     FillUniform(seed, stream++, 0.5f, &v);
-    for (float& x : v) x += 1.0f;
+    for (float& x : v) x = (x + 1.0f) * scale;
     w.AddTensor(name, GgmlType::kF32, {n}, Encode(v, GgmlType::kF32));
   };
-  const int64_t q_dim = head_dim * p.n_head, kv = head_dim * p.n_head_kv;
+
   // q8_0 and q4_0 models keep the embedding table in f16, as llama.cpp's quantizer keeps it in
   // higher precision than those matrices; the other block types hold it in their own (as k-quant
   // files do: Q4_K_M's table is q4_k).
@@ -204,8 +235,19 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       w.AddTensor(f.name, GgmlType::kF32, {n_rot / 2}, Encode(v, GgmlType::kF32));
     }
   }
+  // Per-layer embeddings: matrices P wide in f16 where P is not whole blocks of the type (as
+  // llama.cpp's quantizer falls back to another type for such rows).
+  const int64_t pl = p.n_embd_per_layer;
+  const GgmlType pl_type = pl % block == 0 && p.n_layer * pl % block == 0 ? dtype : GgmlType::kF16;
+  if (pl > 0) {
+    matrix("per_layer_token_embd.weight", p.n_layer * pl, n_vocab, int8_type ? GgmlType::kF16 : pl_type);
+    matrix("per_layer_model_proj.weight", p.n_embd, p.n_layer * pl, dtype);
+    norm("per_layer_proj_norm.weight", pl);
+  }
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
+    const int64_t hd = head_dim_of(l), q_dim = hd * p.n_head, kv = hd * head_kv_of(l), ff = ff_of(l);
+    const bool stores_kv = l < p.n_layer - p.n_kv_shared;
     ones(b + "attn_norm.weight", p.n_embd);
     ones(b + "ffn_norm.weight", p.n_embd);
     if (d.parts.post_norms) {
@@ -216,8 +258,10 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       matrix(b + "attn_qkv.weight", p.n_embd, q_dim + 2 * kv, dtype);
     } else {
       matrix(b + "attn_q.weight", p.n_embd, q_dim, dtype);
-      matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
-      matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
+      if (stores_kv) {
+        matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
+        matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
+      }
     }
     if (d.parts.biases == LayerParts::Biases::kRequired) {
       bias(b + "attn_q.bias", q_dim);
@@ -225,17 +269,23 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       bias(b + "attn_v.bias", kv);
     }
     if (d.parts.qk_norms) {
-      norm(b + "attn_q_norm.weight", head_dim);
-      norm(b + "attn_k_norm.weight", head_dim);
+      norm(b + "attn_q_norm.weight", hd, p.qk_norm_scale);
+      if (stores_kv) norm(b + "attn_k_norm.weight", hd, p.qk_norm_scale);
     }
     matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
     if (d.parts.fused) {
-      matrix(b + "ffn_up.weight", p.n_embd, 2 * p.n_ff, dtype);  // gate rows, then up rows
+      matrix(b + "ffn_up.weight", p.n_embd, 2 * ff, dtype);  // gate rows, then up rows
     } else {
-      matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, dtype);
-      matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, dtype);
+      matrix(b + "ffn_gate.weight", p.n_embd, ff, dtype);
+      matrix(b + "ffn_up.weight", p.n_embd, ff, dtype);
     }
-    matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, dtype);
+    matrix(b + "ffn_down.weight", ff, p.n_embd, dtype);
+    if (pl > 0) {
+      matrix(b + "inp_gate.weight", p.n_embd, pl, dtype);
+      matrix(b + "proj.weight", pl, p.n_embd, pl_type);
+      norm(b + "post_norm.weight", p.n_embd);
+    }
+    if (d.parts.layer_scale) norm(b + "layer_output_scale.weight", 1);
   }
   return w.WriteFile(out_path);
 }

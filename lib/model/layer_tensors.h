@@ -16,7 +16,24 @@ struct LayerTensors {
   Vec attn_norm, attn_post_norm, ffn_norm, ffn_post_norm;  // post norms: Gemma 2 and 3
   Vec bq, bk, bv;                                          // attention biases: Qwen2
   Vec q_norm, k_norm;                                      // per-head norms, head_dim each: Qwen3, Gemma 3
+  Vec v_norm;  // values normalized per head without a weight (ones, head_dim): Gemma 4
+  // A layer sharing an earlier layer's K/V (ModelConfig::kv_layer) has no wk, wv, bk, bv, k_norm,
+  // v_norm.
   WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  // Per-layer embeddings (Gemma 4 E2B, E4B: blocks.h's PerLayerInputBlock): the gate from the
+  // residual stream to the layer's input width, the projection back, its norm.
+  WeightMatrix inp_gate, inp_proj;
+  Vec inp_post_norm;
+  float out_scale = 0;  // the layer's output multiplied by it (Gemma 4's layer_output_scale); 0: not
+};
+
+// The model-wide tensors of per-layer embeddings (ModelConfig::n_embd_per_layer): a table of
+// n_layer * n_embd_per_layer values per token, the embeddings' projection to as many, and the
+// norm of each layer's part of it.
+template <typename Vec>
+struct PerLayerInputTensors {
+  WeightMatrix table, proj;
+  Vec proj_norm;
 };
 
 using HostLayer = LayerTensors<std::vector<float>>;

@@ -52,11 +52,20 @@ struct ModelConfig {
     double factor = 0, original_context = 0, beta_fast = 32, beta_slow = 1, log_mul = 0;
   } yarn;
 
+  // Layers of different shapes (Gemma 4): sliding layers' head width and rotated dims where they
+  // differ from the others' (0: head_dim, n_rot); per-layer key/value head counts and FFN widths
+  // where the file gives arrays (empty: n_head_kv, n_ff each).
+  int64_t head_dim_swa = 0, n_rot_swa = 0;
+  std::vector<int64_t> layer_head_kv, layer_ff;
+  // The last n_kv_shared layers store no K/V of their own (Gemma 4): each reads that of the last
+  // layer before them of its kind (kv_layer).
+  int64_t n_kv_shared = 0;
+  // Per-layer embeddings' width (Gemma 4 E2B, E4B: lib/model/arch/blocks.h's PerLayerInputs); 0: none.
+  int64_t n_embd_per_layer = 0;
+
   // The attention window of layer l (0: every earlier position).
   int64_t window(int64_t l) const {
-    return sliding_window > 0 && static_cast<size_t>(l) < layer_sliding.size() && layer_sliding[static_cast<size_t>(l)] != 0
-               ? sliding_window
-               : 0;
+    return sliding_window > 0 && sliding(l) ? sliding_window : 0;
   }
 
   // The window every layer attends within, when every layer has one (0: some layer reads every
@@ -68,10 +77,35 @@ struct ModelConfig {
     return n_layer > 0 ? sliding_window : 0;
   }
 
-  // Widths of all query heads and of all key (or value) heads of a position; q_dim may differ
-  // from n_embd (Qwen3-0.6B: 16 heads of 128 on 1024).
-  int64_t q_dim() const { return n_head * head_dim; }
-  int64_t kv_dim() const { return n_head_kv * head_dim; }
+  // Layer l's head width, rotated dims, key/value heads and FFN width.
+  bool sliding(int64_t l) const {
+    return static_cast<size_t>(l) < layer_sliding.size() && layer_sliding[static_cast<size_t>(l)] != 0;
+  }
+  int64_t head_dim_of(int64_t l) const { return head_dim_swa > 0 && sliding(l) ? head_dim_swa : head_dim; }
+  int64_t n_rot_of(int64_t l) const { return n_rot_swa > 0 && sliding(l) ? n_rot_swa : n_rot; }
+  int64_t n_head_kv_of(int64_t l) const {
+    return layer_head_kv.empty() ? n_head_kv : layer_head_kv[static_cast<size_t>(l)];
+  }
+  int64_t n_ff_of(int64_t l) const { return layer_ff.empty() ? n_ff : layer_ff[static_cast<size_t>(l)]; }
+  // Widths of layer l's query heads and of its key (or value) heads of a position; q_dim may
+  // differ from n_embd (Qwen3-0.6B: 16 heads of 128 on 1024).
+  int64_t q_dim(int64_t l) const { return n_head * head_dim_of(l); }
+  int64_t kv_dim(int64_t l) const { return n_head_kv_of(l) * head_dim_of(l); }
+  // The widest layer's (activation buffers).
+  int64_t max_q_dim() const;
+  int64_t max_kv_dim() const;
+  int64_t max_ff() const;
+
+  // Layers that store K/V: the first n_layer - n_kv_shared. Layer l writes and reads the K/V
+  // storage layer kv_layer(l): l itself, or for a sharing layer the last storing layer of its kind
+  // (sliding or not) as llama.cpp picks it (the storing layers' last two must be one of each:
+  // ValidateLayers).
+  int64_t n_kv_layers() const { return n_layer - n_kv_shared; }
+  int64_t kv_layer(int64_t l) const {
+    return l < n_kv_layers() ? l : n_kv_layers() - (sliding(l) ? 2 : 1);
+  }
+  // The per-layer checks of the fields above: FORMAT_ERROR naming what is wrong.
+  absl::Status ValidateLayers() const;
 
   // FORMAT_ERROR for missing or inconsistent keys, UNSUPPORTED for architectures without a
   // lib/model/arch file and RoPE scaling types (naming them).

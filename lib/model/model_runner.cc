@@ -7,13 +7,14 @@
 
 #include "lib/kv/kv_cache.h"
 #include "lib/model/arch/architecture.h"
+#include "lib/model/arch/blocks.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
 namespace {
 
 // Activation workspace slots.
-enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits, kLogitsPacked };
+enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits, kLogitsPacked, kPerLayer, kPerLayerScratch };
 
 // A vector in backend memory, or nullptr for an absent (empty) one.
 absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float>& v) {
@@ -55,24 +56,43 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     factors = &model.rope_factors_long();
   }
   LLM42_ASSIGN_OR_RETURN(r->rope_.freq_factors, UploadOptional(be, *factors));
+  // Sliding layers' RoPE: their own rotated dims (Gemma 4), and where they have their own base
+  // (Gemma 3 and 4), unscaled and without the global layers' per-pair divisors.
   r->rope_local_ = r->rope_;
+  r->rope_local_.n_rot = c.n_rot_swa > 0 ? c.n_rot_swa : c.n_rot;
   if (c.rope_local_base > 0) {
     r->rope_local_.freq_base = c.rope_local_base;
     r->rope_local_.freq_scale = 1.0f;
+    r->rope_local_.freq_factors = nullptr;
+  }
+  if (c.n_embd_per_layer > 0) {
+    const PerLayerInputTensors<std::vector<float>>& t = model.per_layer_inputs();
+    LLM42_ASSIGN_OR_RETURN(r->per_layer_inputs_.table, be.UploadWeight(t.table));
+    LLM42_ASSIGN_OR_RETURN(r->per_layer_inputs_.proj, be.UploadWeight(t.proj));
+    LLM42_ASSIGN_OR_RETURN(r->per_layer_inputs_.proj_norm, be.UploadVector(t.proj_norm));
   }
   for (const ModelWeights::Layer& L : model.layers()) {
     Layer& R = r->layers_.emplace_back();
     for (auto [from, to] : {std::pair{&L.attn_norm, &R.attn_norm}, {&L.attn_post_norm, &R.attn_post_norm},
                             {&L.ffn_norm, &R.ffn_norm}, {&L.ffn_post_norm, &R.ffn_post_norm}, {&L.bq, &R.bq},
-                            {&L.bk, &R.bk}, {&L.bv, &R.bv}, {&L.q_norm, &R.q_norm}, {&L.k_norm, &R.k_norm}}) {
+                            {&L.bk, &R.bk}, {&L.bv, &R.bv}, {&L.q_norm, &R.q_norm}, {&L.k_norm, &R.k_norm},
+                            {&L.v_norm, &R.v_norm}, {&L.inp_post_norm, &R.inp_post_norm}}) {
       LLM42_ASSIGN_OR_RETURN(*to, UploadOptional(be, *from));
     }
-    // The matrices MatMulShared takes together are uploaded together (Backend::UploadWeights).
-    LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.wq, &L.wk, &L.wv}, {&R.wq, &R.wk, &R.wv}));
+    // The matrices MatMulShared takes together are uploaded together (Backend::UploadWeights); a
+    // layer sharing an earlier layer's K/V has its queries' alone.
+    if (L.wk.data != nullptr) {
+      LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.wq, &L.wk, &L.wv}, {&R.wq, &R.wk, &R.wv}));
+    } else {
+      LLM42_ASSIGN_OR_RETURN(R.wq, be.UploadWeight(L.wq));
+    }
     LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.w_gate, &L.w_up}, {&R.w_gate, &R.w_up}));
-    for (auto [from, to] : {std::pair{&L.wo, &R.wo}, {&L.w_down, &R.w_down}}) {
+    for (auto [from, to] : {std::pair{&L.wo, &R.wo}, {&L.w_down, &R.w_down}, {&L.inp_gate, &R.inp_gate},
+                            {&L.inp_proj, &R.inp_proj}}) {
+      if (from->data == nullptr) continue;  // a tensor the model lacks
       LLM42_ASSIGN_OR_RETURN(*to, be.UploadWeight(*from));
     }
+    R.out_scale = L.out_scale;
     if (after_layer) {
       LLM42_RETURN_IF_ERROR(after_layer(static_cast<int64_t>(r->layers_.size()),
                                         static_cast<int64_t>(model.layers().size())));
@@ -83,7 +103,11 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
 
 absl::Status ModelRunner::AllocateKv(const KvCache& cache) {
   const ModelConfig& c = model_.config();
-  const KvShape shape{c.n_layer, cache.n_blocks(), cache.block_size(), c.kv_dim()};
+  KvShape shape{c.n_kv_layers(), cache.n_blocks(), cache.block_size(), c.max_kv_dim()};
+  for (int64_t l = 0; l < c.n_kv_layers(); ++l) {
+    if (c.kv_dim(l) != shape.kv_dim) shape.layer_dims.resize(static_cast<size_t>(c.n_kv_layers()));
+  }
+  for (size_t l = 0; l < shape.layer_dims.size(); ++l) shape.layer_dims[l] = c.kv_dim(static_cast<int64_t>(l));
   kv_shape_ = KvShape{};
   LLM42_RETURN_IF_ERROR(backend_.AllocateKv(shape));
   kv_shape_ = shape;
@@ -92,7 +116,9 @@ absl::Status ModelRunner::AllocateKv(const KvCache& cache) {
 
 int64_t ModelRunner::kv_bytes_per_token() const {
   const ModelConfig& c = model_.config();
-  return c.n_layer * 2 * c.kv_dim() * static_cast<int64_t>(backend_.kv_element_bytes());
+  int64_t widths = 0;
+  for (int64_t l = 0; l < c.n_kv_layers(); ++l) widths += c.kv_dim(l);
+  return 2 * widths * static_cast<int64_t>(backend_.kv_element_bytes());
 }
 
 absl::Status ModelRunner::Forward(const KvCache& cache, const ForwardBatch& batch, float* logits) {
@@ -132,7 +158,8 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
       sc = Schedules(step_schedules_.data());
     }
   }
-  const int64_t e = c.n_embd, qd = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
+  const int64_t e = c.n_embd, qd = c.max_q_dim(), kv = c.max_kv_dim(), ff = std::max(c.max_ff(), c.n_embd_per_layer);
+  const int64_t per_layer_width = c.n_layer * c.n_embd_per_layer;
   auto buffer = [&](Slot slot, int64_t width) { return be.Workspace(slot, um * static_cast<size_t>(width)); };
   LLM42_ASSIGN_OR_RETURN(float* x, buffer(kX, e));
   LLM42_ASSIGN_OR_RETURN(float* xn, buffer(kXn, e));
@@ -143,18 +170,28 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
   LLM42_ASSIGN_OR_RETURN(float* proj, buffer(kProj, e));
   LLM42_ASSIGN_OR_RETURN(float* gate, buffer(kGate, ff));
   LLM42_ASSIGN_OR_RETURN(float* up, buffer(kUp, ff));
+  float *per_layer = nullptr, *per_layer_scratch = nullptr;
+  if (per_layer_width > 0) {
+    LLM42_ASSIGN_OR_RETURN(per_layer, buffer(kPerLayer, per_layer_width));
+    LLM42_ASSIGN_OR_RETURN(per_layer_scratch, buffer(kPerLayerScratch, per_layer_width));
+  }
 
   LLM42_RETURN_IF_ERROR(be.BeginBatch(BatchPlan{tokens, positions, tables_, sc}));
   // The layers, which a device may record once and replay for later steps planned alike.
   LLM42_RETURN_IF_ERROR(be.RunStep(this, [&]() -> absl::Status {
     LLM42_RETURN_IF_ERROR(be.Embed(token_embd_, x));
     if (c.embed_scale != 0) LLM42_RETURN_IF_ERROR(be.Scale(x, um * static_cast<size_t>(e), c.embed_scale));
+    if (per_layer != nullptr) {
+      LLM42_RETURN_IF_ERROR(PerLayerInputs(be, c, m, per_layer_inputs_, sc, x, per_layer, per_layer_scratch));
+    }
     const Architecture& arch = model_.architecture();
     for (size_t l = 0; l < layers_.size(); ++l) {
       const auto layer = static_cast<int64_t>(l);
       const int64_t window = c.window(layer);
       const LayerGraph g{be, c, layer, m, sc, window > 0 ? rope_local_ : rope_,
-                         AttentionShape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, c.attn_softcap, window},
+                         AttentionShape{c.n_head, c.n_head_kv_of(layer), c.head_dim_of(layer), c.attn_scale,
+                                        c.attn_softcap, window},
+                         c.kv_layer(layer), layer < c.n_kv_layers(), per_layer,
                          x, xn, q, k, v, attn, proj, gate, up};
       LLM42_RETURN_IF_ERROR(arch.Layer(g, layers_[l]));
     }

@@ -93,6 +93,7 @@ class ModelRunner {
   RopeParams rope_;        // the model's
   RopeParams rope_local_;  // sliding layers' where the model rotates them otherwise (Gemma 3)
   std::vector<Layer> layers_;
+  PerLayerInputTensors<const float*> per_layer_inputs_;  // where the model has per-layer embeddings
   // Host-side per-batch inputs, kept to avoid allocating per step.
   // Forward's last part: the summaries of batch.argmax_only's rows, the draws of
   // batch.device_draw's, and the other rows' logits (from `out`, the backend's

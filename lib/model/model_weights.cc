@@ -44,6 +44,13 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(std::shared_ptr
   m->rope_.freq_scale = c.rope_freq_scale;
   m->rope_.neox = c.rope_neox;
   m->rope_.attn_factor = attn_factor;
+  if (c.n_embd_per_layer > 0) {  // gathered like token_embd; the projection streamed
+    const int64_t width = c.n_layer * c.n_embd_per_layer;
+    PerLayerInputTensors<std::vector<float>>& t = m->per_layer_inputs_;
+    LLM42_ASSIGN_OR_RETURN(t.table, r.Table("per_layer_token_embd.weight", width, c.n_vocab));
+    LLM42_ASSIGN_OR_RETURN(t.proj, r.Matrix("per_layer_model_proj.weight", c.n_embd, width));
+    LLM42_ASSIGN_OR_RETURN(t.proj_norm, r.Vector("per_layer_proj_norm.weight", c.n_embd_per_layer));
+  }
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LLM42_RETURN_IF_ERROR(m->arch_->LoadLayer(r, c, l, m->layers_[static_cast<size_t>(l)]));

@@ -42,6 +42,8 @@ class ModelWeights {
   const std::vector<float>& rope_factors_short() const { return rope_factors_short_; }
   const std::vector<float>& rope_factors_long() const { return rope_factors_long_; }
   const std::vector<Layer>& layers() const { return layers_; }
+  // Per-layer embeddings' model-wide tensors (empty where config().n_embd_per_layer is 0).
+  const PerLayerInputTensors<std::vector<float>>& per_layer_inputs() const { return per_layer_inputs_; }
 
  private:
   ModelWeights() = default;
@@ -55,6 +57,7 @@ class ModelWeights {
   std::vector<float> rope_factors_short_, rope_factors_long_;
   RopeParams rope_;
   std::vector<Layer> layers_;
+  PerLayerInputTensors<std::vector<float>> per_layer_inputs_;
   int64_t weight_bytes_ = 0;
 };
 

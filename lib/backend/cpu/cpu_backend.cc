@@ -106,6 +106,9 @@ absl::Status CpuBackend::AllocateKv(const KvShape& shape) {
                                                      " MiB of KV cache"));
   }
   kv_shape_ = shape;
+  kv_block_elements_ = shape.block_elements();
+  kv_layer_offsets_.resize(static_cast<size_t>(shape.n_layers));
+  for (int64_t l = 0; l < shape.n_layers; ++l) kv_layer_offsets_[static_cast<size_t>(l)] = shape.layer_offset(l);
   return absl::OkStatus();
 }
 
@@ -150,9 +153,9 @@ absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
 
 uint8_t* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
   const KvShape& k = kv_shape_;
-  const int64_t matrix = int64_t{k.block_size} * k.kv_dim;
-  return kv_.data() + ((table[p / k.block_size] * k.n_layers + layer) * 2 * matrix + (p % k.block_size) * k.kv_dim) *
-                         static_cast<int64_t>(kv_element_bytes());
+  return kv_.data() + (table[p / k.block_size] * kv_block_elements_ + kv_layer_offsets_[static_cast<size_t>(layer)] +
+                       (p % k.block_size) * k.width(layer)) *
+                          static_cast<int64_t>(kv_element_bytes());
 }
 
 absl::Status CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y, Schedules s) {
@@ -565,7 +568,7 @@ absl::Status CpuBackend::WriteKvBlock(int32_t block, std::span<const uint8_t> ho
 }
 
 absl::Status CpuBackend::StoreKv(int64_t layer, const float* k, const float* v) {
-  const int64_t kv = kv_shape_.kv_dim, matrix = int64_t{kv_shape_.block_size} * kv;
+  const int64_t kv = kv_shape_.width(layer), matrix = int64_t{kv_shape_.block_size} * kv;
   const auto elem = static_cast<int64_t>(kv_element_bytes());
   // Rounded to the storage type (round_row.h: the scalar conversions' bits on every CPU); the
   // row's values sit `matrix` elements after its keys.
@@ -591,14 +594,14 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
   const auto n_tokens = static_cast<int64_t>(batch_.positions.size());
   const int32_t* positions = batch_.positions.data();
   const int32_t* const* tables = batch_.block_tables.data();
-  const int64_t matrix = int64_t{kv_shape_.block_size} * kv_shape_.kv_dim;
+  const int64_t width = kv_shape_.width(layer), matrix = int64_t{kv_shape_.block_size} * width;
   internal::KvLayerView kv;
   kv.elem = static_cast<int64_t>(kv_element_bytes());
-  kv.base = kv_.data() + layer * 2 * matrix * kv.elem;
-  kv.block_stride = kv_shape_.n_layers * 2 * matrix;
+  kv.base = kv_.data() + kv_layer_offsets_[static_cast<size_t>(layer)] * kv.elem;
+  kv.block_stride = kv_block_elements_;
   kv.v_offset = matrix;
   kv.block_size = kv_shape_.block_size;
-  kv.kv_dim = kv_shape_.kv_dim;
+  kv.kv_dim = width;
   kv.softcap = shape.softcap;
 
   const int64_t hd = shape.head_dim, n_head = shape.n_head;
@@ -823,6 +826,12 @@ absl::Status CpuBackend::Embed(const WeightMatrix& table, float* out) {
     internal::DequantizeRow(table.type, table.row(batch_.tokens[i]), table.cols,
                             out + static_cast<int64_t>(i) * table.cols);
   }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) {
+  if (n > stride) return absl::InvalidArgumentError(absl::StrCat("Columns: ", n, " columns of rows of ", stride));
+  for (int64_t r = 0; r < m; ++r) std::copy_n(x + r * stride, n, out + r * n);
   return absl::OkStatus();
 }
 

@@ -83,6 +83,7 @@ class CpuBackend final : public Backend {
   absl::Status GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) override;
   absl::Status Scale(float* x, size_t n, float s) override;
   absl::Status SoftCap(float* x, size_t n, float cap) override;
+  absl::Status Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) override;
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           float* out) override;
   // In place (the rows are host memory), a row per task on the pool.
@@ -146,8 +147,10 @@ class CpuBackend final : public Backend {
   std::deque<std::vector<float>> vectors_;
   std::vector<AlignedVector<float>> workspace_;
   KvShape kv_shape_;
+  int64_t kv_block_elements_ = 0;          // kv_shape_.block_elements()
+  std::vector<int64_t> kv_layer_offsets_;  // kv_shape_.layer_offset(l) per layer
   KvDtype kv_dtype_;
-  LargeBuffer kv_;  // [block][layer][k|v][block_size][kv_dim] of kv_dtype_, pages touched lazily
+  LargeBuffer kv_;  // [block][layer][k|v][block_size][width(layer)] of kv_dtype_, pages touched lazily
   BatchPlan batch_;
   // The step's rotary cos/sin, cs[i * n_rot + 2p] = cos and + 1 = sin of row i's pair p: the same
   // for every layer and for queries and keys, so computed by the step's first Rope and reused

@@ -277,9 +277,10 @@ absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
   return absl::OkStatus();
 }
 
-KvArgs CudaBackend::Kv() const {
-  return KvArgs{kv_.get(), kv_shape_.n_layers, kv_shape_.block_size, kv_shape_.kv_dim, tables_.as<int32_t>(),
-                max_blocks_};
+KvArgs CudaBackend::Kv(int64_t layer) const {
+  const auto offset = static_cast<size_t>(kv_shape_.layer_offset(layer)) * kv_element_bytes();
+  return KvArgs{static_cast<uint8_t*>(kv_.get()) + offset, kv_shape_.block_elements(),
+                kv_shape_.block_size, kv_shape_.width(layer), tables_.as<int32_t>(), max_blocks_};
 }
 
 absl::Status CudaBackend::Embed(const WeightMatrix& table, float* out) {
@@ -408,7 +409,7 @@ absl::Status CudaBackend::Rope(float* x, int64_t n_heads, int64_t head_dim, cons
 absl::Status CudaBackend::RopeStoreKv(int64_t layer, float* q, float* k, const float* v, const AttentionShape& shape,
                                       const RopeParams& rope, Schedules) {
   if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
-  LLM42_CUDA_RETURN_IF_ERROR(LaunchRopeStoreKv(Kv(), layer, q, k, v, shape.n_head, shape.n_head_kv, shape.head_dim,
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchRopeStoreKv(Kv(layer), q, k, v, shape.n_head, shape.n_head_kv, shape.head_dim,
                                                RopeArgsOf(rope), positions_.as<int32_t>(), batch_rows_,
                                                stream_.get()));
   return absl::OkStatus();
@@ -416,7 +417,7 @@ absl::Status CudaBackend::RopeStoreKv(int64_t layer, float* q, float* k, const f
 
 absl::Status CudaBackend::StoreKv(int64_t layer, const float* k, const float* v) {
   if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
-  LLM42_CUDA_RETURN_IF_ERROR(LaunchStoreKv(Kv(), layer, k, v, positions_.as<int32_t>(), batch_rows_, stream_.get()));
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchStoreKv(Kv(layer), k, v, positions_.as<int32_t>(), batch_rows_, stream_.get()));
   return absl::OkStatus();
 }
 
@@ -481,7 +482,7 @@ absl::Status CudaBackend::Attention(int64_t layer, const float* q, const Attenti
         spans.n_tiles = static_cast<int32_t>(splits.tiles.size() / 2);
       }
     }
-    LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(), layer, q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
+    LLM42_CUDA_RETURN_IF_ERROR(LaunchAttention(Kv(layer), q, positions_.as<int32_t>(), batch_rows_, shape.n_head,
                                                shape.n_head_kv, shape.head_dim,
                                                AttentionArgs{shape.score_scale(), shape.softcap, shape.window},
                                                spans, out, stream_.get()));
@@ -628,6 +629,11 @@ absl::Status CudaBackend::ControlRows(float* x, int64_t n_cols, std::span<const 
                                                static_cast<int64_t>(controls.size()),
                                                reinterpret_cast<const LogitEdit*>(base + edits_at),
                                                reinterpret_cast<const uint64_t*>(base + words_at), stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) {
+  LLM42_CUDA_RETURN_IF_ERROR(LaunchColumns(x, m, stride, n, out, stream_.get()));
   return absl::OkStatus();
 }
 

@@ -87,6 +87,7 @@ class CudaBackend final : public Backend {
   absl::Status GeluGlu(const float* gate, const float* up, int64_t m, int64_t n, float* out) override;
   absl::Status Scale(float* x, size_t n, float s) override;
   absl::Status SoftCap(float* x, size_t n, float cap) override;
+  absl::Status Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) override;
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override;
   // On the device (kernels.cuh's LaunchArgmaxRows): three numbers a row cross to the host.
   absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
@@ -115,7 +116,7 @@ class CudaBackend final : public Backend {
   // do (a uniform batch is not scanned).
   enum class RowMix { kFast, kFixed, kBoth };
   RowMix SplitRows(int64_t m, Schedules s);
-  KvArgs Kv() const;
+  KvArgs Kv(int64_t layer) const;
   // The attention plan of the batch for one layer shape (PlanAttentionSplits), its rows and
   // tiles on the device.
   struct ShapePlan {

@@ -184,6 +184,11 @@ __global__ void GatherKernel(const float* x, int64_t n_cols, const int32_t* rows
   if (j < n_cols) out[blockIdx.y * n_cols + j] = x[rows[blockIdx.y] * n_cols + j];
 }
 
+__global__ void ColumnsKernel(const float* x, int64_t stride, int64_t n, float* out) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j < n) out[blockIdx.y * n + j] = x[blockIdx.y * stride + j];
+}
+
 __global__ void ScatterKernel(const float* src, int64_t n_cols, const int32_t* rows, float* y) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (j < n_cols) y[rows[blockIdx.y] * n_cols + j] = src[blockIdx.y * n_cols + j];
@@ -209,24 +214,23 @@ __global__ void ToHalfKernel(const float* x, size_t n, Half type, void* out) {
   }
 }
 
-__device__ inline __nv_bfloat16* KvKey(const KvArgs& kv, int64_t layer, const int32_t* table, int64_t p) {
-  const int64_t matrix = static_cast<int64_t>(kv.block_size) * kv.kv_dim;
-  return static_cast<__nv_bfloat16*>(kv.base) + (table[p / kv.block_size] * kv.n_layers + layer) * 2 * matrix +
+__device__ inline __nv_bfloat16* KvKey(const KvArgs& kv, const int32_t* table, int64_t p) {
+  return static_cast<__nv_bfloat16*>(kv.base) + table[p / kv.block_size] * kv.block_stride +
          (p % kv.block_size) * kv.kv_dim;
 }
 
-__global__ void StoreKvKernel(KvArgs kv, int64_t layer, const float* k, const float* v, const int32_t* positions) {
+__global__ void StoreKvKernel(KvArgs kv, const float* k, const float* v, const int32_t* positions) {
   const int64_t row = blockIdx.y;
   const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (d >= kv.kv_dim) return;
-  __nv_bfloat16* key = KvKey(kv, layer, kv.tables + row * kv.max_blocks, positions[row]);
+  __nv_bfloat16* key = KvKey(kv, kv.tables + row * kv.max_blocks, positions[row]);
   key[d] = __float2bfloat16_rn(k[row * kv.kv_dim + d]);
   key[static_cast<int64_t>(kv.block_size) * kv.kv_dim + d] = __float2bfloat16_rn(v[row * kv.kv_dim + d]);
 }
 
 // One block per row: its query's and key's pairs rotated (as RopeKernel), then its key and
 // value stored (as StoreKvKernel).
-__global__ void RopeStoreKvKernel(KvArgs kv, int64_t layer, float* q, float* k, const float* v, int64_t n_head,
+__global__ void RopeStoreKvKernel(KvArgs kv, float* q, float* k, const float* v, int64_t n_head,
                                   int64_t n_head_kv, int64_t head_dim, RopeArgs rope, const int32_t* positions) {
   const int64_t row = blockIdx.x, half = rope.n_rot / 2;
   for (int64_t t = threadIdx.x; t < n_head * half; t += blockDim.x) {
@@ -236,7 +240,7 @@ __global__ void RopeStoreKvKernel(KvArgs kv, int64_t layer, float* q, float* k, 
     RotatePair(k, row, t, n_head_kv, head_dim, rope, positions);
   }
   __syncthreads();  // the row's rotated key, written by other threads of the block
-  __nv_bfloat16* key = KvKey(kv, layer, kv.tables + row * kv.max_blocks, positions[row]);
+  __nv_bfloat16* key = KvKey(kv, kv.tables + row * kv.max_blocks, positions[row]);
   for (int64_t d = threadIdx.x; d < kv.kv_dim; d += blockDim.x) {
     key[d] = __float2bfloat16_rn(k[row * kv.kv_dim + d]);
     key[static_cast<int64_t>(kv.block_size) * kv.kv_dim + d] = __float2bfloat16_rn(v[row * kv.kv_dim + d]);
@@ -257,7 +261,7 @@ __device__ inline void WriteHead(const float (&o)[kMaxDimsPerLane], float sum, i
   }
 }
 
-__global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
+__global__ void AttentionKernel(KvArgs kv, const float* q, const int32_t* positions,
                                 int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args,
                                 AttentionSpans spans, float* out) {
   const int64_t head = blockIdx.x, row = spans.first_row + blockIdx.y, span = blockIdx.z;
@@ -287,7 +291,7 @@ __global__ void AttentionKernel(KvArgs kv, int64_t layer, const float* q, const 
   // (the arithmetic, and so the bits, stays in position order).
 #pragma unroll 4
   for (int64_t t = first + warp; t < len; t += kWarps) {
-    const __nv_bfloat16* key = KvKey(kv, layer, table, t) + kv_head * head_dim;
+    const __nv_bfloat16* key = KvKey(kv, table, t) + kv_head * head_dim;
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < kMaxDimsPerLane; ++i) {
@@ -357,7 +361,7 @@ constexpr int kTileRows = 32, kTileKeys = 32, kTileThreads = 4 * kTileRows;
 
 // kMaxQuarter: a thread's dimensions at most (32: head_dim up to 128; 64: up to 256).
 template <int kMaxQuarter>
-__global__ void TileAttentionKernel(KvArgs kv, int64_t layer, const float* q, const int32_t* positions,
+__global__ void TileAttentionKernel(KvArgs kv, const float* q, const int32_t* positions,
                                     int64_t n_head, int64_t n_head_kv, int64_t head_dim, AttentionArgs args,
                                     const int32_t* tiles, float* out) {
   __shared__ __nv_bfloat16 keys[kTileKeys][kMaxDimsPerLane * 32];
@@ -391,7 +395,7 @@ __global__ void TileAttentionKernel(KvArgs kv, int64_t layer, const float* q, co
       const int64_t j = i / head_dim, d = i % head_dim, p = chunk + j;
       __nv_bfloat16 k = __float2bfloat16(0.0f), v = k;
       if (p <= last_pos) {
-        const __nv_bfloat16* key = KvKey(kv, layer, table, p) + kv_head * head_dim;
+        const __nv_bfloat16* key = KvKey(kv, table, p) + kv_head * head_dim;
         k = key[d];
         v = key[v_off + d];
       }
@@ -509,12 +513,12 @@ cudaError_t LaunchRope(float* x, int64_t m, int64_t n_heads, int64_t head_dim, c
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRopeStoreKv(const KvArgs& kv, int64_t layer, float* q, float* k, const float* v, int64_t n_head,
+cudaError_t LaunchRopeStoreKv(const KvArgs& kv, float* q, float* k, const float* v, int64_t n_head,
                               int64_t n_head_kv, int64_t head_dim, const RopeArgs& rope, const int32_t* positions,
                               int64_t m, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   if (rope.n_rot < 0 || rope.n_rot > head_dim || n_head_kv * head_dim != kv.kv_dim) return cudaErrorInvalidValue;
-  RopeStoreKvKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(kv, layer, q, k, v, n_head, n_head_kv, head_dim,
+  RopeStoreKvKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(kv, q, k, v, n_head, n_head_kv, head_dim,
                                                                        rope, positions);
   return cudaGetLastError();
 }
@@ -558,6 +562,14 @@ cudaError_t LaunchGatherRows(const float* x, int64_t n_cols, const int32_t* rows
   return cudaGetLastError();
 }
 
+cudaError_t LaunchColumns(const float* x, int64_t m, int64_t stride, int64_t n, float* out, cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  if (n > stride) return cudaErrorInvalidValue;
+  ColumnsKernel<<<dim3(Blocks(static_cast<size_t>(n)), static_cast<unsigned>(m)), kThreads, 0, stream>>>(x, stride, n,
+                                                                                                           out);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchScatterRows(const float* src, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* y,
                               cudaStream_t stream) {
   if (n_rows == 0) return cudaSuccess;
@@ -580,15 +592,15 @@ cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStr
   return cudaGetLastError();
 }
 
-cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const float* v, const int32_t* positions,
+cudaError_t LaunchStoreKv(const KvArgs& kv, const float* k, const float* v, const int32_t* positions,
                           int64_t m, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
   StoreKvKernel<<<dim3(Blocks(static_cast<size_t>(kv.kv_dim)), static_cast<unsigned>(m)), kThreads, 0, stream>>>(
-      kv, layer, k, v, positions);
+      kv, k, v, positions);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
+cudaError_t LaunchAttention(const KvArgs& kv, const float* q, const int32_t* positions, int64_t m,
                             int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args,
                             const AttentionSpans& spans, float* out, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
@@ -599,15 +611,15 @@ cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, con
   if (spans.first_row < 0 || wave_rows < 1 || spans.first_row + wave_rows > m) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n_head), static_cast<unsigned>(wave_rows),
                   static_cast<unsigned>(spans.max_spans));
-  AttentionKernel<<<grid, 32 * kWarps, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim, args, spans,
+  AttentionKernel<<<grid, 32 * kWarps, 0, stream>>>(kv, q, positions, n_head, n_head_kv, head_dim, args, spans,
                                                    out);
   if (spans.n_tiles > 0) {
     const dim3 tiles(static_cast<unsigned>(n_head), static_cast<unsigned>(spans.n_tiles));
     if (head_dim <= 128) {
-      TileAttentionKernel<32><<<tiles, kTileThreads, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim,
+      TileAttentionKernel<32><<<tiles, kTileThreads, 0, stream>>>(kv, q, positions, n_head, n_head_kv, head_dim,
                                                                  args, spans.tiles, out);
     } else {
-      TileAttentionKernel<64><<<tiles, kTileThreads, 0, stream>>>(kv, layer, q, positions, n_head, n_head_kv, head_dim,
+      TileAttentionKernel<64><<<tiles, kTileThreads, 0, stream>>>(kv, q, positions, n_head, n_head_kv, head_dim,
                                                                  args, spans.tiles, out);
     }
   }

@@ -14,11 +14,13 @@ namespace llm42::cuda {
 
 enum class Half { kBf16, kF16 };
 
-// The paged KV storage: [block][layer][k|v][block_size][kv_dim] bf16; a batch's block tables
+// One layer of the paged KV storage ([block][layer][k|v][block_size][width] bf16): position p of
+// a row with block table T has its keys at base + T[p / block_size] * block_stride +
+// (p % block_size) * kv_dim, its values block_size * kv_dim further; a batch's block tables
 // flattened to [rows][max_blocks].
 struct KvArgs {
-  void* base = nullptr;
-  int64_t n_layers = 0;
+  void* base = nullptr;  // the layer's keys in block 0
+  int64_t block_stride = 0;
   int32_t block_size = 0;
   int64_t kv_dim = 0;
   const int32_t* tables = nullptr;
@@ -61,6 +63,8 @@ cudaError_t LaunchSwiGlu(const float* gate, const float* up, size_t n, float* ou
 cudaError_t LaunchGeluGlu(const float* gate, const float* up, size_t n, float* out, cudaStream_t stream);
 cudaError_t LaunchScale(float* x, size_t n, float s, cudaStream_t stream);
 cudaError_t LaunchSoftCap(float* x, size_t n, float cap, cudaStream_t stream);
+// out[r][j] = x[r * stride + j] for m rows of n columns.
+cudaError_t LaunchColumns(const float* x, int64_t m, int64_t stride, int64_t n, float* out, cudaStream_t stream);
 // out[r] = x[rows[r]] (rows of n_cols); Scatter: y[rows[r]] = src[r].
 cudaError_t LaunchGatherRows(const float* x, int64_t n_cols, const int32_t* rows, int64_t n_rows, float* out,
                              cudaStream_t stream);
@@ -79,11 +83,11 @@ cudaError_t LaunchSplitColumns(const float* src, int64_t m, const ColumnParts& p
 // out = x rounded to the 16-bit type (activations for a GEMM).
 cudaError_t LaunchToHalf(const float* x, size_t n, Half type, void* out, cudaStream_t stream);
 // Row i's keys and values (f32 [rows][kv_dim]) into layer `layer` at positions[i].
-cudaError_t LaunchStoreKv(const KvArgs& kv, int64_t layer, const float* k, const float* v,
+cudaError_t LaunchStoreKv(const KvArgs& kv, const float* k, const float* v,
                           const int32_t* positions, int64_t m, cudaStream_t stream);
 // Rope of each row's query (n_head heads) and key (n_head_kv), then the row's key and value
 // stored as LaunchStoreKv does: one kernel, the bits of LaunchRope twice and LaunchStoreKv.
-cudaError_t LaunchRopeStoreKv(const KvArgs& kv, int64_t layer, float* q, float* k, const float* v, int64_t n_head,
+cudaError_t LaunchRopeStoreKv(const KvArgs& kv, float* q, float* k, const float* v, int64_t n_head,
                               int64_t n_head_kv, int64_t head_dim, const RopeArgs& rope, const int32_t* positions,
                               int64_t m, cudaStream_t stream);
 // Causal grouped-query attention over each row's context [first, positions[i]] (first: 0, or
@@ -114,7 +118,7 @@ struct AttentionSpans {
   const int32_t* tiles = nullptr;
   int32_t n_tiles = 0;
 };
-cudaError_t LaunchAttention(const KvArgs& kv, int64_t layer, const float* q, const int32_t* positions, int64_t m,
+cudaError_t LaunchAttention(const KvArgs& kv, const float* q, const int32_t* positions, int64_t m,
                             int64_t n_head, int64_t n_head_kv, int64_t head_dim, const AttentionArgs& args,
                             const AttentionSpans& spans, float* out, cudaStream_t stream);
 

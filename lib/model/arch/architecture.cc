@@ -14,13 +14,14 @@ const Architecture& Qwen2Architecture();
 const Architecture& Qwen3Architecture();
 const Architecture& Gemma2Architecture();
 const Architecture& Gemma3Architecture();
+const Architecture& Gemma4Architecture();
 const Architecture& Phi3Architecture();
 const Architecture& Mistral3Architecture();
 
 std::span<const Architecture* const> Architectures() {
   static const Architecture* const all[] = {&LlamaArchitecture(),  &Qwen2Architecture(),  &Qwen3Architecture(),
-                                            &Gemma2Architecture(), &Gemma3Architecture(), &Phi3Architecture(),
-                                            &Mistral3Architecture()};
+                                            &Gemma2Architecture(), &Gemma3Architecture(), &Gemma4Architecture(),
+                                            &Phi3Architecture(),   &Mistral3Architecture()};
   return all;
 }
 

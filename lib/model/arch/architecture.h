@@ -27,6 +27,12 @@ struct LayerParts {
   // Fused tensors allowed: blk.N.attn_qkv.weight (q, k, v rows in turn) in place of the three,
   // blk.N.ffn_up.weight of 2 n_ff rows (gate, then up) in place of ffn_gate and ffn_up (Phi-3).
   bool fused = false;
+  // Gemma 4's: values normalized per head without a weight; blk.N.attn_v.weight optional (none:
+  // the values are the keys' projection, before the key norm); blk.N.layer_output_scale.weight
+  // (one value the layer's output is multiplied by) optional.
+  bool v_norm = false;
+  bool optional_v = false;
+  bool layer_scale = false;
 };
 
 // One float key an architecture reads beyond the common ones: {arch}.suffix into a ModelConfig
@@ -63,8 +69,11 @@ struct ArchitectureData {
 
 // What one layer's graph works on (ModelRunner builds it per layer): the backend, the batch's
 // rows and schedules, the activation buffers ([rows][width] each: x the residual stream,
-// n_embd wide; xn a normalized copy; q q_dim; k, v kv_dim; attn q_dim; proj n_embd; gate, up
-// n_ff), this layer's RoPE and attention heads (its window, scale, cap).
+// n_embd wide; xn a normalized copy; q the layer's q_dim; k, v its kv_dim; attn q_dim; proj
+// n_embd; gate, up its n_ff, or n_embd_per_layer where wider), this layer's RoPE and attention
+// heads (its window, scale, cap), the K/V storage layer it reads (ModelConfig::kv_layer) and
+// whether it writes it there, and the batch's per-layer inputs ([rows][n_layer *
+// n_embd_per_layer]; nullptr for none).
 struct LayerGraph {
   Backend& be;
   const ModelConfig& c;
@@ -73,6 +82,9 @@ struct LayerGraph {
   Schedules sc;
   RopeParams rope;
   AttentionShape heads;
+  int64_t kv_layer;
+  bool stores_kv;
+  const float* per_layer;
   float *x, *xn, *q, *k, *v, *attn, *proj, *gate, *up;
 };
 

@@ -1,5 +1,7 @@
 #include "lib/model/arch/blocks.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "lib/util/status.h"
 
@@ -7,7 +9,10 @@ namespace llm42 {
 
 absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, const LayerParts& parts, HostLayer& L) {
   const std::string p = absl::StrCat("blk.", l, ".");
-  const int64_t e = c.n_embd, qd = c.q_dim(), kv = c.kv_dim();
+  const int64_t e = c.n_embd, hd = c.head_dim_of(l), qd = c.q_dim(l), kv = c.kv_dim(l), ff = c.n_ff_of(l);
+  // A layer sharing an earlier layer's K/V has no key or value tensors (the file may hold them:
+  // llama.cpp's converter writes none, but they would go unread).
+  const bool stores_kv = l < c.n_kv_layers();
   LLM42_ASSIGN_OR_RETURN(L.attn_norm, r.Vector(p + "attn_norm.weight", e));
   LLM42_ASSIGN_OR_RETURN(L.ffn_norm, r.Vector(p + "ffn_norm.weight", e));
   if (parts.post_norms) {
@@ -20,13 +25,18 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
       return required ? r.Vector(p + name, n) : r.OptionalVector(p + name, n);
     };
     LLM42_ASSIGN_OR_RETURN(L.bq, bias("attn_q.bias", qd));
-    LLM42_ASSIGN_OR_RETURN(L.bk, bias("attn_k.bias", kv));
-    LLM42_ASSIGN_OR_RETURN(L.bv, bias("attn_v.bias", kv));
+    if (stores_kv) {
+      LLM42_ASSIGN_OR_RETURN(L.bk, bias("attn_k.bias", kv));
+      LLM42_ASSIGN_OR_RETURN(L.bv, bias("attn_v.bias", kv));
+    }
   }
   if (parts.qk_norms) {
-    LLM42_ASSIGN_OR_RETURN(L.q_norm, r.Vector(p + "attn_q_norm.weight", c.head_dim));
-    LLM42_ASSIGN_OR_RETURN(L.k_norm, r.Vector(p + "attn_k_norm.weight", c.head_dim));
+    LLM42_ASSIGN_OR_RETURN(L.q_norm, r.Vector(p + "attn_q_norm.weight", hd));
+    if (stores_kv) {
+      LLM42_ASSIGN_OR_RETURN(L.k_norm, r.Vector(p + "attn_k_norm.weight", hd));
+    }
   }
+  if (parts.v_norm && stores_kv) L.v_norm.assign(static_cast<size_t>(hd), 1.0f);
   if (parts.fused && r.Has(p + "attn_qkv.weight")) {
     // Its rows: the queries' q_dim, then the keys' and the values' kv_dim each (so a file whose
     // rows do not match its head counts fails the shape check, naming the tensor).
@@ -36,44 +46,77 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
     L.wv = TensorReader::Rows(qkv, qd + kv, kv);
   } else {
     LLM42_ASSIGN_OR_RETURN(L.wq, r.Matrix(p + "attn_q.weight", e, qd));
-    LLM42_ASSIGN_OR_RETURN(L.wk, r.Matrix(p + "attn_k.weight", e, kv));
-    LLM42_ASSIGN_OR_RETURN(L.wv, r.Matrix(p + "attn_v.weight", e, kv));
+    if (stores_kv) {
+      LLM42_ASSIGN_OR_RETURN(L.wk, r.Matrix(p + "attn_k.weight", e, kv));
+      if (parts.optional_v && !r.Has(p + "attn_v.weight")) {
+        L.wv = L.wk;  // the keys' projection serves as the values' (its bytes counted once)
+      } else {
+        LLM42_ASSIGN_OR_RETURN(L.wv, r.Matrix(p + "attn_v.weight", e, kv));
+      }
+    }
   }
   LLM42_ASSIGN_OR_RETURN(L.wo, r.Matrix(p + "attn_output.weight", qd, e));
   if (parts.fused && !r.Has(p + "ffn_gate.weight")) {
-    LLM42_ASSIGN_OR_RETURN(const WeightMatrix gate_up, r.Matrix(p + "ffn_up.weight", e, 2 * c.n_ff));
-    L.w_gate = TensorReader::Rows(gate_up, 0, c.n_ff);
-    L.w_up = TensorReader::Rows(gate_up, c.n_ff, c.n_ff);
+    LLM42_ASSIGN_OR_RETURN(const WeightMatrix gate_up, r.Matrix(p + "ffn_up.weight", e, 2 * ff));
+    L.w_gate = TensorReader::Rows(gate_up, 0, ff);
+    L.w_up = TensorReader::Rows(gate_up, ff, ff);
   } else {
-    LLM42_ASSIGN_OR_RETURN(L.w_gate, r.Matrix(p + "ffn_gate.weight", e, c.n_ff));
-    LLM42_ASSIGN_OR_RETURN(L.w_up, r.Matrix(p + "ffn_up.weight", e, c.n_ff));
+    LLM42_ASSIGN_OR_RETURN(L.w_gate, r.Matrix(p + "ffn_gate.weight", e, ff));
+    LLM42_ASSIGN_OR_RETURN(L.w_up, r.Matrix(p + "ffn_up.weight", e, ff));
   }
-  LLM42_ASSIGN_OR_RETURN(L.w_down, r.Matrix(p + "ffn_down.weight", c.n_ff, e));
+  LLM42_ASSIGN_OR_RETURN(L.w_down, r.Matrix(p + "ffn_down.weight", ff, e));
+  if (c.n_embd_per_layer > 0) {
+    LLM42_ASSIGN_OR_RETURN(L.inp_gate, r.Matrix(p + "inp_gate.weight", e, c.n_embd_per_layer));
+    LLM42_ASSIGN_OR_RETURN(L.inp_proj, r.Matrix(p + "proj.weight", c.n_embd_per_layer, e));
+    LLM42_ASSIGN_OR_RETURN(L.inp_post_norm, r.Vector(p + "post_norm.weight", e));
+  }
+  if (parts.layer_scale) {
+    LLM42_ASSIGN_OR_RETURN(const std::vector<float> scale, r.OptionalVector(p + "layer_output_scale.weight", 1));
+    if (!scale.empty()) {
+      if (!std::isfinite(scale[0]) || scale[0] == 0) {
+        return FormatError(p, "layer_output_scale.weight = ", scale[0], " (a finite, nonzero scale)");
+      }
+      L.out_scale = scale[0];
+    }
+  }
   return absl::OkStatus();
 }
 
 absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L) {
   Backend& be = g.be;
   const ModelConfig& c = g.c;
-  const int64_t m = g.m, e = c.n_embd;
+  const AttentionShape& h = g.heads;
+  const int64_t m = g.m, e = c.n_embd, qd = h.n_head * h.head_dim, kv = h.n_head_kv * h.head_dim;
   LLM42_RETURN_IF_ERROR(be.RmsNorm(g.x, L.attn_norm, m, e, c.rms_eps, g.xn, g.sc));
-  const Backend::MatMulOutput qkv[] = {{&L.wq, g.q}, {&L.wk, g.k}, {&L.wv, g.v}};
-  LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, qkv, g.sc));
-  if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.q, m, c.q_dim(), L.bq));
-  if (L.bk != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.k, m, c.kv_dim(), L.bk));
-  if (L.bv != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.v, m, c.kv_dim(), L.bv));
+  if (g.stores_kv) {
+    const Backend::MatMulOutput qkv[] = {{&L.wq, g.q}, {&L.wk, g.k}, {&L.wv, g.v}};
+    LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, qkv, g.sc));
+  } else {
+    LLM42_RETURN_IF_ERROR(be.MatMul(g.xn, m, L.wq, g.q, g.sc));
+  }
+  if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.q, m, qd, L.bq));
+  if (L.bk != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.k, m, kv, L.bk));
+  if (L.bv != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.v, m, kv, L.bv));
   // Per-head norms: rows of head_dim, m * heads of them. RmsNorm's schedules index batch rows,
   // so these run under fixed for every row (valid for both schedules: fixed's bits are a row's
   // alone).
   if (L.q_norm != nullptr) {
-    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.q, L.q_norm, m * c.n_head, c.head_dim, c.rms_eps, g.q, Schedule::kFixed));
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.q, L.q_norm, m * h.n_head, h.head_dim, c.rms_eps, g.q, Schedule::kFixed));
   }
   if (L.k_norm != nullptr) {
-    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.k, L.k_norm, m * c.n_head_kv, c.head_dim, c.rms_eps, g.k, Schedule::kFixed));
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.k, L.k_norm, m * h.n_head_kv, h.head_dim, c.rms_eps, g.k, Schedule::kFixed));
   }
-  // Every token's K/V lands in the cache before any token of the batch attends.
-  LLM42_RETURN_IF_ERROR(be.RopeStoreKv(g.layer, g.q, g.k, g.v, g.heads, g.rope, g.sc));
-  LLM42_RETURN_IF_ERROR(be.Attention(g.layer, g.q, g.heads, g.attn, g.sc));
+  if (L.v_norm != nullptr) {
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.v, L.v_norm, m * h.n_head_kv, h.head_dim, c.rms_eps, g.v, Schedule::kFixed));
+  }
+  // Every token's K/V lands in the cache before any token of the batch attends; a layer sharing
+  // an earlier layer's K/V (stored earlier in this pass) rotates its queries only.
+  if (g.stores_kv) {
+    LLM42_RETURN_IF_ERROR(be.RopeStoreKv(g.kv_layer, g.q, g.k, g.v, h, g.rope, g.sc));
+  } else {
+    LLM42_RETURN_IF_ERROR(be.Rope(g.q, h.n_head, h.head_dim, g.rope, g.sc));
+  }
+  LLM42_RETURN_IF_ERROR(be.Attention(g.kv_layer, g.q, h, g.attn, g.sc));
   LLM42_RETURN_IF_ERROR(be.MatMul(g.attn, m, L.wo, g.proj, g.sc));
   if (L.attn_post_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.attn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
   return absl::OkStatus();  // g.proj: the residual BlockArchitecture::Layer adds
@@ -86,12 +129,40 @@ absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activa
   const Backend::MatMulOutput gate_up[] = {{&L.w_gate, g.gate}, {&L.w_up, g.up}};
   LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, gate_up, g.sc));
   if (act == Activation::kSilu) {
-    LLM42_RETURN_IF_ERROR(be.SwiGlu(g.gate, g.up, m, c.n_ff, g.gate, g.sc));
+    LLM42_RETURN_IF_ERROR(be.SwiGlu(g.gate, g.up, m, c.n_ff_of(g.layer), g.gate, g.sc));
   } else {
-    LLM42_RETURN_IF_ERROR(be.GeluGlu(g.gate, g.up, m, c.n_ff, g.gate));
+    LLM42_RETURN_IF_ERROR(be.GeluGlu(g.gate, g.up, m, c.n_ff_of(g.layer), g.gate));
   }
   LLM42_RETURN_IF_ERROR(be.MatMul(g.gate, m, L.w_down, g.proj, g.sc));
   if (L.ffn_post_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.ffn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
+  return be.Add(g.x, g.proj, static_cast<size_t>(m * e));
+}
+
+// The scales as llama.cpp's graph computes them, in float: sqrtf(P), 1 / sqrtf(n_embd), 1 / sqrtf(2).
+absl::Status PerLayerInputs(Backend& be, const ModelConfig& c, int64_t m, const PerLayerInputTensors<const float*>& t,
+                            Schedules sc, const float* x, float* per_layer, float* scratch) {
+  const int64_t p = c.n_embd_per_layer;
+  const auto n = static_cast<size_t>(m * c.n_layer * p);
+  LLM42_RETURN_IF_ERROR(be.Embed(t.table, per_layer));
+  LLM42_RETURN_IF_ERROR(be.Scale(per_layer, n, std::sqrt(static_cast<float>(p))));
+  LLM42_RETURN_IF_ERROR(be.MatMul(x, m, t.proj, scratch, sc));
+  LLM42_RETURN_IF_ERROR(be.Scale(scratch, n, 1.0f / std::sqrt(static_cast<float>(c.n_embd))));
+  // Its norm's rows are the layers' parts of each batch row, which RmsNorm's schedules cannot
+  // index: fixed for every row (valid for both schedules, fixed's bits being a row's alone).
+  LLM42_RETURN_IF_ERROR(be.RmsNorm(scratch, t.proj_norm, m * c.n_layer, p, c.rms_eps, scratch, Schedule::kFixed));
+  LLM42_RETURN_IF_ERROR(be.Add(per_layer, scratch, n));
+  return be.Scale(per_layer, n, 1.0f / std::sqrt(2.0f));
+}
+
+absl::Status PerLayerInputBlock(const LayerGraph& g, const BackendLayer& L) {
+  Backend& be = g.be;
+  const ModelConfig& c = g.c;
+  const int64_t m = g.m, e = c.n_embd, p = c.n_embd_per_layer;
+  LLM42_RETURN_IF_ERROR(be.MatMul(g.x, m, L.inp_gate, g.gate, g.sc));
+  LLM42_RETURN_IF_ERROR(be.Columns(g.per_layer + g.layer * p, m, c.n_layer * p, p, g.up));
+  LLM42_RETURN_IF_ERROR(be.GeluGlu(g.gate, g.up, m, p, g.gate));
+  LLM42_RETURN_IF_ERROR(be.MatMul(g.gate, m, L.inp_proj, g.proj, g.sc));
+  LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.inp_post_norm, m, e, c.rms_eps, g.proj, g.sc));
   return be.Add(g.x, g.proj, static_cast<size_t>(m * e));
 }
 

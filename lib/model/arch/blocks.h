@@ -26,6 +26,15 @@ enum class Activation { kSilu, kGeluTanh };
 // x += post_norm(down(act(gate(xn)) * up(xn))), xn being norm(x), which the caller has taken.
 absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activation act);
 
+// Per-layer embeddings (Gemma 4 E2B, E4B; ModelConfig::n_embd_per_layer = P, llama.cpp's
+// gemma4 graph). Before the layers, from the batch's tokens and their scaled embeddings x:
+// per_layer = (table[token] * sqrt(P) + norm(x proj / sqrt(n_embd))) / sqrt(2), [rows][n_layer][P]
+// (the norm per layer's P values). `scratch` holds as many values.
+absl::Status PerLayerInputs(Backend& be, const ModelConfig& c, int64_t m, const PerLayerInputTensors<const float*>& t,
+                            Schedules sc, const float* x, float* per_layer, float* scratch);
+// In layer l, after its feed-forward block: x += post_norm(proj(gelu(gate(x)) * per_layer[l])).
+absl::Status PerLayerInputBlock(const LayerGraph& g, const BackendLayer& L);
+
 // The layer most architectures have: LoadLayerTensors with the data's parts, AttentionBlock, then
 // FeedForwardBlock with `act`. An architecture's file derives from it, declares its data and
 // reads what the data cannot say.
@@ -37,11 +46,17 @@ class BlockArchitecture : public Architecture {
     return LoadLayerTensors(r, c, l, data_.parts, L);
   }
   // The attention block, its residual added and the feed-forward norm taken in one op
-  // (Backend::AddRmsNorm), then the feed-forward block.
+  // (Backend::AddRmsNorm), then the feed-forward block, the per-layer input block where the
+  // model has per-layer embeddings, and the layer's scale where it has one.
   absl::Status Layer(const LayerGraph& g, const BackendLayer& L) const override {
     LLM42_RETURN_IF_ERROR(AttentionBlock(g, L));
     LLM42_RETURN_IF_ERROR(g.be.AddRmsNorm(g.x, g.proj, L.ffn_norm, g.m, g.c.n_embd, g.c.rms_eps, g.xn, g.sc));
-    return FeedForwardBlock(g, L, act_);
+    LLM42_RETURN_IF_ERROR(FeedForwardBlock(g, L, act_));
+    if (g.per_layer != nullptr) LLM42_RETURN_IF_ERROR(PerLayerInputBlock(g, L));
+    if (L.out_scale != 0) {
+      LLM42_RETURN_IF_ERROR(g.be.Scale(g.x, static_cast<size_t>(g.m * g.c.n_embd), L.out_scale));
+    }
+    return absl::OkStatus();
   }
 
  private:

@@ -23,6 +23,21 @@ struct ModelPreset {
   // yarn_log_multiplier 1 (Ministral 3's mscale_all_dim).
   double yarn_factor = 0;
   int64_t yarn_original_context = 0;
+  // Layers of different shapes (Gemma 4; ModelConfig's fields of the same names): which layers
+  // slide (attention.sliding_window_pattern; empty: the architecture's rule), their head width
+  // (attention.key_length_swa; 0: head_dim), KV heads and FFN widths per layer (arrays; empty:
+  // n_head_kv, n_ff), the last layers sharing K/V (attention.shared_kv_layers), per-layer
+  // embeddings' width (embedding_length_per_layer_input), and proportional RoPE on the global
+  // layers: the first rope_partial of each head's pairs turn, the others' divisors are 1e30
+  // (rope_freqs.weight; 0: none).
+  std::vector<bool> sliding = {};
+  int64_t head_dim_swa = 0;
+  std::vector<int32_t> layer_head_kv = {}, layer_ff = {};
+  int64_t n_kv_shared = 0, n_embd_per_layer = 0;
+  double rope_partial = 0;
+  // Per-head q/k norm weights multiplied by it: where scores go unscaled (Gemma 4), about
+  // head_dim^(-1/4) keeps a random model's attention as soft as a scaled one's.
+  float qk_norm_scale = 1;
 };
 
 }  // namespace llm42
