@@ -895,14 +895,17 @@ INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,
                          // (per-head norms, wide heads), gemma2 and gemma3 (sliding windows of 32
                          // positions, soft-caps, GELU), phi3 (fused tensors, LongRoPE; a window of
                          // 40 on every layer, whose blocks behind it the cache releases), and
-                         // mistral3 (YaRN's per-pair RoPE divisors and magnitude, issue 56).
+                         // mistral3 (YaRN's per-pair RoPE divisors and magnitude, issue 56), and
+                         // gemma4 (per-layer head widths and KV heads, layers sharing K/V,
+                         // per-layer embeddings, issue 56).
                          ::testing::Values(ModelCase{"stories260K", 1.0}, ModelCase{"tiny", 0.05, "tiny"},
                                            ModelCase{"tiny_blocks_q4_k", 0.05, "tiny-blocks", GgmlType::kQ4_K},
                                            ModelCase{"tiny_qwen3_q6_k", 0.05, "tiny-qwen3", GgmlType::kQ6_K},
                                            ModelCase{"tiny_gemma2_f32", 0.05, "tiny-gemma2"},
                                            ModelCase{"tiny_gemma3_bf16", 0.05, "tiny-gemma3", GgmlType::kBF16},
                                            ModelCase{"tiny_swa_q8_0", 0.05, "tiny-swa", GgmlType::kQ8_0},
-                                           ModelCase{"tiny_mistral3_q4_k", 0.05, "tiny-mistral3", GgmlType::kQ4_K}),
+                                           ModelCase{"tiny_mistral3_q4_k", 0.05, "tiny-mistral3", GgmlType::kQ4_K},
+                                           ModelCase{"tiny_gemma4_q8_0", 0.05, "tiny-gemma4", GgmlType::kQ8_0}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            return std::string(info.param.name);
                          });

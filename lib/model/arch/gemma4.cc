@@ -14,6 +14,8 @@
 // - logits soft-capped (final_logit_softcapping).
 // Its norms hold their weights as they are (no 1 + weight). The mixture-of-experts 26B-A4B's
 // expert layers are refused (a later issue's).
+#include <algorithm>
+
 #include "lib/format/gguf_reader.h"
 #include "lib/model/arch/blocks.h"
 #include "lib/model/arch/gemma_common.h"
@@ -81,6 +83,10 @@ class Gemma4 final : public BlockArchitecture {
       if (c.n_embd_per_layer < 0 || c.n_embd_per_layer > c.n_embd) {
         return FormatError("key '", key, "' = ", c.n_embd_per_layer, " is out of range (0..", c.n_embd, ")");
       }
+    }
+    // Its global layers' proportional RoPE (llama.cpp requires it too).
+    if (std::count(c.layer_sliding.begin(), c.layer_sliding.end(), 0) > 0 && f.FindTensor("rope_freqs.weight") == nullptr) {
+      return FormatError("missing tensor 'rope_freqs.weight' (the global layers' RoPE divisors)");
     }
     if (f.Find(a + "expert_count") != nullptr && f.GetIntOr(a + "expert_count", 0) > 0) {
       return UnsupportedError("Gemma 4's mixture-of-experts layers (", a, "expert_count) are not supported yet");
