@@ -258,13 +258,8 @@ TEST(Jinja, SharedChatTemplatesRenderAsTransformersRendersThem) {
 // asset outside the repository: skipped where neither is there, saying so.
 std::string CorpusDir() {
   if (const char* dir = std::getenv("LLM42_JINJA_CORPUS")) return dir;
-  std::string cache;
-  if (const char* c = std::getenv("LLM42_LLAMACPP_CACHE")) {
-    cache = c;
-  } else if (const char* home = std::getenv("HOME")) {
-    cache = std::string(home) + "/.cache/llm42/node-llama-cpp-3.22.1";
-  }
-  return cache.empty() ? std::string() : cache + "/node_modules/node-llama-cpp/llama/llama.cpp/models/templates";
+  const std::string llamacpp = testing::LlamaCppSourceDir();
+  return llamacpp.empty() ? std::string() : llamacpp + "/models/templates";
 }
 
 // Templates the renderer refuses where the reference renders, each with why; everything else in

@@ -48,6 +48,20 @@ inline std::string SharedPath(const std::string& relative) {
   return root + "/" + relative;
 }
 
+// llama.cpp's source tree where tools/bench-llamacpp.sh and tools/make-llamacpp-references.sh
+// build it (LLM42_LLAMACPP_CACHE, else the project's cache under $HOME), or "" where no home is
+// known: its models/ (tokenizer vectors, chat templates) are assets outside the repository, which
+// tests skip without, saying so.
+inline std::string LlamaCppSourceDir() {
+  std::string cache;
+  if (const char* c = std::getenv("LLM42_LLAMACPP_CACHE")) {
+    cache = c;
+  } else if (const char* home = std::getenv("HOME")) {
+    cache = std::string(home) + "/.cache/llm42/node-llama-cpp-3.22.1";
+  }
+  return cache.empty() ? std::string() : cache + "/node_modules/node-llama-cpp/llama/llama.cpp";
+}
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -1,5 +1,6 @@
 #include "lib/tokenizer/tokenizer.h"
 
+#include <filesystem>
 #include <sstream>
 #include <vector>
 
@@ -44,6 +45,30 @@ TEST_P(LlamaCppVectors, EncodeMatchesAndDecodeRoundTrips) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppVectors,
                          ::testing::Values("llama-spm", "llama-bpe", "gpt-2"));
+
+// Gemma 4's tokenizer (BPE on UTF-8 with SentencePiece's spaces, issue 56) against llama.cpp's
+// test-tokenizer-0 vectors for its vocabulary, which ship in llama.cpp's models/ (not in
+// ../shared): found where the project's scripts build llama.cpp, skipped where it is not.
+TEST(GemmaFourTokenizer, EncodeMatchesLlamaCppAndDecodeRoundTrips) {
+  const std::string vocab = testing::LlamaCppSourceDir() + "/models/ggml-vocab-gemma-4.gguf";
+  if (testing::LlamaCppSourceDir().empty() || !std::filesystem::exists(vocab)) {
+    GTEST_SKIP() << "no " << vocab << ": run tools/make-llamacpp-references.sh (or set LLM42_LLAMACPP_CACHE) "
+                 << "to fetch llama.cpp's source with its tokenizer vectors";
+  }
+  auto tok = Load(vocab);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_TRUE(tok->vocab().add_bos());
+  EXPECT_FALSE(tok->vocab().add_space_prefix());
+  const std::vector<Vector> vectors = testing::ReadVocabVectors(vocab);
+  ASSERT_GE(vectors.size(), 40u);
+  int decoded = 0;
+  for (const Vector& v : vectors) {
+    const std::vector<int32_t> ids = tok->Encode(v.text, /*add_special=*/false, /*parse_special=*/false);
+    EXPECT_EQ(absl::StrJoin(ids, " "), absl::StrJoin(v.ids, " ")) << "input: '" << v.text << "'";
+    decoded += tok->Decode(ids) == v.text;
+  }
+  EXPECT_EQ(decoded, static_cast<int>(vectors.size()));
+}
 
 TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {
   LLM42_SHARED_OR_SKIP(vocab, "vocab/ggml-vocab-llama-bpe.gguf");

@@ -79,11 +79,14 @@ std::string UnicodeToBytes(std::string_view text) {
   return out;
 }
 
-void BpeEncode(const Vocab& vocab, std::string_view piece, bool ignore_merges,
-               std::vector<int32_t>* out) {
+void BpeEncode(const Vocab& vocab, std::string_view piece, BpeOptions options, std::vector<int32_t>* out) {
   std::string text;
-  for (char ch : piece) text += ByteToUnicode(static_cast<uint8_t>(ch));
-  if (ignore_merges) {
+  if (options.byte_level) {
+    for (char ch : piece) text += ByteToUnicode(static_cast<uint8_t>(ch));
+  } else {
+    text = piece;
+  }
+  if (options.ignore_merges) {
     if (auto id = vocab.Find(text)) {
       out->push_back(*id);
       return;
@@ -127,6 +130,15 @@ void BpeEncode(const Vocab& vocab, std::string_view piece, bool ignore_merges,
     const std::string_view str = std::string_view(text).substr(s.start, s.len);
     if (auto id = vocab.Find(str)) {
       out->push_back(*id);
+      continue;
+    }
+    if (!options.byte_level) {  // unknown merge result: its bytes' <0xXX> tokens
+      for (char ch : str) {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        const auto b = static_cast<uint8_t>(ch);
+        const char byte_token[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>', 0};
+        if (auto id = vocab.Find(byte_token)) out->push_back(*id);
+      }
       continue;
     }
     for (size_t k = 0; k < str.size();) {  // unknown merge result: one token per code point

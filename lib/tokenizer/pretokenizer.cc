@@ -142,6 +142,7 @@ std::optional<PreTokenizer> PreTokenizerFromName(std::string_view name) {
   if (name == "default" || name == "gpt-2" || name == "gpt2") return PreTokenizer::kGpt2;
   if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") return PreTokenizer::kLlama3;
   if (name == "qwen2") return PreTokenizer::kQwen2;
+  if (name == "gemma4") return PreTokenizer::kNewlineRuns;
   return std::nullopt;
 }
 
@@ -154,6 +155,11 @@ std::vector<std::string_view> PreTokenize(PreTokenizer kind, std::string_view te
       case PreTokenizer::kGpt2: n = MatchGpt2(t, i); break;
       case PreTokenizer::kLlama3: n = MatchLlama3(t, i, 3); break;
       case PreTokenizer::kQwen2: n = MatchLlama3(t, i, 1); break;
+      case PreTokenizer::kNewlineRuns: {
+        const bool newline = t.at(i) == '\n';
+        while (i + n < t.size() && (t.at(i + n) == '\n') == newline) ++n;
+        break;
+      }
     }
     if (n == 0) n = 1;  // unreachable for these expressions; guarantees progress
     pieces.push_back(text.substr(t.offset[i], t.offset[i + n] - t.offset[i]));

@@ -19,6 +19,8 @@ enum class PreTokenizer {
   kLlama3,
   // Qwen 2: as Llama 3 but digits one at a time (\p{N}).
   kQwen2,
+  // Gemma 4 (spaces already U+2581): [^\n]+|[\n]+ — runs of newlines and of anything else.
+  kNewlineRuns,
 };
 
 // The pre-tokenizer GGUF calls `name`; nullopt for ones llm42 does not implement.

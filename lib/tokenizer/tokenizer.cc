@@ -42,18 +42,38 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocab(Vocab vocab) {
     }
     t->bpe_ = true;
     t->pre_ = *kind;
-    t->ignore_merges_ = *kind == PreTokenizer::kLlama3;
+    t->bpe_options_.ignore_merges = *kind == PreTokenizer::kLlama3;
+  } else if (v.model() == "gemma4") {
+    // BPE on UTF-8 with SentencePiece's spaces (U+2581), split at newline runs (llama.cpp's
+    // gemma4 tokenizer).
+    t->bpe_ = true;
+    t->pre_ = PreTokenizer::kNewlineRuns;
+    t->bpe_options_.byte_level = false;
   } else if (v.model() != "llama") {
     return UnsupportedError("tokenizer model '", v.model(),
-                            "' is not supported (SentencePiece 'llama', byte-level BPE 'gpt2')");
+                            "' is not supported (SentencePiece 'llama', byte-level BPE 'gpt2', Gemma 4's 'gemma4')");
   }
   return t;
 }
 
 void Tokenizer::EncodeRaw(std::string_view text, bool prefix_space,
                           std::vector<int32_t>* out) const {
+  if (bpe_ && bpe_options_.byte_level) {
+    for (std::string_view piece : PreTokenize(pre_, text)) BpeEncode(vocab_, piece, bpe_options_, out);
+    return;
+  }
   if (bpe_) {
-    for (std::string_view piece : PreTokenize(pre_, text)) BpeEncode(vocab_, piece, ignore_merges_, out);
+    const std::string escaped = absl::StrReplaceAll(std::string(text), {{" ", kSpmSpace}});
+    for (std::string_view piece : PreTokenize(pre_, escaped)) {
+      // A run of newlines that is a token goes whole (llama.cpp's rule for Gemma 4).
+      if (piece.find_first_not_of('\n') == std::string_view::npos) {
+        if (auto id = vocab_.Find(piece)) {
+          out->push_back(*id);
+          continue;
+        }
+      }
+      BpeEncode(vocab_, piece, bpe_options_, out);
+    }
     return;
   }
   std::string escaped;
@@ -109,7 +129,7 @@ std::string Tokenizer::TokenBytes(int32_t id) const {
   const std::string& text = vocab_.text(id);
   switch (vocab_.type(id)) {
     case TokenType::kNormal:
-      return bpe_ ? UnicodeToBytes(text) : absl::StrReplaceAll(text, {{kSpmSpace, " "}});
+      return bpe_ && bpe_options_.byte_level ? UnicodeToBytes(text) : absl::StrReplaceAll(text, {{kSpmSpace, " "}});
     case TokenType::kUnknown: return std::string(kUnknownGlyph);
     case TokenType::kUserDefined: return text;
     case TokenType::kByte:

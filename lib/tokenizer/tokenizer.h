@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/tokenizer/bpe_encoder.h"
 #include "lib/tokenizer/pretokenizer.h"
 #include "lib/tokenizer/vocab.h"
 
@@ -16,8 +17,8 @@ namespace llm42 {
 
 class GgufFile;
 
-// Text <-> token ids for a model: SentencePiece ("llama") or byte-level BPE ("gpt2" with one
-// of the pre-tokenizers of pretokenizer.h). Special tokens (control, user-defined) written
+// Text <-> token ids for a model: SentencePiece ("llama"), byte-level BPE ("gpt2" with one
+// of the pre-tokenizers of pretokenizer.h) or Gemma 4's BPE on UTF-8 ("gemma4"). Special tokens (control, user-defined) written
 // literally in the text are matched first, longest first; the text between them goes to the
 // model's subword encoder.
 class Tokenizer {
@@ -48,7 +49,7 @@ class Tokenizer {
   Vocab vocab_;
   bool bpe_ = false;
   PreTokenizer pre_ = PreTokenizer::kGpt2;
-  bool ignore_merges_ = false;
+  BpeOptions bpe_options_;
 };
 
 }  // namespace llm42

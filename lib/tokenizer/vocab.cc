@@ -117,7 +117,9 @@ absl::StatusOr<Vocab> Vocab::FromSpec(VocabSpec spec) {
   v.unk_ = spec.unk;
   const bool spm = v.model_ == "llama";
   const bool llama3 = v.pre_ == "llama-bpe" || v.pre_ == "llama3" || v.pre_ == "llama-v3";
-  v.add_bos_ = spec.add_bos.value_or(spm || llama3) && v.bos_ >= 0;
+  // Gemma 4 always adds BOS (llama.cpp overrides a file saying otherwise).
+  const bool gemma4 = v.model_ == "gemma4";
+  v.add_bos_ = (gemma4 || spec.add_bos.value_or(spm || llama3)) && v.bos_ >= 0;
   v.add_eos_ = spec.add_eos.value_or(false) && v.eos_ >= 0;
   v.add_space_prefix_ = spec.add_space_prefix.value_or(spm);
 
