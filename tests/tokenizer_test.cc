@@ -68,6 +68,11 @@ TEST(GemmaFourTokenizer, EncodeMatchesLlamaCppAndDecodeRoundTrips) {
     decoded += tok->Decode(ids) == v.text;
   }
   EXPECT_EQ(decoded, static_cast<int>(vectors.size()));
+  // A turn ends at <turn|> (Gemma 4's end of turn) as at EOS, as llama.cpp's end-of-generation set has it.
+  const std::vector<int32_t> turn_end = tok->Encode("<turn|>", false, true);
+  ASSERT_EQ(turn_end.size(), 1u);
+  EXPECT_TRUE(tok->vocab().IsEndOfGeneration(turn_end[0]));
+  EXPECT_TRUE(tok->vocab().IsEndOfGeneration(tok->vocab().eos()));
 }
 
 TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {

@@ -26,8 +26,8 @@ std::optional<bool> OptionalBool(const GgufFile& f, std::string_view key) {
 }
 
 // Texts of tokens that end a turn in the chat formats llm42 knows.
-constexpr const char* kEndOfTurnTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end_of_text|>",
-                                           "<|endoftext|>", "<|end|>", "</s>"};
+constexpr const char* kEndOfTurnTexts[] = {"<|eot_id|>", "<|im_end|>",    "<|end_of_text|>", "<|endoftext|>", "<|end|>",
+                                           "</s>",        "<end_of_turn>", "<turn|>",         "<eos>"};
 
 }  // namespace
 
