@@ -51,7 +51,18 @@ ArchitectureData Data() {
   tiny.n_embd_per_layer = 64;
   tiny.rope_partial = 0.25;
   tiny.qk_norm_scale = 0.3f;
-  d.presets = {tiny};
+  // A benchmark's: llama-110m's width and depth in Gemma 4's shape, E2B's proportions (three
+  // sliding layers of 128-wide heads to a global one of 256; the last four layers share K/V).
+  ModelPreset bench{"gemma4-110m", 768, 12, 6, 2, 2048, 2048, "gemma4", false, 256, 512, {{"final_logit_softcapping", 30.0f}}};
+  bench.sliding = {true, true, true, false, true, true, true, false, true, true, true, false};
+  bench.head_dim_swa = 128;
+  bench.layer_head_kv = {2, 2, 2, 1, 2, 2, 2, 1, 2, 2, 2, 1};
+  bench.layer_ff = {2048, 2048, 2048, 2048, 2048, 2048, 2048, 2048, 4096, 4096, 4096, 4096};
+  bench.n_kv_shared = 4;
+  bench.n_embd_per_layer = 128;
+  bench.rope_partial = 0.25;
+  bench.qk_norm_scale = 0.3f;
+  d.presets = {tiny, bench};
   return d;
 }
 
