@@ -3,6 +3,7 @@
 
 // Drives any Backend from host data: inputs go into workspace slots, results come back to the
 // host, and paged KV is filled through the backend's own StoreKv.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,8 +62,20 @@ class AttentionFixture {
  public:
   static constexpr int64_t kHeads = 4, kKvHeads = 2, kHeadDim = 64, kKvDim = kKvHeads * kHeadDim;
 
-  AttentionFixture(Backend& be, const std::vector<int64_t>& lengths) : h_(be), lengths_(lengths) {
-    EXPECT_TRUE(be.AllocateKv(KvShape{1, cache_.n_blocks(), cache_.block_size(), kKvDim}).ok());
+  // The sequences' K/V in storage layer `layer` of layers as wide as `layer_dims` (empty: one
+  // layer of kKvDim); the other layers are written after it with other values, so that a layer
+  // addressed where another lies shows.
+  AttentionFixture(Backend& be, const std::vector<int64_t>& lengths, int64_t layer = 0,
+                   const std::vector<int64_t>& layer_dims = {})
+      : h_(be), lengths_(lengths), layer_(layer) {
+    KvShape shape{1, cache_.n_blocks(), cache_.block_size(), kKvDim};
+    if (!layer_dims.empty()) {
+      EXPECT_EQ(layer_dims[static_cast<size_t>(layer)], kKvDim);
+      shape.n_layers = static_cast<int64_t>(layer_dims.size());
+      shape.kv_dim = *std::max_element(layer_dims.begin(), layer_dims.end());
+      shape.layer_dims = layer_dims;
+    }
+    EXPECT_TRUE(be.AllocateKv(shape).ok());
     std::mt19937 rng(9);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     for (int64_t len : lengths) {
@@ -76,7 +89,12 @@ class AttentionFixture {
       for (int32_t p = 0; p < len; ++p) positions.push_back(p);
       std::vector<const int32_t*> tables(static_cast<size_t>(len), cache_.block_table(s));
       EXPECT_TRUE(be.BeginBatch(BatchPlan{tokens, positions, tables, Schedule::kFixed}).ok());
-      EXPECT_TRUE(be.StoreKv(0, h_.Put(k), h_.Put(v)).ok());
+      EXPECT_TRUE(be.StoreKv(layer_, h_.Put(k), h_.Put(v)).ok());
+      for (int64_t other = 0; other < shape.n_layers; ++other) {
+        if (other == layer_) continue;
+        std::vector<float> junk(static_cast<size_t>(len * shape.width(other)), 1e3f + static_cast<float>(other));
+        EXPECT_TRUE(be.StoreKv(other, h_.Put(junk), h_.Put(junk)).ok());
+      }
       keys_.push_back(std::move(k));
       values_.push_back(std::move(v));
     }
@@ -98,7 +116,7 @@ class AttentionFixture {
     Backend& be = h_.backend();
     EXPECT_TRUE(be.BeginBatch(BatchPlan{tokens, positions, tables, s}).ok());
     float* out = h_.Alloc(qs.size());
-    EXPECT_TRUE(be.Attention(0, h_.Put(qs), AttentionShape{kHeads, kKvHeads, kHeadDim}, out, s).ok());
+    EXPECT_TRUE(be.Attention(layer_, h_.Put(qs), AttentionShape{kHeads, kKvHeads, kHeadDim}, out, s).ok());
     return h_.Get(out, qs.size());
   }
 
@@ -146,6 +164,7 @@ class AttentionFixture {
   BackendHarness h_;
   KvCache cache_{256, 16};
   std::vector<int64_t> lengths_;
+  int64_t layer_ = 0;
   std::vector<int32_t> seqs_;
   std::vector<std::vector<float>> keys_, values_;
 };

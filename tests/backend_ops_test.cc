@@ -254,6 +254,31 @@ TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {
   }
 }
 
+// Storage layers of different widths (Gemma 4's sliding and global layers, KvShape::layer_dims):
+// a middle layer of 128 between layers of 64 and 256, the others written after it, attends to its
+// own keys and values only; each alone, then the Columns op that packs per-layer inputs.
+TEST_P(BackendOpsTest, AttentionOverLayersOfDifferentWidths) {
+  AttentionFixture f(*be_, {1, 37, 300}, 1, {64, AttentionFixture::kKvDim, 256});
+  const std::vector<float> q = RandomVector(3 * 4 * 64, 3);
+  const std::vector<std::pair<int, int32_t>> rows = {{0, 0}, {1, 36}, {2, 299}, {2, 17}};
+  for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
+    f.ExpectMatchesReference(rows, q, f.Run(rows, q, s), GetParam() == "cpu" ? 1e-5 : 2e-3,
+                             s == Schedule::kFixed ? "fixed" : "fast");
+  }
+}
+
+TEST_P(BackendOpsTest, ColumnsPacksPartOfEachRow) {
+  Backend& be = *be_;
+  const std::vector<float> x = RandomVector(3 * 10, 8);
+  float* out = h_->Alloc(3 * 4);
+  ASSERT_TRUE(be.Columns(h_->Put(x) + 5, 3, 10, 4, out).ok());
+  const std::vector<float> got = h_->Get(out, 12);
+  for (int r = 0; r < 3; ++r) {
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(got[r * 4 + j], x[r * 10 + 5 + j]) << r << " " << j;
+  }
+  EXPECT_FALSE(be.Columns(h_->Put(x), 3, 4, 5, out).ok());  // more columns than a row has
+}
+
 // Prefill chunks (rows of one sequence at consecutive positions, which a device may run as
 // query tiles: lib/backend/attention_splits.h) against float64: 100 rows from position 0 (three
 // full tiles and a short one), 30 rows from position 40 of another sequence, and a decode row

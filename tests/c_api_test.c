@@ -763,6 +763,22 @@ static void TestApplyChatTemplate(llm42_session* s) {
   EXPECT_STATUS(llm42_session_apply_chat_template(NULL, messages, NULL, out, sizeof out, &n), LLM42_INVALID_ARGUMENT);
 }
 
+/* llm42_session_parse_chat_output: stories260K has no template, so its replies are plain text with
+ * <think> reasoning; the JSON form and the buffer convention as the header states them. */
+static void TestParseChatOutput(llm42_session* s) {
+  const char* reply = "<think>why</think>\n\nHello \xC3\xA9";
+  const char* want = "{\"content\":\"Hello \xC3\xA9\",\"reasoning_content\":\"why\",\"tool_calls\":[]}";
+  char out[256];
+  size_t n = 0;
+  EXPECT_STATUS(llm42_session_parse_chat_output(s, reply, strlen(reply), out, sizeof out, &n), LLM42_OK);
+  EXPECT(n == strlen(want) && memcmp(out, want, n) == 0);
+  EXPECT_STATUS(llm42_session_parse_chat_output(s, reply, strlen(reply), out, 4, &n), LLM42_OUT_OF_RANGE);
+  EXPECT(n == strlen(want));
+  EXPECT_STATUS(llm42_session_parse_chat_output(s, NULL, 0, out, sizeof out, &n), LLM42_OK);
+  EXPECT_STATUS(llm42_session_parse_chat_output(s, NULL, 3, out, sizeof out, &n), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_session_parse_chat_output(NULL, reply, 1, out, sizeof out, &n), LLM42_INVALID_ARGUMENT);
+}
+
 static void TestErrorPaths(llm42_session* s) {
   llm42_session_options* so = NULL;
   llm42_session* bad = (llm42_session*)0x1;
@@ -1140,6 +1156,7 @@ int main(int argc, char** argv) {
       TestWatcherServesManyStreams(s);
       TestTokenizeDetokenize(s);
       TestApplyChatTemplate(s);
+      TestParseChatOutput(s);
       TestConstrainedOutput(s);
       llm42_session_destroy(s);
     }

@@ -538,6 +538,17 @@ def _apply_chat_template(self, messages, options=None):
 
 
 Session.apply_chat_template = _apply_chat_template
+_Session_parse_chat_output = Session.parse_chat_output
+
+
+def _parse_chat_output(self, text):
+    """A generated reply split by the model's syntax (llm42_session_parse_chat_output): a dict of
+    content, reasoning_content (None where none) and tool_calls (name, arguments dict, id)."""
+    import json
+    return json.loads(_Session_parse_chat_output(self, text))
+
+
+Session.parse_chat_output = _parse_chat_output
 _Request_status = Request.status
 Request.status = lambda self: Status(_Request_status(self))
 _Request_finish_reason = Request.finish_reason

@@ -671,6 +671,15 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
                                                options_json.empty() ? nullptr : options_json.c_str(), b, c, n);
     }));
   }
+  /* A generated reply split into content, reasoning and tool calls, as JSON:
+   * llm42_session_parse_chat_output. */
+  std::string parse_chat_output(const std::string& text) {
+    const auto use = llm42_swig::Handle($self, "Session");
+    llm42_session* s = use;
+    return llm42_swig::ToString(llm42_swig::ReadAll<char>([&](char* b, size_t c, size_t* n) {
+      return llm42_session_parse_chat_output(s, text.data(), text.size(), b, c, n);
+    }));
+  }
   std::string stats_json() {
     const auto use = llm42_swig::Handle($self, "Session");
     llm42_session* s = use;

@@ -332,6 +332,16 @@ LLM42_API llm42_status llm42_session_fingerprint(llm42_session* session, char* b
 LLM42_API llm42_status llm42_session_apply_chat_template(llm42_session* session, const char* messages_json,
                                                         const char* options_json, char* out, size_t capacity,
                                                         size_t* out_len);
+/* Splits an assistant reply the model generated (text, n_bytes of UTF-8, after the generation
+ * prompt) by the syntax its chat template writes tool calls and reasoning in (Hermes / Qwen /
+ * Granite <tool_call> JSON, Qwen3.5 and Qwen3-Coder XML, GLM, Mistral, Llama 3.x JSON, Gemma 4,
+ * DeepSeek R1 and V3.1, gpt-oss harmony; recognised from the template; plain text with <think>
+ * reasoning otherwise) into JSON: {"content": "...", "reasoning_content": "..." or null,
+ * "tool_calls": [{"name": "...", "arguments": {...}, "id": "..." where the syntax has one}]},
+ * written to out as the header's other buffers. INVALID_ARGUMENT naming the call for a tool call
+ * that does not parse (a reply cut inside one). Thread-safe. */
+LLM42_API llm42_status llm42_session_parse_chat_output(llm42_session* session, const char* text, size_t n_bytes,
+                                                      char* out, size_t capacity, size_t* out_len);
 /* Session-wide counter; INVALID_ARGUMENT for LLM42_STAT_TIME_TO_FIRST_TOKEN_US. */
 LLM42_API llm42_status llm42_session_stat(llm42_session* session, llm42_stat which,
                                           int64_t* value);

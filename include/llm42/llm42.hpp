@@ -448,6 +448,13 @@ class Session {
     });
     return std::string(v.begin(), v.end());
   }
+  // llm42_session_parse_chat_output: the reply's content, reasoning and tool calls as JSON text.
+  std::string ParseChatOutput(const std::string& text) {
+    const std::vector<char> v = detail::ReadBuffer<char>([&](char* b, size_t c, size_t* n) {
+      return llm42_session_parse_chat_output(h_.get(), text.data(), text.size(), b, c, n);
+    });
+    return std::string(v.begin(), v.end());
+  }
   std::string StatsJson() {
     const std::vector<char> v = detail::ReadBuffer<char>(
         [&](char* b, size_t c, size_t* n) { return llm42_session_stats_json(h_.get(), b, c, n); });

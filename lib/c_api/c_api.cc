@@ -532,6 +532,17 @@ llm42_status llm42_session_apply_chat_template(llm42_session* s, const char* mes
   });
 }
 
+llm42_status llm42_session_parse_chat_output(llm42_session* s, const char* text, size_t n_bytes, char* out,
+                                             size_t capacity, size_t* out_len) {
+  return Guard([&] {
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(text != nullptr || n_bytes == 0, "text is NULL");
+    absl::StatusOr<std::string> json = s->impl->ParseChatOutput(std::string_view(text != nullptr ? text : "", n_bytes));
+    if (!json.ok()) return Check(json.status());
+    return CopyOut(json->data(), json->size(), out, capacity, out_len);
+  });
+}
+
 llm42_status llm42_session_stats_json(llm42_session* s, char* buf, size_t capacity,
                                       size_t* n_bytes) {
   return Guard([&] {

@@ -70,7 +70,12 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Detect(std::string_view jinja, bool h
 
 absl::StatusOr<ChatTemplate> ChatTemplate::FromModel(std::string_view source, bool has_im_start,
                                                      bool has_header_tokens) {
-  if (source.empty()) return Detect(source, has_im_start, has_header_tokens);
+  if (source.empty()) {
+    absl::StatusOr<ChatTemplate> builtin = Detect(source, has_im_start, has_header_tokens);
+    if (builtin.ok() && builtin->format == Format::kLlama3) builtin->syntax = ChatSyntax::kLlama3;
+    if (builtin.ok() && builtin->format == Format::kChatMl) builtin->syntax = ChatSyntax::kHermes;
+    return builtin;
+  }
   absl::StatusOr<jinja::Template> parsed = jinja::Template::Parse(source);
   if (!parsed.ok()) {
     absl::StatusOr<ChatTemplate> builtin = Detect(source, has_im_start, has_header_tokens);
@@ -79,6 +84,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromModel(std::string_view source, bo
   }
   ChatTemplate t;
   t.jinja = std::make_shared<const jinja::Template>(*std::move(parsed));
+  t.syntax = ChatSyntaxOf(source);
   return t;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "lib/chat/chat_output.h"
 #include "lib/chat/jinja_template.h"
 
 namespace llm42 {
@@ -42,6 +43,9 @@ struct ChatTemplate {
   // message is refused, as Gemma 2's template raises.
   bool gemma_system_prefix = false;
 
+  // How the model writes tool calls and reasoning (chat_output.h): recognised from its template,
+  // else its built-in format's (Llama 3's JSON calls; ChatML's Hermes calls).
+  ChatSyntax syntax = ChatSyntax::kPlain;
   // The model's template, parsed; null where a built-in format renders. Rendered within `limits`.
   std::shared_ptr<const jinja::Template> jinja;
   jinja::Limits limits;

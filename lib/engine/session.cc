@@ -187,6 +187,12 @@ absl::StatusOr<std::string> Session::ApplyChatTemplate(std::string_view messages
                              v.bos() >= 0 ? v.text(v.bos()) : std::string(), v.eos() >= 0 ? v.text(v.eos()) : std::string());
 }
 
+absl::StatusOr<std::string> Session::ParseChatOutput(std::string_view text) const {
+  LLM42_ASSIGN_OR_RETURN(const ChatOutput out,
+                         llm42::ParseChatOutput(chat_template_.ok() ? chat_template_->syntax : ChatSyntax::kPlain, text));
+  return out.ToJson();
+}
+
 int64_t Session::kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }
 
 int64_t Session::kv_cache_tokens() const { return cache_ ? cache_->capacity_tokens() : 0; }

@@ -69,6 +69,9 @@ class Session {
   // OpenAI-form messages and options as JSON through the model's chat template
   // (ChatTemplate::Apply; llm42_session_apply_chat_template).
   absl::StatusOr<std::string> ApplyChatTemplate(std::string_view messages_json, std::string_view options_json) const;
+  // A generated assistant text split by the model's syntax (ChatTemplate::syntax; plain for a
+  // model without a chat format): ChatOutput's JSON (llm42_session_parse_chat_output).
+  absl::StatusOr<std::string> ParseChatOutput(std::string_view text) const;
 
   // Writes the conversation that finished request `r` of this session holds (its tokens,
   // messages, and the K/V of the full blocks the prefix cache has for them) to `path`

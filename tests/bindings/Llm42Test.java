@@ -155,6 +155,13 @@ public class Llm42Test {
     assertStatus(Status.FAILED_PRECONDITION, () -> session.applyChatTemplate(messages, ""));
   }
 
+  // llm42_session_parse_chat_output: stories260K's replies are plain text with <think> reasoning.
+  @Test
+  public void parseChatOutputSplitsReasoning() {
+    assertEquals("{\"content\":\"Hi\",\"reasoning_content\":\"hm\",\"tool_calls\":[]}",
+                 session.parseChatOutput("<think>hm</think>Hi"));
+  }
+
   int[] deterministic(long seed) {
     try (RequestOptions ro = prompt(24)) {
       ro.setTemperature(0.9f);

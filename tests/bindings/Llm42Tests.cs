@@ -124,6 +124,13 @@ public class Llm42Tests {
     AssertStatus(Status.FAILED_PRECONDITION, () => session.ApplyChatTemplate(messages, ""));
   }
 
+  // llm42_session_parse_chat_output: stories260K's replies are plain text with <think> reasoning.
+  [Test]
+  public void ParseChatOutputSplitsReasoning() {
+    Assert.AreEqual("{\"content\":\"Hi\",\"reasoning_content\":\"hm\",\"tool_calls\":[]}",
+                    session.ParseChatOutput("<think>hm</think>Hi"));
+  }
+
   int[] Deterministic(ulong seed) {
     using (var ro = Prompt(24)) {
       ro.SetTemperature(0.9f);

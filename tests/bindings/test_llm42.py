@@ -78,6 +78,11 @@ class BindingTest(unittest.TestCase):
             self.session.apply_chat_template(messages)
         self.assertEqual(e.exception.status, llm42.Status.FAILED_PRECONDITION)
 
+    def test_parse_chat_output_gives_a_dict(self):
+        # stories260K has no chat template: plain text, <think> reasoning.
+        self.assertEqual(self.session.parse_chat_output("<think>hm</think>Hi"),
+                         {"content": "Hi", "reasoning_content": "hm", "tool_calls": []})
+
     def test_deterministic_requests_repeat_and_seed_matters(self):
         def run(seed):
             with request_options(max_tokens=24, temperature=0.9, seed=seed, deterministic=True) as ro:
