@@ -396,7 +396,7 @@ const char* ChatSyntaxName(ChatSyntax syntax) {
     case ChatSyntax::kQwenXml: return "qwen-xml";
     case ChatSyntax::kMistral: return "mistral";
     case ChatSyntax::kLlama3: return "llama3";
-    case ChatSyntax::kGemma4: return "gemma4";
+    case ChatSyntax::kGemma4: return "gemma-4";
     case ChatSyntax::kDeepSeekR1: return "deepseek-r1";
     case ChatSyntax::kHarmony: return "harmony";
     case ChatSyntax::kGlm: return "glm";

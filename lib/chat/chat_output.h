@@ -26,6 +26,7 @@ enum class ChatSyntax {
                // (R1; V3.1 on: NAME<｜tool▁sep｜>{...})
   kHarmony,    // gpt-oss: <|channel|>analysis / final / commentary to=functions.NAME ... <|message|>...
   kGlm,        // <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...</tool_call> (GLM 4.5 - 4.7)
+  // (kGlm stays last: fuzz/chat_template_fuzzer.cc runs every syntax up to it.)
 };
 
 // The syntax a chat template writes, recognised from the markers its source renders tool calls
