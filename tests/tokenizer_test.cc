@@ -46,19 +46,20 @@ TEST_P(LlamaCppVectors, EncodeMatchesAndDecodeRoundTrips) {
 INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppVectors,
                          ::testing::Values("llama-spm", "llama-bpe", "gpt-2"));
 
-// Gemma 4's tokenizer (BPE on UTF-8 with SentencePiece's spaces, issue 56) against llama.cpp's
-// test-tokenizer-0 vectors for its vocabulary, which ship in llama.cpp's models/ (not in
-// ../shared): found where the project's scripts build llama.cpp, skipped where it is not.
-TEST(GemmaFourTokenizer, EncodeMatchesLlamaCppAndDecodeRoundTrips) {
-  const std::string vocab = testing::LlamaCppSourceDir() + "/models/ggml-vocab-gemma-4.gguf";
+// The vocabularies of issue 56's families against llama.cpp's test-tokenizer-0 vectors, which
+// ship in llama.cpp's models/ (not in ../shared): Gemma 4's (BPE on UTF-8 with SentencePiece's
+// spaces) and Qwen3.5's (byte-level BPE whose words take combining marks). Found where the
+// project's scripts build llama.cpp, skipped where it is not.
+class LlamaCppShippedVectors : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppShippedVectors, EncodeMatchesLlamaCppAndDecodeRoundTrips) {
+  const std::string vocab = testing::LlamaCppSourceDir() + "/models/ggml-vocab-" + GetParam() + ".gguf";
   if (testing::LlamaCppSourceDir().empty() || !std::filesystem::exists(vocab)) {
     GTEST_SKIP() << "no " << vocab << ": run tools/make-llamacpp-references.sh (or set LLM42_LLAMACPP_CACHE) "
                  << "to fetch llama.cpp's source with its tokenizer vectors";
   }
   auto tok = Load(vocab);
   ASSERT_NE(tok, nullptr);
-  EXPECT_TRUE(tok->vocab().add_bos());
-  EXPECT_FALSE(tok->vocab().add_space_prefix());
   const std::vector<Vector> vectors = testing::ReadVocabVectors(vocab);
   ASSERT_GE(vectors.size(), 40u);
   int decoded = 0;
@@ -68,12 +69,23 @@ TEST(GemmaFourTokenizer, EncodeMatchesLlamaCppAndDecodeRoundTrips) {
     decoded += tok->Decode(ids) == v.text;
   }
   EXPECT_EQ(decoded, static_cast<int>(vectors.size()));
-  // A turn ends at <turn|> (Gemma 4's end of turn) as at EOS, as llama.cpp's end-of-generation set has it.
-  const std::vector<int32_t> turn_end = tok->Encode("<turn|>", false, true);
-  ASSERT_EQ(turn_end.size(), 1u);
-  EXPECT_TRUE(tok->vocab().IsEndOfGeneration(turn_end[0]));
-  EXPECT_TRUE(tok->vocab().IsEndOfGeneration(tok->vocab().eos()));
+  if (std::string_view(GetParam()) == "gemma-4") {
+    EXPECT_TRUE(tok->vocab().add_bos());
+    EXPECT_FALSE(tok->vocab().add_space_prefix());
+    // A turn ends at <turn|> (Gemma 4's end of turn) as at EOS, as llama.cpp's end-of-generation set has it.
+    const std::vector<int32_t> turn_end = tok->Encode("<turn|>", false, true);
+    ASSERT_EQ(turn_end.size(), 1u);
+    EXPECT_TRUE(tok->vocab().IsEndOfGeneration(turn_end[0]));
+    EXPECT_TRUE(tok->vocab().IsEndOfGeneration(tok->vocab().eos()));
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppShippedVectors, ::testing::Values("gemma-4", "qwen35"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {
   LLM42_SHARED_OR_SKIP(vocab, "vocab/ggml-vocab-llama-bpe.gguf");
@@ -104,6 +116,9 @@ TEST(BpeTokenizer, PreTokenizersSplitAsTheirRegexes) {
   EXPECT_EQ(split(P::kGpt2, "a   b"), "a|  | b");
   EXPECT_EQ(split(P::kLlama3, "HE'S 12345 a\n\n b"), "HE|'S| |123|45| a|\n\n| b");
   EXPECT_EQ(split(P::kQwen2, "x 123"), "x| |1|2|3");
+  // Qwen3.5: a combining mark (U+0301) joins the letters before it, where Qwen 2 splits it off.
+  EXPECT_EQ(split(P::kQwen35, "cafe\xCC\x81 ok"), "cafe\xCC\x81| ok");
+  EXPECT_EQ(split(P::kQwen2, "cafe\xCC\x81 ok"), "cafe|\xCC\x81| ok");
   EXPECT_EQ(split(P::kLlama3, "\tfoo...\r\n"), "\tfoo|...\r\n");
   EXPECT_EQ(split(P::kGpt2, "\xC3\xA4pfel \xD0\xBD\xD0\xB5"), "\xC3\xA4pfel| \xD0\xBD\xD0\xB5");  // letters beyond ASCII
   EXPECT_FALSE(PreTokenizerFromName("falcon").has_value());

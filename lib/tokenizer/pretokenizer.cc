@@ -112,18 +112,31 @@ size_t MatchGpt2(const CodePoints& t, size_t i) {
   return TrailingSpaceRun(t, i);  // t.at(i) is whitespace here
 }
 
-size_t MatchLlama3(const CodePoints& t, size_t i, size_t max_digits) {
+// Letters, with combining marks where `marks` (Qwen3.5's [\p{L}\p{M}]).
+bool IsMark(char32_t c) {
+  if (c == kEnd) return false;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME: return true;
+    default: return false;
+  }
+}
+
+size_t MatchLlama3(const CodePoints& t, size_t i, size_t max_digits, bool marks = false) {
   if (size_t n = Contraction(t, i, /*ignore_case=*/true)) return n;
   const char32_t c = t.at(i);
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (IsLetter(c)) return RunLength(t, i, IsLetter);
-  if (!IsNewline(c) && !IsNumber(c) && IsLetter(t.at(i + 1))) return 1 + RunLength(t, i + 1, IsLetter);
+  auto word = [marks](char32_t x) { return IsLetter(x) || (marks && IsMark(x)); };
+  auto other = [marks](char32_t x) { return IsOther(x) && !(marks && IsMark(x)); };
+  // [^\r\n\p{L}\p{N}]?\p{L}+ (with marks: [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+)
+  if (word(c)) return RunLength(t, i, word);
+  if (!IsNewline(c) && !IsNumber(c) && word(t.at(i + 1))) return 1 + RunLength(t, i + 1, word);
   // \p{N}{1,max}
   if (IsNumber(c)) return RunLength(t, i, IsNumber, max_digits);
-  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*' (with marks: not \p{M} either)
   const size_t sp = c == ' ' ? 1 : 0;
-  if (IsOther(t.at(i + sp))) {
-    size_t n = sp + RunLength(t, i + sp, IsOther);
+  if (other(t.at(i + sp))) {
+    size_t n = sp + RunLength(t, i + sp, other);
     return n + RunLength(t, i + n, IsNewline);
   }
   // \s*[\r\n]+: whitespace up to and including the run's last newline
@@ -142,6 +155,7 @@ std::optional<PreTokenizer> PreTokenizerFromName(std::string_view name) {
   if (name == "default" || name == "gpt-2" || name == "gpt2") return PreTokenizer::kGpt2;
   if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") return PreTokenizer::kLlama3;
   if (name == "qwen2") return PreTokenizer::kQwen2;
+  if (name == "qwen35") return PreTokenizer::kQwen35;
   if (name == "gemma4") return PreTokenizer::kNewlineRuns;
   return std::nullopt;
 }
@@ -155,6 +169,7 @@ std::vector<std::string_view> PreTokenize(PreTokenizer kind, std::string_view te
       case PreTokenizer::kGpt2: n = MatchGpt2(t, i); break;
       case PreTokenizer::kLlama3: n = MatchLlama3(t, i, 3); break;
       case PreTokenizer::kQwen2: n = MatchLlama3(t, i, 1); break;
+      case PreTokenizer::kQwen35: n = MatchLlama3(t, i, 1, /*marks=*/true); break;
       case PreTokenizer::kNewlineRuns: {
         const bool newline = t.at(i) == '\n';
         while (i + n < t.size() && (t.at(i + n) == '\n') == newline) ++n;

@@ -19,6 +19,9 @@ enum class PreTokenizer {
   kLlama3,
   // Qwen 2: as Llama 3 but digits one at a time (\p{N}).
   kQwen2,
+  // Qwen 3.5: as Qwen 2 with combining marks joining letters ([\p{L}\p{M}]+, and not in
+  // [^\s\p{L}\p{M}\p{N}]).
+  kQwen35,
   // Gemma 4 (spaces already U+2581): [^\n]+|[\n]+ — runs of newlines and of anything else.
   kNewlineRuns,
 };

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocab(Vocab vocab) {
     const std::optional<PreTokenizer> kind = PreTokenizerFromName(pre);
     if (!kind) {
       return UnsupportedError("BPE pre-tokenizer '", pre,
-                              "' is not supported (default, gpt-2, llama-bpe, qwen2)");
+                              "' is not supported (default, gpt-2, llama-bpe, qwen2, qwen35)");
     }
     t->bpe_ = true;
     t->pre_ = *kind;
