@@ -34,6 +34,7 @@ LLM42_AVX2 void FormatGemvRows(const uint8_t* w, size_t row_bytes, int64_t n_row
     const Block* rows[R];
     GroupRows<Block, R>(w, row_bytes, g, rows);
     __m256 acc[R][U];
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
     }
@@ -42,6 +43,7 @@ LLM42_AVX2 void FormatGemvRows(const uint8_t* w, size_t row_bytes, int64_t n_row
       const float* xb = x + b * F::kBlock;
       for (int64_t s = 0; s < F::kBlock / F::kSub; ++s) {
         __m256 a[R], c[R];
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const SubBlockScale sc = F::Scale(rows[r][b], s);
           a[r] = _mm256_set1_ps(sc.a);
@@ -51,6 +53,7 @@ LLM42_AVX2 void FormatGemvRows(const uint8_t* w, size_t row_bytes, int64_t n_row
         for (int64_t j = s * F::kSub; j < (s + 1) * F::kSub; j += 8) {
           const __m256 xv = _mm256_loadu_ps(xb + j);
           const int u = static_cast<int>(j / 8 % U);
+#pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             __m256 v = _mm256_mul_ps(a[r], _mm256_cvtepi32_ps(F::Q8(rows[r][b], j)));
             if constexpr (F::kOffset) v = _mm256_add_ps(v, c[r]);
@@ -66,6 +69,10 @@ LLM42_AVX2 void FormatGemvRows(const uint8_t* w, size_t row_bytes, int64_t n_row
   }
 }
 
+// (The loops over rows are unrolled so that their accumulators, scales and offsets live in
+// registers: left rolled, GCC kept them in stack arrays and every fused multiply-add waited on a
+// store and a load — llama-110m q4_k fixed decode, two threads, AVX-512: 70 -> 109 tok/s. The
+// arithmetic, and so the bits, are the same.)
 // The same arithmetic on 512-bit registers, two rows to a register (row 2p in lanes 0-7, row
 // 2p + 1 in lanes 8-15, each lane's chain the 256-bit kernel's), so one conversion, multiply,
 // offset and fused multiply-add serve 16 weights: R rows (a multiple of 2) at a time.
@@ -80,12 +87,14 @@ LLM42_AVX512 void FormatGemvRows512(const uint8_t* w, size_t row_bytes, int64_t 
     const Block* rows[R];
     GroupRows<Block, R>(w, row_bytes, g, rows);
     __m512 acc[P];
+#pragma GCC unroll 8
     for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       PrefetchNextGroup<Block, R>(rows, b, row_bytes);
       const float* xb = x + b * F::kBlock;
       for (int64_t s = 0; s < F::kBlock / F::kSub; ++s) {
         __m512 a[P], c[P];
+#pragma GCC unroll 8
         for (int p = 0; p < P; ++p) {
           const SubBlockScale lo = F::Scale(rows[2 * p][b], s), hi = F::Scale(rows[2 * p + 1][b], s);
           a[p] = _mm512_insertf32x8(_mm512_set1_ps(lo.a), _mm256_set1_ps(hi.a), 1);
@@ -94,6 +103,7 @@ LLM42_AVX512 void FormatGemvRows512(const uint8_t* w, size_t row_bytes, int64_t 
 #pragma GCC unroll 4
         for (int64_t j = s * F::kSub; j < (s + 1) * F::kSub; j += 8) {
           const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(xb + j));
+#pragma GCC unroll 8
           for (int p = 0; p < P; ++p) {
             const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(F::Q8(rows[2 * p][b], j)), F::Q8(rows[2 * p + 1][b], j), 1);
             __m512 v = _mm512_mul_ps(a[p], _mm512_cvtepi32_ps(q));
