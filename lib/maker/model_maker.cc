@@ -89,16 +89,21 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
                            "q5_k, q6_k, iq4_nl or iq4_xs");
   }
   const int64_t block = GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->block_size;
-  // Layer l's shape (ModelPreset's per-layer fields).
+  // Layer l's shape by ModelConfig's per-layer rules (the loader's), from the preset's fields.
   const int64_t head_dim = p.head_dim > 0 ? p.head_dim : p.n_embd / p.n_head;
-  auto sliding = [&](int64_t l) { return static_cast<size_t>(l) < p.sliding.size() && p.sliding[static_cast<size_t>(l)]; };
-  auto head_dim_of = [&](int64_t l) { return p.head_dim_swa > 0 && sliding(l) ? p.head_dim_swa : head_dim; };
-  auto head_kv_of = [&](int64_t l) {
-    return p.layer_head_kv.empty() ? p.n_head_kv : int64_t{p.layer_head_kv[static_cast<size_t>(l)]};
-  };
-  auto ff_of = [&](int64_t l) { return p.layer_ff.empty() ? p.n_ff : int64_t{p.layer_ff[static_cast<size_t>(l)]}; };
+  ModelConfig shape;
+  shape.n_layer = p.n_layer;
+  shape.n_head = p.n_head;
+  shape.n_head_kv = p.n_head_kv;
+  shape.head_dim = head_dim;
+  shape.n_ff = p.n_ff;
+  shape.head_dim_swa = p.head_dim_swa;
+  shape.layer_sliding.assign(p.sliding.begin(), p.sliding.end());
+  shape.layer_head_kv.assign(p.layer_head_kv.begin(), p.layer_head_kv.end());
+  shape.layer_ff.assign(p.layer_ff.begin(), p.layer_ff.end());
+  shape.n_kv_shared = p.n_kv_shared;
   for (int64_t l = 0; l < p.n_layer; ++l) {
-    for (int64_t cols : {p.n_embd, ff_of(l), head_dim_of(l) * p.n_head}) {
+    for (int64_t cols : {p.n_embd, shape.n_ff_of(l), shape.q_dim(l)}) {
       if (cols % block != 0) {
         return InvalidArgument("preset '", p.name, "' has rows of ", cols, " weights, not whole ", block,
                                "-weight blocks of ", GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name);
@@ -246,8 +251,8 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   }
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    const int64_t hd = head_dim_of(l), q_dim = hd * p.n_head, kv = hd * head_kv_of(l), ff = ff_of(l);
-    const bool stores_kv = l < p.n_layer - p.n_kv_shared;
+    const int64_t hd = shape.head_dim_of(l), q_dim = shape.q_dim(l), kv = shape.kv_dim(l), ff = shape.n_ff_of(l);
+    const bool stores_kv = l < shape.n_kv_layers();
     ones(b + "attn_norm.weight", p.n_embd);
     ones(b + "ffn_norm.weight", p.n_embd);
     if (d.parts.post_norms) {

@@ -104,10 +104,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
 absl::Status ModelRunner::AllocateKv(const KvCache& cache) {
   const ModelConfig& c = model_.config();
   KvShape shape{c.n_kv_layers(), cache.n_blocks(), cache.block_size(), c.max_kv_dim()};
-  for (int64_t l = 0; l < c.n_kv_layers(); ++l) {
-    if (c.kv_dim(l) != shape.kv_dim) shape.layer_dims.resize(static_cast<size_t>(c.n_kv_layers()));
+  for (int64_t l = 0; l < c.n_kv_layers(); ++l) shape.layer_dims.push_back(c.kv_dim(l));
+  if (std::all_of(shape.layer_dims.begin(), shape.layer_dims.end(), [&](int64_t w) { return w == shape.kv_dim; })) {
+    shape.layer_dims.clear();  // one width: the uniform layout
   }
-  for (size_t l = 0; l < shape.layer_dims.size(); ++l) shape.layer_dims[l] = c.kv_dim(static_cast<int64_t>(l));
   kv_shape_ = KvShape{};
   LLM42_RETURN_IF_ERROR(backend_.AllocateKv(shape));
   kv_shape_ = shape;

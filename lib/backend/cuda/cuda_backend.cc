@@ -174,6 +174,8 @@ absl::Status CudaBackend::AllocateKv(const KvShape& shape) {
   LLM42_CUDA_RETURN_IF_ERROR(
       cudaMemset(static_cast<uint8_t*>(kv_.get()) + static_cast<size_t>(shape.n_blocks) * block_bytes, 0, block_bytes));
   kv_shape_ = shape;
+  kv_layer_offsets_.clear();
+  for (int64_t l = 0; l <= shape.n_layers; ++l) kv_layer_offsets_.push_back(shape.layer_offset(l));
   padding_block_ = static_cast<int32_t>(shape.n_blocks);
   return absl::OkStatus();
 }
@@ -278,8 +280,8 @@ absl::Status CudaBackend::BeginBatch(const BatchPlan& plan) {
 }
 
 KvArgs CudaBackend::Kv(int64_t layer) const {
-  const auto offset = static_cast<size_t>(kv_shape_.layer_offset(layer)) * kv_element_bytes();
-  return KvArgs{static_cast<uint8_t*>(kv_.get()) + offset, kv_shape_.block_elements(),
+  const auto offset = static_cast<size_t>(kv_layer_offsets_[static_cast<size_t>(layer)]) * kv_element_bytes();
+  return KvArgs{static_cast<uint8_t*>(kv_.get()) + offset, kv_layer_offsets_.back(),
                 kv_shape_.block_size, kv_shape_.width(layer), tables_.as<int32_t>(), max_blocks_};
 }
 

@@ -141,6 +141,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer together_y_;                                  // a group's outputs before the split
   std::vector<DeviceBuffer> workspace_;
   KvShape kv_shape_;
+  // kv_shape_.layer_offset(l) for l in [0, n_layers]: the last is a block's elements.
+  std::vector<int64_t> kv_layer_offsets_;
   DeviceBuffer kv_;
   // The current batch on the device, and its row count.
   DeviceBuffer tokens_, positions_, tables_;
