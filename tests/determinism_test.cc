@@ -291,7 +291,10 @@ std::vector<float> PrefillLogprobs(const std::string& path, const std::vector<in
   auto be = CreateBackend(testing::TestBackend(), BackendOptions{1});
   EXPECT_TRUE(be.ok()) << be.status();
   auto runner = testing::MakeRunner(**model, **be, cache);
-  EXPECT_TRUE(runner->Forward(cache, ForwardBatch{seq, positions, seqs, rows, Schedule::kFixed}, logits.data()).ok());
+  ForwardBatch batch{seq, positions, seqs, rows, Schedule::kFixed};
+  const std::vector<RecurrentRow> state = testing::FreshStateRows(seqs, positions);
+  if (c.n_recurrent() > 0) batch.recurrent = state;
+  EXPECT_TRUE(runner->Forward(cache, batch, logits.data()).ok());
   std::vector<float> lp;
   for (size_t r = 0; r < rows.size(); ++r) {
     lp.push_back(TokenLogprob(std::span<const float>(logits.data() + r * static_cast<size_t>(c.n_vocab),

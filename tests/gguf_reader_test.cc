@@ -336,7 +336,16 @@ TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
                         Case{"tiny-gemma4", "", "gemma4.attention.sliding_window_pattern", 1, "gemma4.attention.sliding_window_pattern' holds 0 values where the model has 6 layers"},
                         Case{"tiny-gemma4", "", "gemma4.attention.head_count_kv", 3, "head count 4 is not a multiple of KV head count 3"},
                         Case{"tiny-gemma4", "blk.2.attn_k_norm.weight", "", 0, "missing tensor 'blk.2.attn_k_norm.weight'"},
-                        Case{"tiny-gemma4", "rope_freqs.weight", "", 0, "missing tensor 'rope_freqs.weight'"}}) {
+                        Case{"tiny-gemma4", "rope_freqs.weight", "", 0, "missing tensor 'rope_freqs.weight'"},
+                        // Qwen3.5 (issue 56): a DeltaNet state size that does not match its heads,
+                        // a convolution width of 0, a full-attention interval of 0, a recurrent
+                        // layer's tensor missing, a convolution of another width than its tensor's.
+                        Case{"tiny-qwen35", "", "qwen35.ssm.inner_size", 200, "qwen35.ssm.inner_size' = 200 is not the DeltaNet state of 8 value heads"},
+                        Case{"tiny-qwen35", "", "qwen35.ssm.conv_kernel", 0, "qwen35.ssm.conv_kernel' = 0 is out of range"},
+                        Case{"tiny-qwen35", "", "qwen35.full_attention_interval", 0, "qwen35.full_attention_interval' = 0 is out of range"},
+                        Case{"tiny-qwen35", "blk.1.ssm_a", "", 0, "missing tensor 'blk.1.ssm_a'"},
+                        Case{"tiny-qwen35", "", "qwen35.ssm.conv_kernel", 3, "tensor blk.0.ssm_conv1d.weight: expected 3x512, got 4x512"},
+                        Case{"tiny-qwen35", "", "qwen35.ssm.time_step_rank", 6, "is not the DeltaNet state of 6 value heads"}}) {
     const absl::Status s = LoadEdited(c.preset, c.drop, c.key, c.value);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.preset << " " << c.drop << c.key << ": " << s;
     EXPECT_NE(s.message().find(c.message), std::string::npos) << s;

@@ -84,14 +84,28 @@ inline std::string SmallVocabTinyModelPath(const std::string& preset_name = "tin
   return out;
 }
 
-// `model` on `be`, its KV storage sized for `cache`; nullptr (and a test failure) on an error.
+// `model` on `be`, its KV storage sized for `cache` (and a recurrent model's state, a slot per
+// KV-cache sequence id below kRecurrentSequences: FreshStateRows); nullptr (and a test failure) on
+// an error.
+inline constexpr int64_t kRecurrentSequences = 64;
 inline std::unique_ptr<ModelRunner> MakeRunner(const ModelWeights& model, Backend& be, const KvCache& cache) {
   auto runner = ModelRunner::Create(model, be);
   EXPECT_TRUE(runner.ok()) << runner.status();
   if (!runner.ok()) return nullptr;
-  const absl::Status kv = (*runner)->AllocateKv(cache);
-  EXPECT_TRUE(kv.ok()) << kv;
-  return kv.ok() ? std::move(runner).value() : nullptr;
+  absl::Status st = (*runner)->AllocateKv(cache);
+  if (st.ok() && model.config().n_recurrent() > 0) st = (*runner)->AllocateRecurrent(kRecurrentSequences + 1);
+  EXPECT_TRUE(st.ok()) << st;
+  return st.ok() ? std::move(runner).value() : nullptr;
+}
+
+// The recurrent rows of a batch whose sequences each start in it or continue from their last
+// batch (MakeRunner's slots: sequence id s in slot s, from zeros at position 0).
+inline std::vector<RecurrentRow> FreshStateRows(std::span<const int32_t> seqs, std::span<const int32_t> positions) {
+  std::vector<RecurrentRow> rows;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    rows.push_back({seqs[i], positions[i] == 0 ? RecurrentRow::kZeroState : RecurrentRow::kNone});
+  }
+  return rows;
 }
 
 }  // namespace llm42::testing

@@ -140,14 +140,55 @@ struct KvShape {
 // InvalidArgument otherwise (ReadKvBlock / WriteKvBlock).
 absl::StatusOr<size_t> KvBlockOffset(const KvShape& shape, size_t element_bytes, int32_t block, size_t bytes);
 
+// The recurrent state a backend holds beside the KV storage for models with linear-attention
+// layers (gated DeltaNet: Qwen3.5): n_slots slots, each holding every recurrent layer's state of
+// one sequence at one position — the causal convolution's last conv_kernel - 1 inputs
+// ([conv_kernel - 1][conv_channels], oldest first) and the delta rule's matrix per value head
+// ([heads][head_dim][head_dim], key index major), f32. Which slot is what (a sequence's live
+// state, a checkpoint, a snapshot) is the engine's business.
+struct RecurrentShape {
+  int64_t n_layers = 0;  // recurrent layers
+  int64_t n_slots = 0;
+  int64_t conv_kernel = 0, conv_channels = 0;
+  int64_t heads = 0, head_dim = 0;  // value heads of head_dim keys and values each
+  int64_t conv_floats() const { return (conv_kernel - 1) * conv_channels; }
+  int64_t layer_floats() const { return conv_floats() + heads * head_dim * head_dim; }
+  int64_t slot_floats() const { return n_layers * layer_floats(); }
+  bool operator==(const RecurrentShape&) const = default;
+};
+
+// A batch row's recurrent state (RecurrentShape): the rows of a sequence come together, in
+// position order, with the same `slot`, which holds the state before the first of them and after
+// each op the state after the last. The first row may read its state from `from` instead
+// (kZeroState: a sequence's start; a snapshot or checkpoint slot), and any row may leave a copy of
+// the state after it in `snapshot`.
+struct RecurrentRow {
+  static constexpr int32_t kNone = -1;
+  static constexpr int32_t kZeroState = -2;
+  int32_t slot = kNone;
+  int32_t from = kNone;
+  int32_t snapshot = kNone;
+  bool operator==(const RecurrentRow&) const = default;
+};
+
 // What a forward pass computes, in host memory: row i feeds tokens[i] at positions[i] of the
 // sequence whose block table is block_tables[i] (at least positions[i] / block_size + 1
-// entries), under schedules[i].
+// entries), under schedules[i], with recurrent state recurrent[i] (empty for a model without
+// recurrent layers).
 struct BatchPlan {
   std::span<const int32_t> tokens;
   std::span<const int32_t> positions;
   std::span<const int32_t* const> block_tables;
   Schedules schedules = Schedule::kFast;
+  std::span<const RecurrentRow> recurrent = {};
+};
+
+// A gated DeltaNet layer's heads (Qwen3.5): key heads and value heads (a multiple of them; value
+// head h reads key head h % key_heads, as llama.cpp's GGUF files order them) of head_dim each.
+struct DeltaRuleShape {
+  int64_t key_heads = 0, value_heads = 0, head_dim = 0;
+  float eps = 1e-6f;  // the L2 norms' (of queries and keys)
+  int64_t conv_channels() const { return (2 * key_heads + value_heads) * head_dim; }
 };
 
 // Grouped-query attention heads, and how a layer's attention scores its positions.
@@ -316,6 +357,41 @@ class Backend {
   // out[r][j] = x[r * stride + j] for m rows of n (j < n <= stride): n columns of a wider
   // activation (the caller offsets x to the first), packed (Gemma 4's per-layer inputs).
   virtual absl::Status Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) = 0;
+  // --- Recurrent layers (RecurrentShape, BatchPlan::recurrent) -------------------------------
+  // The defaults are for a backend without them: UNIMPLEMENTED, which a model with recurrent
+  // layers reports when it is loaded there.
+  virtual bool runs_recurrent() const { return false; }
+  // (Re)allocates the slots, every one zero; what they held is gone.
+  virtual absl::Status AllocateRecurrent(const RecurrentShape& shape) { return NoRecurrent(); }
+  // Slot `to` = slot `from` (RecurrentRow::kZeroState: zeros), after the ops before it.
+  virtual absl::Status CopyRecurrent(int32_t from, int32_t to) { return NoRecurrent(); }
+  // A slot's RecurrentShape::slot_floats() values to or from host memory (saved conversations).
+  virtual absl::Status ReadRecurrent(int32_t slot, std::span<float> host) { return NoRecurrent(); }
+  virtual absl::Status WriteRecurrent(int32_t slot, std::span<const float> host) { return NoRecurrent(); }
+  // Recurrent layer `layer`'s causal depthwise convolution and SiLU, per batch row in order:
+  // out[c] = silu(sum_i weight[c][i] * w[i]) over the window w of the row's sequence's last
+  // conv_kernel - 1 inputs of channel c then x[c] (rows of RecurrentShape::conv_channels), the
+  // window then shifted by one. One arithmetic for both schedules (a row's bits are its own).
+  virtual absl::Status CausalConv(int64_t layer, const float* x, const float* weight, float* out) {
+    return NoRecurrent();
+  }
+  // Recurrent layer `layer`'s gated delta rule, per batch row in order (llama.cpp's
+  // gated_delta_net; the recurrent form, token by token, for both schedules): from `qkv` (rows of
+  // the convolution's output: queries, keys, values) each query and key head L2-normalized
+  // (x / sqrt(sum x^2 + eps)); from alpha and beta (rows of value_heads) each value head's decay
+  // exp(softplus(alpha + dt_bias) * a) and its rate sigmoid(beta); then per value head, S being its
+  // state: S *= decay; S += k (rate (v - S^T k))^T; out = S^T q / sqrt(head_dim) (rows of
+  // value_heads * head_dim).
+  struct DeltaRuleArgs {
+    DeltaRuleShape shape;
+    const float *qkv, *alpha, *beta;
+    const float *dt_bias, *a;  // value_heads each (backend memory)
+  };
+  virtual absl::Status DeltaRule(int64_t layer, const DeltaRuleArgs& args, float* out) { return NoRecurrent(); }
+  // x[i] *= sigmoid(gate[i]) for n values (gated attention's output: Qwen3.5). One arithmetic for
+  // both schedules.
+  virtual absl::Status SigmoidMul(float* x, const float* gate, size_t n) { return NoRecurrent(); }
+
   // out[r] = x[rows[r]] for rows of n_cols (rows in host memory).
   virtual absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                                   float* out) = 0;
@@ -372,6 +448,9 @@ class Backend {
       }
     }
     return absl::OkStatus();
+  }
+  absl::Status NoRecurrent() const {
+    return absl::UnimplementedError(absl::StrCat("the ", name(), " backend does not run recurrent (linear-attention) layers"));
   }
   // MatMulShared's precondition: every matrix as wide as the first.
   static absl::Status SameWidth(std::span<const MatMulOutput> outs) {

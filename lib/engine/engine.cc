@@ -253,7 +253,10 @@ void Engine::BuildRows(StepBatch& b) {
   b.score_first.resize(n);
   b.score_n.resize(n);
   b.shape = StepShape{0, 0, b.rest.attended};
+  b.first_scratch.assign(n, 0);
+  int64_t scratch_used = 0;
   for (size_t e = 0; e < n; ++e) {
+    if (config_.recurrent.on()) RecurrentRows(b, e, &scratch_used);
     const PlanEntry& p = b.plan[e];
     Sequence& s = *p.seq;
     const Schedule sched = b.entry_schedule[e];
@@ -325,13 +328,52 @@ void Engine::BuildRows(StepBatch& b) {
   }
 }
 
+void Engine::RecurrentRows(StepBatch& b, size_t e, int64_t* scratch_used) {
+  const PlanEntry& p = b.plan[e];
+  const Sequence& s = *p.seq;
+  const RecurrentSlots& slots = config_.recurrent;
+  stats_.Check(s.kv_seq < slots.sequences(), "a KV-cache sequence id has a recurrent state slot");
+  // A deterministic request's decode row under fast: a candidate, on the candidates' copy.
+  const bool candidate = s.dvr && p.kind == RowKind::kDecode && b.entry_schedule[e] == Schedule::kFast;
+  RecurrentRow first{candidate ? slots.candidates(s.kv_seq) : slots.live(s.kv_seq)};
+  if (p.begin == 0) {
+    first.from = RecurrentRow::kZeroState;
+  } else if (candidate && s.candidates() == 0) {
+    first.from = slots.live(s.kv_seq);  // a window's first candidate
+  }
+  b.first_scratch[e] = *scratch_used;
+  for (int64_t j = 0; j < p.n; ++j) {
+    RecurrentRow row{first.slot, j == 0 ? first.from : RecurrentRow::kNone};
+    if (p.kind == RowKind::kVerify && j + 1 < p.n) {
+      stats_.Check(*scratch_used < slots.scratch_slots(), "a step's verify rows fit the recurrent scratch slots");
+      row.snapshot = slots.scratch((*scratch_used)++);
+    }
+    b.recurrent.push_back(row);
+  }
+}
+
+bool Engine::SettleRecurrent(const StepBatch& b, size_t e, const Sequence& s) {
+  // The pass fed positions begin.. begin + n - 1 and committed through n_committed - 1, so that
+  // n_committed - 1 is the next to feed: the state wanted is after row n_committed - 2 - begin.
+  const PlanEntry& p = b.plan[e];
+  const int64_t kept = s.n_committed - 2 - p.begin;
+  if (kept < 0 || kept >= p.n - 1) return true;  // the last row's: live holds it
+  const absl::Status st = config_.copy_recurrent(config_.recurrent.scratch(b.first_scratch[e] + kept),
+                                                 config_.recurrent.live(s.kv_seq));
+  if (st.ok()) return true;
+  Log(LogLevel::kError, "restoring a recurrent state failed: ", st.message());
+  FinishAll(FinishReason::kError, st);
+  return false;
+}
+
 bool Engine::Run(StepBatch& b) {
   argmax_.resize(b.logit_rows.size());
   drawn_.resize(b.logit_rows.size());
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<float*> logits =
       forward_(ForwardBatch{b.tokens, b.positions, b.seqs, b.logit_rows, config_.schedule, b.schedules, b.argmax_only,
-                            argmax_.data(), b.device_draw, b.row_draws, drawn_.data(), b.controls, &b.logits_s});
+                            argmax_.data(), b.device_draw, b.row_draws, drawn_.data(), b.controls, &b.logits_s,
+                            b.recurrent});
   if (!logits.ok()) {
     Log(LogLevel::kError, "forward pass failed: ", logits.status().message());
     FinishAll(FinishReason::kError, logits.status());
@@ -463,6 +505,8 @@ void Engine::Commit(StepBatch& b) {
     if (p.kind == RowKind::kVerify) {
       if (dvr_.VerifyAndCommit(s, p.n, [&](int64_t j) { return ReplayRow(b, e, j); }, *this, cache_)) {
         finished.push_back(&s);
+      } else if (config_.recurrent.on() && !SettleRecurrent(b, e, s)) {
+        return;
       }
       continue;
     }

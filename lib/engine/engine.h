@@ -12,6 +12,7 @@
 #include "lib/backend/backend.h"
 #include "lib/engine/dvr_controller.h"
 #include "lib/engine/engine_stats.h"
+#include "lib/engine/recurrent_slots.h"
 #include "lib/engine/scheduler.h"
 #include "lib/engine/sequence.h"
 #include "lib/engine/step_cost.h"
@@ -42,6 +43,10 @@ struct EngineConfig {
   // (lib/numerics/draw_rule.h, logit_edit.h). Not under the fast path's noise. A session sets it
   // on backends other than the CPU's (where the logits already are on the host).
   bool device_draws = false;
+  // A model with recurrent layers: its state's slots (lib/engine/recurrent_slots.h; off: none),
+  // and the backend's copy of one slot into another (Backend::CopyRecurrent).
+  RecurrentSlots recurrent;
+  std::function<absl::Status(int32_t from, int32_t to)> copy_recurrent;
 };
 
 // Runs engine steps: each one planned by the Scheduler, computed by one forward pass, then
@@ -114,6 +119,8 @@ class Engine : private DvrController::Committer {
     // The forward pass's rows.
     std::vector<int32_t> tokens, positions, seqs;
     std::vector<Schedule> schedules;
+    std::vector<RecurrentRow> recurrent;  // per row, for a model with recurrent layers
+    std::vector<int64_t> first_scratch;   // per entry: a verify entry's first scratch slot (RecurrentSlots)
     // The rows whose logits the step reads; a summarized row returns only its ArgmaxSummary.
     std::vector<int32_t> logit_rows;
     std::vector<uint8_t> argmax_only;
@@ -162,6 +169,11 @@ class Engine : private DvrController::Committer {
   // for them (else 0 and none): the backend's where it drew the row (its own draw's), else from
   // the row's logits (after their controls).
   float Scores(const StepBatch& b, size_t r, int32_t token, const RequestOptions& o, std::vector<TopLogprob>* top);
+  // Entry e's rows' recurrent state into b.recurrent (RecurrentSlots' rules).
+  void RecurrentRows(StepBatch& b, size_t e, int64_t* scratch_used);
+  // After verify entry e committed (s not finished): live holds the state after the last row the
+  // pass kept. False (every request then fails) when the backend's copy failed.
+  bool SettleRecurrent(const StepBatch& b, size_t e, const Sequence& s);
   // The forward pass; false when it failed (every request then fails with its status).
   bool Run(StepBatch& b);
   // An entry's next token into b.draws[e]; any thread for entries of different sequences.

@@ -112,12 +112,29 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                                      s->backend_->name(), " has ", available >> 20, " MiB"));
   }
   const int64_t blocks = (kv_tokens + KvCache::kDefaultBlockSize - 1) / KvCache::kDefaultBlockSize;
-  s->cache_ = std::make_unique<KvCache>(blocks, KvCache::kDefaultBlockSize, options.prefix_caching);
+  // A model with recurrent layers keeps no prefix cache yet: a cached prefix's K/V would need the
+  // recurrent state after it too (a request recomputes its prefix instead).
+  const bool recurrent = c.n_recurrent() > 0;
+  s->cache_ = std::make_unique<KvCache>(blocks, KvCache::kDefaultBlockSize, options.prefix_caching && !recurrent);
   if (absl::Status kv = s->runner_->AllocateKv(*s->cache_); !kv.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a KV cache of ", kv_tokens,
                                                      " tokens on ", s->backend_->name(), ": ", kv.message()));
   }
   if (options.kv_prefault) LLM42_RETURN_IF_ERROR(s->backend_->PrefaultKv());
+  RecurrentSlots recurrent_slots;
+  if (recurrent) {
+    recurrent_slots = RecurrentSlots(options.max_running_requests,
+                                     std::min<int64_t>(options.max_batch_tokens, int64_t{options.determinism.verify_group} *
+                                                                                     (options.determinism.window + 1)));
+    const RecurrentShape shape = s->runner_->recurrent_shape(recurrent_slots.n_slots());
+    const int64_t bytes = shape.n_slots * shape.slot_floats() * 4;
+    if (bytes > s->backend_->available_memory_bytes()) {
+      return absl::ResourceExhaustedError(absl::StrCat("the recurrent state of ", shape.n_slots, " slots needs ", bytes >> 20,
+                                                       " MiB; ", s->backend_->name(), " has ",
+                                                       s->backend_->available_memory_bytes() >> 20, " MiB"));
+    }
+    LLM42_RETURN_IF_ERROR(s->runner_->AllocateRecurrent(recurrent_slots.n_slots()));
+  }
   LLM42_RETURN_IF_ERROR(reach(0.95));
   // A model whose every layer reads a window of recent positions releases the blocks behind it
   // (Scheduler::ReleaseBehindWindows): a sequence then holds at most its window, a step's rows and
@@ -151,6 +168,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   config.parallel_for = [raw](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     raw->backend_->HostParallelFor(n, fn);
   };
+  config.recurrent = recurrent_slots;
+  config.copy_recurrent = [raw](int32_t from, int32_t to) { return raw->backend_->CopyRecurrent(from, to); };
   s->engine_ = std::make_unique<Engine>(
       config, *s->tokenizer_, *s->cache_,
       [raw](const ForwardBatch& batch) { return raw->runner_->ForwardView(*raw->cache_, batch); },

@@ -102,8 +102,21 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   shape.layer_head_kv.assign(p.layer_head_kv.begin(), p.layer_head_kv.end());
   shape.layer_ff.assign(p.layer_ff.begin(), p.layer_ff.end());
   shape.n_kv_shared = p.n_kv_shared;
+  if (p.full_attention_interval > 0) {  // recurrent layers: no K/V heads
+    shape.layer_recurrent.resize(static_cast<size_t>(p.n_layer));
+    if (shape.layer_head_kv.empty()) shape.layer_head_kv.assign(static_cast<size_t>(p.n_layer), p.n_head_kv);
+    for (int64_t l = 0; l < p.n_layer; ++l) {
+      const bool recurrent = (l + 1) % p.full_attention_interval != 0;
+      shape.layer_recurrent[static_cast<size_t>(l)] = recurrent;
+      if (recurrent) shape.layer_head_kv[static_cast<size_t>(l)] = 0;
+    }
+    shape.ssm_conv_kernel = p.ssm_conv_kernel;
+    shape.ssm_key_heads = p.ssm_key_heads;
+    shape.ssm_value_heads = p.ssm_value_heads;
+    shape.ssm_head_dim = p.ssm_head_dim;
+  }
   for (int64_t l = 0; l < p.n_layer; ++l) {
-    for (int64_t cols : {p.n_embd, shape.n_ff_of(l), shape.q_dim(l)}) {
+    for (int64_t cols : {p.n_embd, shape.n_ff_of(l), shape.recurrent(l) ? p.ssm_value_heads * p.ssm_head_dim : shape.q_dim(l)}) {
       if (cols % block != 0) {
         return InvalidArgument("preset '", p.name, "' has rows of ", cols, " weights, not whole ", block,
                                "-weight blocks of ", GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name);
@@ -125,7 +138,7 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   const ArchitectureData& d = arch->data();
   GgufWriter w;
   const std::string a = p.architecture + ".";
-  const int64_t n_rot = head_dim;
+  const int64_t n_rot = p.rope_dims > 0 ? p.rope_dims : head_dim;
   const float rope_base = p.llama3_rope ? 500000.0f : d.made_rope_base;
   w.AddString("general.architecture", p.architecture);
   w.AddString("general.name", "llm42-random-" + p.name);
@@ -161,6 +174,15 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   w.AddFloat32(a + "rope.freq_base", rope_base);
   w.AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (p.sliding_window > 0) w.AddUint32(a + "attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
+  if (!p.rope_sections.empty()) w.AddInt32Array(a + "rope.dimension_sections", p.rope_sections);
+  if (p.full_attention_interval > 0) {
+    w.AddUint32(a + "full_attention_interval", static_cast<uint32_t>(p.full_attention_interval));
+    w.AddUint32(a + "ssm.conv_kernel", static_cast<uint32_t>(p.ssm_conv_kernel));
+    w.AddUint32(a + "ssm.group_count", static_cast<uint32_t>(p.ssm_key_heads));
+    w.AddUint32(a + "ssm.time_step_rank", static_cast<uint32_t>(p.ssm_value_heads));
+    w.AddUint32(a + "ssm.state_size", static_cast<uint32_t>(p.ssm_head_dim));
+    w.AddUint32(a + "ssm.inner_size", static_cast<uint32_t>(p.ssm_value_heads * p.ssm_head_dim));
+  }
   for (const ArchKey& k : d.keys) {
     if (!k.made) continue;
     float value = k.fallback;
@@ -254,30 +276,50 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     const int64_t hd = shape.head_dim_of(l), q_dim = shape.q_dim(l), kv = shape.kv_dim(l), ff = shape.n_ff_of(l);
     const bool stores_kv = l < shape.n_kv_layers();
     ones(b + "attn_norm.weight", p.n_embd);
-    ones(b + "ffn_norm.weight", p.n_embd);
+    ones(b + std::string(d.parts.ffn_norm) + ".weight", p.n_embd);
     if (d.parts.post_norms) {
       norm(b + "post_attention_norm.weight", p.n_embd);
       norm(b + "post_ffw_norm.weight", p.n_embd);
     }
-    if (d.parts.fused) {
+    if (shape.recurrent(l)) {  // a gated DeltaNet layer (blocks.h's LoadDeltaNetTensors)
+      const int64_t hv = p.ssm_value_heads, inner = hv * p.ssm_head_dim;
+      const int64_t channels = (2 * p.ssm_key_heads + hv) * p.ssm_head_dim;
+      matrix(b + "attn_qkv.weight", p.n_embd, channels, dtype);
+      matrix(b + "attn_gate.weight", p.n_embd, inner, dtype);
+      matrix(b + "ssm_beta.weight", p.n_embd, hv, dtype);
+      matrix(b + "ssm_alpha.weight", p.n_embd, hv, dtype);
+      matrix(b + "ssm_out.weight", inner, p.n_embd, dtype);
+      // The convolution's weights in f32 (llama.cpp's quantizer leaves them), about +-0.5; the decay
+      // bias about +-0.5 and its scale -exp(A_log) in [-0.3, -0.05], so that states fade over tens
+      // of positions, not one.
+      std::vector<float> conv(static_cast<size_t>(p.ssm_conv_kernel * channels));
+      FillUniform(seed, stream++, 0.5f, &conv);
+      w.AddTensor(b + "ssm_conv1d.weight", GgmlType::kF32, {p.ssm_conv_kernel, channels}, Encode(conv, GgmlType::kF32));
+      bias(b + "ssm_dt.bias", hv);
+      std::vector<float> decay(static_cast<size_t>(hv));
+      FillUniform(seed, stream++, 1.0f, &decay);
+      for (float& x : decay) x = -0.175f + 0.125f * x;
+      w.AddTensor(b + "ssm_a", GgmlType::kF32, {hv}, Encode(decay, GgmlType::kF32));
+      norm(b + "ssm_norm.weight", p.ssm_head_dim);
+    } else if (d.parts.fused) {
       matrix(b + "attn_qkv.weight", p.n_embd, q_dim + 2 * kv, dtype);
     } else {
-      matrix(b + "attn_q.weight", p.n_embd, q_dim, dtype);
+      matrix(b + "attn_q.weight", p.n_embd, d.parts.output_gate ? 2 * q_dim : q_dim, dtype);
       if (stores_kv) {
         matrix(b + "attn_k.weight", p.n_embd, kv, dtype);
         matrix(b + "attn_v.weight", p.n_embd, kv, dtype);
       }
     }
-    if (d.parts.biases == LayerParts::Biases::kRequired) {
+    if (d.parts.biases == LayerParts::Biases::kRequired && !shape.recurrent(l)) {
       bias(b + "attn_q.bias", q_dim);
       bias(b + "attn_k.bias", kv);
       bias(b + "attn_v.bias", kv);
     }
-    if (d.parts.qk_norms) {
+    if (d.parts.qk_norms && !shape.recurrent(l)) {
       norm(b + "attn_q_norm.weight", hd, p.qk_norm_scale);
       if (stores_kv) norm(b + "attn_k_norm.weight", hd, p.qk_norm_scale);
     }
-    matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
+    if (!shape.recurrent(l)) matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
     if (d.parts.fused) {
       matrix(b + "ffn_up.weight", p.n_embd, 2 * ff, dtype);  // gate rows, then up rows
     } else {

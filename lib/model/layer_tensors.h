@@ -25,6 +25,13 @@ struct LayerTensors {
   WeightMatrix inp_gate, inp_proj;
   Vec inp_post_norm;
   float out_scale = 0;  // the layer's output multiplied by it (Gemma 4's layer_output_scale); 0: not
+  // A gated DeltaNet layer's (Qwen3.5: blocks.h's DeltaNetBlock), in place of the attention's: the
+  // input projections (to the convolution's channels, the output gate z, the rates beta and the
+  // decays alpha), the output projection, the convolution's weights [channels][kernel], the decays'
+  // bias and scale (one each per value head: ssm_dt.bias and ssm_a, the latter -exp(A_log)), the
+  // output norm (head_dim).
+  WeightMatrix ssm_in, ssm_z, ssm_beta, ssm_alpha, ssm_out;
+  Vec ssm_conv, ssm_dt, ssm_a, ssm_norm;
 };
 
 // The model-wide tensors of per-layer embeddings (ModelConfig::n_embd_per_layer): a table of

@@ -19,7 +19,7 @@ absl::StatusOr<int64_t> RequiredPositive(const GgufFile& f, const std::string& k
 // feed_forward_length): each in 1..max; *all = the value (the largest of an array), *per_layer
 // the array (left empty for one value).
 absl::Status ReadPerLayer(const GgufFile& f, const std::string& key, int64_t n_layer, int64_t max, int64_t* all,
-                          std::vector<int64_t>* per_layer) {
+                          std::vector<int64_t>* per_layer, int64_t min_element = 1) {
   const GgufValue* v = f.Find(key);
   if (v == nullptr || v->type != GgufType::kArray) {
     LLM42_ASSIGN_OR_RETURN(*all, RequiredPositive(f, key, max));
@@ -32,7 +32,9 @@ absl::Status ReadPerLayer(const GgufFile& f, const std::string& key, int64_t n_l
   *all = 0;
   for (size_t l = 0; l < v->int_array.size(); ++l) {
     const int64_t x = v->int_array[l];
-    if (x <= 0 || x > max) return FormatError("key '", key, "'[", l, "] = ", x, " is out of range (1..", max, ")");
+    if (x < min_element || x > max) {
+      return FormatError("key '", key, "'[", l, "] = ", x, " is out of range (", min_element, "..", max, ")");
+    }
     *all = std::max(*all, x);
   }
   per_layer->assign(v->int_array.begin(), v->int_array.end());
@@ -53,8 +55,20 @@ int64_t ModelConfig::max_q_dim() const { return Widest(n_layer, [&](int64_t l) {
 int64_t ModelConfig::max_kv_dim() const { return Widest(n_layer, [&](int64_t l) { return kv_dim(l); }); }
 int64_t ModelConfig::max_ff() const { return Widest(n_layer, [&](int64_t l) { return n_ff_of(l); }); }
 
+int64_t ModelConfig::n_recurrent() const { return recurrent_index(n_layer); }
+int64_t ModelConfig::recurrent_index(int64_t l) const {
+  int64_t n = 0;
+  for (int64_t j = 0; j < l; ++j) n += recurrent(j);
+  return n;
+}
+
 absl::Status ModelConfig::ValidateLayers() const {
   for (int64_t l = 0; l < n_layer; ++l) {
+    if (recurrent(l) != (n_head_kv_of(l) == 0)) {
+      return FormatError("layer ", l, (recurrent(l) ? " is recurrent but has " : " attends but has "), n_head_kv_of(l),
+                         " KV heads");
+    }
+    if (recurrent(l)) continue;
     if (n_head % n_head_kv_of(l) != 0) {
       return FormatError("head count ", n_head, " is not a multiple of layer ", l, "'s KV head count ", n_head_kv_of(l));
     }
@@ -96,9 +110,10 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
   LLM42_ASSIGN_OR_RETURN(c.n_head, RequiredPositive(f, a + "attention.head_count", 1024));
   c.n_head_kv = c.n_head;
   if (f.Find(a + "attention.head_count_kv") != nullptr) {
-    LLM42_RETURN_IF_ERROR(ReadPerLayer(f, a + "attention.head_count_kv", c.n_layer, 1024, &c.n_head_kv, &c.layer_head_kv));
+    // 0 for a layer without attention (a recurrent layer: ValidateLayers).
+    LLM42_RETURN_IF_ERROR(ReadPerLayer(f, a + "attention.head_count_kv", c.n_layer, 1024, &c.n_head_kv, &c.layer_head_kv, 0));
   }
-  if (c.n_head % c.n_head_kv != 0) {
+  if (c.n_head_kv == 0 || c.n_head % c.n_head_kv != 0) {
     return FormatError("head count ", c.n_head, " is not a multiple of KV head count ", c.n_head_kv);
   }
   // A head's width: attention.key_length where the file states it (Qwen3, Gemma: heads wider or

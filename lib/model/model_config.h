@@ -63,6 +63,13 @@ struct ModelConfig {
   // Per-layer embeddings' width (Gemma 4 E2B, E4B: lib/model/arch/blocks.h's PerLayerInputs); 0: none.
   int64_t n_embd_per_layer = 0;
 
+  // Linear-attention layers (gated DeltaNet, Qwen3.5: lib/model/arch/blocks.h's DeltaNetBlock):
+  // layer l is one where layer_recurrent[l] (it has no K/V: n_head_kv_of(l) is 0); their
+  // convolution's width, key heads, value heads and head width (ssm.conv_kernel,
+  // ssm.group_count, ssm.time_step_rank, ssm.state_size).
+  std::vector<uint8_t> layer_recurrent;
+  int64_t ssm_conv_kernel = 0, ssm_key_heads = 0, ssm_value_heads = 0, ssm_head_dim = 0;
+
   // The attention window of layer l (0: every earlier position).
   int64_t window(int64_t l) const {
     return sliding_window > 0 && sliding(l) ? sliding_window : 0;
@@ -87,6 +94,12 @@ struct ModelConfig {
     return layer_head_kv.empty() ? n_head_kv : layer_head_kv[static_cast<size_t>(l)];
   }
   int64_t n_ff_of(int64_t l) const { return layer_ff.empty() ? n_ff : layer_ff[static_cast<size_t>(l)]; }
+  bool recurrent(int64_t l) const {
+    return static_cast<size_t>(l) < layer_recurrent.size() && layer_recurrent[static_cast<size_t>(l)] != 0;
+  }
+  // Recurrent layers, and layer l's index among them (the recurrent state's layer).
+  int64_t n_recurrent() const;
+  int64_t recurrent_index(int64_t l) const;
   // Widths of layer l's query heads and of its key (or value) heads of a position; q_dim may
   // differ from n_embd (Qwen3-0.6B: 16 heads of 128 on 1024).
   int64_t q_dim(int64_t l) const { return n_head * head_dim_of(l); }

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/arch/architecture.h"
 #include "lib/model/arch/blocks.h"
@@ -38,6 +39,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     const std::function<absl::Status(int64_t done, int64_t total)>& after_layer) {
   std::unique_ptr<ModelRunner> r(new ModelRunner(model, be));
   const ModelConfig& c = model.config();
+  if (c.n_recurrent() > 0 && !be.runs_recurrent()) {
+    return UnsupportedError("the ", be.name(), " backend does not run recurrent (linear-attention) layers yet: run ",
+                            c.architecture.empty() ? std::string("this model") : c.architecture, " on the cpu backend");
+  }
   LLM42_ASSIGN_OR_RETURN(r->token_embd_, be.UploadWeight(model.token_embd()));
   // Tied embeddings share the host tensor; the backend keeps one copy per upload, so reuse it.
   if (model.output().data == model.token_embd().data) {
@@ -76,19 +81,23 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     for (auto [from, to] : {std::pair{&L.attn_norm, &R.attn_norm}, {&L.attn_post_norm, &R.attn_post_norm},
                             {&L.ffn_norm, &R.ffn_norm}, {&L.ffn_post_norm, &R.ffn_post_norm}, {&L.bq, &R.bq},
                             {&L.bk, &R.bk}, {&L.bv, &R.bv}, {&L.q_norm, &R.q_norm}, {&L.k_norm, &R.k_norm},
-                            {&L.v_norm, &R.v_norm}, {&L.inp_post_norm, &R.inp_post_norm}}) {
+                            {&L.v_norm, &R.v_norm}, {&L.inp_post_norm, &R.inp_post_norm}, {&L.ssm_conv, &R.ssm_conv},
+                            {&L.ssm_dt, &R.ssm_dt}, {&L.ssm_a, &R.ssm_a}, {&L.ssm_norm, &R.ssm_norm}}) {
       LLM42_ASSIGN_OR_RETURN(*to, UploadOptional(be, *from));
     }
     // The matrices MatMulShared takes together are uploaded together (Backend::UploadWeights); a
     // layer sharing an earlier layer's K/V has its queries' alone.
     if (L.wk.data != nullptr) {
       LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.wq, &L.wk, &L.wv}, {&R.wq, &R.wk, &R.wv}));
-    } else {
+    } else if (L.wq.data != nullptr) {
       LLM42_ASSIGN_OR_RETURN(R.wq, be.UploadWeight(L.wq));
+    } else {  // a recurrent layer (blocks.h's DeltaNetBlock takes its four input projections together)
+      LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.ssm_in, &L.ssm_z, &L.ssm_alpha, &L.ssm_beta},
+                                        {&R.ssm_in, &R.ssm_z, &R.ssm_alpha, &R.ssm_beta}));
     }
     LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.w_gate, &L.w_up}, {&R.w_gate, &R.w_up}));
     for (auto [from, to] : {std::pair{&L.wo, &R.wo}, {&L.w_down, &R.w_down}, {&L.inp_gate, &R.inp_gate},
-                            {&L.inp_proj, &R.inp_proj}}) {
+                            {&L.inp_proj, &R.inp_proj}, {&L.ssm_out, &R.ssm_out}}) {
       if (from->data == nullptr) continue;  // a tensor the model lacks
       LLM42_ASSIGN_OR_RETURN(*to, be.UploadWeight(*from));
     }
@@ -99,6 +108,20 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     }
   }
   return r;
+}
+
+absl::Status ModelRunner::AllocateRecurrent(int64_t n_slots) {
+  recurrent_shape_ = RecurrentShape{};
+  const RecurrentShape shape = recurrent_shape(n_slots);
+  LLM42_RETURN_IF_ERROR(backend_.AllocateRecurrent(shape));
+  recurrent_shape_ = shape;
+  return absl::OkStatus();
+}
+
+RecurrentShape ModelRunner::recurrent_shape(int64_t n_slots) const {
+  const ModelConfig& c = model_.config();
+  return RecurrentShape{c.n_recurrent(), n_slots, c.ssm_conv_kernel, (2 * c.ssm_key_heads + c.ssm_value_heads) * c.ssm_head_dim,
+                        c.ssm_value_heads, c.ssm_head_dim};
 }
 
 absl::Status ModelRunner::AllocateKv(const KvCache& cache) {
@@ -158,7 +181,14 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
       sc = Schedules(step_schedules_.data());
     }
   }
-  const int64_t e = c.n_embd, qd = c.max_q_dim(), kv = c.max_kv_dim(), ff = std::max(c.max_ff(), c.n_embd_per_layer);
+  // Buffers wide enough for every block's use of them (blocks.h): a gated attention's queries and
+  // gates in gate and up, a DeltaNet layer's convolution channels there, its z and outputs in q and
+  // attn, its decays' and rates' inputs in k and v.
+  const bool gated = model_.architecture().data().parts.output_gate;
+  const int64_t inner = c.ssm_value_heads * c.ssm_head_dim;
+  const int64_t e = c.n_embd, qd = std::max(c.max_q_dim(), inner), kv = std::max(c.max_kv_dim(), c.ssm_value_heads);
+  const int64_t ff = std::max({c.max_ff(), c.n_embd_per_layer, gated ? 2 * c.max_q_dim() : 0,
+                               c.n_recurrent() > 0 ? recurrent_shape_.conv_channels : 0});
   const int64_t per_layer_width = c.n_layer * c.n_embd_per_layer;
   auto buffer = [&](Slot slot, int64_t width) { return be.Workspace(slot, um * static_cast<size_t>(width)); };
   LLM42_ASSIGN_OR_RETURN(float* x, buffer(kX, e));
@@ -176,7 +206,21 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
     LLM42_ASSIGN_OR_RETURN(per_layer_scratch, buffer(kPerLayerScratch, per_layer_width));
   }
 
-  LLM42_RETURN_IF_ERROR(be.BeginBatch(BatchPlan{tokens, positions, tables_, sc}));
+  std::span<const RecurrentRow> recurrent = batch.recurrent;
+  if (c.n_recurrent() > 0) {
+    if (recurrent_shape_.n_slots == 0) return absl::FailedPreconditionError("the model's recurrent state was not allocated");
+    if (recurrent.size() != static_cast<size_t>(real)) {
+      return absl::InvalidArgumentError(absl::StrCat("a batch of ", real, " rows with recurrent state for ", recurrent.size()));
+    }
+    if (m > real) {  // padding rows: each in the padding slot, from zeros, a run of its own would
+      // be apart; one run of them all in the last slot (ModelRunner::padding_slot)
+      step_recurrent_.assign(recurrent.begin(), recurrent.end());
+      step_recurrent_.resize(um, RecurrentRow{static_cast<int32_t>(recurrent_shape_.n_slots - 1), RecurrentRow::kZeroState});
+      for (size_t i = static_cast<size_t>(real) + 1; i < um; ++i) step_recurrent_[i].from = RecurrentRow::kNone;
+      recurrent = step_recurrent_;
+    }
+  }
+  LLM42_RETURN_IF_ERROR(be.BeginBatch(BatchPlan{tokens, positions, tables_, sc, recurrent}));
   // The layers, which a device may record once and replay for later steps planned alike.
   LLM42_RETURN_IF_ERROR(be.RunStep(this, [&]() -> absl::Status {
     LLM42_RETURN_IF_ERROR(be.Embed(token_embd_, x));

@@ -47,6 +47,9 @@ struct ForwardBatch {
   // When set, receives the seconds that bringing the logits (and summaries) to the host took once
   // the device had finished the pass (a step's time split: EngineStats::StepTimes).
   double* logits_copy_seconds = nullptr;
+  // Per token, its recurrent state (Backend's RecurrentRow) where the model has recurrent layers
+  // (empty otherwise).
+  std::span<const RecurrentRow> recurrent = {};
 };
 
 // A ModelWeights on a Backend: its weights uploaded there, the backend's KV storage sized for a
@@ -70,6 +73,11 @@ class ModelRunner {
   absl::Status AllocateKv(const KvCache& cache);
   // Bytes of KV storage one position of one sequence takes on this backend.
   int64_t kv_bytes_per_token() const;
+  // Where the model has recurrent layers (ModelConfig::n_recurrent): allocates n_slots slots of
+  // their state on the backend (all zero), the last of them kept for padding rows; the shape of
+  // that many slots (bytes: slot_floats() * 4 each).
+  absl::Status AllocateRecurrent(int64_t n_slots);
+  RecurrentShape recurrent_shape(int64_t n_slots) const;
 
   // Runs the batch over `cache`'s block tables (the cache AllocateKv last saw), writing each
   // token's K/V at its position before attention reads it, and returns the logits [row][n_vocab]
@@ -105,6 +113,8 @@ class ModelRunner {
   // the padding rows' block table.
   std::vector<int32_t> step_tokens_, step_positions_;
   std::vector<Schedule> step_schedules_;
+  std::vector<RecurrentRow> step_recurrent_;
+  RecurrentShape recurrent_shape_;
   int32_t padding_table_[1] = {0};
   std::vector<Schedule> logit_schedules_;
   std::vector<int32_t> summarized_, full_;  // the last pass's logit rows, by what crosses to the host

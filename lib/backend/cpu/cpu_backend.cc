@@ -148,6 +148,29 @@ absl::Status CpuBackend::BeginBatch(const BatchPlan& plan) {
   }
   decode_first_.push_back(static_cast<int64_t>(decode_ranges_.size()));
   window_ranges_for_ = 0;
+  if (!plan.recurrent.empty() && plan.recurrent.size() != plan.tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("a batch of ", plan.tokens.size(), " rows with recurrent state for ",
+                                                   plan.recurrent.size()));
+  }
+  return recurrent_.Plan(plan.recurrent);
+}
+
+absl::Status CpuBackend::CausalConv(int64_t layer, const float* x, const float* weight, float* out) {
+  return recurrent_.CausalConv(layer, x, weight, out, [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    pool_.ParallelFor(n, 64, fn);
+  });
+}
+
+absl::Status CpuBackend::DeltaRule(int64_t layer, const DeltaRuleArgs& args, float* out) {
+  return recurrent_.DeltaRule(layer, args, out, [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    pool_.ParallelFor(n, 1, fn);
+  });
+}
+
+absl::Status CpuBackend::SigmoidMul(float* x, const float* gate, size_t n) {
+  ForRows(static_cast<int64_t>(n), 32, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] *= 1.0f / (1.0f + PortableExpf(-gate[i]));
+  });
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 #include "lib/backend/cpu/attention.h"
 #include "lib/backend/cpu/int8_dot.h"
 #include "lib/backend/cpu/kquant_gemv.h"
+#include "lib/backend/cpu/recurrent.h"
 #include "lib/util/aligned_vector.h"
 #include "lib/util/large_buffer.h"
 #include "lib/util/thread_pool.h"
@@ -86,6 +87,15 @@ class CpuBackend final : public Backend {
   absl::Status Columns(const float* x, int64_t m, int64_t stride, int64_t n, float* out) override;
   absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           float* out) override;
+  // Recurrent layers: internal::RecurrentState's (its runs' channels or heads on the pool).
+  bool runs_recurrent() const override { return true; }
+  absl::Status AllocateRecurrent(const RecurrentShape& shape) override { return recurrent_.Allocate(shape); }
+  absl::Status CopyRecurrent(int32_t from, int32_t to) override { return recurrent_.Copy(from, to); }
+  absl::Status ReadRecurrent(int32_t slot, std::span<float> host) override { return recurrent_.Read(slot, host); }
+  absl::Status WriteRecurrent(int32_t slot, std::span<const float> host) override { return recurrent_.Write(slot, host); }
+  absl::Status CausalConv(int64_t layer, const float* x, const float* weight, float* out) override;
+  absl::Status DeltaRule(int64_t layer, const DeltaRuleArgs& args, float* out) override;
+  absl::Status SigmoidMul(float* x, const float* gate, size_t n) override;
   // In place (the rows are host memory), a row per task on the pool.
   absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           ArgmaxSummary* host_out) override;
@@ -160,6 +170,7 @@ class CpuBackend final : public Backend {
     std::vector<float> cs;
   };
   std::vector<RopeAngles> rope_cs_;
+  internal::RecurrentState recurrent_;
 };
 
 int DefaultThreadCount();

@@ -12,6 +12,7 @@ namespace llm42 {
 const Architecture& LlamaArchitecture();
 const Architecture& Qwen2Architecture();
 const Architecture& Qwen3Architecture();
+const Architecture& Qwen35Architecture();
 const Architecture& Gemma2Architecture();
 const Architecture& Gemma3Architecture();
 const Architecture& Gemma4Architecture();
@@ -21,7 +22,7 @@ const Architecture& Mistral3Architecture();
 std::span<const Architecture* const> Architectures() {
   static const Architecture* const all[] = {&LlamaArchitecture(),  &Qwen2Architecture(),  &Qwen3Architecture(),
                                             &Gemma2Architecture(), &Gemma3Architecture(), &Gemma4Architecture(),
-                                            &Phi3Architecture(),   &Mistral3Architecture()};
+                                            &Phi3Architecture(),   &Mistral3Architecture(), &Qwen35Architecture()};
   return all;
 }
 

@@ -33,6 +33,11 @@ struct LayerParts {
   bool v_norm = false;
   bool optional_v = false;
   bool layer_scale = false;
+  // Qwen3.5's: blk.N.attn_q.weight holds each head's queries then as many rows of an output gate
+  // (the attention's output multiplied by its sigmoid); the feed-forward norm is
+  // blk.N.post_attention_norm.weight.
+  bool output_gate = false;
+  std::string_view ffn_norm = "ffn_norm";
 };
 
 // One float key an architecture reads beyond the common ones: {arch}.suffix into a ModelConfig

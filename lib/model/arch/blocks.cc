@@ -7,18 +7,16 @@
 
 namespace llm42 {
 
-absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, const LayerParts& parts, HostLayer& L) {
+namespace {
+
+// The attention's tensors of layer l: biases, per-head norms, q/k/v (fused or not), the output.
+absl::Status LoadAttentionTensors(TensorReader& r, const ModelConfig& c, int64_t l, const LayerParts& parts,
+                                  HostLayer& L) {
   const std::string p = absl::StrCat("blk.", l, ".");
-  const int64_t e = c.n_embd, hd = c.head_dim_of(l), qd = c.q_dim(l), kv = c.kv_dim(l), ff = c.n_ff_of(l);
+  const int64_t e = c.n_embd, hd = c.head_dim_of(l), qd = c.q_dim(l), kv = c.kv_dim(l);
   // A layer sharing an earlier layer's K/V has no key or value tensors (the file may hold them:
   // llama.cpp's converter writes none, but they would go unread).
   const bool stores_kv = l < c.n_kv_layers();
-  LLM42_ASSIGN_OR_RETURN(L.attn_norm, r.Vector(p + "attn_norm.weight", e));
-  LLM42_ASSIGN_OR_RETURN(L.ffn_norm, r.Vector(p + "ffn_norm.weight", e));
-  if (parts.post_norms) {
-    LLM42_ASSIGN_OR_RETURN(L.attn_post_norm, r.Vector(p + "post_attention_norm.weight", e));
-    LLM42_ASSIGN_OR_RETURN(L.ffn_post_norm, r.Vector(p + "post_ffw_norm.weight", e));
-  }
   if (parts.biases != LayerParts::Biases::kNone) {
     const bool required = parts.biases == LayerParts::Biases::kRequired;
     auto bias = [&](const char* name, int64_t n) {
@@ -45,7 +43,7 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
     L.wk = TensorReader::Rows(qkv, qd, kv);
     L.wv = TensorReader::Rows(qkv, qd + kv, kv);
   } else {
-    LLM42_ASSIGN_OR_RETURN(L.wq, r.Matrix(p + "attn_q.weight", e, qd));
+    LLM42_ASSIGN_OR_RETURN(L.wq, r.Matrix(p + "attn_q.weight", e, parts.output_gate ? 2 * qd : qd));
     if (stores_kv) {
       LLM42_ASSIGN_OR_RETURN(L.wk, r.Matrix(p + "attn_k.weight", e, kv));
       if (parts.optional_v && !r.Has(p + "attn_v.weight")) {
@@ -56,6 +54,25 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
     }
   }
   LLM42_ASSIGN_OR_RETURN(L.wo, r.Matrix(p + "attn_output.weight", qd, e));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, const LayerParts& parts, HostLayer& L) {
+  const std::string p = absl::StrCat("blk.", l, ".");
+  const int64_t e = c.n_embd, ff = c.n_ff_of(l);
+  LLM42_ASSIGN_OR_RETURN(L.attn_norm, r.Vector(p + "attn_norm.weight", e));
+  LLM42_ASSIGN_OR_RETURN(L.ffn_norm, r.Vector(p + std::string(parts.ffn_norm) + ".weight", e));
+  if (parts.post_norms) {
+    LLM42_ASSIGN_OR_RETURN(L.attn_post_norm, r.Vector(p + "post_attention_norm.weight", e));
+    LLM42_ASSIGN_OR_RETURN(L.ffn_post_norm, r.Vector(p + "post_ffw_norm.weight", e));
+  }
+  if (c.recurrent(l)) {
+    LLM42_RETURN_IF_ERROR(LoadDeltaNetTensors(r, c, l, L));
+  } else {
+    LLM42_RETURN_IF_ERROR(LoadAttentionTensors(r, c, l, parts, L));
+  }
   if (parts.fused && !r.Has(p + "ffn_gate.weight")) {
     LLM42_ASSIGN_OR_RETURN(const WeightMatrix gate_up, r.Matrix(p + "ffn_up.weight", e, 2 * ff));
     L.w_gate = TensorReader::Rows(gate_up, 0, ff);
@@ -88,11 +105,19 @@ absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L) {
   const AttentionShape& h = g.heads;
   const int64_t m = g.m, e = c.n_embd, qd = h.n_head * h.head_dim, kv = h.n_head_kv * h.head_dim;
   LLM42_RETURN_IF_ERROR(be.RmsNorm(g.x, L.attn_norm, m, e, c.rms_eps, g.xn, g.sc));
+  // With an output gate (LayerParts::output_gate) the queries' projection, each head's queries
+  // then its gate, goes to g.gate, split into g.q and the gate in g.up.
+  const bool gated = L.wq.rows == 2 * qd;
+  float* q_out = gated ? g.gate : g.q;
   if (g.stores_kv) {
-    const Backend::MatMulOutput qkv[] = {{&L.wq, g.q}, {&L.wk, g.k}, {&L.wv, g.v}};
+    const Backend::MatMulOutput qkv[] = {{&L.wq, q_out}, {&L.wk, g.k}, {&L.wv, g.v}};
     LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, qkv, g.sc));
   } else {
-    LLM42_RETURN_IF_ERROR(be.MatMul(g.xn, m, L.wq, g.q, g.sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(g.xn, m, L.wq, q_out, g.sc));
+  }
+  if (gated) {
+    LLM42_RETURN_IF_ERROR(be.Columns(g.gate, m * h.n_head, 2 * h.head_dim, h.head_dim, g.q));
+    LLM42_RETURN_IF_ERROR(be.Columns(g.gate + h.head_dim, m * h.n_head, 2 * h.head_dim, h.head_dim, g.up));
   }
   if (L.bq != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.q, m, qd, L.bq));
   if (L.bk != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.k, m, kv, L.bk));
@@ -117,6 +142,7 @@ absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L) {
     LLM42_RETURN_IF_ERROR(be.Rope(g.q, h.n_head, h.head_dim, g.rope, g.sc));
   }
   LLM42_RETURN_IF_ERROR(be.Attention(g.kv_layer, g.q, h, g.attn, g.sc));
+  if (gated) LLM42_RETURN_IF_ERROR(be.SigmoidMul(g.attn, g.up, static_cast<size_t>(m * qd)));
   LLM42_RETURN_IF_ERROR(be.MatMul(g.attn, m, L.wo, g.proj, g.sc));
   if (L.attn_post_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.attn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
   return absl::OkStatus();  // g.proj: the residual BlockArchitecture::Layer adds
@@ -136,6 +162,41 @@ absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activa
   LLM42_RETURN_IF_ERROR(be.MatMul(g.gate, m, L.w_down, g.proj, g.sc));
   if (L.ffn_post_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.ffn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
   return be.Add(g.x, g.proj, static_cast<size_t>(m * e));
+}
+
+absl::Status LoadDeltaNetTensors(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) {
+  const std::string p = absl::StrCat("blk.", l, ".");
+  const int64_t e = c.n_embd, d = c.ssm_head_dim, hv = c.ssm_value_heads, inner = hv * d;
+  const int64_t channels = (2 * c.ssm_key_heads + hv) * d;
+  LLM42_ASSIGN_OR_RETURN(L.ssm_in, r.Matrix(p + "attn_qkv.weight", e, channels));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_z, r.Matrix(p + "attn_gate.weight", e, inner));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_beta, r.Matrix(p + "ssm_beta.weight", e, hv));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_alpha, r.Matrix(p + "ssm_alpha.weight", e, hv));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_out, r.Matrix(p + "ssm_out.weight", inner, e));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_conv, r.Values(p + "ssm_conv1d.weight", c.ssm_conv_kernel, channels));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_dt, r.Vector(p + "ssm_dt.bias", hv));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_a, r.Vector(p + "ssm_a", hv));
+  LLM42_ASSIGN_OR_RETURN(L.ssm_norm, r.Vector(p + "ssm_norm.weight", d));
+  return absl::OkStatus();
+}
+
+absl::Status DeltaNetBlock(const LayerGraph& g, const BackendLayer& L) {
+  Backend& be = g.be;
+  const ModelConfig& c = g.c;
+  const int64_t m = g.m, e = c.n_embd, d = c.ssm_head_dim, hv = c.ssm_value_heads;
+  const int64_t layer = c.recurrent_index(g.layer);
+  const DeltaRuleShape shape{c.ssm_key_heads, hv, d, c.rms_eps};
+  LLM42_RETURN_IF_ERROR(be.RmsNorm(g.x, L.attn_norm, m, e, c.rms_eps, g.xn, g.sc));
+  // The convolution's input in g.gate, z in g.q, the decays' and rates' inputs in g.k and g.v.
+  const Backend::MatMulOutput in[] = {{&L.ssm_in, g.gate}, {&L.ssm_z, g.q}, {&L.ssm_alpha, g.k}, {&L.ssm_beta, g.v}};
+  LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, in, g.sc));
+  LLM42_RETURN_IF_ERROR(be.CausalConv(layer, g.gate, L.ssm_conv, g.up));
+  LLM42_RETURN_IF_ERROR(be.DeltaRule(layer, {shape, g.up, g.k, g.v, L.ssm_dt, L.ssm_a}, g.attn));
+  // Each head's output RMS-normalized (rows of head_dim: fixed for every row, valid for both
+  // schedules), times silu(z).
+  LLM42_RETURN_IF_ERROR(be.RmsNorm(g.attn, L.ssm_norm, m * hv, d, c.rms_eps, g.attn, Schedule::kFixed));
+  LLM42_RETURN_IF_ERROR(be.SwiGlu(g.q, g.attn, m, hv * d, g.attn, g.sc));
+  return be.MatMul(g.attn, m, L.ssm_out, g.proj, g.sc);
 }
 
 // The scales as llama.cpp's graph computes them, in float: sqrtf(P), 1 / sqrtf(n_embd), 1 / sqrtf(2).

@@ -35,7 +35,18 @@ absl::Status PerLayerInputs(Backend& be, const ModelConfig& c, int64_t m, const 
 // In layer l, after its feed-forward block: x += post_norm(proj(gelu(gate(x)) * per_layer[l])).
 absl::Status PerLayerInputBlock(const LayerGraph& g, const BackendLayer& L);
 
-// The layer most architectures have: LoadLayerTensors with the data's parts, AttentionBlock, then
+// A gated DeltaNet layer's tensors (Qwen3.5's linear attention: LayerTensors' ssm_*, by llama.cpp's
+// names: blk.N.attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out, ssm_conv1d, ssm_dt.bias, ssm_a,
+// ssm_norm), beside LoadLayerTensors' norms and FFN.
+absl::Status LoadDeltaNetTensors(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L);
+// g.proj = the linear attention of norm(x), the residual the caller adds (llama.cpp's qwen35
+// graph): the input projections, the causal convolution (Backend::CausalConv), the gated delta
+// rule over the layer's recurrent state (Backend::DeltaRule), each head's output norm times
+// silu(z), the output projection.
+absl::Status DeltaNetBlock(const LayerGraph& g, const BackendLayer& L);
+
+// The layer most architectures have: LoadLayerTensors with the data's parts, AttentionBlock (or
+// DeltaNetBlock), then
 // FeedForwardBlock with `act`. An architecture's file derives from it, declares its data and
 // reads what the data cannot say.
 class BlockArchitecture : public Architecture {
@@ -45,11 +56,12 @@ class BlockArchitecture : public Architecture {
   absl::Status LoadLayer(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) const override {
     return LoadLayerTensors(r, c, l, data_.parts, L);
   }
-  // The attention block, its residual added and the feed-forward norm taken in one op
+  // The attention block (a DeltaNet block in a recurrent layer), its residual added and the
+  // feed-forward norm taken in one op
   // (Backend::AddRmsNorm), then the feed-forward block, the per-layer input block where the
   // model has per-layer embeddings, and the layer's scale where it has one.
   absl::Status Layer(const LayerGraph& g, const BackendLayer& L) const override {
-    LLM42_RETURN_IF_ERROR(AttentionBlock(g, L));
+    LLM42_RETURN_IF_ERROR(g.c.recurrent(g.layer) ? DeltaNetBlock(g, L) : AttentionBlock(g, L));
     LLM42_RETURN_IF_ERROR(g.be.AddRmsNorm(g.x, g.proj, L.ffn_norm, g.m, g.c.n_embd, g.c.rms_eps, g.xn, g.sc));
     LLM42_RETURN_IF_ERROR(FeedForwardBlock(g, L, act_));
     if (g.per_layer != nullptr) LLM42_RETURN_IF_ERROR(PerLayerInputBlock(g, L));

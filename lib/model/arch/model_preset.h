@@ -38,6 +38,14 @@ struct ModelPreset {
   // Per-head q/k norm weights multiplied by it: where scores go unscaled (Gemma 4), about
   // head_dim^(-1/4) keeps a random model's attention as soft as a scaled one's.
   float qk_norm_scale = 1;
+  // Rotated dims of a head (rope.dimension_count; 0: all) and M-RoPE's sections
+  // (rope.dimension_sections; empty: none).
+  int64_t rope_dims = 0;
+  std::vector<int32_t> rope_sections = {};
+  // Linear-attention layers (Qwen3.5): every full_attention_interval-th layer attends, the others
+  // are gated DeltaNet layers (ModelConfig's ssm_* fields; 0: none).
+  int64_t full_attention_interval = 0;
+  int64_t ssm_conv_kernel = 0, ssm_key_heads = 0, ssm_value_heads = 0, ssm_head_dim = 0;
 };
 
 }  // namespace llm42

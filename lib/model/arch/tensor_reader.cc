@@ -59,6 +59,13 @@ absl::StatusOr<std::vector<float>> TensorReader::Vector(const std::string& name,
   return v;
 }
 
+absl::StatusOr<std::vector<float>> TensorReader::Values(const std::string& name, int64_t cols, int64_t rows) const {
+  LLM42_ASSIGN_OR_RETURN(const WeightMatrix w, Table(name, cols, rows));
+  std::vector<float> v(static_cast<size_t>(cols * rows));
+  for (int64_t r = 0; r < rows; ++r) internal::DequantizeRow(w.type, w.row(r), cols, v.data() + r * cols);
+  return v;
+}
+
 absl::StatusOr<std::vector<float>> TensorReader::OptionalVector(const std::string& name, int64_t n) const {
   if (!Has(name)) return std::vector<float>();
   return Vector(name, n);

@@ -28,6 +28,8 @@ class TensorReader {
   absl::StatusOr<std::vector<float>> Vector(const std::string& name, int64_t n) const;
   // Empty where the file lacks it, else as Vector.
   absl::StatusOr<std::vector<float>> OptionalVector(const std::string& name, int64_t n) const;
+  // A small 2-D tensor's values as f32, row after row (a convolution's weights).
+  absl::StatusOr<std::vector<float>> Values(const std::string& name, int64_t cols, int64_t rows) const;
   // `n` rows of `m` from row `first` (a part of a fused tensor; its bytes counted already).
   static WeightMatrix Rows(const WeightMatrix& m, int64_t first, int64_t n);
 
