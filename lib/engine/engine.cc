@@ -330,14 +330,20 @@ void Engine::BuildRows(StepBatch& b) {
 
 void Engine::RecurrentRows(StepBatch& b, size_t e, int64_t* scratch_used) {
   const PlanEntry& p = b.plan[e];
-  const Sequence& s = *p.seq;
+  Sequence& s = *p.seq;
   const RecurrentSlots& slots = config_.recurrent;
   stats_.Check(s.kv_seq < slots.sequences(), "a KV-cache sequence id has a recurrent state slot");
   // A deterministic request's decode row under fast: a candidate, on the candidates' copy.
   const bool candidate = s.dvr && p.kind == RowKind::kDecode && b.entry_schedule[e] == Schedule::kFast;
   RecurrentRow first{candidate ? slots.candidates(s.kv_seq) : slots.live(s.kv_seq)};
-  if (p.begin == 0) {
-    first.from = RecurrentRow::kZeroState;
+  if (s.fresh_state) {  // admitted: from its prefix's snapshot (KvCache::MapCachedPrefix), or zeros
+    stats_.Check(!candidate, "a sequence's first row after admission is not a candidate");
+    const int32_t id = cache_.SnapshotBefore(s.kv_seq, p.begin);
+    stats_.Check(p.begin == 0 || id >= 0, "a sequence admitted past position 0 has its prefix's snapshot");
+    first.from = p.begin == 0 || id < 0 ? RecurrentRow::kZeroState : slots.snapshot(id);
+    s.fresh_state = false;
+  } else if (p.begin == 0) {
+    first.from = p.begin == 0 || id < 0 ? RecurrentRow::kZeroState : slots.snapshot(id);
   } else if (candidate && s.candidates() == 0) {
     first.from = slots.live(s.kv_seq);  // a window's first candidate
   }
@@ -348,6 +354,15 @@ void Engine::RecurrentRows(StepBatch& b, size_t e, int64_t* scratch_used) {
       stats_.Check(*scratch_used < slots.scratch_slots(), "a step's verify rows fit the recurrent scratch slots");
       row.snapshot = slots.scratch((*scratch_used)++);
     }
+    // A row of the live state at its block's last position leaves the prefix cache its snapshot
+    // (a verify row's through its scratch slot, copied after the pass).
+    const int32_t id = candidate ? -1 : cache_.SnapshotAt(s.kv_seq, p.begin + j);
+    if (id >= 0 && row.snapshot != RecurrentRow::kNone) {
+      b.snapshot_copies.emplace_back(row.snapshot, slots.snapshot(id));
+    } else if (id >= 0) {
+      row.snapshot = slots.snapshot(id);
+    }
+    b.snapshotted.push_back(id >= 0);
     b.recurrent.push_back(row);
   }
 }
@@ -382,14 +397,23 @@ bool Engine::Run(StepBatch& b) {
   b.logits = *logits;
   b.pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   dvr_.ObserveStep(b.shape, b.replay_rows, b.pass_s);
+  for (const auto& [from, to] : b.snapshot_copies) {
+    if (const absl::Status st = config_.copy_recurrent(from, to); !st.ok()) {
+      Log(LogLevel::kError, "keeping a recurrent state snapshot failed: ", st.message());
+      FinishAll(FinishReason::kError, st);
+      return false;
+    }
+  }
   // What each row wrote into the cache, for the prefix cache: a deterministic request's rows
   // under fast are candidates, which a rollback may rewrite.
+  size_t row = 0;
   for (size_t e = 0; e < b.plan.size(); ++e) {
     const PlanEntry& p = b.plan[e];
     const bool fixed = b.entry_schedule[e] == Schedule::kFixed;
-    for (int64_t j = 0; j < p.n; ++j) {
+    for (int64_t j = 0; j < p.n; ++j, ++row) {
       const int64_t pos = p.begin + j;
-      cache_.NoteWritten(p.seq->kv_seq, pos, p.seq->tokens[static_cast<size_t>(pos)], fixed, p.seq->dvr && !fixed);
+      cache_.NoteWritten(p.seq->kv_seq, pos, p.seq->tokens[static_cast<size_t>(pos)], fixed, p.seq->dvr && !fixed,
+                         !b.snapshotted.empty() && b.snapshotted[row]);
     }
   }
   stats_.Add(Stat::kDecodeSteps);

@@ -121,6 +121,8 @@ class Engine : private DvrController::Committer {
     std::vector<Schedule> schedules;
     std::vector<RecurrentRow> recurrent;  // per row, for a model with recurrent layers
     std::vector<int64_t> first_scratch;   // per entry: a verify entry's first scratch slot (RecurrentSlots)
+    std::vector<uint8_t> snapshotted;     // per row: it leaves its block's snapshot (KvCache::SnapshotAt)
+    std::vector<std::pair<int32_t, int32_t>> snapshot_copies;  // after the pass: verify rows' scratch to snapshots
     // The rows whose logits the step reads; a summarized row returns only its ArgmaxSummary.
     std::vector<int32_t> logit_rows;
     std::vector<uint8_t> argmax_only;

@@ -11,7 +11,8 @@
 namespace llm42 {
 namespace {
 
-constexpr char kMagic[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '2'};
+constexpr char kMagic[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '3'};
+constexpr char kMagicV2[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '2'};
 constexpr char kMagicV1[8] = {'L', 'L', 'M', '4', '2', 'C', 'V', '1'};
 
 uint64_t Checksum(const char* p, size_t n) { return StableHash().Mix(p, n).value(); }
@@ -86,6 +87,7 @@ absl::Status WriteSavedConversation(const std::string& path, const SavedConversa
   w.Put(c.n_layers);
   w.Put(c.kv_dim);
   w.Put(c.kv_element_bytes);
+  w.Put(c.kv_block_bytes);
   w.Array(c.tokens.data(), c.tokens.size(), sizeof(int32_t));
   w.Put<uint64_t>(c.messages.size());
   for (const auto& [role, content] : c.messages) {
@@ -94,6 +96,7 @@ absl::Status WriteSavedConversation(const std::string& path, const SavedConversa
   }
   w.Array(c.block_fixed.data(), c.block_fixed.size(), 1);
   w.Array(c.kv.data(), c.kv.size(), 1);
+  w.Array(c.state.data(), c.state.size(), sizeof(float));
   w.Put(Checksum(w.out().data(), w.out().size()));
   std::ofstream f(platform::Utf8Path(path), std::ios::binary | std::ios::trunc);
   if (!f) return absl::UnavailableError(absl::StrCat("cannot create ", path));
@@ -122,6 +125,7 @@ absl::Status CheckSameSetup(const SavedConversation& saved, const SavedConversat
   same("KV block size", saved.block_size, here.block_size);
   same("layer count", saved.n_layers, here.n_layers);
   same("KV width", saved.kv_dim, here.kv_dim);
+  same("KV block size in bytes", saved.block_bytes(), here.block_bytes());
   return st;
 }
 
@@ -138,9 +142,11 @@ absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path)
                            "the model's metadata, so it cannot be checked against this model; save the conversation "
                            "again with this version"));
   }
-  if (bytes.size() < sizeof kMagic + sizeof(uint64_t) || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+  if (bytes.size() < sizeof kMagic + sizeof(uint64_t) ||
+      (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0 && std::memcmp(bytes.data(), kMagicV2, sizeof kMagic) != 0)) {
     return bad("wrong magic or too short");
   }
+  const bool v3 = std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0;
   const size_t body = bytes.size() - sizeof(uint64_t);
   uint64_t stored;
   std::memcpy(&stored, bytes.data() + body, sizeof stored);
@@ -159,7 +165,7 @@ absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path)
   }
   bool ok = r.Get(&c.model.tensors) && r.Str(&c.llm42_version) && r.Get(&c.schedule_version) && r.Str(&c.backend) &&
             r.Str(&c.kv_dtype) && r.Get(&c.block_size) && r.Get(&c.n_layers) && r.Get(&c.kv_dim) &&
-            r.Get(&c.kv_element_bytes) && r.Span(sizeof(int32_t), &d, &n);
+            r.Get(&c.kv_element_bytes) && (!v3 || r.Get(&c.kv_block_bytes)) && r.Span(sizeof(int32_t), &d, &n);
   if (!ok) return bad("header");
   c.tokens.resize(n);
   if (n > 0) std::memcpy(c.tokens.data(), d, n * sizeof(int32_t));  // data() may be null when empty
@@ -173,9 +179,15 @@ absl::StatusOr<SavedConversation> ReadSavedConversation(const std::string& path)
   c.block_fixed.assign(d, d + n);
   if (!r.Span(1, &d, &n)) return bad("K/V");
   c.kv.assign(d, d + n);
+  if (v3) {
+    if (!r.Span(sizeof(float), &d, &n)) return bad("recurrent state");
+    c.state.resize(n);
+    if (n > 0) std::memcpy(c.state.data(), d, n * sizeof(float));
+  }
   if (!r.done()) return bad("trailing bytes");
   if (c.block_size <= 0 || c.block_size > 64 || c.n_layers <= 0 || c.n_layers > 4096 || c.kv_dim <= 0 ||
-      c.kv_dim > (int64_t{1} << 24) || c.kv_element_bytes <= 0 || c.kv_element_bytes > 8 ||
+      c.kv_dim > (int64_t{1} << 24) || c.kv_element_bytes <= 0 || c.kv_element_bytes > 8 || c.kv_block_bytes < 0 ||
+      c.kv_block_bytes > (int64_t{1} << 40) || (!c.state.empty() && c.block_fixed.empty()) ||
       c.kv.size() != c.block_fixed.size() * c.block_bytes() ||
       c.block_fixed.size() * static_cast<size_t>(c.block_size) > c.tokens.size()) {
     return bad("inconsistent sizes");

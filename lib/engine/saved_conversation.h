@@ -18,8 +18,9 @@ namespace llm42 {
 // does not prefill them, and a deterministic continuation gives the bits it would have given in
 // the original session.
 //
-// The file: the magic "LLM42CV2", then little-endian fields (strings and arrays prefixed by a
-// u64 length) in the order of the struct below (the model's metadata as a u64 count of key
+// The file: the magic "LLM42CV3", then little-endian fields (strings and arrays prefixed by a
+// u64 length) in the order of the struct below (format 2, "LLM42CV2", still read: without
+// kv_block_bytes and state) (the model's metadata as a u64 count of key
 // strings each followed by its u64 hash), then an FNV-1a 64 checksum of every byte before it. A
 // wrong magic, a short file, a bad checksum or inconsistent sizes are DataLoss (FORMAT_ERROR in
 // the C ABI); a file of format 1 ("LLM42CV1", whose model identity left the metadata out) is
@@ -36,6 +37,9 @@ struct SavedConversation {
   int64_t n_layers = 0;
   int64_t kv_dim = 0;
   int64_t kv_element_bytes = 0;
+  // One block's K/V bytes, every storage layer at its own width (format 3; a format-2 file's
+  // blocks are n_layers * 2 * block_size * kv_dim elements: kv_block_bytes 0).
+  int64_t kv_block_bytes = 0;
 
   std::vector<int32_t> tokens;
   std::vector<std::pair<std::string, std::string>> messages;  // role, content; empty unless a chat
@@ -43,9 +47,12 @@ struct SavedConversation {
   // their K/V (block_bytes() each, the backend's layout).
   std::vector<uint8_t> block_fixed;
   std::vector<uint8_t> kv;
+  // A model with recurrent layers (format 3): their state after the last block (the backend's
+  // slot, RecurrentShape::slot_floats values; empty: none kept).
+  std::vector<float> state;
 
   size_t block_bytes() const {
-    return static_cast<size_t>(n_layers * 2 * block_size * kv_dim * kv_element_bytes);
+    return static_cast<size_t>(kv_block_bytes > 0 ? kv_block_bytes : n_layers * 2 * block_size * kv_dim * kv_element_bytes);
   }
   bool operator==(const SavedConversation&) const = default;
 };

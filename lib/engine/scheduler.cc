@@ -70,6 +70,7 @@ void Scheduler::Admit() {
     if (next.request->options().prompt_logprobs) most = std::min(most, next.prompt_scored);
     next.n_computed = cache_.MapCachedPrefix(next.kv_seq, std::span(next.tokens).first(static_cast<size_t>(next.n_committed)),
                                              most, next.fixed_kv);
+    next.fresh_state = true;
     // Admit only what the cache can start on: its first chunk must fit in the free blocks.
     const int64_t first = std::min<int64_t>(next.pending(), limits_.max_batch_tokens);
     if (cache_.BlocksFor(first) > cache_.free_blocks() && !running_.empty()) {

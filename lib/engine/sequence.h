@@ -49,6 +49,8 @@ struct Sequence {
   int32_t window;      // dvr: candidates that make a full window now (adapted per request)
   bool ready = false;  // dvr: stops decoding and awaits verification
   bool planned = false;  // in the batch being built (never a preemption victim then)
+  // Admitted since its last row: a model's recurrent state starts anew (RecurrentSlots).
+  bool fresh_state = true;
   TextStream text;     // committed text
   TextStream probe;    // dvr: committed text plus candidates, to spot a candidate stop string
   // The output grammar's state per output position (RequestOptions::output_grammar), else null.

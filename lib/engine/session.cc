@@ -112,10 +112,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
                                                      s->backend_->name(), " has ", available >> 20, " MiB"));
   }
   const int64_t blocks = (kv_tokens + KvCache::kDefaultBlockSize - 1) / KvCache::kDefaultBlockSize;
-  // A model with recurrent layers keeps no prefix cache yet: a cached prefix's K/V would need the
-  // recurrent state after it too (a request recomputes its prefix instead).
   const bool recurrent = c.n_recurrent() > 0;
-  s->cache_ = std::make_unique<KvCache>(blocks, KvCache::kDefaultBlockSize, options.prefix_caching && !recurrent);
+  s->cache_ = std::make_unique<KvCache>(blocks, KvCache::kDefaultBlockSize, options.prefix_caching);
   if (absl::Status kv = s->runner_->AllocateKv(*s->cache_); !kv.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a KV cache of ", kv_tokens,
                                                      " tokens on ", s->backend_->name(), ": ", kv.message()));
@@ -123,9 +121,19 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   if (options.kv_prefault) LLM42_RETURN_IF_ERROR(s->backend_->PrefaultKv());
   RecurrentSlots recurrent_slots;
   if (recurrent) {
+    // The prefix cache's state snapshots: a quarter of the K/V's bytes (a snapshot of a large
+    // model's state weighs as much as hundreds of positions' K/V), at least two per running
+    // request, at most one per block.
+    const int64_t slot_bytes = s->runner_->recurrent_shape(1).slot_floats() * 4;
+    const int64_t snapshots =
+        options.prefix_caching ? std::min(blocks, std::max<int64_t>(2 * options.max_running_requests,
+                                                                    kv_tokens * bytes_per_token / 4 / slot_bytes))
+                               : 0;
+    s->cache_->EnableSnapshots(snapshots);
     recurrent_slots = RecurrentSlots(options.max_running_requests,
                                      std::min<int64_t>(options.max_batch_tokens, int64_t{options.determinism.verify_group} *
-                                                                                     (options.determinism.window + 1)));
+                                                                                     (options.determinism.window + 1)),
+                                     snapshots);
     const RecurrentShape shape = s->runner_->recurrent_shape(recurrent_slots.n_slots());
     const int64_t bytes = shape.n_slots * shape.slot_floats() * 4;
     if (bytes > s->backend_->available_memory_bytes()) {
@@ -169,6 +177,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
     raw->backend_->HostParallelFor(n, fn);
   };
   config.recurrent = recurrent_slots;
+  s->recurrent_slots_ = recurrent_slots;
   config.copy_recurrent = [raw](int32_t from, int32_t to) { return raw->backend_->CopyRecurrent(from, to); };
   s->engine_ = std::make_unique<Engine>(
       config, *s->tokenizer_, *s->cache_,
@@ -385,6 +394,7 @@ SavedConversation Session::Setup() const {
   c.n_layers = model_->config().n_kv_layers();
   c.kv_dim = model_->config().max_kv_dim();  // the widest layer's: the model's identity covers the others
   c.kv_element_bytes = static_cast<int64_t>(backend_->kv_element_bytes());
+  c.kv_block_bytes = runner_->kv_bytes_per_token() * cache_->block_size();  // the widths as they are
   return c;
 }
 
@@ -418,9 +428,16 @@ absl::Status Session::SaveConversation(const Request& r, const std::string& path
   c.tokens = std::move(parent.tokens);
   c.messages = std::move(parent.messages);
   LLM42_RETURN_IF_ERROR(RunOnEngine([&]() -> absl::Status {
+    // A model with recurrent layers: their state after the last block saved too.
+    const RecurrentSlots& slots = recurrent_slots_;
     LLM42_ASSIGN_OR_RETURN(PrefixBlocks blocks,
-                           CopyCachedPrefixOut(*cache_, c.tokens, c.block_bytes(),
-                                               [&](int32_t id, std::span<uint8_t> out) { return backend_->ReadKvBlock(id, out); }));
+                           CopyCachedPrefixOut(
+                               *cache_, c.tokens, c.block_bytes(),
+                               [&](int32_t id, std::span<uint8_t> out) { return backend_->ReadKvBlock(id, out); },
+                               [&](int32_t snapshot) {
+                                 c.state.resize(static_cast<size_t>(runner_->recurrent_shape(1).slot_floats()));
+                                 return backend_->ReadRecurrent(slots.snapshot(snapshot), c.state);
+                               }));
     c.block_fixed = std::move(blocks.fixed);
     c.kv = std::move(blocks.kv);
     return absl::OkStatus();
@@ -437,9 +454,19 @@ absl::StatusOr<RequestOptions::Parent> Session::LoadConversation(const std::stri
   }
   LLM42_RETURN_IF_ERROR(RunOnEngine([&]() -> absl::Status {
     PrefixBlocks blocks{std::move(c.block_fixed), std::move(c.kv)};
+    if (!c.state.empty() && static_cast<int64_t>(c.state.size()) != runner_->recurrent_shape(1).slot_floats()) {
+      return absl::DataLossError(absl::StrCat(path, " holds a recurrent state of ", c.state.size(), " values, not this model's ",
+                                              runner_->recurrent_shape(1).slot_floats()));
+    }
+    SnapshotFn write_state;
+    if (!c.state.empty()) {
+      write_state = [&](int32_t snapshot) {
+        return backend_->WriteRecurrent(recurrent_slots_.snapshot(snapshot), c.state);
+      };
+    }
     const absl::Status st =
         CopyPrefixIn(*cache_, c.tokens, c.block_bytes(), blocks,
-                     [&](int32_t id, std::span<const uint8_t> in) { return backend_->WriteKvBlock(id, in); });
+                     [&](int32_t id, std::span<const uint8_t> in) { return backend_->WriteKvBlock(id, in); }, write_state);
     if (absl::IsResourceExhausted(st)) {
       return absl::ResourceExhaustedError(absl::StrCat("the KV cache cannot hold the saved positions of ", path, ": ",
                                                        st.message()));

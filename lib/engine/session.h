@@ -16,6 +16,7 @@
 #include "lib/backend/backend.h"
 #include "lib/chat/chat_template.h"
 #include "lib/engine/engine.h"
+#include "lib/engine/recurrent_slots.h"
 #include "lib/engine/engine_stats.h"
 #include "lib/engine/grammar_cache.h"
 #include "lib/engine/load_progress.h"
@@ -118,6 +119,7 @@ class Session {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCache> cache_;
+  RecurrentSlots recurrent_slots_;  // a model with recurrent layers' (the engine's copy)
   int32_t context_length_ = 0;
   int64_t max_sequence_ = 0;  // min(context, KV capacity); the context for windowed models that fit (Create)
   Schedule schedule_ = Schedule::kFast;

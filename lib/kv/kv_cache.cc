@@ -53,6 +53,7 @@ int32_t KvCache::TakeBlock() {
     Unregister(b);
     ++evictions_;
   }
+  DropSnapshot(b);
   Block& blk = blocks_[static_cast<size_t>(b)];
   ++blk.gen;
   blk.refs = 1;
@@ -85,6 +86,49 @@ void KvCache::Unregister(int32_t b) {
 void KvCache::Changed(int32_t b) {
   Unregister(b);
   ++blocks_[static_cast<size_t>(b)].gen;
+}
+
+void KvCache::DropSnapshot(int32_t b) {
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  if (blk.snapshot >= 0) free_snapshots_.push_back(blk.snapshot);
+  blk.snapshot = -1;
+  blk.snapshot_valid = false;
+}
+
+void KvCache::EnableSnapshots(int64_t n) {
+  n_snapshots_ = prefix_caching_ ? n : 0;
+  free_snapshots_.clear();
+  for (int64_t i = n_snapshots_ - 1; i >= 0; --i) free_snapshots_.push_back(static_cast<int32_t>(i));
+}
+
+int32_t KvCache::SnapshotAt(int32_t seq, int64_t position) {
+  if (n_snapshots_ == 0 || position % block_size_ != block_size_ - 1) return -1;
+  const int32_t b = tables_[static_cast<size_t>(seq)][static_cast<size_t>(position / block_size_)];
+  Block& blk = blocks_[static_cast<size_t>(b)];
+  if (blk.snapshot < 0) {
+    if (free_snapshots_.empty()) {
+      for (int32_t idle : lru_) {
+        if (blocks_[static_cast<size_t>(idle)].snapshot >= 0) {
+          DropSnapshot(idle);
+          break;
+        }
+      }
+    }
+    if (free_snapshots_.empty()) return -1;
+    blk.snapshot = free_snapshots_.back();
+    free_snapshots_.pop_back();
+  }
+  blk.snapshot_valid = false;  // until the row has written it (NoteWritten)
+  return blk.snapshot;
+}
+
+int32_t KvCache::SnapshotBefore(int32_t seq, int64_t position) const {
+  if (position <= 0 || position % block_size_ != 0) return -1;
+  const std::vector<int32_t>& t = tables_[static_cast<size_t>(seq)];
+  const auto i = static_cast<size_t>(position / block_size_ - 1);
+  if (i >= t.size() || t[i] == kReleased) return -1;
+  const Block& blk = blocks_[static_cast<size_t>(t[i])];
+  return blk.snapshot_valid ? blk.snapshot : -1;
 }
 
 void KvCache::MaybeRegister(int32_t b) {
@@ -134,6 +178,7 @@ void KvCache::Truncate(int32_t seq, int64_t n) {
     Block& blk = blocks_[static_cast<size_t>(t.back())];
     const uint64_t kept = (uint64_t{1} << (n % block_size_)) - 1;
     if ((blk.written & ~kept) != 0) {
+      DropSnapshot(t.back());  // its last position is no longer written
       blk.written &= kept;
       blk.not_fixed &= kept;
       blk.provisional &= kept;
@@ -164,11 +209,18 @@ int64_t KvCache::reserved_positions(int32_t seq) const {
   return static_cast<int64_t>(tables_[static_cast<size_t>(seq)].size()) * block_size_;
 }
 
-void KvCache::NoteWritten(int32_t seq, int64_t position, int32_t token, bool fixed, bool provisional) {
+void KvCache::NoteWritten(int32_t seq, int64_t position, int32_t token, bool fixed, bool provisional, bool snapshot) {
   if (!prefix_caching_) return;
   const int32_t b = tables_[static_cast<size_t>(seq)][static_cast<size_t>(position / block_size_)];
   Block& blk = blocks_[static_cast<size_t>(b)];
   const int64_t i = position % block_size_;
+  if (i == block_size_ - 1 && n_snapshots_ > 0) {
+    if (snapshot && blk.snapshot >= 0) {
+      blk.snapshot_valid = true;
+    } else {
+      DropSnapshot(b);  // the state after the row went elsewhere (a candidate's) or nowhere
+    }
+  }
   const uint64_t bit = uint64_t{1} << i;
   int32_t& slot = tokens_[static_cast<size_t>(b) * block_size_ + static_cast<size_t>(i)];
   const bool same = (blk.written & bit) != 0 && slot == token && ((blk.not_fixed & bit) == 0) == fixed &&
@@ -212,6 +264,13 @@ int64_t KvCache::MapCachedPrefix(int32_t seq, std::span<const int32_t> tokens, i
     t.push_back(found);
     parent = found;
     parent_gen = blk.gen;
+  }
+  if (n_snapshots_ > 0) {  // continued only from a block whose state after it was kept
+    while (!t.empty() && !blocks_[static_cast<size_t>(t.back())].snapshot_valid) {
+      Release(t.back());
+      t.pop_back();
+      n -= block_size_;
+    }
   }
   return n;
 }

@@ -72,12 +72,30 @@ class KvCache {
 
   // Position `position` of `seq` (reserved) now holds the K/V of `token`, computed under `fixed`
   // or not; `provisional` when a rollback may still rewrite it.
-  void NoteWritten(int32_t seq, int64_t position, int32_t token, bool fixed, bool provisional);
+  // `snapshot`: the row also wrote the state after it into the snapshot SnapshotAt gave it.
+  void NoteWritten(int32_t seq, int64_t position, int32_t token, bool fixed, bool provisional, bool snapshot = false);
   // Maps into `seq` (which holds no blocks) the longest cached chain of full blocks whose tokens
   // are a prefix of `tokens`, at most max_positions positions; returns the positions mapped.
   int64_t MapCachedPrefix(int32_t seq, std::span<const int32_t> tokens, int64_t max_positions, bool fixed_only);
   // Whether every position of `block` was computed under fixed.
   bool block_fixed(int32_t block) const { return blocks_[static_cast<size_t>(block)].not_fixed == 0; }
+
+  // Recurrent-state snapshots (a model with recurrent layers: lib/engine/recurrent_slots.h). A
+  // cached block's K/V are not all a sequence leaves behind at its end: a recurrent layer's state
+  // after the block's last position is too, and a prefix can be continued only from a block whose
+  // state was kept. EnableSnapshots(n) gives the cache n snapshot ids; a block owns at most one,
+  // valid while it holds the state its last position's row wrote (NoteWritten's `snapshot`), which
+  // goes when that row is rewritten without one or truncated, and with the block when it is taken
+  // anew. MapCachedPrefix then maps a chain only up to its last block with a valid snapshot.
+  void EnableSnapshots(int64_t n);
+  int64_t n_snapshots() const { return n_snapshots_; }
+  // The snapshot id the row writing `position` of `seq` (its block's last position) stores the
+  // state in: the block's own, else a free one, else one taken from the least recently used
+  // idle block holding one; -1 when there is none to take, or snapshots are off.
+  int32_t SnapshotAt(int32_t seq, int64_t position);
+  // The valid snapshot of the block of `seq` that ends just before `position` (a block boundary
+  // past 0), else -1.
+  int32_t SnapshotBefore(int32_t seq, int64_t position) const;
 
  private:
   struct Key {
@@ -101,6 +119,8 @@ class KvCache {
     uint64_t not_fixed = 0;    // bit i: position i was computed under fast
     uint64_t provisional = 0;  // bit i: a rollback may rewrite position i
     bool registered = false;
+    int32_t snapshot = -1;        // its snapshot id (EnableSnapshots), or none
+    bool snapshot_valid = false;  // which holds the state after its last position's row
     Key key{};
     std::list<int32_t>::iterator lru;  // valid while registered with refs == 0
   };
@@ -112,6 +132,7 @@ class KvCache {
   void Unregister(int32_t b);
   void MaybeRegister(int32_t b);
   void Changed(int32_t b);
+  void DropSnapshot(int32_t b);
 
   int64_t n_blocks_;
   int32_t block_size_;
@@ -124,6 +145,8 @@ class KvCache {
   std::vector<int32_t> tokens_;  // block_size per block
   std::list<int32_t> lru_;       // registered blocks held by no sequence, least recent first
   absl::flat_hash_map<Key, int32_t> registry_;
+  int64_t n_snapshots_ = 0;
+  std::vector<int32_t> free_snapshots_;
   int64_t evictions_ = 0;
   int64_t window_releases_ = 0;
 };

@@ -5,7 +5,7 @@
 namespace llm42 {
 
 absl::StatusOr<PrefixBlocks> CopyCachedPrefixOut(KvCache& cache, std::span<const int32_t> tokens, size_t block_bytes,
-                                                 const ReadKvBlockFn& read) {
+                                                 const ReadKvBlockFn& read, const SnapshotFn& read_snapshot) {
   const int32_t seq = cache.Create();
   const int64_t blocks =
       cache.MapCachedPrefix(seq, tokens, static_cast<int64_t>(tokens.size()), false) / cache.block_size();
@@ -17,13 +17,16 @@ absl::StatusOr<PrefixBlocks> CopyCachedPrefixOut(KvCache& cache, std::span<const
     out.fixed.push_back(cache.block_fixed(id) ? 1 : 0);
     st = read(id, std::span(out.kv).subspan(static_cast<size_t>(b) * block_bytes, block_bytes));
   }
+  if (st.ok() && blocks > 0 && read_snapshot && cache.n_snapshots() > 0) {
+    st = read_snapshot(cache.SnapshotBefore(seq, blocks * cache.block_size()));
+  }
   cache.Free(seq);
   if (!st.ok()) return st;
   return out;
 }
 
 absl::Status CopyPrefixIn(KvCache& cache, std::span<const int32_t> tokens, size_t block_bytes,
-                          const PrefixBlocks& blocks, const WriteKvBlockFn& write) {
+                          const PrefixBlocks& blocks, const WriteKvBlockFn& write, const SnapshotFn& write_snapshot) {
   const auto n = static_cast<int64_t>(blocks.fixed.size());
   const int64_t positions = n * cache.block_size();
   if (blocks.kv.size() != static_cast<size_t>(n) * block_bytes || static_cast<int64_t>(tokens.size()) < positions) {
@@ -42,7 +45,14 @@ absl::Status CopyPrefixIn(KvCache& cache, std::span<const int32_t> tokens, size_
   for (int64_t b = 0; b < n && st.ok(); ++b) {
     st = write(cache.block_table(seq)[b], std::span(blocks.kv).subspan(static_cast<size_t>(b) * block_bytes, block_bytes));
     for (int64_t p = b * cache.block_size(); st.ok() && p < (b + 1) * cache.block_size(); ++p) {
-      cache.NoteWritten(seq, p, tokens[static_cast<size_t>(p)], blocks.fixed[static_cast<size_t>(b)] != 0, false);
+      // The last block's last position carries the state after it, where one was saved.
+      bool snapshot = false;
+      if (p == positions - 1 && write_snapshot) {
+        const int32_t id = cache.SnapshotAt(seq, p);
+        if (id >= 0) st = write_snapshot(id);
+        snapshot = id >= 0 && st.ok();
+      }
+      if (st.ok()) cache.NoteWritten(seq, p, tokens[static_cast<size_t>(p)], blocks.fixed[static_cast<size_t>(b)] != 0, false, snapshot);
     }
   }
   cache.Free(seq);

@@ -24,19 +24,25 @@ struct PrefixBlocks {
 
 using ReadKvBlockFn = std::function<absl::Status(int32_t block, std::span<uint8_t> out)>;
 using WriteKvBlockFn = std::function<absl::Status(int32_t block, std::span<const uint8_t> in)>;
+// A recurrent-state snapshot by its KvCache snapshot id (a model with recurrent layers).
+using SnapshotFn = std::function<absl::Status(int32_t snapshot)>;
 
 // The cached full blocks that match a prefix of `tokens` (the longest chain, under either
-// schedule), held while they are read and released after. The first error of `read` is returned.
+// schedule; where the cache keeps snapshots, up to the last block with one, whose snapshot
+// `read_snapshot` is given), held while they are read and released after. The first error of
+// `read` (or `read_snapshot`) is returned.
 absl::StatusOr<PrefixBlocks> CopyCachedPrefixOut(KvCache& cache, std::span<const int32_t> tokens, size_t block_bytes,
-                                                 const ReadKvBlockFn& read);
+                                                 const ReadKvBlockFn& read, const SnapshotFn& read_snapshot = nullptr);
 
 // Puts blocks copied out before (of `tokens`' first blocks.fixed.size() blocks; `tokens` holds at
 // least that many) into fresh blocks, registered in the prefix cache as the rows that computed
 // them would have been, then released: they stay cached until a sequence maps them or the pool
 // evicts them. ResourceExhausted when the pool cannot hold them; InvalidArgument when the sizes
 // disagree; the first error of `write`.
+// `write_snapshot` (where set, and the cache keeps snapshots) fills the last block's snapshot.
 absl::Status CopyPrefixIn(KvCache& cache, std::span<const int32_t> tokens, size_t block_bytes,
-                          const PrefixBlocks& blocks, const WriteKvBlockFn& write);
+                          const PrefixBlocks& blocks, const WriteKvBlockFn& write,
+                          const SnapshotFn& write_snapshot = nullptr);
 
 }  // namespace llm42
 
