@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "lib/util/stable_hash.h"
 #include "tests/test_util.h"
 
 namespace llm42 {
@@ -29,8 +30,10 @@ SavedConversation Sample() {
   for (int i = 0; i < 10; ++i) c.tokens.push_back(100 + i);
   c.messages = {{"user", "Hi"}, {"assistant", "Hello"}};
   c.block_fixed = {1, 0};
+  c.kv_block_bytes = 40;  // format 3: the block's real size (its layers' widths differ)
   c.kv.resize(2 * c.block_bytes());
   for (size_t i = 0; i < c.kv.size(); ++i) c.kv[i] = static_cast<uint8_t>(i * 7);
+  c.state = {1.5f, -2.0f, 0.25f};  // a recurrent model's state after the last block
   return c;
 }
 
@@ -56,6 +59,34 @@ TEST(SavedConversationFile, RoundTripKeepsEveryField) {
   std::filesystem::remove(path);
 }
 
+// A file of format 2 (before recurrent states and blocks of mixed widths) still loads: the same
+// fields, its blocks n_layers * 2 * block_size * kv_dim elements. Made from a format-3 file of the
+// same conversation by hand: the magic's digit, kv_block_bytes and the empty state's length
+// removed, the checksum recomputed.
+TEST(SavedConversationFile, FormatTwoStillLoads) {
+  const std::string path = testing::TempPath("format2.llm42");
+  SavedConversation c = Sample();
+  c.kv_block_bytes = 0;
+  c.state.clear();
+  c.kv.resize(2 * c.block_bytes());
+  ASSERT_TRUE(WriteSavedConversation(path, c).ok());
+  std::string b = Bytes(path);
+  ASSERT_EQ(b.substr(0, 8), "LLM42CV3");
+  b[7] = '2';
+  const std::string tokens_start = std::string("\x0a\0\0\0\0\0\0\0\x64\0\0\0", 12);  // u64 10, then token 100
+  const size_t at = b.find(tokens_start);
+  ASSERT_NE(at, std::string::npos);
+  b.erase(at - 8, 8);                 // kv_block_bytes
+  b.erase(b.size() - 16, 16);         // the state's length (0) and the old checksum
+  const uint64_t h = StableHash().Mix(b.data(), b.size()).value();  // the format's checksum
+  b.append(reinterpret_cast<const char*>(&h), sizeof h);
+  Write(path, b);
+  auto r = ReadSavedConversation(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(*r == c);
+  std::filesystem::remove(path);
+}
+
 // Found by saved_conversation_fuzzer: an empty token list made the reader memcpy into a null
 // vector (undefined behaviour, reported by UBSan).
 TEST(SavedConversationFile, AnEmptyConversationRoundTrips) {
@@ -65,6 +96,7 @@ TEST(SavedConversationFile, AnEmptyConversationRoundTrips) {
   c.messages.clear();
   c.block_fixed.clear();
   c.kv.clear();
+  c.state.clear();  // a state is the one after the last block: none without blocks
   ASSERT_TRUE(WriteSavedConversation(path, c).ok());
   auto r = ReadSavedConversation(path);
   ASSERT_TRUE(r.ok()) << r.status();

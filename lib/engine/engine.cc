@@ -343,7 +343,7 @@ void Engine::RecurrentRows(StepBatch& b, size_t e, int64_t* scratch_used) {
     first.from = p.begin == 0 || id < 0 ? RecurrentRow::kZeroState : slots.snapshot(id);
     s.fresh_state = false;
   } else if (p.begin == 0) {
-    first.from = p.begin == 0 || id < 0 ? RecurrentRow::kZeroState : slots.snapshot(id);
+    first.from = RecurrentRow::kZeroState;
   } else if (candidate && s.candidates() == 0) {
     first.from = slots.live(s.kv_seq);  // a window's first candidate
   }
