@@ -279,6 +279,117 @@ TEST_P(BackendOpsTest, ColumnsPacksPartOfEachRow) {
   EXPECT_FALSE(be.Columns(h_->Put(x), 3, 4, 5, out).ok());  // more columns than a row has
 }
 
+// The recurrent layers' ops (Qwen3.5's gated DeltaNet) against float64: CausalConv (a 4-wide
+// window, SiLU) and DeltaRule (L2-normalized queries and keys, each value head h reading key head
+// h % 2, decays exp(softplus(alpha + dt_bias) * a), rates sigmoid(beta)) over two sequences of 5 and
+// 3 rows from zeros in one batch; then the first sequence's rows again in two batches, the second
+// continuing from a snapshot the first left (RecurrentRow::from, ::snapshot): the same bits, as a
+// prompt chunk and decode steps must give. A backend without them says so (runs_recurrent).
+TEST_P(BackendOpsTest, RecurrentOpsMatchFloat64ReferenceAndChunksAgree) {
+  Backend& be = *be_;
+  if (!be.runs_recurrent()) GTEST_SKIP() << "backend " << GetParam() << " runs no recurrent layers yet";
+  constexpr int64_t kKernel = 4, kKeyHeads = 2, kValueHeads = 4, kDim = 8;
+  const DeltaRuleShape shape{kKeyHeads, kValueHeads, kDim, 1e-6f};
+  const int64_t ch = shape.conv_channels(), out_w = kValueHeads * kDim;
+  ASSERT_TRUE(be.AllocateRecurrent(RecurrentShape{2, 6, kKernel, ch, kValueHeads, kDim}).ok());
+  const int64_t m = 8;
+  const std::vector<float> x = RandomVector(static_cast<size_t>(m * ch), 21), w = RandomVector(static_cast<size_t>(ch * kKernel), 22);
+  const std::vector<float> alpha = RandomVector(static_cast<size_t>(m * kValueHeads), 23);
+  const std::vector<float> beta = RandomVector(static_cast<size_t>(m * kValueHeads), 24);
+  const std::vector<float> dt = RandomVector(kValueHeads, 25);
+  std::vector<float> a = RandomVector(kValueHeads, 26);
+  for (float& v : a) v = -0.2f - 0.5f * std::fabs(v);
+  const float* dw = h_->Put(w);
+  const float* d_dt = h_->Put(dt);
+  const float* d_a = h_->Put(a);
+  // Rows [begin, end) of the batch (whose first rows are sequence 0's 5, then sequence 1's 3), in
+  // the slots `rows` says: conv then delta rule, returning both outputs.
+  int32_t table[1] = {0};
+  auto run = [&](int64_t begin, int64_t end, const std::vector<RecurrentRow>& rows) {
+    const auto n = static_cast<size_t>(end - begin);
+    std::vector<int32_t> tokens(n, 0), positions(n);
+    std::vector<const int32_t*> tables(n, table);
+    for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(begin + static_cast<int64_t>(i));
+    EXPECT_TRUE(be.BeginBatch(BatchPlan{tokens, positions, tables, Schedule::kFixed, rows}).ok());
+    float* conv = h_->Alloc(n * static_cast<size_t>(ch));
+    float* out = h_->Alloc(n * static_cast<size_t>(out_w));
+    const std::vector<float> xs(x.begin() + begin * ch, x.begin() + end * ch);
+    const std::vector<float> al(alpha.begin() + begin * kValueHeads, alpha.begin() + end * kValueHeads);
+    const std::vector<float> be_(beta.begin() + begin * kValueHeads, beta.begin() + end * kValueHeads);
+    EXPECT_TRUE(be.CausalConv(1, h_->Put(xs), dw, conv).ok());
+    EXPECT_TRUE(be.DeltaRule(1, {shape, conv, h_->Put(al), h_->Put(be_), d_dt, d_a}, out).ok());
+    return std::make_pair(h_->Get(conv, n * static_cast<size_t>(ch)), h_->Get(out, n * static_cast<size_t>(out_w)));
+  };
+  constexpr int32_t kZero = RecurrentRow::kZeroState, kNone = RecurrentRow::kNone;
+  const auto [conv, out] = run(0, 8, {{0, kZero}, {0}, {0}, {0}, {0}, {1, kZero}, {1}, {1}});
+  // float64, token by token per sequence.
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  double worst = 0;
+  for (int seq = 0; seq < 2; ++seq) {
+    const int64_t first = seq == 0 ? 0 : 5, last = seq == 0 ? 5 : 8;
+    std::vector<double> win(static_cast<size_t>((kKernel - 1) * ch), 0.0);
+    std::vector<double> st(static_cast<size_t>(kValueHeads * kDim * kDim), 0.0);
+    for (int64_t r = first; r < last; ++r) {
+      std::vector<double> y(static_cast<size_t>(ch));
+      for (int64_t c = 0; c < ch; ++c) {
+        double sum = 0;
+        for (int64_t i = 0; i < kKernel - 1; ++i) sum += win[static_cast<size_t>(i * ch + c)] * w[static_cast<size_t>(c * kKernel + i)];
+        sum += x[static_cast<size_t>(r * ch + c)] * w[static_cast<size_t>(c * kKernel + kKernel - 1)];
+        y[static_cast<size_t>(c)] = sum * sig(sum);
+        for (int64_t i = 0; i + 1 < kKernel - 1; ++i) win[static_cast<size_t>(i * ch + c)] = win[static_cast<size_t>((i + 1) * ch + c)];
+        win[static_cast<size_t>((kKernel - 2) * ch + c)] = x[static_cast<size_t>(r * ch + c)];
+        worst = std::max(worst, std::fabs(conv[static_cast<size_t>(r * ch + c)] - y[static_cast<size_t>(c)]) / (1 + std::fabs(y[static_cast<size_t>(c)])));
+      }
+      auto l2 = [&](int64_t at) {
+        std::vector<double> v(y.begin() + at, y.begin() + at + kDim);
+        double ss = 1e-6;
+        for (double e : v) ss += e * e;
+        for (double& e : v) e /= std::sqrt(ss);
+        return v;
+      };
+      for (int64_t h = 0; h < kValueHeads; ++h) {
+        const std::vector<double> q = l2((h % kKeyHeads) * kDim), k = l2((kKeyHeads + h % kKeyHeads) * kDim);
+        const double* v = y.data() + (2 * kKeyHeads + h) * kDim;
+        const double al = alpha[static_cast<size_t>(r * kValueHeads + h)] + dt[static_cast<size_t>(h)];
+        const double decay = std::exp(std::log1p(std::exp(al)) * a[static_cast<size_t>(h)]);
+        const double rate = sig(beta[static_cast<size_t>(r * kValueHeads + h)]);
+        double* S = st.data() + h * kDim * kDim;
+        for (int64_t i = 0; i < kDim * kDim; ++i) S[i] *= decay;
+        for (int64_t j = 0; j < kDim; ++j) {
+          double sk = 0;
+          for (int64_t i = 0; i < kDim; ++i) sk += S[i * kDim + j] * k[static_cast<size_t>(i)];
+          const double delta = (v[j] - sk) * rate;
+          for (int64_t i = 0; i < kDim; ++i) S[i * kDim + j] += k[static_cast<size_t>(i)] * delta;
+        }
+        for (int64_t j = 0; j < kDim; ++j) {
+          double o = 0;
+          for (int64_t i = 0; i < kDim; ++i) o += S[i * kDim + j] * q[static_cast<size_t>(i)];
+          o /= std::sqrt(static_cast<double>(kDim));
+          worst = std::max(worst, std::fabs(out[static_cast<size_t>(r * out_w + h * kDim + j)] - o) / (1 + std::fabs(o)));
+        }
+      }
+    }
+  }
+  EXPECT_LE(worst, GetParam() == "cpu" ? 1e-5 : 2e-3);
+  // Sequence 0 in two batches: rows 0-2 into slot 2 leaving a snapshot in slot 4 after row 2, then
+  // rows 3-4 into slot 3 from that snapshot.
+  const auto [conv_a, out_a] = run(0, 3, {{2, kZero}, {2}, {2, kNone, 4}});
+  const auto [conv_b, out_b] = run(3, 5, {{3, 4}, {3}});
+  std::vector<float> conv_ab = conv_a, out_ab = out_a;
+  conv_ab.insert(conv_ab.end(), conv_b.begin(), conv_b.end());
+  out_ab.insert(out_ab.end(), out_b.begin(), out_b.end());
+  EXPECT_TRUE(SameBits(conv_ab.data(), conv.data(), static_cast<size_t>(5 * ch)));
+  EXPECT_TRUE(SameBits(out_ab.data(), out.data(), static_cast<size_t>(5 * out_w)));
+  // Slots out of range and a run's rows apart are refused.
+  std::vector<int32_t> two(2, 0);
+  std::vector<const int32_t*> tables(2, table);
+  EXPECT_FALSE(be.BeginBatch(BatchPlan{two, two, tables, Schedule::kFixed, std::vector<RecurrentRow>{{6}, {0}}}).ok());
+  std::vector<int32_t> three(3, 0);
+  std::vector<const int32_t*> tables3(3, table);
+  EXPECT_FALSE(be.BeginBatch(BatchPlan{three, three, tables3, Schedule::kFixed,
+                                       std::vector<RecurrentRow>{{0}, {1}, {0}}}).ok());
+}
+
 // Prefill chunks (rows of one sequence at consecutive positions, which a device may run as
 // query tiles: lib/backend/attention_splits.h) against float64: 100 rows from position 0 (three
 // full tiles and a short one), 30 rows from position 40 of another sequence, and a decode row

@@ -779,6 +779,24 @@ static void TestParseChatOutput(llm42_session* s) {
   EXPECT_STATUS(llm42_session_parse_chat_output(NULL, reply, 1, out, sizeof out, &n), LLM42_INVALID_ARGUMENT);
 }
 
+/* llm42_request_options_set_tools: stories260K's template-less model writes no tool calls
+ * (UNSUPPORTED); "none" constrains nothing, and cannot join a JSON schema; bad tools and handles are
+ * INVALID_ARGUMENT. (Calls generated and parsed: tests/tool_call_grammar_test.cc and
+ * ToolCallDeterminismTest in tests/determinism_test.cc.) */
+static void TestSetTools(llm42_session* s) {
+  const char* tools = "[{\"type\": \"function\", \"function\": {\"name\": \"say\", \"parameters\": {\"type\": \"object\"}}}]";
+  llm42_request_options* o = NULL;
+  EXPECT_STATUS(llm42_request_options_create(&o), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "auto"), LLM42_UNSUPPORTED);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "none"), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, "[", "required"), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, NULL, tools, NULL), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_tools(NULL, s, tools, NULL), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_json_schema(o, "{}"), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "none"), LLM42_INVALID_ARGUMENT);
+  llm42_request_options_destroy(o);
+}
+
 static void TestErrorPaths(llm42_session* s) {
   llm42_session_options* so = NULL;
   llm42_session* bad = (llm42_session*)0x1;
@@ -1157,6 +1175,7 @@ int main(int argc, char** argv) {
       TestTokenizeDetokenize(s);
       TestApplyChatTemplate(s);
       TestParseChatOutput(s);
+      TestSetTools(s);
       TestConstrainedOutput(s);
       llm42_session_destroy(s);
     }

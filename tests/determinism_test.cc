@@ -965,3 +965,88 @@ INSTANTIATE_TEST_SUITE_P(Windowed, SlidingWindowTest, ::testing::Values(ModelCas
 
 }  // namespace
 }  // namespace llm42
+
+namespace llm42 {
+namespace {
+
+// Issue 58's tool calls: a deterministic request that must call a tool (a random-weight model with
+// Llama 3.1's template, whose reply is one JSON call: the grammar of lib/chat/tool_call_grammar.h,
+// which ends with the call, so a random model's request finishes there rather than at its length) at
+// T = 0.8 gives the same bits alone and beside co-runners, its reply parses into calls of the
+// tools with arguments of their schemas, and its receipt replays it in a fresh session. The
+// sensitivity control: the same request not deterministic varies with its co-runners (the
+// fast path's noise).
+class ToolCallDeterminismTest : public DeterminismTest {
+ protected:
+  void SetUp() override {
+    const std::string vocab = testing::SharedPath("models/stories260K.gguf");
+    const std::string tmpl = testing::SharedPath("templates/meta-llama-Llama-3.1-8B-Instruct.jinja");
+    if (!std::filesystem::exists(vocab) || !std::filesystem::exists(tmpl)) {
+      GTEST_SKIP() << "../shared/models/stories260K.gguf or ../shared/templates is missing";
+    }
+    path_ = testing::TempPath("tiny_tools.gguf");
+    if (!std::filesystem::exists(path_)) {
+      const ModelPreset* tiny = nullptr;
+      for (const ModelPreset& p : ModelPresets()) {
+        if (p.name == "tiny") tiny = &p;
+      }
+      ASSERT_NE(tiny, nullptr);
+      const std::string partial = path_ + "." + std::to_string(::getpid());
+      ASSERT_TRUE(MakeModel(*tiny, GgmlType::kF32, vocab, 42, partial, testing::ReadFile(tmpl)).ok());
+      testing::PublishFile(partial, path_);
+    }
+  }
+};
+
+TEST_P(ToolCallDeterminismTest, ToolCallsAreBitwiseReproducibleAndParse) {
+  constexpr char kTools[] = R"([{"type": "function", "function": {"name": "give_item", "parameters": {"type": "object",
+      "properties": {"player": {"type": "string", "maxLength": 8}, "item": {"enum": ["sword", "shield"]}},
+      "required": ["player", "item"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "say", "parameters": {"type": "object",
+      "properties": {"line": {"type": "string", "maxLength": 12}}, "required": ["line"]}}}])";
+  auto s = Open({});
+  ASSERT_NE(s, nullptr);
+  auto gbnf = s->ToolCallGrammar(kTools, "required");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+  RequestOptions spec = Spec(Prompt(12, 3), 120, true, 0.8f);
+  spec.ignore_eos = false;
+  spec.output_grammar = *RequestOptions::MakeOutputGrammar(RequestOptions::OutputGrammar::Kind::kGbnf, *gbnf);
+  const Output ref = Alone({}, spec);
+  for (uint32_t trial = 0; trial < 3; ++trial) {
+    EXPECT_TRUE(WithCoRunners(*s, spec, 700 + trial) == ref) << "co-runners, trial " << trial;
+  }
+  auto r = s->Submit(spec, nullptr);
+  ASSERT_TRUE(r.ok());
+  Result(**r);
+  ASSERT_EQ((*r)->finish_reason(), FinishReason::kStop) << "the call did not close within 120 tokens";
+  auto parsed = s->ParseChatOutput((*r)->output_text());
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << (*r)->output_text();
+  const nlohmann::json out = nlohmann::json::parse(*parsed);
+  ASSERT_FALSE(out["tool_calls"].empty()) << *parsed;
+  for (const auto& call : out["tool_calls"]) {
+    const std::string name = call["name"];
+    EXPECT_TRUE(name == "give_item" || name == "say") << name;
+    if (name == "give_item") {
+      EXPECT_TRUE(call["arguments"]["item"] == "sword" || call["arguments"]["item"] == "shield") << call;
+    }
+  }
+  auto receipt = (*r)->receipts()->Make(**r);
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  auto fresh = Open({});
+  auto check = fresh->VerifyReceipt(*receipt);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(check->outcome, ReceiptCheck::Outcome::kReproduced) << check->detail;
+  // The control: not deterministic, the same request varies beside co-runners.
+  RequestOptions plain = spec;
+  plain.deterministic = false;
+  const Output alone = Alone({}, plain);
+  int differ = 0;
+  for (uint32_t trial = 0; trial < 8 && differ == 0; ++trial) differ += WithCoRunners(*s, plain, 800 + trial) == alone ? 0 : 1;
+  EXPECT_GT(differ, 0) << "the plain request never varied with its co-runners";
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, ToolCallDeterminismTest, ::testing::Values(ModelCase{"tiny_tools", 0.05, "tiny"}),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace llm42

@@ -16,6 +16,7 @@
 #include "lib/grammar/grammar.h"
 #include "lib/grammar/grammar_matcher.h"
 #include "lib/grammar/token_grammar.h"
+#include "tests/grammar_sampler.h"
 
 namespace llm42 {
 namespace {
@@ -129,45 +130,6 @@ TEST(JsonSchema, UnsupportedAndMalformedSchemasAreRefusedByName) {
   }
 }
 
-// Sentences drawn at random from a grammar: single-character tokens (printable ASCII, newline,
-// some non-ASCII) and a few longer ones, each step uniform over the allowed tokens, ending at
-// random where the grammar can end. Draws longer than 600 tokens are discarded and redrawn.
-std::vector<std::string> Sample(const Grammar& g, int n, uint32_t seed) {
-  std::vector<std::string> vocab;
-  for (int c = 0x20; c < 0x7F; ++c) vocab.push_back(std::string(1, static_cast<char>(c)));
-  for (const char* t : {"\n", "é", "😀", "true", "null", "\"name\"", "\": \"", "12", "-", "ab"}) vocab.push_back(t);
-  auto tg = TokenGrammar::Create(g, vocab, {});
-  EXPECT_TRUE(tg.ok()) << tg.status();
-  std::mt19937 rng(seed);
-  std::vector<std::string> out;
-  while (static_cast<int>(out.size()) < n) {
-    GrammarState s = (*tg)->automaton().Initial();
-    std::string text;
-    for (int step = 0; step < 600; ++step) {
-      const bool can_end = (*tg)->automaton().CanEnd(s);
-      std::vector<int32_t> allowed;
-      const auto mask = (*tg)->Allowed(s);
-      for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
-        if ((*mask)[static_cast<size_t>(id) / 64] >> (id % 64) & 1) allowed.push_back(id);
-      }
-      if (can_end && (allowed.empty() || rng() % 4 == 0)) {
-        out.push_back(text);
-        break;
-      }
-      if (allowed.empty()) {
-        ADD_FAILURE() << "a dead end after: " << text;
-        return out;
-      }
-      const int32_t id = allowed[rng() % allowed.size()];
-      GrammarState next;
-      EXPECT_TRUE((*tg)->Advance(s, id, &next));
-      s = std::move(next);
-      text += vocab[static_cast<size_t>(id)];
-    }
-  }
-  return out;
-}
-
 TEST(JsonSchema, SampledOutputsValidateWithAnIndependentValidator) {
   const std::string python = LLM42_PYTHON3;
   // Not a skip: tools/install-deps.sh pins python3-jsonschema, so its absence is a broken setup.
@@ -194,7 +156,7 @@ TEST(JsonSchema, SampledOutputsValidateWithAnIndependentValidator) {
   const std::string dir = LLM42_TEST_TMP_DIR;
   std::filesystem::create_directories(dir);
   for (size_t i = 0; i < std::size(schemas); ++i) {
-    const std::vector<std::string> samples = Sample(Convert(schemas[i]), 1000, static_cast<uint32_t>(i + 1));
+    const std::vector<std::string> samples = testing::SampleSentences(Convert(schemas[i]), 1000, static_cast<uint32_t>(i + 1));
     ASSERT_EQ(samples.size(), 1000u);
     const std::string schema_path = dir + "/schema" + std::to_string(i) + ".json";
     const std::string samples_path = dir + "/samples" + std::to_string(i) + ".txt";

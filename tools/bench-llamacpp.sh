@@ -3,8 +3,9 @@
 # alternated (issue 12's comparison): llama-bench's pp512 and tg128 at depths 0, 512 and 1900
 # (the llama-110m presets' trained context is 2048; llm42 refuses a context past it), for every
 # weight type, llama-1b's (f16 and q4_0) pp512 and tg32, and llama-batched-bench's 128,128,1,4,8,16
-# on f16; with GEMMA4=1 (the default) the same pp512 and tg128 on gemma4-110m (Gemma 4's layer
-# shapes, shared K/V and per-layer embeddings at llama-110m's size) for GEMMA4_DTYPES. The k-quant mixes (KQUANTS, llama.cpp's names) are llama.cpp's own files: the f16 model
+# on f16; and the same pp512 and tg128 on the newer families' presets FAMILIES (gemma4-110m: Gemma
+# 4's layer shapes, shared K/V and per-layer embeddings at llama-110m's size; qwen35-110m: Qwen3.5's
+# DeltaNet and gated attention layers at that size) for FAMILY_DTYPES. The k-quant mixes (KQUANTS, llama.cpp's names) are llama.cpp's own files: the f16 model
 # quantized by llama.cpp's quantizer (tools/llamacpp/quantize_llamacpp.cc), what people download.
 # Both sides with an f16 KV cache (llama.cpp's default; llm42's is f32, so --kv_dtype f16).
 # Prints one markdown table of the best of ROUNDS rounds per side, with the ratios.
@@ -15,8 +16,8 @@
 #
 #   tools/bench-llamacpp.sh [BUILD_DIR] [MODEL_DIR]      (defaults: build, /tmp/llm42-models)
 #   ROUNDS=2 THREADS=2 DTYPES="f32 f16 bf16 q8_0 q4_0" KQUANTS="Q4_K_M Q5_K_M Q6_K IQ4_XS" BIG=1
-#   BIGS="f16 q4_0" BATCHED=1 GEMMA4=1 GEMMA4_DTYPES="f16 q8_0 Q4_K_M" PLOT=ratios.png
-#   (BIGS and GEMMA4_DTYPES may name k-quant mixes too)
+#   BIGS="f16 q4_0" BATCHED=1 FAMILIES="gemma4-110m qwen35-110m" FAMILY_DTYPES="f16 q8_0 Q4_K_M"
+#   PLOT=ratios.png   (BIGS and FAMILY_DTYPES may name k-quant mixes too; FAMILIES="" for none)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
@@ -52,10 +53,11 @@ if [[ ${BIG:-1} == 1 ]]; then
   for d in "${bigs[@]}"; do make_model llama-1b "$d"; done
 fi
 
-read -r -a gemma4s <<<"${GEMMA4_DTYPES:-f16 q8_0 Q4_K_M}"
-if [[ ${GEMMA4:-1} == 1 ]]; then
-  for d in "${gemma4s[@]}"; do make_model gemma4-110m "$d"; done
-fi
+read -r -a families <<<"${FAMILIES-gemma4-110m qwen35-110m}"
+read -r -a family_dtypes <<<"${FAMILY_DTYPES:-f16 q8_0 Q4_K_M}"
+for f in "${families[@]}"; do
+  for d in "${family_dtypes[@]}"; do make_model "$f" "$d"; done
+done
 
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
@@ -78,7 +80,7 @@ batched() {  # FILE
     awk -F'|' '/^\| (fast|fixed) / {gsub(/ /, "", $2); gsub(/ /, "", $5); gsub(/ /, "", $12); print "f16", "batched-B" $5 "-S", "llm42-" $2, $12}' >>"$raw"
 }
 
-steps=$(( rounds * (${#dtypes[@]} + ${BIG:-1} * ${#bigs[@]} + ${GEMMA4:-1} * ${#gemma4s[@]} + ${BATCHED:-1}) ))
+steps=$(( rounds * (${#dtypes[@]} + ${BIG:-1} * ${#bigs[@]} + ${#families[@]} * ${#family_dtypes[@]} + ${BATCHED:-1}) ))
 step=0
 for ((r = 1; r <= rounds; ++r)); do
   for d in "${dtypes[@]}"; do
@@ -99,15 +101,15 @@ for ((r = 1; r <= rounds; ++r)); do
       ours "1b-$d" "$m" --pp 512 --tg 32
     done
   fi
-  if [[ ${GEMMA4:-1} == 1 ]]; then
-    for d in "${gemma4s[@]}"; do
-      step=$((step + 1)); echo "[$step/$steps] round $r: gemma4-110m $d" >&2
-      m="$models/gemma4-110m-$d.gguf"
-      lcpp "gemma4-$d" "$m" pp 512 0
-      lcpp "gemma4-$d" "$m" tg 128 0
-      ours "gemma4-$d" "$m" --pp 512 --tg 128
+  for f in "${families[@]}"; do
+    for d in "${family_dtypes[@]}"; do
+      step=$((step + 1)); echo "[$step/$steps] round $r: $f $d" >&2
+      m="$models/$f-$d.gguf"
+      lcpp "${f%-110m}-$d" "$m" pp 512 0
+      lcpp "${f%-110m}-$d" "$m" tg 128 0
+      ours "${f%-110m}-$d" "$m" --pp 512 --tg 128
     done
-  fi
+  done
   if [[ ${BATCHED:-1} == 1 ]]; then
     step=$((step + 1)); echo "[$step/$steps] round $r: batched" >&2
     batched "$models/llama-110m-f16.gguf"

@@ -437,6 +437,13 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   void set_grammar(const std::string& gbnf) {
     llm42_swig::Check(llm42_request_options_set_grammar(llm42_swig::Handle($self, "RequestOptions"), gbnf.c_str()));
   }
+  /* Tools the request may call (OpenAI tool objects as JSON), in the session's model's
+     tool-call syntax, as tool_choice lets it: "auto", "required", "none" or a tool's name. */
+  void set_tools(llm42_swig_session* session, const std::string& tools_json, const std::string& tool_choice) {
+    llm42_swig::Check(llm42_request_options_set_tools(llm42_swig::Handle($self, "RequestOptions"),
+                                                      llm42_swig::Handle(session, "Session"), tools_json.c_str(),
+                                                      tool_choice.c_str()));
+  }
   /* JSON Schema text; "" removes it. */
   void set_json_schema(const std::string& schema) {
     llm42_swig::Check(llm42_request_options_set_json_schema(llm42_swig::Handle($self, "RequestOptions"), schema.c_str()));

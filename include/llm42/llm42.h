@@ -481,6 +481,23 @@ LLM42_API llm42_status llm42_request_options_set_grammar(llm42_request_options* 
  * (llm42_last_error gives its JSON pointer), or when a GBNF grammar is set. NULL or "" removes
  * the schema. */
 LLM42_API llm42_status llm42_request_options_set_json_schema(llm42_request_options* options, const char* schema);
+/* Lets the request call tools: constrains its output to the grammar of a reply that calls the
+ * tools of tools_json (an array of OpenAI tool objects, {"type": "function", "function": {"name",
+ * "description", "parameters": a JSON Schema as set_json_schema takes}}) in the syntax the
+ * session's model's chat template writes calls in, each call's arguments valid under its tool's
+ * schema. tool_choice (NULL: "auto"): "auto" (free text until the syntax's opening of a call,
+ * then calls; as llama.cpp's lazy tool-call grammars), "required" (one call or more from the
+ * start), a tool's name or {"type": "function", "function": {"name": ...}} (calls of that tool),
+ * "none" (no constraint: removes a tool grammar set before). Syntaxes generated: Hermes / Qwen 2.5
+ * and 3 / Granite <tool_call> JSON, Mistral [TOOL_CALLS] JSON array, Llama 3.x JSON;
+ * llm42_session_parse_chat_output reads the calls back. The grammar is the options' GBNF grammar
+ * (a deterministic request's receipt carries it), replacing a GBNF grammar set before.
+ * INVALID_ARGUMENT for tools or a choice that do not parse, a schema the grammar engine refuses
+ * (naming the tool), a choice that names no tool, or options that have a JSON schema; UNSUPPORTED for a model whose template
+ * writes no tool calls, or writes them in a syntax not generated yet (named). The tools are
+ * rendered into the prompt by llm42_session_apply_chat_template, not here. */
+LLM42_API llm42_status llm42_request_options_set_tools(llm42_request_options* options, llm42_session* session,
+                                                      const char* tools_json, const char* tool_choice);
 /* Sampling seed. Without one a request draws a random seed (deterministic requests use the
  * policy's default seed); llm42_request_effective_seed reports it. */
 LLM42_API llm42_status llm42_request_options_set_seed(llm42_request_options* options,

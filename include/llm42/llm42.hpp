@@ -243,6 +243,9 @@ class RequestOptions {
     detail::Check(llm42_request_options_set_grammar(h_.get(), gbnf.c_str()));
     return *this;
   }
+  // Tools the request may call, in the session's model's tool-call syntax, as tool_choice lets it
+  // ("auto", "required", "none", a tool's name): llm42_request_options_set_tools.
+  RequestOptions& SetTools(Session& session, const std::string& tools_json, const std::string& tool_choice = "auto");
   // JSON Schema text; "" removes it.
   RequestOptions& SetJsonSchema(const std::string& schema) {
     detail::Check(llm42_request_options_set_json_schema(h_.get(), schema.c_str()));
@@ -502,6 +505,12 @@ class Session {
  private:
   detail::Handle<llm42_session, llm42_session_destroy> h_;
 };
+
+inline RequestOptions& RequestOptions::SetTools(Session& session, const std::string& tools_json,
+                                                const std::string& tool_choice) {
+  detail::Check(llm42_request_options_set_tools(h_.get(), session.get(), tools_json.c_str(), tool_choice.c_str()));
+  return *this;
+}
 
 inline RequestOptions& RequestOptions::LoadParent(Session& session, const std::string& path) {
   detail::Check(llm42_request_options_load_parent(h_.get(), session.get(), path.c_str()));

@@ -686,6 +686,29 @@ llm42_status llm42_request_options_set_grammar(llm42_request_options* o, const c
 llm42_status llm42_request_options_set_json_schema(llm42_request_options* o, const char* schema) {
   return SetOutputGrammar(o, llm42::RequestOptions::OutputGrammar::Kind::kJsonSchema, schema);
 }
+llm42_status llm42_request_options_set_tools(llm42_request_options* o, llm42_session* s, const char* tools_json,
+                                            const char* tool_choice) {
+  using Kind = llm42::RequestOptions::OutputGrammar::Kind;
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, NullHandle(o));
+    LLM42_REQUIRE(s != nullptr, "session is NULL");
+    LLM42_REQUIRE(tools_json != nullptr, "tools_json is NULL");
+    absl::StatusOr<std::string> gbnf = s->impl->ToolCallGrammar(tools_json, tool_choice != nullptr ? tool_choice : "auto");
+    if (!gbnf.ok()) return Check(gbnf.status());
+    std::optional<llm42::RequestOptions::OutputGrammar>& current = Fields(o).output_grammar;
+    if (current && current->kind != Kind::kGbnf) {
+      return Fail(LLM42_INVALID_ARGUMENT, "the options have a JSON schema; remove it before setting tools");
+    }
+    if (gbnf->empty()) {  // "none"
+      current.reset();
+      return LLM42_OK;
+    }
+    absl::StatusOr<llm42::RequestOptions::OutputGrammar> g = llm42::RequestOptions::MakeOutputGrammar(Kind::kGbnf, *gbnf);
+    if (!g.ok()) return Check(g.status());
+    current = *std::move(g);
+    return LLM42_OK;
+  });
+}
 llm42_status llm42_request_options_set_seed(llm42_request_options* o, uint64_t seed) {
   return SetField(o, [&](llm42::RequestOptions& f) {
     f.sampling.seed = seed;

@@ -96,16 +96,44 @@ size_t JsonValueEnd(std::string_view text, size_t at) {
 }
 
 // Every `open` ... `close` block through `parse_call`, the text outside them the content.
+// Where the JSON value that `text` begins with (after whitespace) ends, scanning its strings'
+// escapes; 0 when it begins with no object or array (then the body is found as it is).
+size_t JsonValueEnd(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+  if (i == text.size() || (text[i] != '{' && text[i] != '[')) return 0;
+  int depth = 0;
+  bool in_string = false;
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return 0;  // unbalanced: the parse says what is wrong
+}
+
 template <typename F>
 absl::Status TaggedCalls(std::string_view text, std::string_view open, std::string_view close, ChatOutput& out,
-                         F parse_call) {
+                         F parse_call, bool json_body = false) {
   std::string content;
   while (true) {
     const size_t start = text.find(open);
     if (start == std::string_view::npos) break;
     content.append(text.substr(0, start));
     text.remove_prefix(start + open.size());
-    const size_t end = text.find(close);
+    // A JSON body closes after its value: its strings may hold the closing tag.
+    const size_t end = text.find(close, json_body ? JsonValueEnd(text) : 0);
     if (end == std::string_view::npos) {
       return Malformed(out.tool_calls.size(), absl::StrCat("opened by ", std::string(open), " but never closed by ", std::string(close)));
     }
@@ -417,7 +445,8 @@ absl::StatusOr<ChatOutput> ParseChatOutput(ChatSyntax syntax, std::string_view t
                          std::optional<Json> j = ParseJson(Trim(body));
                          if (!j) return Malformed(out.tool_calls.size(), "its body is not JSON");
                          return AddJsonCall(*j, out);
-                       });
+                       },
+                       /*json_body=*/true);
       break;
     case ChatSyntax::kQwenXml:
       st = TaggedCalls(TakeReasoning(text, "<think>", "</think>", out), "<tool_call>", "</tool_call>", out,

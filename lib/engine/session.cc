@@ -1,5 +1,7 @@
 #include "lib/engine/session.h"
 
+#include "lib/chat/tool_call_grammar.h"
+
 #include <algorithm>
 #include <random>
 #include <thread>
@@ -219,6 +221,11 @@ absl::StatusOr<std::string> Session::ParseChatOutput(std::string_view text) cons
   LLM42_ASSIGN_OR_RETURN(const ChatOutput out,
                          llm42::ParseChatOutput(chat_template_.ok() ? chat_template_->syntax : ChatSyntax::kPlain, text));
   return out.ToJson();
+}
+
+absl::StatusOr<std::string> Session::ToolCallGrammar(std::string_view tools_json, std::string_view tool_choice) const {
+  LLM42_ASSIGN_OR_RETURN(const ToolChoice choice, ParseToolChoice(tool_choice));
+  return llm42::ToolCallGrammar(chat_template_.ok() ? chat_template_->syntax : ChatSyntax::kPlain, tools_json, choice);
 }
 
 int64_t Session::kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }

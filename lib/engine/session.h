@@ -73,6 +73,9 @@ class Session {
   // A generated assistant text split by the model's syntax (ChatTemplate::syntax; plain for a
   // model without a chat format): ChatOutput's JSON (llm42_session_parse_chat_output).
   absl::StatusOr<std::string> ParseChatOutput(std::string_view text) const;
+  // The GBNF grammar of a reply that calls `tools_json` as `tool_choice` lets it, in the syntax
+  // the model's chat template writes calls in (lib/chat/tool_call_grammar.h; "" for "none").
+  absl::StatusOr<std::string> ToolCallGrammar(std::string_view tools_json, std::string_view tool_choice) const;
 
   // Writes the conversation that finished request `r` of this session holds (its tokens,
   // messages, and the K/V of the full blocks the prefix cache has for them) to `path`

@@ -28,7 +28,7 @@ object ::= "{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws
 array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 string ::= "\"" char* "\""
 char ::= [^"\\\x7F\x00-\x1F] | "\\" ["\\/bfnrt]
-number ::= integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+number ::= integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,2} )?
 integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
 boolean ::= "true" | "false"
 null ::= "null"
@@ -385,11 +385,17 @@ class PatternConverter {
 
 class SchemaConverter {
  public:
-  explicit SchemaConverter(const Json& root) : root_(root) {}
+  // Rules it adds are named `prefix` and a number.
+  explicit SchemaConverter(const Json& root, std::string prefix = "g-") : root_(root), prefix_(std::move(prefix)) {}
 
-  absl::StatusOr<std::string> Convert() {
+  // `name ::= ...` for the schema's sentences, then the rules it adds (not the helpers).
+  absl::StatusOr<std::string> Rules(std::string_view name) {
     LLM42_ASSIGN_OR_RETURN(std::string root, Visit(root_, ""));
-    return absl::StrCat("root ::= ", root, "\n", rules_, std::string(kHelpers));
+    return absl::StrCat(std::string(name), " ::= ", root, "\n", rules_);
+  }
+  absl::StatusOr<std::string> Convert() {
+    LLM42_ASSIGN_OR_RETURN(std::string rules, Rules("root"));
+    return absl::StrCat(rules, std::string(kHelpers));
   }
 
  private:
@@ -413,7 +419,7 @@ class SchemaConverter {
   }
 
   std::string NewRule(const std::string& body) {
-    const std::string name = absl::StrCat("g-", ++n_rules_);
+    const std::string name = absl::StrCat(prefix_, ++n_rules_);
     Define(name, body);
     return name;
   }
@@ -515,7 +521,7 @@ class SchemaConverter {
     auto known = refs_.find(r);
     if (known != refs_.end()) return known->second;
     if (r == "#") {  // the whole schema: recursion through the root
-      const std::string rule = absl::StrCat("g-", ++n_rules_);
+      const std::string rule = absl::StrCat(prefix_, ++n_rules_);
       refs_[r] = rule;
       LLM42_ASSIGN_OR_RETURN(std::string body, Visit(root_, ""));
       Define(rule, body);
@@ -542,7 +548,7 @@ class SchemaConverter {
     if (!root_.contains(section) || !root_[section].is_object() || !root_[section].contains(key)) {
       return Error(ptr, "'", r, "' names no definition");
     }
-    const std::string rule = absl::StrCat("g-", ++n_rules_);
+    const std::string rule = absl::StrCat(prefix_, ++n_rules_);
     refs_[r] = rule;  // before the visit: a definition may refer to itself
     LLM42_ASSIGN_OR_RETURN(std::string body, Visit(root_[section][key], absl::StrCat("/", section, "/", Escape(key))));
     Define(rule, body);
@@ -773,6 +779,7 @@ class SchemaConverter {
   }
 
   const Json& root_;
+  std::string prefix_;
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int n_rules_ = 0;
@@ -781,7 +788,11 @@ class SchemaConverter {
 
 }  // namespace
 
-absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema) {
+namespace {
+
+// fn(converter) over the schema parsed (INVALID_ARGUMENT for what is not JSON or not readable).
+template <typename F>
+absl::StatusOr<std::string> WithSchema(std::string_view schema, F fn) {
   Json root;
   try {
     root = Json::parse(schema.begin(), schema.end());
@@ -791,10 +802,22 @@ absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema) {
     return absl::InvalidArgumentError(absl::StrCat("not usable JSON: ", e.what()));
   }
   try {
-    return SchemaConverter(root).Convert();
+    return fn(root);
   } catch (const Json::exception& e) {  // (every access is checked first; this is the backstop)
     return absl::InvalidArgumentError(absl::StrCat("the schema cannot be read: ", e.what()));
   }
 }
+
+}  // namespace
+
+absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema) {
+  return WithSchema(schema, [](const Json& root) { return SchemaConverter(root).Convert(); });
+}
+
+absl::StatusOr<std::string> JsonSchemaToGbnfRules(std::string_view schema, std::string_view name) {
+  return WithSchema(schema, [&](const Json& root) { return SchemaConverter(root, std::string(name) + "-").Rules(name); });
+}
+
+std::string_view JsonGbnfHelpers() { return kHelpers; }
 
 }  // namespace llm42

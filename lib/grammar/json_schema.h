@@ -14,7 +14,9 @@
 // readOnly, writeOnly) are allowed and change nothing; any other keyword is refused by name.
 //
 // Properties are generated in the schema's order; whitespace between tokens is limited to one
-// space or a newline and up to 20 indentation characters (so that a model cannot pad forever).
+// space or a newline and up to 20 indentation characters (so that a model cannot pad forever);
+// numbers to 16 integer digits and exponents of 2 digits (so that every number generated is a
+// finite double: a JSON parser refuses or overflows 1e864).
 //
 // `pattern` is read as an ECMA-262 regular expression of this subset, matched against the whole
 // string (what matches wholly also matches the schema's search anywhere): literals, `.`, classes
@@ -33,6 +35,13 @@
 namespace llm42 {
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema);
+
+// For a grammar holding several schemas' sentences (a tool call's arguments, per tool): the
+// schema's rules as `name ::= ...` and the rules that needs, each named `name`-N; they refer to
+// the helper rules JsonGbnfHelpers() holds (ws, value, string, number, ...), which the grammar
+// includes once.
+absl::StatusOr<std::string> JsonSchemaToGbnfRules(std::string_view schema, std::string_view name);
+std::string_view JsonGbnfHelpers();
 
 }  // namespace llm42
 

@@ -31,7 +31,18 @@ ArchitectureData Data() {
   tiny.ssm_key_heads = 4;
   tiny.ssm_value_heads = 8;
   tiny.ssm_head_dim = 32;
-  d.presets = {tiny};
+  // A benchmark's: llama-110m's width and depth in Qwen3.5's shape (0.8B's proportions: three
+  // DeltaNet layers to an attention one, 128-wide DeltaNet heads as many for keys as values,
+  // attention heads of which a quarter turns).
+  ModelPreset bench{"qwen35-110m", 768, 12, 6, 2, 2048, 2048, "qwen35", false, 128};
+  bench.rope_dims = 32;
+  bench.rope_sections = {6, 5, 5, 0};
+  bench.full_attention_interval = 4;
+  bench.ssm_conv_kernel = 4;
+  bench.ssm_key_heads = 6;
+  bench.ssm_value_heads = 6;
+  bench.ssm_head_dim = 128;
+  d.presets = {tiny, bench};
   return d;
 }
 

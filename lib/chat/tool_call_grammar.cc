@@ -1,0 +1,168 @@
+#include "lib/chat/tool_call_grammar.h"
+
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "lib/grammar/json_schema.h"
+#include "nlohmann/json.hpp"
+#include "lib/util/status.h"
+
+namespace llm42 {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// A GBNF literal of `text`'s bytes: printable ASCII as it is (quote and backslash escaped), every
+// other byte as \xHH (the grammar matches UTF-8 bytes either way).
+std::string Literal(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += absl::StrFormat("\\x%02X", c);
+    }
+  }
+  return out + "\"";
+}
+
+struct Tool {
+  std::string name, schema;
+};
+
+absl::StatusOr<std::vector<Tool>> ReadTools(std::string_view tools_json) {
+  Json tools;
+  try {
+    tools = Json::parse(tools_json.begin(), tools_json.end());
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("tools: not JSON (", e.what(), ")"));
+  }
+  if (!tools.is_array() || tools.empty()) return absl::InvalidArgumentError("tools: not a non-empty array of tool objects");
+  std::vector<Tool> out;
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const Json& t = tools[i];
+    const Json* f = t.is_object() && t.contains("function") ? &t["function"] : &t;
+    if (!f->is_object() || !f->contains("name") || !(*f)["name"].is_string() || (*f)["name"].get<std::string>().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("tools[", i, "]: no function name"));
+    }
+    Tool tool{(*f)["name"].get<std::string>(), R"({"type": "object"})"};
+    if (!names.insert(tool.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("tools[", i, "]: a second tool named '", tool.name, "'"));
+    }
+    if (f->contains("parameters")) tool.schema = (*f)["parameters"].dump();
+    out.push_back(std::move(tool));
+  }
+  return out;
+}
+
+// How a syntax writes calls: `open` begins them (the trigger of kAuto's free text), then `calls`
+// (a GBNF expression over the rules call-I, one per tool, and `call` their alternation), each
+// call-I `head` NAME `middle` ARGS `tail` (NAME and the JSON around it literal).
+struct CallSyntax {
+  std::string open, calls, head, middle, tail;
+};
+
+absl::StatusOr<CallSyntax> SyntaxOf(ChatSyntax syntax) {
+  switch (syntax) {
+    case ChatSyntax::kHermes:
+      return CallSyntax{"<tool_call>", R"(ws call ws "</tool_call>" ( ws "<tool_call>" ws call ws "</tool_call>" )*)",
+                        R"("{" ws "\"name\"" ws ":" ws "\"")", R"("\"" ws "," ws "\"arguments\"" ws ":" ws)", R"(ws "}")"};
+    case ChatSyntax::kMistral:
+      return CallSyntax{"[TOOL_CALLS]", R"("[" ws call ( ws "," ws call )* ws "]")",
+                        R"("{" ws "\"name\"" ws ":" ws "\"")", R"("\"" ws "," ws "\"arguments\"" ws ":" ws)", R"(ws "}")"};
+    case ChatSyntax::kLlama3:
+      return CallSyntax{"{\"name\": \"", "call", "", R"("\"" ws "," ws "\"parameters\"" ws ":" ws)", R"(ws "}")"};
+    case ChatSyntax::kPlain:
+      return absl::UnimplementedError("the model's chat template writes no tool calls");
+    default:
+      return absl::UnimplementedError(absl::StrCat("tool calls in the ", ChatSyntaxName(syntax),
+                                                   " syntax are parsed but not yet generated under a grammar"));
+  }
+}
+
+// Rules free-K (K bytes of `open` matched) for a text that never contains `open` (its KMP
+// automaton), each able to end; completing `open` goes on with `then`.
+std::string FreeText(std::string_view open, std::string_view then) {
+  const size_t n = open.size();
+  std::set<unsigned char> chars(open.begin(), open.end());
+  auto next = [&](size_t k, unsigned char c) {  // the longest prefix of open ending text[0..k) + c
+    std::string seen = std::string(open.substr(0, k)) + static_cast<char>(c);
+    for (size_t len = std::min(n, seen.size()); len > 0; --len) {
+      if (seen.compare(seen.size() - len, len, open.substr(0, len)) == 0) return len;
+    }
+    return size_t{0};
+  };
+  std::string others = "[^";
+  for (unsigned char c : chars) absl::StrAppend(&others, absl::StrFormat("\\x%02X", c));
+  others += "]";
+  std::string rules;
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<std::string> alts = {absl::StrCat(others, " free-0")};
+    for (unsigned char c : chars) {
+      const size_t to = next(k, c);
+      const std::string lit = Literal(std::string(1, static_cast<char>(c)));
+      alts.push_back(to == n ? absl::StrCat(lit, " ", std::string(then)) : absl::StrCat(lit, " free-", to));
+    }
+    absl::StrAppend(&rules, "free-", k, " ::= | ", absl::StrJoin(alts, " | "), "\n");
+  }
+  return rules;
+}
+
+}  // namespace
+
+absl::StatusOr<ToolChoice> ParseToolChoice(std::string_view text) {
+  if (text == "none") return ToolChoice{ToolChoice::Kind::kNone, ""};
+  if (text == "auto" || text.empty()) return ToolChoice{ToolChoice::Kind::kAuto, ""};
+  if (text == "required") return ToolChoice{ToolChoice::Kind::kRequired, ""};
+  if (text.front() != '{') return ToolChoice{ToolChoice::Kind::kNamed, std::string(text)};
+  Json j;
+  try {
+    j = Json::parse(text.begin(), text.end());
+  } catch (const Json::exception&) {
+    return absl::InvalidArgumentError("tool_choice: not JSON");
+  }
+  if (!j.is_object() || !j.contains("function") || !j["function"].is_object() || !j["function"].contains("name") ||
+      !j["function"]["name"].is_string()) {
+    return absl::InvalidArgumentError(R"(tool_choice: none, auto, required, a tool's name, or {"type": "function", "function": {"name": ...}})");
+  }
+  return ToolChoice{ToolChoice::Kind::kNamed, j["function"]["name"].get<std::string>()};
+}
+
+absl::StatusOr<std::string> ToolCallGrammar(ChatSyntax syntax, std::string_view tools_json, const ToolChoice& choice) {
+  if (choice.kind == ToolChoice::Kind::kNone) return std::string();
+  LLM42_ASSIGN_OR_RETURN(const std::vector<Tool> tools, ReadTools(tools_json));
+  LLM42_ASSIGN_OR_RETURN(const CallSyntax s, SyntaxOf(syntax));
+  std::string rules;
+  std::vector<std::string> calls;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    if (choice.kind == ToolChoice::Kind::kNamed && tools[i].name != choice.name) continue;
+    const std::string args = absl::StrCat("args-", i);
+    absl::StatusOr<std::string> schema = JsonSchemaToGbnfRules(tools[i].schema, args);
+    if (!schema.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("tool '", tools[i].name, "': its parameters: ", schema.status().message()));
+    }
+    // The name as a JSON string's content (its quotes are the syntax's).
+    const std::string name = Json(tools[i].name).dump();
+    absl::StrAppend(&rules, "call-", i, " ::= ", s.head, s.head.empty() ? "" : " ",
+                    Literal(name.substr(1, name.size() - 2)), " ", s.middle, " ", args, " ", s.tail, "\n", *schema);
+    calls.push_back(absl::StrCat("call-", i));
+  }
+  if (calls.empty()) return absl::InvalidArgumentError(absl::StrCat("tool_choice names '", choice.name, "', which is no tool"));
+  absl::StrAppend(&rules, "call ::= ", absl::StrJoin(calls, " | "), "\n");
+  absl::StrAppend(&rules, "calls ::= ", s.calls, "\n");
+  if (choice.kind == ToolChoice::Kind::kAuto) {
+    absl::StrAppend(&rules, "root ::= free-0\n", FreeText(s.open, "calls"));
+  } else {
+    absl::StrAppend(&rules, "root ::= ws ", Literal(s.open), " calls\n");
+  }
+  return absl::StrCat(rules, std::string(JsonGbnfHelpers()));
+}
+
+}  // namespace llm42
