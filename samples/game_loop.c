@@ -6,9 +6,12 @@
  * line, bit for bit, even though a non-deterministic ambient request shares the engine's
  * batches. Then the player answers and the NPC's next turn continues the conversation
  * (llm42_request_options_set_parent: its history comes from the prefix cache, not a new
- * prefill) as a JSON action the game can act on: llm42_request_options_set_json_schema makes the
- * output valid under kActionSchema, so the game reads it without parsing free text or retrying.
- * Prints both turns, the action, the frames they took and the slowest poll. */
+ * prefill) as a tool call the game acts on: llm42_request_options_set_tools makes the reply one
+ * call of kTools (give_item, move_to, say) with arguments valid under the tool's schema, in the
+ * syntax of the session's chat template (kTemplate, Hermes' <tool_call>, here set for the session
+ * since the sample's model has none), and llm42_session_parse_chat_output reads it back, so the
+ * game never parses free text or retries. Prints both turns, the call, the frames they took and
+ * the slowest poll. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,25 +34,37 @@ static double NowMs(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* What the NPC may do on its turn. */
-static const char kActionSchema[] =
-    "{\"type\": \"object\", \"properties\": {"
-    "\"line\": {\"type\": \"string\", \"maxLength\": 60},"
-    "\"action\": {\"enum\": [\"talk\", \"give_item\", \"attack\", \"flee\"]},"
-    "\"item\": {\"type\": \"string\", \"pattern\": \"^[a-z_]{1,16}$\"}},"
-    "\"required\": [\"line\", \"action\"], \"additionalProperties\": false}";
+/* What the NPC may do on its turn: OpenAI tool objects. */
+static const char kTools[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"give_item\", \"description\": \"Gives the hero an item\","
+    " \"parameters\": {\"type\": \"object\", \"properties\": {\"item\": {\"enum\": [\"sword\", \"shield\", \"potion\", \"map\"]}},"
+    " \"required\": [\"item\"], \"additionalProperties\": false}}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"move_to\", \"description\": \"Walks somewhere\","
+    " \"parameters\": {\"type\": \"object\", \"properties\": {\"place\": {\"enum\": [\"village\", \"tower\", \"forest\"]}},"
+    " \"required\": [\"place\"], \"additionalProperties\": false}}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"say\", \"description\": \"Speaks a line\","
+    " \"parameters\": {\"type\": \"object\", \"properties\": {\"line\": {\"type\": \"string\", \"maxLength\": 40}},"
+    " \"required\": [\"line\"], \"additionalProperties\": false}}}]";
 
-/* parent: the request this one continues, or NULL; schema: a JSON Schema the output must follow,
+/* A chat template whose assistant turns write tool calls as Hermes' <tool_call> JSON (the syntax
+ * the session then generates and parses calls in). */
+static const char kTemplate[] =
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    "{%- for c in m.tool_calls or [] %}<tool_call>\n{{ c.function | tojson }}\n</tool_call>{% endfor %}{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/* parent: the request this one continues, or NULL; tools: the tools its reply must call one of,
  * or NULL. */
 static llm42_status Submit(llm42_session* s, llm42_request* parent, const char* prompt, int deterministic,
-                           const char* schema, llm42_request** out) {
+                           const char* tools, llm42_request** out) {
   llm42_request_options* ro = NULL;
   llm42_status st = llm42_request_options_create(&ro);
   if (st == LLM42_OK && parent != NULL) st = llm42_request_options_set_parent(ro, parent);
   if (st == LLM42_OK) st = llm42_request_options_set_prompt(ro, prompt, strlen(prompt));
-  if (st == LLM42_OK) st = llm42_request_options_set_max_tokens(ro, schema != NULL ? 160 : 40);
-  if (st == LLM42_OK && schema != NULL) st = llm42_request_options_set_json_schema(ro, schema);
-  if (st == LLM42_OK && schema != NULL) st = llm42_request_options_set_repetition_penalty(ro, 1.2f, 64);
+  if (st == LLM42_OK) st = llm42_request_options_set_max_tokens(ro, tools != NULL ? 160 : 40);
+  /* "required" and one call: the reply is a call, and ends with it. */
+  if (st == LLM42_OK && tools != NULL) st = llm42_request_options_set_tools(ro, s, tools, "required", 0);
+  if (st == LLM42_OK && tools != NULL) st = llm42_request_options_set_repetition_penalty(ro, 1.2f, 64);
   if (st == LLM42_OK) st = llm42_request_options_set_temperature(ro, 0.8f);
   if (st == LLM42_OK && deterministic) st = llm42_request_options_set_seed(ro, 2024);
   if (st == LLM42_OK) st = llm42_request_options_set_deterministic(ro, deterministic);
@@ -90,8 +105,8 @@ static int PlayLine(llm42_request* r, char* line, size_t capacity, int* frames, 
   return 0;
 }
 
-/* The string value of "key" in a JSON object the schema shaped (no escapes in the values the game
- * acts on: the enum's names and the item's [a-z_]); "" when absent. */
+/* The string value of the first "key" in JSON the grammar shaped (no escapes in the values the
+ * game acts on: the tools' names and their enums' values); "" when absent. */
 static void Field(const char* json, const char* key, char* out, size_t capacity) {
   char quoted[64];
   snprintf(quoted, sizeof quoted, "\"%s\"", key);
@@ -119,27 +134,35 @@ int main(int argc, char** argv) {
   CHECK(llm42_session_options_create(&so));
   CHECK(llm42_session_options_set_model_path(so, argv[1]));
   CHECK(llm42_session_options_set_threads(so, 1)); /* leave the other cores to the game */
+  CHECK(llm42_session_options_set_chat_template(so, kTemplate));
   CHECK(llm42_session_create(so, &session));
   CHECK(Submit(session, NULL, "The old wizard said", 1, NULL, &npc));
   CHECK(Submit(session, NULL, "Far away, the wind", 0, NULL, &ambient));
   if (PlayLine(npc, line, sizeof line, &frames, &slowest_poll) != 0) return 1;
   printf("NPC: The old wizard said%s\n", line);
-  /* The player answers; the NPC's next turn continues the conversation, as an action. */
-  CHECK(Submit(session, npc, " The hero asked about the road. The wizard answered:", 1, kActionSchema, &reply));
+  /* The player answers; the NPC's next turn continues the conversation, as a tool call. */
+  CHECK(Submit(session, npc, " The hero asked about the road. The wizard answered:", 1, kTools, &reply));
   if (PlayLine(reply, next, sizeof next, &frames, &slowest_poll) != 0) return 1;
   if (llm42_request_finish_reason(reply) != LLM42_FINISH_STOP) {
-    fprintf(stderr, "the NPC's action was cut short: %s\n", next); /* max_tokens before the JSON closed */
+    fprintf(stderr, "the NPC's call was cut short: %s\n", next); /* max_tokens before the call closed */
     return 1;
   }
-  printf("NPC, next turn: %s\n", next);
   {
-    char action[32], item[32];
-    Field(next, "action", action, sizeof action);
-    Field(next, "item", item, sizeof item);
-    if (strcmp(action, "give_item") == 0 && item[0] != '\0') {
-      printf("action: the wizard gives the hero a %s\n", item);
+    char parsed[4096], name[32], arg[64];
+    size_t n = 0;
+    CHECK(llm42_session_parse_chat_output(session, next, strlen(next), parsed, sizeof parsed - 1, &n));
+    parsed[n] = '\0';
+    printf("NPC, next turn: %s\n", parsed);
+    Field(parsed, "name", name, sizeof name);
+    if (strcmp(name, "give_item") == 0) {
+      Field(parsed, "item", arg, sizeof arg);
+      printf("action: give_item: the wizard gives the hero a %s\n", arg);
+    } else if (strcmp(name, "move_to") == 0) {
+      Field(parsed, "place", arg, sizeof arg);
+      printf("action: move_to: the wizard walks to the %s\n", arg);
     } else {
-      printf("action: %s\n", action);
+      Field(parsed, "line", arg, sizeof arg);
+      printf("action: say: \"%s\"\n", arg);
     }
   }
   {

@@ -787,14 +787,31 @@ static void TestSetTools(llm42_session* s) {
   const char* tools = "[{\"type\": \"function\", \"function\": {\"name\": \"say\", \"parameters\": {\"type\": \"object\"}}}]";
   llm42_request_options* o = NULL;
   EXPECT_STATUS(llm42_request_options_create(&o), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "auto"), LLM42_UNSUPPORTED);
-  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "none"), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_tools(o, s, "[", "required"), LLM42_INVALID_ARGUMENT);
-  EXPECT_STATUS(llm42_request_options_set_tools(o, NULL, tools, NULL), LLM42_INVALID_ARGUMENT);
-  EXPECT_STATUS(llm42_request_options_set_tools(NULL, s, tools, NULL), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "auto", 1), LLM42_UNSUPPORTED);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "none", 1), LLM42_OK);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, "[", "required", 1), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, NULL, tools, NULL, 1), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_tools(NULL, s, tools, NULL, 1), LLM42_INVALID_ARGUMENT);
   EXPECT_STATUS(llm42_request_options_set_json_schema(o, "{}"), LLM42_OK);
-  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "none"), LLM42_INVALID_ARGUMENT);
+  EXPECT_STATUS(llm42_request_options_set_tools(o, s, tools, "none", 1), LLM42_INVALID_ARGUMENT);
   llm42_request_options_destroy(o);
+  {
+    /* A session's own chat template: one that writes Hermes calls gives the model a tool syntax
+     * (samples/game_loop.c generates calls with it); one that does not parse fails the session. */
+    llm42_session_options* so = NULL;
+    llm42_session* t = NULL;
+    EXPECT_STATUS(llm42_session_options_create(&so), LLM42_OK);
+    EXPECT_STATUS(llm42_session_options_set_model_path(so, g_model), LLM42_OK);
+    EXPECT_STATUS(llm42_session_options_set_chat_template(so, "{% if %}"), LLM42_OK);
+    EXPECT_STATUS(llm42_session_create(so, &t), LLM42_INVALID_ARGUMENT);
+    EXPECT_STATUS(llm42_session_options_set_chat_template(so, "{{ messages }}<tool_call>"), LLM42_OK);
+    EXPECT_STATUS(llm42_session_create(so, &t), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_create(&o), LLM42_OK);
+    EXPECT_STATUS(llm42_request_options_set_tools(o, t, tools, "required", 0), LLM42_OK);
+    llm42_request_options_destroy(o);
+    llm42_session_destroy(t);
+    llm42_session_options_destroy(so);
+  }
 }
 
 static void TestErrorPaths(llm42_session* s) {

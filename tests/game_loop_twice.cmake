@@ -1,6 +1,6 @@
 # Runs the game-loop sample twice: both runs must print the same NPC lines (the first, and the
-# next turn that continues it through the conversation API as a JSON action under the sample's
-# schema: an object whose "action" is one of its four names), the loop must have
+# next turn that continues it through the conversation API as a tool call, parsed: one call of
+# one of the sample's three tools, and the action the game took on it), the loop must have
 # rendered frames while it waited, and no poll may have blocked (zero-timeout reads).
 foreach(run 1 2)
   execute_process(COMMAND ${COMMAND} ${MODEL} OUTPUT_VARIABLE out${run} RESULT_VARIABLE rc)
@@ -12,10 +12,10 @@ foreach(run 1 2)
   if(NOT turns EQUAL 2)
     message(FATAL_ERROR "expected the NPC's two lines:\n${out${run}}")
   endif()
-  string(REGEX MATCH "NPC, next turn: {[^}]*\"action\"[ \t\n]*:[ \t\n]*\"(talk|give_item|attack|flee)\"[^}]*}\naction: [^\n]+"
+  string(REGEX MATCH "NPC, next turn: {\"content\":\"\",\"reasoning_content\":null,\"tool_calls\":\\[{\"name\":\"(give_item|move_to|say)\",\"arguments\":{[^\n]*}}\\]}\naction: (give_item|move_to|say)[^\n]+"
          action "${out${run}}")
-  if(NOT action)
-    message(FATAL_ERROR "the NPC's turn is not a JSON action with one of the schema's names:\n${out${run}}")
+  if(NOT action OR NOT CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_2)
+    message(FATAL_ERROR "the NPC's turn is not one call of the sample's tools that the game acted on:\n${out${run}}")
   endif()
   string(REGEX MATCH "frames: ([0-9]+), slowest poll: ([0-9.]+) ms" stats "${out${run}}")
   if(NOT stats OR CMAKE_MATCH_1 LESS 2)

@@ -474,6 +474,23 @@ def _set_json_schema(self, schema):
 
 
 RequestOptions.set_json_schema = _set_json_schema
+_RequestOptions_set_tools = RequestOptions.set_tools
+
+
+def _set_tools(self, session, tools, tool_choice="auto", parallel_calls=True):
+    """Lets the request call `tools` (a list of OpenAI tool dicts, or their JSON text) as
+    `tool_choice` lets it ("auto", "required", "none", a tool's name, or OpenAI's dict), in the
+    session's model's tool-call syntax (llm42_request_options_set_tools); read the calls back with
+    session.parse_chat_output."""
+    import json
+    if not isinstance(tools, str):
+        tools = json.dumps(tools, ensure_ascii=False)
+    if isinstance(tool_choice, dict):
+        tool_choice = json.dumps(tool_choice)
+    _RequestOptions_set_tools(self, session, tools, tool_choice, bool(parallel_calls))
+
+
+RequestOptions.set_tools = _set_tools
 _Session_generate = Session.generate
 
 

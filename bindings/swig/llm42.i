@@ -334,6 +334,10 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   }
   ~llm42_swig_session_options() { $self->Delete(); }
   void close() { $self->Close(); }
+  /* Jinja source replacing the model's chat template ("": the model's). */
+  void set_chat_template(const std::string& jinja) {
+    llm42_swig::Check(llm42_session_options_set_chat_template(llm42_swig::Handle($self, "SessionOptions"), jinja.c_str()));
+  }
   void set_model_path(const std::string& path) {
     llm42_swig::Check(llm42_session_options_set_model_path(llm42_swig::Handle($self, "SessionOptions"), path.c_str()));
   }
@@ -439,10 +443,11 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   }
   /* Tools the request may call (OpenAI tool objects as JSON), in the session's model's
      tool-call syntax, as tool_choice lets it: "auto", "required", "none" or a tool's name. */
-  void set_tools(llm42_swig_session* session, const std::string& tools_json, const std::string& tool_choice) {
+  void set_tools(llm42_swig_session* session, const std::string& tools_json, const std::string& tool_choice,
+                 bool parallel_calls) {
     llm42_swig::Check(llm42_request_options_set_tools(llm42_swig::Handle($self, "RequestOptions"),
                                                       llm42_swig::Handle(session, "Session"), tools_json.c_str(),
-                                                      tool_choice.c_str()));
+                                                      tool_choice.c_str(), parallel_calls ? 1 : 0));
   }
   /* JSON Schema text; "" removes it. */
   void set_json_schema(const std::string& schema) {

@@ -202,6 +202,12 @@ typedef struct llm42_session llm42_session;
 
 LLM42_API llm42_status llm42_session_options_create(llm42_session_options** out);
 LLM42_API void llm42_session_options_destroy(llm42_session_options* options);
+/* A chat template (Jinja source, copied) that replaces the model's for the session: what
+ * apply_chat_template renders with, the syntax parse_chat_output reads and set_tools writes calls
+ * in (as llama.cpp's --chat-template-file and vLLM's --chat-template). NULL or "": the model's.
+ * A template that does not parse fails llm42_session_create with INVALID_ARGUMENT (its line and
+ * column). */
+LLM42_API llm42_status llm42_session_options_set_chat_template(llm42_session_options* options, const char* jinja);
 /* Path of a GGUF model file (copied). Required. */
 LLM42_API llm42_status llm42_session_options_set_model_path(llm42_session_options* options,
                                                             const char* path);
@@ -488,7 +494,9 @@ LLM42_API llm42_status llm42_request_options_set_json_schema(llm42_request_optio
  * schema. tool_choice (NULL: "auto"): "auto" (free text until the syntax's opening of a call,
  * then calls; as llama.cpp's lazy tool-call grammars), "required" (one call or more from the
  * start), a tool's name or {"type": "function", "function": {"name": ...}} (calls of that tool),
- * "none" (no constraint: removes a tool grammar set before). Syntaxes generated: Hermes / Qwen 2.5
+ * "none" (no constraint: removes a tool grammar set before). parallel_calls: nonzero lets a reply
+ * hold several calls (OpenAI's parallel_tool_calls, its default), 0 one call, with which the reply
+ * ends. Syntaxes generated: Hermes / Qwen 2.5
  * and 3 / Granite <tool_call> JSON, Mistral [TOOL_CALLS] JSON array, Llama 3.x JSON;
  * llm42_session_parse_chat_output reads the calls back. The grammar is the options' GBNF grammar
  * (a deterministic request's receipt carries it), replacing a GBNF grammar set before.
@@ -497,7 +505,8 @@ LLM42_API llm42_status llm42_request_options_set_json_schema(llm42_request_optio
  * writes no tool calls, or writes them in a syntax not generated yet (named). The tools are
  * rendered into the prompt by llm42_session_apply_chat_template, not here. */
 LLM42_API llm42_status llm42_request_options_set_tools(llm42_request_options* options, llm42_session* session,
-                                                      const char* tools_json, const char* tool_choice);
+                                                      const char* tools_json, const char* tool_choice,
+                                                      int32_t parallel_calls);
 /* Sampling seed. Without one a request draws a random seed (deterministic requests use the
  * policy's default seed); llm42_request_effective_seed reports it. */
 LLM42_API llm42_status llm42_request_options_set_seed(llm42_request_options* options,

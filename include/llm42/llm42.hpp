@@ -126,6 +126,11 @@ class SessionOptions {
     detail::Check(llm42_session_options_create(&p));
     h_ = decltype(h_)(p);
   }
+  // Jinja source replacing the model's chat template ("": the model's).
+  SessionOptions& SetChatTemplate(const std::string& jinja) {
+    detail::Check(llm42_session_options_set_chat_template(h_.get(), jinja.c_str()));
+    return *this;
+  }
   SessionOptions& SetModelPath(const std::string& path) {
     detail::Check(llm42_session_options_set_model_path(h_.get(), path.c_str()));
     return *this;
@@ -245,7 +250,8 @@ class RequestOptions {
   }
   // Tools the request may call, in the session's model's tool-call syntax, as tool_choice lets it
   // ("auto", "required", "none", a tool's name): llm42_request_options_set_tools.
-  RequestOptions& SetTools(Session& session, const std::string& tools_json, const std::string& tool_choice = "auto");
+  RequestOptions& SetTools(Session& session, const std::string& tools_json, const std::string& tool_choice = "auto",
+                           bool parallel_calls = true);
   // JSON Schema text; "" removes it.
   RequestOptions& SetJsonSchema(const std::string& schema) {
     detail::Check(llm42_request_options_set_json_schema(h_.get(), schema.c_str()));
@@ -507,8 +513,9 @@ class Session {
 };
 
 inline RequestOptions& RequestOptions::SetTools(Session& session, const std::string& tools_json,
-                                                const std::string& tool_choice) {
-  detail::Check(llm42_request_options_set_tools(h_.get(), session.get(), tools_json.c_str(), tool_choice.c_str()));
+                                                const std::string& tool_choice, bool parallel_calls) {
+  detail::Check(llm42_request_options_set_tools(h_.get(), session.get(), tools_json.c_str(), tool_choice.c_str(),
+                                                parallel_calls ? 1 : 0));
   return *this;
 }
 

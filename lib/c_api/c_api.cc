@@ -312,6 +312,13 @@ llm42_status llm42_session_options_set_model_path(llm42_session_options* o, cons
     return LLM42_OK;
   });
 }
+llm42_status llm42_session_options_set_chat_template(llm42_session_options* o, const char* jinja) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, "options is NULL");
+    o->options.chat_template = jinja != nullptr ? jinja : "";
+    return LLM42_OK;
+  });
+}
 llm42_status llm42_session_options_set_backend(llm42_session_options* o, const char* name) {
   if (name == nullptr) return Fail(LLM42_INVALID_ARGUMENT, "backend name is NULL");
   return SetField(o, [&](llm42::SessionOptions& f) { f.backend = name; });
@@ -687,13 +694,14 @@ llm42_status llm42_request_options_set_json_schema(llm42_request_options* o, con
   return SetOutputGrammar(o, llm42::RequestOptions::OutputGrammar::Kind::kJsonSchema, schema);
 }
 llm42_status llm42_request_options_set_tools(llm42_request_options* o, llm42_session* s, const char* tools_json,
-                                            const char* tool_choice) {
+                                            const char* tool_choice, int32_t parallel_calls) {
   using Kind = llm42::RequestOptions::OutputGrammar::Kind;
   return Guard([&] {
     LLM42_REQUIRE(o != nullptr, NullHandle(o));
     LLM42_REQUIRE(s != nullptr, "session is NULL");
     LLM42_REQUIRE(tools_json != nullptr, "tools_json is NULL");
-    absl::StatusOr<std::string> gbnf = s->impl->ToolCallGrammar(tools_json, tool_choice != nullptr ? tool_choice : "auto");
+    absl::StatusOr<std::string> gbnf =
+        s->impl->ToolCallGrammar(tools_json, tool_choice != nullptr ? tool_choice : "auto", parallel_calls != 0);
     if (!gbnf.ok()) return Check(gbnf.status());
     std::optional<llm42::RequestOptions::OutputGrammar>& current = Fields(o).output_grammar;
     if (current && current->kind != Kind::kGbnf) {

@@ -63,22 +63,24 @@ absl::StatusOr<std::vector<Tool>> ReadTools(std::string_view tools_json) {
 }
 
 // How a syntax writes calls: `open` begins them (the trigger of kAuto's free text), then `calls`
-// (a GBNF expression over the rules call-I, one per tool, and `call` their alternation), each
-// call-I `head` NAME `middle` ARGS `tail` (NAME and the JSON around it literal).
+// (a GBNF expression over the rules call-I, one per tool, and `call` their alternation; `one`
+// for a single call), each call-I `head` NAME `middle` ARGS `tail` (NAME and the JSON around it
+// literal).
 struct CallSyntax {
-  std::string open, calls, head, middle, tail;
+  std::string open, calls, one, head, middle, tail;
 };
 
 absl::StatusOr<CallSyntax> SyntaxOf(ChatSyntax syntax) {
   switch (syntax) {
     case ChatSyntax::kHermes:
       return CallSyntax{"<tool_call>", R"(ws call ws "</tool_call>" ( ws "<tool_call>" ws call ws "</tool_call>" )*)",
-                        R"("{" ws "\"name\"" ws ":" ws "\"")", R"("\"" ws "," ws "\"arguments\"" ws ":" ws)", R"(ws "}")"};
+                        R"(ws call ws "</tool_call>")", R"("{" ws "\"name\"" ws ":" ws "\"")",
+                        R"("\"" ws "," ws "\"arguments\"" ws ":" ws)", R"(ws "}")"};
     case ChatSyntax::kMistral:
-      return CallSyntax{"[TOOL_CALLS]", R"("[" ws call ( ws "," ws call )* ws "]")",
+      return CallSyntax{"[TOOL_CALLS]", R"("[" ws call ( ws "," ws call )* ws "]")", R"("[" ws call ws "]")",
                         R"("{" ws "\"name\"" ws ":" ws "\"")", R"("\"" ws "," ws "\"arguments\"" ws ":" ws)", R"(ws "}")"};
     case ChatSyntax::kLlama3:
-      return CallSyntax{"{\"name\": \"", "call", "", R"("\"" ws "," ws "\"parameters\"" ws ":" ws)", R"(ws "}")"};
+      return CallSyntax{"{\"name\": \"", "call", "call", "", R"("\"" ws "," ws "\"parameters\"" ws ":" ws)", R"(ws "}")"};
     case ChatSyntax::kPlain:
       return absl::UnimplementedError("the model's chat template writes no tool calls");
     default:
@@ -156,7 +158,7 @@ absl::StatusOr<std::string> ToolCallGrammar(ChatSyntax syntax, std::string_view 
   }
   if (calls.empty()) return absl::InvalidArgumentError(absl::StrCat("tool_choice names '", choice.name, "', which is no tool"));
   absl::StrAppend(&rules, "call ::= ", absl::StrJoin(calls, " | "), "\n");
-  absl::StrAppend(&rules, "calls ::= ", s.calls, "\n");
+  absl::StrAppend(&rules, "calls ::= ", choice.parallel ? s.calls : s.one, "\n");
   if (choice.kind == ToolChoice::Kind::kAuto) {
     absl::StrAppend(&rules, "root ::= free-0\n", FreeText(s.open, "calls"));
   } else {

@@ -13,7 +13,8 @@ namespace llm42 {
 struct ToolChoice {
   enum class Kind { kNone, kAuto, kRequired, kNamed };
   Kind kind = Kind::kAuto;
-  std::string name;  // kNamed's function
+  std::string name;       // kNamed's function
+  bool parallel = true;   // several calls in a reply (OpenAI's parallel_tool_calls); false: one
 };
 // "none", "auto", "required", or a function's name; or OpenAI's object
 // {"type": "function", "function": {"name": NAME}}. INVALID_ARGUMENT otherwise.
@@ -27,7 +28,8 @@ absl::StatusOr<ToolChoice> ParseToolChoice(std::string_view text);
 //   the calls, as llama.cpp's lazy tool-call grammars do; the reply may end anywhere in the text;
 // - kRequired: one call or more, from the reply's start (whitespace allowed before);
 // - kNamed: calls of that tool only, from the start;
-// - kNone: "" (no constraint).
+// - kNone: "" (no constraint);
+// and where `parallel` is false, one call only (the reply then ends with it).
 // The calls are written as the syntax's template renders them, so that ParseChatOutput(syntax)
 // reads them back: Hermes' <tool_call>{"name", "arguments"}</tool_call> (one or more), Mistral's
 // [TOOL_CALLS][{"name", "arguments"}, ...], Llama 3's {"name", "parameters"}. INVALID_ARGUMENT for

@@ -47,6 +47,8 @@ struct DeterminismPolicy {
 
 struct SessionOptions {
   std::string model_path;
+  // Jinja source replacing the model's chat template for the session ("": the model's).
+  std::string chat_template;
   std::string backend = "auto";
   int32_t threads = 0;  // 0 = all cores
   int32_t max_batch_tokens = 512;

@@ -57,8 +57,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& o
   s->grammars_ = std::make_unique<GrammarCache>(*s->tokenizer_);
   {
     const Vocab& v = s->tokenizer_->vocab();
-    s->chat_template_ = ChatTemplate::FromModel(v.chat_template(), v.Find("<|im_start|>").has_value(),
-                                             v.Find("<|start_header_id|>").has_value());
+    if (!options.chat_template.empty()) {  // the session's own, which must parse
+      if (absl::StatusOr<jinja::Template> t = jinja::Template::Parse(options.chat_template); !t.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("the session's chat template: ", t.status().message()));
+      }
+    }
+    s->chat_template_ = ChatTemplate::FromModel(options.chat_template.empty() ? v.chat_template() : options.chat_template,
+                                             v.Find("<|im_start|>").has_value(), v.Find("<|start_header_id|>").has_value());
   }
   const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   if (options.vocab_only) {
@@ -223,8 +228,10 @@ absl::StatusOr<std::string> Session::ParseChatOutput(std::string_view text) cons
   return out.ToJson();
 }
 
-absl::StatusOr<std::string> Session::ToolCallGrammar(std::string_view tools_json, std::string_view tool_choice) const {
-  LLM42_ASSIGN_OR_RETURN(const ToolChoice choice, ParseToolChoice(tool_choice));
+absl::StatusOr<std::string> Session::ToolCallGrammar(std::string_view tools_json, std::string_view tool_choice,
+                                                     bool parallel) const {
+  LLM42_ASSIGN_OR_RETURN(ToolChoice choice, ParseToolChoice(tool_choice));
+  choice.parallel = parallel;
   return llm42::ToolCallGrammar(chat_template_.ok() ? chat_template_->syntax : ChatSyntax::kPlain, tools_json, choice);
 }
 

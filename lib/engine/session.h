@@ -75,7 +75,8 @@ class Session {
   absl::StatusOr<std::string> ParseChatOutput(std::string_view text) const;
   // The GBNF grammar of a reply that calls `tools_json` as `tool_choice` lets it, in the syntax
   // the model's chat template writes calls in (lib/chat/tool_call_grammar.h; "" for "none").
-  absl::StatusOr<std::string> ToolCallGrammar(std::string_view tools_json, std::string_view tool_choice) const;
+  absl::StatusOr<std::string> ToolCallGrammar(std::string_view tools_json, std::string_view tool_choice,
+                                              bool parallel = true) const;
 
   // Writes the conversation that finished request `r` of this session holds (its tokens,
   // messages, and the K/V of the full blocks the prefix cache has for them) to `path`

@@ -83,6 +83,27 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(self.session.parse_chat_output("<think>hm</think>Hi"),
                          {"content": "Hi", "reasoning_content": "hm", "tool_calls": []})
 
+    def test_tool_calls_are_dicts_in_and_out(self):
+        # A session template that writes Hermes calls gives stories260K a tool syntax; the request
+        # must call the tool (one call), and the reply parses back into a dict of its arguments.
+        tools = [{"type": "function", "function": {"name": "move_to", "parameters": {
+            "type": "object", "properties": {"place": {"enum": ["tower", "forest"]}},
+            "required": ["place"], "additionalProperties": False}}}]
+        with llm42.SessionOptions() as so:
+            so.set_model_path(MODEL)
+            so.set_threads(1)
+            so.set_kv_cache_tokens(1024)
+            so.set_chat_template("{{ messages }}<tool_call>")
+            with llm42.Session(so) as session:
+                with request_options(max_tokens=96, deterministic=True, seed=3, temperature=0.7) as ro:
+                    ro.set_tools(session, tools, "required", parallel_calls=False)
+                    with session.submit(ro) as r:
+                        r.wait_for(-1)
+                        parsed = session.parse_chat_output(r.output_text())
+        self.assertEqual(len(parsed["tool_calls"]), 1, parsed)
+        self.assertEqual(parsed["tool_calls"][0]["name"], "move_to")
+        self.assertIn(parsed["tool_calls"][0]["arguments"]["place"], ("tower", "forest"))
+
     def test_deterministic_requests_repeat_and_seed_matters(self):
         def run(seed):
             with request_options(max_tokens=24, temperature=0.9, seed=seed, deterministic=True) as ro:
