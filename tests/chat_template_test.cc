@@ -140,6 +140,28 @@ TEST(ChatTemplate, ARequestTurnsThinkingOff) {
   }
 }
 
+// OpenAI's clients send an assistant turn's call arguments as a JSON string; the templates iterate
+// them as a mapping (Qwen3.5's `arguments|items`, which fails on a string): Apply hands them over
+// parsed, as vLLM does, so a string and the mapping render alike, and a string that holds no
+// object stays a string.
+TEST(ChatTemplate, CallArgumentsGivenAsJsonTextRenderAsTheirMapping) {
+  const std::string tmpl = R"({% for m in messages %}{% for c in m.tool_calls or [] %}{{ c.function.name }}(
+{%- for k, v in c.function.arguments|items %}{{ k }}={{ v }};{% endfor %}){% endfor %}{% endfor %})";
+  auto render = [&](const std::string& arguments) {
+    const std::string messages = R"([{"role": "user", "content": "go"}, {"role": "assistant", "content": "",
+        "tool_calls": [{"id": "1", "type": "function", "function": {"name": "move", "arguments": )" + arguments + "}}]}]";
+    nlohmann::json options = {{"template", tmpl}};
+    return ChatTemplate::Apply(nullptr, messages, options.dump(), "", "");
+  };
+  const auto as_text = render(R"("{\"x\": 1, \"to\": \"tower\"}")");
+  const auto as_mapping = render(R"({"x": 1, "to": "tower"})");
+  ASSERT_TRUE(as_text.ok()) << as_text.status();
+  ASSERT_TRUE(as_mapping.ok()) << as_mapping.status();
+  EXPECT_EQ(*as_text, "move(x=1;to=tower;)");
+  EXPECT_EQ(*as_text, *as_mapping);
+  EXPECT_FALSE(render(R"("not an object")").ok());  // a string stays one: `items` refuses it
+}
+
 TEST(ChatTemplate, DetectsFormatsAndRefusesOthers) {
   using F = ChatTemplate::Format;
   EXPECT_EQ(ChatTemplate::Detect("{{ '[INST] ' }}<<SYS>>", false, false)->format, F::kLlama2);

@@ -105,7 +105,7 @@ absl::StatusOr<std::string> ChatTemplate::Apply(const ChatTemplate* model, std::
     }
     return j;
   };
-  LLM42_ASSIGN_OR_RETURN(const json messages, parse(messages_json, "messages"));
+  LLM42_ASSIGN_OR_RETURN(json messages, parse(messages_json, "messages"));
   if (!messages.is_array() || messages.empty()) return InvalidArgument("messages is not a non-empty JSON array");
   bool plain = true;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -122,6 +122,21 @@ absl::StatusOr<std::string> ChatTemplate::Apply(const ChatTemplate* model, std::
       return InvalidArgument("messages[", i, "].content is not a string, an array of parts or null");
     }
     plain = plain && content.is_string() && role != "tool" && m.size() == 2;
+    // An assistant turn's call arguments as OpenAI's clients send them, a JSON string, go to the
+    // template as the mapping they hold (as vLLM and llama.cpp pass them; transformers' templates
+    // iterate them: Qwen3.5's `arguments|items`); a string that holds no object stays a string.
+    if (role == "assistant" && m.contains("tool_calls") && m["tool_calls"].is_array()) {
+      for (json& call : messages[i]["tool_calls"]) {
+        json* args = call.is_object() && call.contains("function") && call["function"].is_object() &&
+                             call["function"].contains("arguments")
+                         ? &call["function"]["arguments"]
+                         : nullptr;
+        if (args == nullptr || !args->is_string()) continue;
+        const std::string text = args->get<std::string>();
+        json parsed = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+        if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+      }
+    }
   }
   json options = json::object();
   if (!options_json.empty()) {

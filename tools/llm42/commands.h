@@ -22,6 +22,7 @@ int MakeModel();
 int Bench();
 int BenchDvr();
 int BenchChat();
+int BenchTemplate();
 int BenchSampling();
 // `llm42 bench --json_schema FILE` (grammar_bench.cc).
 int BenchJsonSchema();

@@ -44,6 +44,8 @@ constexpr char kUsage[] =
     "           modes off / batch_invariant / selective on a Poisson workload, and the W x G sweep\n"
     "  bench-chat --model PATH [--turns 20] [--system_tokens 1000] [--characters 8]\n"
     "           time to first token per chat turn and shared-persona prefill, prefix cache on/off\n"
+    "  bench-template --template_file JINJA [--turns 20] [--tools 10] [--render_rounds 200]\n"
+    "           rendering a conversation with tools through a chat template: median and slowest ms\n"
     "  bench-sampling [--vocab_sizes 32000,128256] [--rows 256] [--threads N] [--draw_backend cuda]\n"
     "           host-side draws: per draw, and a step's rows on one thread and on N\n"
     "Flags also accept dashes (--max-tokens). Run `llm42 COMMAND --help` for every flag.";
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
   if (command == "bench") return llm42::cli::Bench();
   if (command == "bench-dvr") return llm42::cli::BenchDvr();
   if (command == "bench-chat") return llm42::cli::BenchChat();
+  if (command == "bench-template") return llm42::cli::BenchTemplate();
   if (command == "bench-sampling") return llm42::cli::BenchSampling();
   std::cerr << "llm42: unknown command '" << command << "'\n" << kUsage << "\n";
   return 2;
