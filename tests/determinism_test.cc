@@ -322,6 +322,34 @@ TEST_P(DeterminismTest, PrefillEqualsDecode) {
   EXPECT_EQ(std::memcmp(out.logprobs.data(), ref.data(), ref.size() * sizeof(float)), 0);
 }
 
+// Issue 59's drafts: a deterministic request that drafts its candidates from its own tokens
+// (RequestOptions::Draft::kNgram; its prompt repeats a stretch, so a draft is at hand from the
+// first step) gives the bits of the same request without drafting, greedy and sampled, alone and
+// beside co-runners: the fixed replay decides every token. Checked to fail when the drafts are
+// committed as they are, unverified (DvrController::Verify taking a draft for the replay's token:
+// every model fails).
+TEST_P(DeterminismTest, DraftsChangeNothing) {
+  std::vector<int32_t> prompt = Prompt(24, 6);
+  const std::vector<int32_t> again(prompt.begin() + 4, prompt.begin() + 20);
+  prompt.insert(prompt.end(), again.begin(), again.end());
+  auto s = Open({});
+  for (float temperature : {0.0f, 0.8f}) {
+    const RequestOptions plain = Spec(prompt, 96, true, temperature);
+    RequestOptions drafting = plain;
+    drafting.draft = RequestOptions::Draft::kNgram;
+    const Output ref = Alone({}, plain);
+    auto r = s->Submit(drafting, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(Result(**r) == ref) << "alone, temperature " << temperature;
+    EXPECT_GT((*r)->stat(Stat::kDraftTokens), 0) << "the repeated prompt was meant to give drafts";
+    EXPECT_LE((*r)->stat(Stat::kDraftTokensAccepted), (*r)->stat(Stat::kDraftTokens));
+    for (uint32_t trial = 0; trial < 2; ++trial) {
+      EXPECT_TRUE(WithCoRunners(*s, drafting, 900 + trial) == ref) << "co-runners, temperature " << temperature;
+    }
+  }
+  EXPECT_EQ(s->invariant_violations(), 0);
+}
+
 // 4. Mode equivalence: selective (verified) equals batch_invariant (everything fixed).
 TEST_P(DeterminismTest, SelectiveEqualsBatchInvariant) {
   for (float temperature : {0.0f, 0.8f}) {

@@ -47,6 +47,8 @@ class Stat(enum.IntEnum):
     CACHED_PROMPT_TOKENS = 11
     KV_EVICTIONS = 12
     KV_WINDOW_RELEASES = 13
+    DRAFT_TOKENS = 14
+    DRAFT_TOKENS_ACCEPTED = 15
 
 
 class FinishReason(enum.IntEnum):
@@ -133,6 +135,7 @@ class RequestOptions:
     def set_tools(self, session: "Session", tools: Union[str, List[Dict[str, Any]]],
                   tool_choice: Union[str, Dict[str, Any]] = "auto", parallel_calls: bool = True) -> None: ...
     def set_seed(self, seed: int) -> None: ...  # 0 <= seed < 2**64
+    def set_draft(self, source: str) -> None: ...
     def set_deterministic(self, on: bool) -> None: ...
     def add_stop(self, text: str) -> None: ...
     def set_ignore_eos(self, on: bool) -> None: ...

@@ -453,6 +453,10 @@ std::string version_problem_between(int32_t built, int32_t library) { return llm
   void set_json_schema(const std::string& schema) {
     llm42_swig::Check(llm42_request_options_set_json_schema(llm42_swig::Handle($self, "RequestOptions"), schema.c_str()));
   }
+  /* A deterministic request's draft source: "ngram" or "none". */
+  void set_draft(const std::string& source) {
+    llm42_swig::Check(llm42_request_options_set_draft(llm42_swig::Handle($self, "RequestOptions"), source.c_str()));
+  }
   /* Any 64-bit seed (Python: an int in 0..2**64-1; Java: a long read as unsigned; C#: ulong). */
   void set_seed(uint64_t seed) {
     llm42_swig::Check(llm42_request_options_set_seed(llm42_swig::Handle($self, "RequestOptions"), seed));

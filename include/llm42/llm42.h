@@ -192,6 +192,8 @@ typedef enum llm42_stat {
   /* session only: KV blocks released behind sliding windows while their sequences ran (models
    * whose every layer attends to a window of recent positions: Phi-3 files that set one) */
   LLM42_STAT_KV_WINDOW_RELEASES = 13,
+  LLM42_STAT_DRAFT_TOKENS = 14,          /* candidates drafted (set_draft) rather than decoded */
+  LLM42_STAT_DRAFT_TOKENS_ACCEPTED = 15, /* of them, those the fixed replay agreed with */
   LLM42_STAT_FORCE_INT32_ = 0x7FFFFFFF
 } llm42_stat;
 
@@ -517,6 +519,14 @@ LLM42_API llm42_status llm42_request_options_set_seed(llm42_request_options* opt
  * Without a seed, the policy's default seed is used. */
 LLM42_API llm42_status llm42_request_options_set_deterministic(llm42_request_options* options,
                                                                int32_t on);
+/* Where a deterministic request's candidates come from besides its fast-path decode (issue 59's
+ * draft sources): "ngram" drafts a window of them from the request's own prompt and output
+ * (prompt lookup: what followed the latest earlier occurrence of its last 4, 3, 2 or 1 tokens), each
+ * verified under the fixed schedule like any candidate, so the output is bitwise the same as
+ * without; where the drafts agree, a verify pass commits several tokens at once (counted by
+ * LLM42_STAT_DRAFT_TOKENS and _ACCEPTED). "none" (default): decoded candidates only. Plain requests
+ * ignore it. INVALID_ARGUMENT for another name; UNSUPPORTED for "model" and "mtp" (not yet). */
+LLM42_API llm42_status llm42_request_options_set_draft(llm42_request_options* options, const char* source);
 /* Adds a stop string (copied, non-empty valid UTF-8; at most 16). Generation ends when the
  * output contains it; the output text ends before it. */
 LLM42_API llm42_status llm42_request_options_add_stop(llm42_request_options* options,

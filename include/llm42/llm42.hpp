@@ -257,6 +257,11 @@ class RequestOptions {
     detail::Check(llm42_request_options_set_json_schema(h_.get(), schema.c_str()));
     return *this;
   }
+  // "ngram" or "none" (llm42_request_options_set_draft).
+  RequestOptions& SetDraft(const std::string& source) {
+    detail::Check(llm42_request_options_set_draft(h_.get(), source.c_str()));
+    return *this;
+  }
   RequestOptions& SetSeed(uint64_t seed) {
     detail::Check(llm42_request_options_set_seed(h_.get(), seed));
     return *this;

@@ -63,7 +63,9 @@ LLM42_SAME_STAT(LLM42_STAT_TOKENS_DECODED_FIXED, kTokensDecodedFixed);
 LLM42_SAME_STAT(LLM42_STAT_CACHED_PROMPT_TOKENS, kCachedPromptTokens);
 LLM42_SAME_STAT(LLM42_STAT_KV_EVICTIONS, kKvEvictions);
 LLM42_SAME_STAT(LLM42_STAT_KV_WINDOW_RELEASES, kKvWindowReleases);
-static_assert(LLM42_STAT_KV_WINDOW_RELEASES + 1 == llm42::kStatCount, "a counter without its ABI number");
+LLM42_SAME_STAT(LLM42_STAT_DRAFT_TOKENS, kDraftTokens);
+LLM42_SAME_STAT(LLM42_STAT_DRAFT_TOKENS_ACCEPTED, kDraftTokensAccepted);
+static_assert(LLM42_STAT_DRAFT_TOKENS_ACCEPTED + 1 == llm42::kStatCount, "a counter without its ABI number");
 #undef LLM42_SAME_STAT
 
 // The other enums the ABI mirrors are cast across this file; each value must mean the same.
@@ -714,6 +716,18 @@ llm42_status llm42_request_options_set_tools(llm42_request_options* o, llm42_ses
     absl::StatusOr<llm42::RequestOptions::OutputGrammar> g = llm42::RequestOptions::MakeOutputGrammar(Kind::kGbnf, *gbnf);
     if (!g.ok()) return Check(g.status());
     current = *std::move(g);
+    return LLM42_OK;
+  });
+}
+llm42_status llm42_request_options_set_draft(llm42_request_options* o, const char* source) {
+  return Guard([&] {
+    LLM42_REQUIRE(o != nullptr, NullHandle(o));
+    const std::string_view name = source != nullptr ? source : "none";
+    if (name == "model" || name == "mtp") {
+      return Fail(LLM42_UNSUPPORTED, "drafting with a draft model or MTP layers is not supported yet (\"ngram\" is)");
+    }
+    if (name != "none" && name != "ngram") return Fail(LLM42_INVALID_ARGUMENT, "a draft source is none or ngram");
+    Fields(o).draft = name == "ngram" ? llm42::RequestOptions::Draft::kNgram : llm42::RequestOptions::Draft::kNone;
     return LLM42_OK;
   });
 }

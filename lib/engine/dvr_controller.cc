@@ -186,11 +186,17 @@ DvrController::DecodeChoice DvrController::ChooseDecode(int64_t n, int64_t clean
 }
 
 void DvrController::Count(Sequence& s, const Verdict& v) {
+  stats_.Count(*s.request, Stat::kTokensVerified, v.verified);
+  stats_.Count(*s.request, Stat::kVerifyPasses);
+  if (s.drafted > 0) {  // drafts: their own counts, not the fast path's recompute rate
+    const int64_t checked = std::min(s.drafted, v.verified);
+    stats_.Count(*s.request, Stat::kDraftTokensAccepted, v.disagreed ? std::max<int64_t>(0, checked - 1) : checked);
+    s.drafted -= checked;
+    return;
+  }
   constexpr double kDecay = 0.98;
   recent_verified_ = kDecay * recent_verified_ + static_cast<double>(v.verified);
   recent_discarded_ = kDecay * recent_discarded_ + static_cast<double>(v.discarded);
-  stats_.Count(*s.request, Stat::kTokensVerified, v.verified);
-  stats_.Count(*s.request, Stat::kVerifyPasses);
   if (v.discarded > 0) {
     stats_.Count(*s.request, Stat::kRollbacks);
     stats_.Count(*s.request, Stat::kTokensRolledBack, v.discarded);

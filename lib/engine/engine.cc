@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <numbers>
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "lib/grammar/token_grammar.h"
+#include "lib/engine/ngram_draft.h"
 #include "lib/engine/row_controls.h"
 #include "lib/engine/testing_hooks.h"
 #include "lib/kv/kv_cache.h"
@@ -198,6 +200,7 @@ bool Engine::Step() {
     Finish(*s, FinishReason::kCancelled, absl::CancelledError("cancelled"));
   }
   scheduler_.Admit();
+  ProposeDrafts();
   StepBatch b;
   b.plan = scheduler_.Plan();
   if (b.plan.empty()) return false;
@@ -325,6 +328,37 @@ void Engine::BuildRows(StepBatch& b) {
                                                                               edits_end - b.control_at[i].first);
     b.controls[i].allowed = std::span<const uint64_t>(b.control_words).subspan(b.control_at[i].second,
                                                                                words_end - b.control_at[i].second);
+  }
+}
+
+void Engine::ProposeDrafts() {
+  for (const std::unique_ptr<Sequence>& owned : scheduler_.running()) {
+    Sequence& s = *owned;
+    if (!s.dvr || s.request->options().draft != RequestOptions::Draft::kNgram || s.kv_seq < 0 || !s.decoding() ||
+        s.candidates() > 0) {
+      continue;
+    }
+    const std::vector<int32_t> draft = NgramDraft(s.tokens, s.window);
+    // The verify rows feed the last committed token and the drafts: their positions reserved now
+    // (no preemption for a draft: a request short of room decodes as it would have).
+    if (draft.empty() || !cache_.Reserve(s.kv_seq, s.n_committed + static_cast<int64_t>(draft.size()))) continue;
+    int64_t added = 0;
+    for (int32_t token : draft) {
+      const auto position = static_cast<int64_t>(s.tokens.size());
+      // Never a token the grammar refuses (its replay row would find nothing to draw).
+      if (s.grammar != nullptr && s.grammar->After(s.OutputBefore(position), token) == nullptr) break;
+      std::string ignored;
+      const bool stop_string = s.probe.Push(tokenizer_.TokenBytes(token), &ignored);
+      const bool ends = EndsRequest(s, token, position + 1, s.generated() + s.candidates() + 1, stop_string) !=
+                        FinishReason::kNone;
+      dvr_.AddCandidate(s, token, std::numeric_limits<double>::infinity(), ends);
+      ++added;
+      if (s.ready) break;
+    }
+    if (added == 0) continue;
+    s.drafted = added;
+    if (!s.ready) dvr_.EndWindow(s);
+    stats_.Count(*s.request, Stat::kDraftTokens, added);
   }
 }
 

@@ -171,6 +171,11 @@ class Engine : private DvrController::Committer {
   // for them (else 0 and none): the backend's where it drew the row (its own draw's), else from
   // the row's logits (after their controls).
   float Scores(const StepBatch& b, size_t r, int32_t token, const RequestOptions& o, std::vector<TopLogprob>* top);
+  // Deterministic requests that draft (RequestOptions::draft) and are about to decode a candidate
+  // get a window of drafts instead, ready to verify this step (each draft a candidate the replay
+  // checks, so nothing of the output changes): prompt lookup (lib/engine/ngram_draft.h), within
+  // the request's window, its grammar and the cache's free room.
+  void ProposeDrafts();
   // Entry e's rows' recurrent state into b.recurrent (RecurrentSlots' rules).
   void RecurrentRows(StepBatch& b, size_t e, int64_t* scratch_used);
   // After verify entry e committed (s not finished): live holds the state after the last row the

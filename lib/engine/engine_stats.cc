@@ -47,7 +47,7 @@ std::string EngineStats::Json(int64_t kv_cache_tokens) const {
       "\"decode_steps\":%d,\"preemptions\":%d,\"tokens_decoded_fixed\":%d,\"cached_prompt_tokens\":%d,"
       "\"kv_evictions\":%d,\"kv_window_releases\":%d,\"kv_blocks_in_use\":%d,\"kv_cache_tokens\":%d,"
       "\"step_forward_us\":%d,\"step_logits_us\":%d,\"step_host_us\":%d,\"controlled_rows\":%d,"
-      "\"controls_us\":%d}",
+      "\"controls_us\":%d,\"draft_tokens\":%d,\"draft_tokens_accepted\":%d}",
       Get(Stat::kRequestsFinished), Get(Stat::kTokensGenerated),
       Get(Stat::kTokensVerified), Get(Stat::kVerifyPasses),
       Get(Stat::kRollbacks), Get(Stat::kTokensRolledBack),
@@ -55,7 +55,7 @@ std::string EngineStats::Json(int64_t kv_cache_tokens) const {
       Get(Stat::kPreemptions), Get(Stat::kTokensDecodedFixed), Get(Stat::kCachedPromptTokens),
       Get(Stat::kKvEvictions), Get(Stat::kKvWindowReleases), blocks_in_use(), kv_cache_tokens, static_cast<int64_t>(t.forward_s * 1e6),
       static_cast<int64_t>(t.logits_s * 1e6), static_cast<int64_t>(t.host_s * 1e6), t.controlled_rows,
-      static_cast<int64_t>(t.controls_s * 1e6));
+      static_cast<int64_t>(t.controls_s * 1e6), Get(Stat::kDraftTokens), Get(Stat::kDraftTokensAccepted));
 }
 
 }  // namespace llm42

@@ -133,6 +133,12 @@ struct RequestOptions {
   static absl::StatusOr<OutputGrammar> MakeOutputGrammar(OutputGrammar::Kind kind, std::string_view source);
   bool has_seed = false;
   bool deterministic = false;
+  // Where a deterministic request's candidates come from besides its fast-path decode: kNgram
+  // drafts them from its own prompt and output (lib/engine/ngram_draft.h), verified under fixed
+  // like any candidate, so its output is bitwise the same; it only takes fewer steps where the
+  // drafts agree. Plain requests ignore it.
+  enum class Draft : int32_t { kNone = 0, kNgram = 1 };
+  Draft draft = Draft::kNone;
   std::vector<std::string> stops;
   bool ignore_eos = false;
   // For chat requests: false renders the chat template with thinking off (Qwen3's

@@ -48,6 +48,7 @@ struct Sequence {
   bool fixed_kv;
   int32_t window;      // dvr: candidates that make a full window now (adapted per request)
   bool ready = false;  // dvr: stops decoding and awaits verification
+  int64_t drafted = 0;  // dvr: leading candidates drafted (RequestOptions::draft), not decoded
   bool planned = false;  // in the batch being built (never a preemption victim then)
   // Admitted since its last row: a model's recurrent state starts anew (RecurrentSlots).
   bool fresh_state = true;
@@ -75,6 +76,7 @@ struct Sequence {
   void DropCandidates() {
     tokens.resize(static_cast<size_t>(n_committed));
     ready = false;
+    drafted = 0;
     probe = text;
   }
 };

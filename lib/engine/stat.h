@@ -22,14 +22,17 @@ enum class Stat : int32_t {
   kCachedPromptTokens = 11,  // prompt positions taken from the prefix cache, not prefilled
   kKvEvictions = 12,         // session only: cached KV blocks evicted to make room
   kKvWindowReleases = 13,    // session only: KV blocks released behind sliding windows
+  kDraftTokens = 14,         // candidates drafted (RequestOptions::draft) rather than decoded
+  kDraftTokensAccepted = 15, // of them, those the fixed replay agreed with (committed)
 };
-inline constexpr int32_t kStatCount = 14;
+inline constexpr int32_t kStatCount = 16;
 
 constexpr bool IsSessionStat(Stat s) {
-  return s >= Stat::kRequestsFinished && s <= Stat::kKvWindowReleases && s != Stat::kTimeToFirstTokenUs;
+  return s >= Stat::kRequestsFinished && s <= Stat::kDraftTokensAccepted && s != Stat::kTimeToFirstTokenUs;
 }
 constexpr bool IsRequestStat(Stat s) {
-  return s >= Stat::kTokensGenerated && s <= Stat::kCachedPromptTokens;
+  return (s >= Stat::kTokensGenerated && s <= Stat::kCachedPromptTokens) || s == Stat::kDraftTokens ||
+         s == Stat::kDraftTokensAccepted;
 }
 
 }  // namespace llm42

@@ -54,6 +54,8 @@ ABSL_FLAG(bool, ignore_eos, false, "Keep generating after the end-of-sequence to
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids after the text");
 ABSL_FLAG(bool, deterministic, false,
           "Bitwise-reproducible output (verified against the fixed schedule; default seed 42)");
+ABSL_FLAG(std::string, draft, "none",
+          "A deterministic request's draft source: ngram (prompt lookup; the output is the same bits) or none");
 ABSL_FLAG(bool, print_logprobs, false,
           "Print each generated token's logprob as a hexadecimal float (every bit) after the text");
 ABSL_FLAG(double, fast_path_noise, 0.0,
@@ -148,6 +150,7 @@ void ApplyGenerationFlags(api::RequestOptions& ro) {
       .SetTopP(absl::GetFlag(FLAGS_top_p))
       .SetMinP(absl::GetFlag(FLAGS_min_p))
       .SetDeterministic(absl::GetFlag(FLAGS_deterministic))
+      .SetDraft(absl::GetFlag(FLAGS_draft))
       .SetLogprobs(absl::GetFlag(FLAGS_print_logprobs))
       .SetTopLogprobs(absl::GetFlag(FLAGS_top_logprobs))
       .SetPromptLogprobs(absl::GetFlag(FLAGS_print_prompt_logprobs));
@@ -278,6 +281,11 @@ int Generate() {
           "llm42: %d prompt tokens, %d generated; first token %.2f ms; decode %s; total %.3f s; finish %s; seed %d\n",
           request.Stat(LLM42_STAT_PREFILL_TOKENS), n, ttft_ms, decode, total_s,
           request.FinishReason() == LLM42_FINISH_STOP ? "stop" : "length", request.EffectiveSeed());
+      if (request.Stat(LLM42_STAT_DRAFT_TOKENS) > 0) {
+        std::cerr << absl::StrFormat("llm42: %d tokens drafted, %d accepted; %d verify passes\n",
+                                     request.Stat(LLM42_STAT_DRAFT_TOKENS), request.Stat(LLM42_STAT_DRAFT_TOKENS_ACCEPTED),
+                                     request.Stat(LLM42_STAT_VERIFY_PASSES));
+      }
     }
     return 0;
   });
