@@ -25,7 +25,7 @@ models=${2:-/tmp/llm42-models}
 llm42="$build/tools/llm42"
 threads=${THREADS:-2}
 rounds=${ROUNDS:-2}
-read -r -a dtypes <<<"${DTYPES:-f32 f16 bf16 q8_0 q4_0}"
+read -r -a dtypes <<<"${DTYPES-f32 f16 bf16 q8_0 q4_0}"
 [[ -x $llm42 ]] || { echo "bench-llamacpp: $llm42 not built" >&2; exit 1; }
 
 # llama.cpp, built once.

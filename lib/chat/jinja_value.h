@@ -106,6 +106,9 @@ class Dict {
   const Value* Find(std::string_view key) const;
   // Inserts or replaces.
   void Set(std::string key, Value v);
+  // Building a dict of keys known to be new (a loop's `loop`): room for n, then appends.
+  void Reserve(size_t n) { items_.reserve(n); }
+  void AppendNew(std::string key, Value v) { items_.emplace_back(std::move(key), std::move(v)); }
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   size_t size() const { return items_.size(); }
 
