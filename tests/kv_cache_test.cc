@@ -58,6 +58,48 @@ TEST(PrefixCache, FullBlocksOfAFinishedSequenceAreMappedByContent) {
   EXPECT_EQ(Map(c, Tokens(40, 1), true), 0);
 }
 
+// Recurrent-state snapshots (a model with recurrent layers): a prefix maps only up to its last block
+// whose snapshot is valid; a snapshot is valid once its block's last row wrote it, gone when that
+// row is rewritten without one or truncated; a full pool takes the least recently used idle
+// block's; a block freed unregistered gives its id back.
+TEST(PrefixCache, SnapshotsBoundWhatAPrefixMaps) {
+  KvCache c(8, 4);
+  c.EnableSnapshots(2);
+  ASSERT_EQ(c.n_snapshots(), 2);
+  auto write = [&](int32_t s, const std::vector<int32_t>& t, int64_t from, int64_t to, bool snapshots) {
+    for (int64_t p = from; p < to; ++p) {
+      const int32_t id = snapshots ? c.SnapshotAt(s, p) : -1;
+      EXPECT_EQ(id >= 0, snapshots && p % 4 == 3 && id >= 0);
+      c.NoteWritten(s, p, t[static_cast<size_t>(p)], true, false, id >= 0);
+    }
+  };
+  const std::vector<int32_t> t = Tokens(12);
+  int32_t s = c.Create();
+  ASSERT_TRUE(c.Reserve(s, 12));
+  write(s, t, 0, 8, true);    // blocks 0 and 1 with snapshots (the pool's two)
+  write(s, t, 8, 12, true);   // block 2: the pool is empty and no idle block holds one
+  EXPECT_GE(c.SnapshotBefore(s, 4), 0);
+  EXPECT_GE(c.SnapshotBefore(s, 8), 0);
+  EXPECT_EQ(c.SnapshotBefore(s, 12), -1);
+  EXPECT_EQ(c.SnapshotBefore(s, 6), -1);  // not a block boundary
+  c.Free(s);
+  EXPECT_EQ(Map(c, Tokens(13), true), 8);  // three blocks cached, the third without a snapshot
+  // A rewrite of a block's last row without a snapshot drops it; the prefix maps one block less.
+  s = c.Create();
+  ASSERT_EQ(c.MapCachedPrefix(s, t, 4, true), 4);
+  ASSERT_TRUE(c.Reserve(s, 8));
+  const std::vector<int32_t> other = {100, 101, 102, 103, 7, 7, 7, 7};
+  write(s, other, 4, 8, false);
+  EXPECT_EQ(c.SnapshotBefore(s, 8), -1);
+  // Truncating into a block drops its snapshot; a full pool takes an idle block's.
+  write(s, other, 4, 8, true);
+  const int32_t kept = c.SnapshotBefore(s, 8);
+  EXPECT_GE(kept, 0) << "an idle block's snapshot was to be taken";
+  c.Truncate(s, 6);
+  EXPECT_EQ(c.SnapshotBefore(s, 8), -1);
+  c.Free(s);
+}
+
 TEST(PrefixCache, DeterministicLookupsTakeOnlyFixedBlocks) {
   KvCache c(16, 16);
   WriteAndFree(c, Tokens(40), /*fixed=*/false);

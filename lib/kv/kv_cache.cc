@@ -71,6 +71,7 @@ void KvCache::Release(int32_t b) {
     lru_.push_back(b);
     blk.lru = std::prev(lru_.end());
   } else {
+    DropSnapshot(b);  // nothing can map it: its snapshot id goes back to the pool now
     free_.push_back(b);
   }
 }
