@@ -334,7 +334,7 @@ TEST_P(DeterminismTest, DraftsChangeNothing) {
   prompt.insert(prompt.end(), again.begin(), again.end());
   auto s = Open({});
   for (float temperature : {0.0f, 0.8f}) {
-    const RequestOptions plain = Spec(prompt, 96, true, temperature);
+    const RequestOptions plain = Spec(prompt, 64, true, temperature);
     RequestOptions drafting = plain;
     drafting.draft = RequestOptions::Draft::kNgram;
     const Output ref = Alone({}, plain);
@@ -343,9 +343,7 @@ TEST_P(DeterminismTest, DraftsChangeNothing) {
     EXPECT_TRUE(Result(**r) == ref) << "alone, temperature " << temperature;
     EXPECT_GT((*r)->stat(Stat::kDraftTokens), 0) << "the repeated prompt was meant to give drafts";
     EXPECT_LE((*r)->stat(Stat::kDraftTokensAccepted), (*r)->stat(Stat::kDraftTokens));
-    for (uint32_t trial = 0; trial < 2; ++trial) {
-      EXPECT_TRUE(WithCoRunners(*s, drafting, 900 + trial) == ref) << "co-runners, temperature " << temperature;
-    }
+    EXPECT_TRUE(WithCoRunners(*s, drafting, 900) == ref) << "co-runners, temperature " << temperature;
   }
   EXPECT_EQ(s->invariant_violations(), 0);
 }

@@ -20,10 +20,10 @@ ArchitectureData Data() {
   d.parts = {.biases = LayerParts::Biases::kNone, .qk_norms = true, .output_gate = true,
              .ffn_norm = "post_attention_norm"};
   d.made_rope_base = 10000000.0f;
-  // Eight layers: DeltaNet, DeltaNet, DeltaNet, attention, twice. DeltaNet layers of 4 key heads
-  // and 8 value heads of 32 (a 4-wide convolution over 512 channels; value head h reads key head
-  // h % 4), attention heads of 64 of which a quarter turns (as Qwen3.5's 64 of 256).
-  ModelPreset tiny{"tiny-qwen35", 256, 8, 4, 2, 512, 2048, "qwen35", false, 64};
+  // Four layers: DeltaNet, DeltaNet, DeltaNet, attention (Qwen3.5's pattern once). DeltaNet layers
+  // of 4 key heads and 8 value heads of 32 (a 4-wide convolution over 512 channels; value head h
+  // reads key head h % 4), attention heads of 64 of which a quarter turns (as Qwen3.5's 64 of 256).
+  ModelPreset tiny{"tiny-qwen35", 256, 4, 4, 2, 512, 2048, "qwen35", false, 64};
   tiny.rope_dims = 16;
   tiny.rope_sections = {3, 3, 2, 0};
   tiny.full_attention_interval = 4;
