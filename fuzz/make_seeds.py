@@ -118,6 +118,39 @@ def model_seed(arch, width, n_ff, kind, head_dim=None):
     return gguf(md, t)
 
 
+def qwen35_seed():
+    """A two-layer Qwen3.5: a gated DeltaNet layer (2 key and 2 value heads of 4, a 4-wide
+    convolution) then a gated attention layer (2 heads of 8, 1 KV head, 4 rotated dims)."""
+    arch, width, n_ff, vocab, hd, s, hk, hv, k = "qwen35", 16, 16, 4, 8, 4, 2, 2, 4
+    ch = (2 * hk + hv) * s
+    md = [("general.architecture", arch), (arch + ".context_length", 64), (arch + ".embedding_length", width),
+          (arch + ".block_count", 2), (arch + ".feed_forward_length", n_ff), (arch + ".attention.head_count", 2),
+          (arch + ".attention.head_count_kv", 1), (arch + ".attention.key_length", hd),
+          (arch + ".attention.value_length", hd), (arch + ".rope.dimension_count", 4),
+          (arch + ".full_attention_interval", 2), (arch + ".ssm.conv_kernel", k), (arch + ".ssm.group_count", hk),
+          (arch + ".ssm.time_step_rank", hv), (arch + ".ssm.state_size", s), (arch + ".ssm.inner_size", hv * s),
+          ("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.tokens", ["a", "b", "ab", "<s>"]),
+          ("tokenizer.ggml.merges", ["a b"])]
+
+    def m(name, cols, rows):
+        return (name, 0, [cols, rows], f32(cols * rows, 0.01))
+
+    def v(name, n, value=1.0):
+        return (name, 0, [n], f32(n, value))
+    t = [m("token_embd.weight", width, vocab), v("output_norm.weight", width)]
+    for layer in (0, 1):
+        b = "blk.%d." % layer
+        t += [v(b + "attn_norm.weight", width), v(b + "post_attention_norm.weight", width),
+              m(b + "ffn_gate.weight", width, n_ff), m(b + "ffn_up.weight", width, n_ff), m(b + "ffn_down.weight", n_ff, width)]
+    t += [m("blk.0.attn_qkv.weight", width, ch), m("blk.0.attn_gate.weight", width, hv * s),
+          m("blk.0.ssm_beta.weight", width, hv), m("blk.0.ssm_alpha.weight", width, hv), m("blk.0.ssm_out.weight", hv * s, width),
+          m("blk.0.ssm_conv1d.weight", k, ch), v("blk.0.ssm_dt.bias", hv, 0.5), v("blk.0.ssm_a", hv, -0.2),
+          v("blk.0.ssm_norm.weight", s)]
+    t += [m("blk.1.attn_q.weight", width, 2 * 2 * hd), m("blk.1.attn_k.weight", width, hd), m("blk.1.attn_v.weight", width, hd),
+          m("blk.1.attn_output.weight", 2 * hd, width), v("blk.1.attn_q_norm.weight", hd), v("blk.1.attn_k_norm.weight", hd)]
+    return gguf(md, t)
+
+
 def main():
     out = sys.argv[1]
     seeds = {
@@ -126,6 +159,7 @@ def main():
         "gguf_fuzzer/llama-q4_k": model_seed("llama", 256, 256, "q4_k"),
         "gguf_fuzzer/llama-q4_1": model_seed("llama", 32, 32, "q4_1"),
         "gguf_fuzzer/qwen3-f32": model_seed("qwen3", 8, 16, "f32", head_dim=8),
+        "gguf_fuzzer/qwen35-f32": qwen35_seed(),
         "hf_fuzzer/tiny-llama": hf_seed(),
         "chat_template_fuzzer/llama3": SEP.join([
             b"\x02{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}"
