@@ -284,13 +284,18 @@ TEST_P(BackendOpsTest, ColumnsPacksPartOfEachRow) {
 // h % 2, decays exp(softplus(alpha + dt_bias) * a), rates sigmoid(beta)) over two sequences of 5 and
 // 3 rows from zeros in one batch; then the first sequence's rows again in two batches, the second
 // continuing from a snapshot the first left (RecurrentRow::from, ::snapshot): the same bits, as a
-// prompt chunk and decode steps must give. A backend without them says so (runs_recurrent).
+// prompt chunk and decode steps must give. A backend without them (runs_recurrent false) must
+// refuse them as UNIMPLEMENTED, which a model with recurrent layers reports at load.
 TEST_P(BackendOpsTest, RecurrentOpsMatchFloat64ReferenceAndChunksAgree) {
   Backend& be = *be_;
-  if (!be.runs_recurrent()) GTEST_SKIP() << "backend " << GetParam() << " runs no recurrent layers yet";
   constexpr int64_t kKernel = 4, kKeyHeads = 2, kValueHeads = 4, kDim = 8;
   const DeltaRuleShape shape{kKeyHeads, kValueHeads, kDim, 1e-6f};
   const int64_t ch = shape.conv_channels(), out_w = kValueHeads * kDim;
+  if (!be.runs_recurrent()) {  // a backend without them (CUDA so far) says so, never runs them wrongly
+    EXPECT_EQ(be.AllocateRecurrent(RecurrentShape{2, 6, kKernel, ch, kValueHeads, kDim}).code(),
+              absl::StatusCode::kUnimplemented);
+    return;
+  }
   ASSERT_TRUE(be.AllocateRecurrent(RecurrentShape{2, 6, kKernel, ch, kValueHeads, kDim}).ok());
   const int64_t m = 8;
   const std::vector<float> x = RandomVector(static_cast<size_t>(m * ch), 21), w = RandomVector(static_cast<size_t>(ch * kKernel), 22);

@@ -96,31 +96,13 @@ size_t JsonValueEnd(std::string_view text, size_t at) {
 }
 
 // Every `open` ... `close` block through `parse_call`, the text outside them the content.
-// Where the JSON value that `text` begins with (after whitespace) ends, scanning its strings'
-// escapes; 0 when it begins with no object or array (then the body is found as it is).
-size_t JsonValueEnd(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
-  if (i == text.size() || (text[i] != '{' && text[i] != '[')) return 0;
-  int depth = 0;
-  bool in_string = false;
-  for (; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return i + 1;
-    }
-  }
-  return 0;  // unbalanced: the parse says what is wrong
+// Where a call's JSON body (an object or array after whitespace) ends, so that its closing tag
+// is looked for after it (its strings may hold the tag); 0 when there is none to skip.
+size_t JsonBodyEnd(std::string_view text) {
+  const size_t at = text.find_first_not_of(" \t\r\n");
+  if (at == std::string_view::npos || (text[at] != '{' && text[at] != '[')) return 0;
+  const size_t end = JsonValueEnd(text, at);
+  return end == std::string_view::npos ? 0 : end;
 }
 
 template <typename F>
@@ -133,7 +115,7 @@ absl::Status TaggedCalls(std::string_view text, std::string_view open, std::stri
     content.append(text.substr(0, start));
     text.remove_prefix(start + open.size());
     // A JSON body closes after its value: its strings may hold the closing tag.
-    const size_t end = text.find(close, json_body ? JsonValueEnd(text) : 0);
+    const size_t end = text.find(close, json_body ? JsonBodyEnd(text) : 0);
     if (end == std::string_view::npos) {
       return Malformed(out.tool_calls.size(), absl::StrCat("opened by ", std::string(open), " but never closed by ", std::string(close)));
     }

@@ -13,6 +13,20 @@
 namespace llm42 {
 namespace {
 
+// Qwen3.5's layout on `p`'s shape: rotated dims and their M-RoPE sections, three DeltaNet layers to
+// each attention layer, 4-wide convolutions, DeltaNet heads of head_dim.
+ModelPreset Hybrid(ModelPreset p, int64_t rope_dims, std::vector<int32_t> sections, int64_t key_heads,
+                   int64_t value_heads, int64_t head_dim) {
+  p.rope_dims = rope_dims;
+  p.rope_sections = std::move(sections);
+  p.full_attention_interval = 4;
+  p.ssm_conv_kernel = 4;
+  p.ssm_key_heads = key_heads;
+  p.ssm_value_heads = value_heads;
+  p.ssm_head_dim = head_dim;
+  return p;
+}
+
 ArchitectureData Data() {
   ArchitectureData d;
   d.name = "qwen35";
@@ -23,25 +37,12 @@ ArchitectureData Data() {
   // Four layers: DeltaNet, DeltaNet, DeltaNet, attention (Qwen3.5's pattern once). DeltaNet layers
   // of 4 key heads and 8 value heads of 32 (a 4-wide convolution over 512 channels; value head h
   // reads key head h % 4), attention heads of 64 of which a quarter turns (as Qwen3.5's 64 of 256).
-  ModelPreset tiny{"tiny-qwen35", 256, 4, 4, 2, 512, 2048, "qwen35", false, 64};
-  tiny.rope_dims = 16;
-  tiny.rope_sections = {3, 3, 2, 0};
-  tiny.full_attention_interval = 4;
-  tiny.ssm_conv_kernel = 4;
-  tiny.ssm_key_heads = 4;
-  tiny.ssm_value_heads = 8;
-  tiny.ssm_head_dim = 32;
+  const ModelPreset tiny = Hybrid({"tiny-qwen35", 256, 4, 4, 2, 512, 2048, "qwen35", false, 64}, 16, {3, 3, 2, 0}, 4, 8, 32);
   // A benchmark's: llama-110m's width and depth in Qwen3.5's shape (0.8B's proportions: three
   // DeltaNet layers to an attention one, 128-wide DeltaNet heads as many for keys as values,
   // attention heads of which a quarter turns).
-  ModelPreset bench{"qwen35-110m", 768, 12, 6, 2, 2048, 2048, "qwen35", false, 128};
-  bench.rope_dims = 32;
-  bench.rope_sections = {6, 5, 5, 0};
-  bench.full_attention_interval = 4;
-  bench.ssm_conv_kernel = 4;
-  bench.ssm_key_heads = 6;
-  bench.ssm_value_heads = 6;
-  bench.ssm_head_dim = 128;
+  const ModelPreset bench =
+      Hybrid({"qwen35-110m", 768, 12, 6, 2, 2048, 2048, "qwen35", false, 128}, 32, {6, 5, 5, 0}, 6, 6, 128);
   d.presets = {tiny, bench};
   return d;
 }
