@@ -938,7 +938,10 @@ INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,
                          // after a rollback not restored (Engine::SettleRecurrent: co-runners,
                          // prefill = decode, knobs, rollbacks), with candidates advancing the
                          // live state, and with an admitted request starting from zeros rather
-                         // than its cached prefix's snapshot: 7 items).
+                         // than its cached prefix's snapshot: 7 items), and qwen3moe (a mixture
+                         // of experts in every layer, a step's rows grouped by expert: checked to
+                         // fail with the groups' products under fast in a fixed pass: co-runners,
+                         // knobs, prefill = decode).
                          ::testing::Values(ModelCase{"stories260K", 1.0}, ModelCase{"tiny", 0.05, "tiny"},
                                            ModelCase{"tiny_blocks_q4_k", 0.05, "tiny-blocks", GgmlType::kQ4_K},
                                            ModelCase{"tiny_qwen3_q6_k", 0.05, "tiny-qwen3", GgmlType::kQ6_K},
@@ -947,7 +950,8 @@ INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,
                                            ModelCase{"tiny_swa_q8_0", 0.05, "tiny-swa", GgmlType::kQ8_0},
                                            ModelCase{"tiny_mistral3_q4_k", 0.05, "tiny-mistral3", GgmlType::kQ4_K},
                                            ModelCase{"tiny_gemma4_q8_0", 0.05, "tiny-gemma4", GgmlType::kQ8_0},
-                                           ModelCase{"tiny_qwen35_q8_0", 0.05, "tiny-qwen35", GgmlType::kQ8_0}),
+                                           ModelCase{"tiny_qwen35_q8_0", 0.05, "tiny-qwen35", GgmlType::kQ8_0},
+                                           ModelCase{"tiny_qwen3moe_q8_0", 0.05, "tiny-qwen3moe", GgmlType::kQ8_0}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            return std::string(info.param.name);
                          });

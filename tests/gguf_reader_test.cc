@@ -1,5 +1,7 @@
 #include "lib/format/gguf_reader.h"
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
@@ -286,9 +288,9 @@ TEST(ModelWeightsLoad, DamagedBlockScalesNameTheTensor) {
   }
 }
 
-// A generated model of `preset` rewritten: without tensor `drop`, with integer key `key` set to
-// (or added as) `value` (where key is not empty); the load's status.
-absl::Status LoadEdited(const std::string& preset_name, const std::string& drop, const std::string& key, int64_t value) {
+// A generated model of `preset` (f32), made once (test processes run in parallel: written
+// privately, then renamed into place).
+std::string EditSource(const std::string& preset_name) {
   const std::string vocab = testing::SharedPath("models/stories260K.gguf");
   const ModelPreset* preset = nullptr;
   for (const ModelPreset& p : ModelPresets()) {
@@ -296,9 +298,17 @@ absl::Status LoadEdited(const std::string& preset_name, const std::string& drop,
   }
   const std::string made = testing::TempPath(preset_name + "-edit-source.gguf");
   if (!std::filesystem::exists(made)) {
-    EXPECT_TRUE(MakeModel(*preset, GgmlType::kF32, vocab, 1, made).ok());
+    const std::string partial = made + "." + std::to_string(::getpid());
+    EXPECT_TRUE(MakeModel(*preset, GgmlType::kF32, vocab, 1, partial).ok());
+    testing::PublishFile(partial, made);
   }
-  auto file = GgufFile::Open(made);
+  return made;
+}
+
+// A generated model of `preset` rewritten: without tensor `drop`, with integer key `key` set to
+// (or added as) `value` (where key is not empty); the load's status.
+absl::Status LoadEdited(const std::string& preset_name, const std::string& drop, const std::string& key, int64_t value) {
+  auto file = GgufFile::Open(EditSource(preset_name));
   EXPECT_TRUE(file.ok()) << file.status();
   GgufWriter w;
   for (const auto& [k, v] : (*file)->metadata()) {
@@ -345,11 +355,38 @@ TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
                         Case{"tiny-qwen35", "", "qwen35.full_attention_interval", 0, "qwen35.full_attention_interval' = 0 is out of range"},
                         Case{"tiny-qwen35", "blk.1.ssm_a", "", 0, "missing tensor 'blk.1.ssm_a'"},
                         Case{"tiny-qwen35", "", "qwen35.ssm.conv_kernel", 3, "tensor blk.0.ssm_conv1d.weight: expected 3x512, got 4x512"},
-                        Case{"tiny-qwen35", "", "qwen35.ssm.time_step_rank", 6, "is not the DeltaNet state of 6 value heads"}}) {
+                        Case{"tiny-qwen35", "", "qwen35.ssm.time_step_rank", 6, "is not the DeltaNet state of 6 value heads"},
+                        // Experts (issue 57): a count of 0 where the family has experts, more used
+                        // than there are, a router of another width than the count, an expert
+                        // tensor missing, experts of another width than the key's.
+                        Case{"tiny-qwen3moe", "", "qwen3moe.expert_count", 0, "qwen3moe.expert_count' = 0 is out of range (1..512)"},
+                        Case{"tiny-qwen3moe", "", "qwen3moe.expert_used_count", 9, "qwen3moe.expert_used_count' = 9 is out of range (1..8)"},
+                        Case{"tiny-qwen3moe", "", "qwen3moe.expert_count", 6, "tensor blk.0.ffn_gate_inp.weight: expected 256x6, got 256x8"},
+                        Case{"tiny-qwen3moe", "blk.3.ffn_down_exps.weight", "", 0, "missing tensor 'blk.3.ffn_down_exps.weight'"},
+                        Case{"tiny-qwen3moe", "", "qwen3moe.expert_feed_forward_length", 512, "tensor blk.0.ffn_gate_exps.weight: expected 256x512x8, got 256x256x8"}}) {
     const absl::Status s = LoadEdited(c.preset, c.drop, c.key, c.value);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.preset << " " << c.drop << c.key << ": " << s;
     EXPECT_NE(s.message().find(c.message), std::string::npos) << s;
   }
+}
+
+// An expert tensor whose third dimension disagrees with the expert count (its bytes the same:
+// 4 experts of twice the rows): a FORMAT_ERROR naming it, not experts read out of their rows.
+TEST(ModelWeightsLoad, ExpertTensorsOfAnotherCountAreRefused) {
+  LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
+  ASSERT_TRUE(LoadEdited("tiny-qwen3moe", "", "", 0).ok());  // the control: unedited, it loads
+  auto file = GgufFile::Open(EditSource("tiny-qwen3moe"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  GgufWriter w;
+  for (const auto& [k, v] : (*file)->metadata()) w.AddValue(k, v);
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    std::vector<int64_t> dims = t.dims;
+    if (t.name == "blk.1.ffn_up_exps.weight") dims = {dims[0], dims[1] * 2, dims[2] / 2};
+    w.AddTensor(t.name, t.type, dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const absl::Status s = LoadModel(w, "tiny-qwen3moe-4-experts.gguf");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("tensor blk.1.ffn_up_exps.weight: expected 256x256x8, got 256x512x4"), std::string::npos) << s;
 }
 
 // Gemma 4's mixture-of-experts layers are a later issue's: refused by name, not misread.

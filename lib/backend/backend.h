@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/numerics/argmax.h"
 #include "lib/numerics/draw_rule.h"
+#include "lib/numerics/expert_routing.h"
 #include "lib/numerics/logit_edit.h"
 #include "lib/util/ggml_types.h"
 
@@ -392,6 +393,27 @@ class Backend {
   // both schedules.
   virtual absl::Status SigmoidMul(float* x, const float* gate, size_t n) { return NoRecurrent(); }
 
+  // Mixture-of-experts layers (lib/model/arch/experts.h); a model with experts is refused where a
+  // backend does not run them. Each op has one arithmetic for both schedules.
+  virtual bool runs_experts() const { return false; }
+  // Each of m rows of router logits (routing.n_expert each) routed by lib/numerics/
+  // expert_routing.h's RouteToken, to the bit: the chosen experts to host_ids[row * n_used +
+  // slot] (host memory) and their weights to `weights` (backend memory), in the same order.
+  virtual absl::Status RouteExperts(const float* logits, int64_t m, const ExpertRouting& routing, int32_t* host_ids,
+                                    float* weights) {
+    return NoExperts();
+  }
+  // out[rows[r]] = x[r] for rows of n_cols (rows in host memory): GatherRows' inverse.
+  virtual absl::Status ScatterRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) {
+    return NoExperts();
+  }
+  // out[r] = y[r k] w[r k] + y[r k + 1] w[r k + 1] + ... + y[r k + k - 1] w[r k + k - 1] for m
+  // rows of n: each product rounded, the sum in slot order from the first product (llama.cpp's
+  // order: the token's experts by decreasing weight).
+  virtual absl::Status MixExperts(const float* y, const float* weights, int64_t m, int64_t k, int64_t n, float* out) {
+    return NoExperts();
+  }
+
   // out[r] = x[rows[r]] for rows of n_cols (rows in host memory).
   virtual absl::Status GatherRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                                   float* out) = 0;
@@ -451,6 +473,9 @@ class Backend {
   }
   absl::Status NoRecurrent() const {
     return absl::UnimplementedError(absl::StrCat("the ", name(), " backend does not run recurrent (linear-attention) layers"));
+  }
+  absl::Status NoExperts() const {
+    return absl::UnimplementedError(absl::StrCat("the ", name(), " backend does not run mixture-of-experts layers"));
   }
   // MatMulShared's precondition: every matrix as wide as the first.
   static absl::Status SameWidth(std::span<const MatMulOutput> outs) {

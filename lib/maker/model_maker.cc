@@ -116,7 +116,8 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     shape.ssm_head_dim = p.ssm_head_dim;
   }
   for (int64_t l = 0; l < p.n_layer; ++l) {
-    for (int64_t cols : {p.n_embd, shape.n_ff_of(l), shape.recurrent(l) ? p.ssm_value_heads * p.ssm_head_dim : shape.q_dim(l)}) {
+    for (int64_t cols : {p.n_embd, p.n_expert > 0 ? p.n_ff_exp : shape.n_ff_of(l),
+                         shape.recurrent(l) ? p.ssm_value_heads * p.ssm_head_dim : shape.q_dim(l)}) {
       if (cols % block != 0) {
         return InvalidArgument("preset '", p.name, "' has rows of ", cols, " weights, not whole ", block,
                                "-weight blocks of ", GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->name);
@@ -183,6 +184,12 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     w.AddUint32(a + "ssm.state_size", static_cast<uint32_t>(p.ssm_head_dim));
     w.AddUint32(a + "ssm.inner_size", static_cast<uint32_t>(p.ssm_value_heads * p.ssm_head_dim));
   }
+  if (p.n_expert > 0) {
+    w.AddUint32(a + "expert_count", static_cast<uint32_t>(p.n_expert));
+    w.AddUint32(a + "expert_used_count", static_cast<uint32_t>(p.n_expert_used));
+    if (!d.experts_full_width) w.AddUint32(a + "expert_feed_forward_length", static_cast<uint32_t>(p.n_ff_exp));
+    if (p.n_ff_shexp > 0) w.AddUint32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(p.n_ff_shexp));
+  }
   for (const ArchKey& k : d.keys) {
     if (!k.made) continue;
     float value = k.fallback;
@@ -216,6 +223,12 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     std::vector<float> v(static_cast<size_t>(cols * rows));
     FillUniform(seed, stream++, 0.02f * std::sqrt(3.0f), &v);
     w.AddTensor(name, type, {cols, rows}, Encode(v, type));
+  };
+  // An expert tensor: n_expert matrices of `rows` rows of `cols` (GGUF dims {cols, rows, n_expert}).
+  auto experts = [&](const std::string& name, int64_t cols, int64_t rows) {
+    std::vector<float> v(static_cast<size_t>(cols * rows * p.n_expert));
+    FillUniform(seed, stream++, 0.02f * std::sqrt(3.0f), &v);
+    w.AddTensor(name, dtype, {cols, rows, p.n_expert}, Encode(v, dtype));
   };
   auto ones = [&](const std::string& name, int64_t n) {
     w.AddTensor(name, GgmlType::kF32, {n}, Encode(std::vector<float>(static_cast<size_t>(n), 1.0f), GgmlType::kF32));
@@ -320,13 +333,28 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       if (stores_kv) norm(b + "attn_k_norm.weight", hd, p.qk_norm_scale);
     }
     if (!shape.recurrent(l)) matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
-    if (d.parts.fused) {
+    if (p.n_expert > 0) {
+      // The router in f32 (llama.cpp's quantizer leaves it), its logits spread a few units apart so
+      // that a token's choice is clear; then the experts' 3-D tensors.
+      std::vector<float> router(static_cast<size_t>(p.n_embd * p.n_expert));
+      FillUniform(seed, stream++, 0.25f, &router);
+      w.AddTensor(b + "ffn_gate_inp.weight", GgmlType::kF32, {p.n_embd, p.n_expert}, Encode(router, GgmlType::kF32));
+      experts(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp);
+      experts(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp);
+      experts(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd);
+      if (p.n_ff_shexp > 0) {
+        matrix(b + "ffn_gate_inp_shexp.weight", p.n_embd, 1, GgmlType::kF32);
+        matrix(b + "ffn_gate_shexp.weight", p.n_embd, p.n_ff_shexp, dtype);
+        matrix(b + "ffn_up_shexp.weight", p.n_embd, p.n_ff_shexp, dtype);
+        matrix(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd, dtype);
+      }
+    } else if (d.parts.fused) {
       matrix(b + "ffn_up.weight", p.n_embd, 2 * ff, dtype);  // gate rows, then up rows
     } else {
       matrix(b + "ffn_gate.weight", p.n_embd, ff, dtype);
       matrix(b + "ffn_up.weight", p.n_embd, ff, dtype);
     }
-    matrix(b + "ffn_down.weight", ff, p.n_embd, dtype);
+    if (p.n_expert == 0) matrix(b + "ffn_down.weight", ff, p.n_embd, dtype);
     if (pl > 0) {
       matrix(b + "inp_gate.weight", p.n_embd, pl, dtype);
       matrix(b + "proj.weight", pl, p.n_embd, pl_type);

@@ -32,6 +32,13 @@ struct LayerTensors {
   // output norm (head_dim).
   WeightMatrix ssm_in, ssm_z, ssm_beta, ssm_alpha, ssm_out;
   Vec ssm_conv, ssm_dt, ssm_a, ssm_norm;
+  // A mixture-of-experts layer's (lib/model/arch/experts.h), in place of the dense FFN: the router
+  // (n_expert rows), each expert's gate, up and down matrices (views of the file's 3-D tensors),
+  // and a shared expert's with its gate (one row: the shared output multiplied by its sigmoid)
+  // where the layer has one.
+  WeightMatrix router;
+  std::vector<WeightMatrix> exp_gate, exp_up, exp_down;
+  WeightMatrix shexp_gate, shexp_up, shexp_down, shexp_router;
 };
 
 // The model-wide tensors of per-layer embeddings (ModelConfig::n_embd_per_layer): a table of

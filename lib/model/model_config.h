@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/numerics/expert_routing.h"
 
 namespace llm42 {
 
@@ -69,6 +70,14 @@ struct ModelConfig {
   // ssm.group_count, ssm.time_step_rank, ssm.state_size).
   std::vector<uint8_t> layer_recurrent;
   int64_t ssm_conv_kernel = 0, ssm_key_heads = 0, ssm_value_heads = 0, ssm_head_dim = 0;
+
+  // Mixture-of-experts feed-forward blocks (lib/model/arch/experts.h), in every layer where
+  // n_expert > 0: routing.n_expert experts of n_ff_exp each (expert_count,
+  // expert_feed_forward_length), routing.n_used of them per token (expert_used_count), chosen and
+  // weighted by the router as `routing` says; a shared expert of n_ff_shexp beside them where the
+  // file has one (expert_shared_feed_forward_length, else n_ff).
+  int64_t n_expert = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  ExpertRouting routing;
 
   // The attention window of layer l (0: every earlier position).
   int64_t window(int64_t l) const {

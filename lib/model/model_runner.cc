@@ -15,7 +15,10 @@ namespace llm42 {
 namespace {
 
 // Activation workspace slots.
-enum Slot : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits, kLogitsPacked, kPerLayer, kPerLayerScratch };
+enum Slot : int {
+  kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits, kLogitsPacked, kPerLayer, kPerLayerScratch,
+  kExpertLogits, kExpertWeights, kExpertIn, kExpertGate, kExpertUp, kExpertOut
+};
 
 // A vector in backend memory, or nullptr for an absent (empty) one.
 absl::StatusOr<const float*> UploadOptional(Backend& be, const std::vector<float>& v) {
@@ -41,6 +44,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   const ModelConfig& c = model.config();
   if (c.n_recurrent() > 0 && !be.runs_recurrent()) {
     return UnsupportedError("the ", be.name(), " backend does not run recurrent (linear-attention) layers yet: run ",
+                            c.architecture.empty() ? std::string("this model") : c.architecture, " on the cpu backend");
+  }
+  if (c.n_expert > 0 && !be.runs_experts()) {
+    return UnsupportedError("the ", be.name(), " backend does not run mixture-of-experts layers yet: run ",
                             c.architecture.empty() ? std::string("this model") : c.architecture, " on the cpu backend");
   }
   LLM42_ASSIGN_OR_RETURN(r->token_embd_, be.UploadWeight(model.token_embd()));
@@ -95,7 +102,19 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
       LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.ssm_in, &L.ssm_z, &L.ssm_alpha, &L.ssm_beta},
                                         {&R.ssm_in, &R.ssm_z, &R.ssm_alpha, &R.ssm_beta}));
     }
-    LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.w_gate, &L.w_up}, {&R.w_gate, &R.w_up}));
+    if (L.w_gate.data != nullptr) LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.w_gate, &L.w_up}, {&R.w_gate, &R.w_up}));
+    if (L.router.data != nullptr) {  // experts: each one's gate and up together (experts.h)
+      LLM42_ASSIGN_OR_RETURN(R.router, be.UploadWeight(L.router));
+      R.exp_gate.resize(L.exp_gate.size());
+      R.exp_up.resize(L.exp_up.size());
+      for (size_t x = 0; x < L.exp_gate.size(); ++x) {
+        LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.exp_gate[x], &L.exp_up[x]}, {&R.exp_gate[x], &R.exp_up[x]}));
+      }
+      for (const WeightMatrix& down : L.exp_down) {
+        LLM42_ASSIGN_OR_RETURN(WeightMatrix uploaded, be.UploadWeight(down));
+        R.exp_down.push_back(uploaded);
+      }
+    }
     for (auto [from, to] : {std::pair{&L.wo, &R.wo}, {&L.w_down, &R.w_down}, {&L.inp_gate, &R.inp_gate},
                             {&L.inp_proj, &R.inp_proj}, {&L.ssm_out, &R.ssm_out}}) {
       if (from->data == nullptr) continue;  // a tensor the model lacks
@@ -206,6 +225,19 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
     LLM42_ASSIGN_OR_RETURN(per_layer_scratch, buffer(kPerLayerScratch, per_layer_width));
   }
 
+  ExpertWork* experts = nullptr;
+  if (c.n_expert > 0) {
+    const auto pairs = um * static_cast<size_t>(c.routing.n_used);
+    ExpertWork& w = experts_;
+    LLM42_ASSIGN_OR_RETURN(w.logits, buffer(kExpertLogits, c.n_expert));
+    LLM42_ASSIGN_OR_RETURN(w.weights, buffer(kExpertWeights, c.routing.n_used));
+    LLM42_ASSIGN_OR_RETURN(w.in, be.Workspace(kExpertIn, pairs * static_cast<size_t>(e)));
+    LLM42_ASSIGN_OR_RETURN(w.gate, be.Workspace(kExpertGate, pairs * static_cast<size_t>(c.n_ff_exp)));
+    LLM42_ASSIGN_OR_RETURN(w.up, be.Workspace(kExpertUp, pairs * static_cast<size_t>(c.n_ff_exp)));
+    LLM42_ASSIGN_OR_RETURN(w.out, be.Workspace(kExpertOut, pairs * static_cast<size_t>(e)));
+    experts = &w;
+  }
+
   std::span<const RecurrentRow> recurrent = batch.recurrent;
   if (c.n_recurrent() > 0) {
     if (recurrent_shape_.n_slots == 0) return absl::FailedPreconditionError("the model's recurrent state was not allocated");
@@ -236,7 +268,7 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
                          AttentionShape{c.n_head, c.n_head_kv_of(layer), c.head_dim_of(layer), c.attn_scale,
                                         c.attn_softcap, window},
                          c.kv_layer(layer), layer < c.n_kv_layers(), per_layer,
-                         x, xn, q, k, v, attn, proj, gate, up};
+                         x, xn, q, k, v, attn, proj, gate, up, experts};
       LLM42_RETURN_IF_ERROR(arch.Layer(g, layers_[l]));
     }
     return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
+#include "lib/model/arch/experts.h"
 #include "lib/model/model_weights.h"
 
 namespace llm42 {
@@ -114,6 +115,7 @@ class ModelRunner {
   std::vector<int32_t> step_tokens_, step_positions_;
   std::vector<Schedule> step_schedules_;
   std::vector<RecurrentRow> step_recurrent_;
+  ExpertWork experts_;  // the experts block's memory (models with experts)
   RecurrentShape recurrent_shape_;
   int32_t padding_table_[1] = {0};
   std::vector<Schedule> logit_schedules_;

@@ -174,6 +174,38 @@ absl::Status CpuBackend::SigmoidMul(float* x, const float* gate, size_t n) {
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::RouteExperts(const float* logits, int64_t m, const ExpertRouting& routing, int32_t* host_ids,
+                                      float* weights) {
+  const int64_t n = routing.n_expert, k = routing.n_used;
+  pool_.ParallelFor(m, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) RouteToken(routing, logits + r * n, host_ids + r * k, weights + r * k);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ScatterRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::copy_n(x + static_cast<int64_t>(r) * n_cols, n_cols, out + static_cast<int64_t>(rows[r]) * n_cols);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::MixExperts(const float* y, const float* weights, int64_t m, int64_t k, int64_t n, float* out) {
+  ForRows(m, n * k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* o = out + r * n;
+      const float* w = weights + r * k;
+      const float* first = y + r * k * n;
+      for (int64_t i = 0; i < n; ++i) o[i] = first[i] * w[0];
+      for (int64_t s = 1; s < k; ++s) {
+        const float* ys = first + s * n;
+        for (int64_t i = 0; i < n; ++i) o[i] += ys[i] * w[s];
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 uint8_t* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
   const KvShape& k = kv_shape_;
   return kv_.data() + (table[p / k.block_size] * kv_block_elements_ + kv_layer_offsets_[static_cast<size_t>(layer)] +

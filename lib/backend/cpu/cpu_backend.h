@@ -96,6 +96,13 @@ class CpuBackend final : public Backend {
   absl::Status CausalConv(int64_t layer, const float* x, const float* weight, float* out) override;
   absl::Status DeltaRule(int64_t layer, const DeltaRuleArgs& args, float* out) override;
   absl::Status SigmoidMul(float* x, const float* gate, size_t n) override;
+  // Mixture-of-experts layers: tokens routed a row per task on the pool, rows scattered and mixed
+  // as the rows of ForRows.
+  bool runs_experts() const override { return true; }
+  absl::Status RouteExperts(const float* logits, int64_t m, const ExpertRouting& routing, int32_t* host_ids,
+                            float* weights) override;
+  absl::Status ScatterRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override;
+  absl::Status MixExperts(const float* y, const float* weights, int64_t m, int64_t k, int64_t n, float* out) override;
   // In place (the rows are host memory), a row per task on the pool.
   absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           ArgmaxSummary* host_out) override;

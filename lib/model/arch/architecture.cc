@@ -1,5 +1,6 @@
 #include "lib/model/arch/architecture.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -18,11 +19,13 @@ const Architecture& Gemma3Architecture();
 const Architecture& Gemma4Architecture();
 const Architecture& Phi3Architecture();
 const Architecture& Mistral3Architecture();
+const Architecture& Qwen3MoeArchitecture();
 
 std::span<const Architecture* const> Architectures() {
   static const Architecture* const all[] = {&LlamaArchitecture(),  &Qwen2Architecture(),  &Qwen3Architecture(),
                                             &Gemma2Architecture(), &Gemma3Architecture(), &Gemma4Architecture(),
-                                            &Phi3Architecture(),   &Mistral3Architecture(), &Qwen35Architecture()};
+                                            &Phi3Architecture(),   &Mistral3Architecture(), &Qwen35Architecture(),
+                                            &Qwen3MoeArchitecture()};
   return all;
 }
 
@@ -62,6 +65,51 @@ std::span<const HfFamily* const> HfFamilies() {
   return tables->pointers;
 }
 
+namespace {
+
+absl::StatusOr<int64_t> IntIn(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  LLM42_ASSIGN_OR_RETURN(const int64_t v, f.GetInt(key));
+  if (v < lo || v > hi) return FormatError("key '", key, "' = ", v, " is out of range (", lo, "..", hi, ")");
+  return v;
+}
+
+// {arch}.expert_count and what goes with it (llama.cpp's keys and fallbacks).
+absl::Status ReadExpertKeys(const GgufFile& f, const ArchitectureData& d, ModelConfig& c) {
+  const std::string a = c.architecture + ".";
+  const std::string count_key = a + "expert_count";
+  if (d.experts == Experts::kRequired) {
+    LLM42_ASSIGN_OR_RETURN(c.n_expert, IntIn(f, count_key, 1, 512));
+  } else if (f.Find(count_key) != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(c.n_expert, IntIn(f, count_key, 0, 512));
+  }
+  if (c.n_expert == 0) return absl::OkStatus();  // a dense model
+  if (d.experts == Experts::kNone) {
+    return UnsupportedError("key '", count_key, "' = ", c.n_expert, ": ", std::string(d.name),
+                            "'s mixture-of-experts layers are not supported yet");
+  }
+  ExpertRouting& r = c.routing;
+  r = d.routing;
+  r.n_expert = c.n_expert;
+  LLM42_ASSIGN_OR_RETURN(r.n_used, IntIn(f, a + "expert_used_count", 1, std::min<int64_t>(c.n_expert, 256)));
+  c.n_ff_exp = d.experts_full_width ? c.n_ff : c.n_ff / r.n_used;
+  if (!d.experts_full_width && f.Find(a + "expert_feed_forward_length") != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(c.n_ff_exp, IntIn(f, a + "expert_feed_forward_length", 1, 1 << 20));
+  }
+  if (c.n_ff_exp <= 0) return FormatError("key '", a, "feed_forward_length' leaves experts of width ", c.n_ff_exp);
+  c.n_ff_shexp = c.n_ff;
+  if (f.Find(a + "expert_shared_feed_forward_length") != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(c.n_ff_shexp, IntIn(f, a + "expert_shared_feed_forward_length", 1, 1 << 20));
+  }
+  if (const std::string key = a + "expert_weights_scale"; f.Find(key) != nullptr) {
+    LLM42_ASSIGN_OR_RETURN(const double scale, f.GetFloat(key));
+    if (!(scale >= 0 && scale < 1e4)) return FormatError("key '", key, "' = ", scale, " is out of range (0..1e4)");
+    r.scale = scale == 0 ? 1.0f : static_cast<float>(scale);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ReadArchitectureKeys(const GgufFile& f, const ArchitectureData& d, ModelConfig& c) {
   c.rope_neox = d.rope_neox;
   const std::string a = c.architecture + ".";
@@ -85,7 +133,7 @@ absl::Status ReadArchitectureKeys(const GgufFile& f, const ArchitectureData& d, 
     if (!(v > k.lo && v < k.hi)) return FormatError("key '", key, "' = ", v, " is out of range (", k.lo, "..", k.hi, ")");
     c.*k.field = static_cast<float>(v);
   }
-  return absl::OkStatus();
+  return ReadExpertKeys(f, d, c);
 }
 
 }  // namespace llm42

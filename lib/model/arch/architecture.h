@@ -54,6 +54,8 @@ struct ArchKey {
 
 // Whether the file states {arch}.attention.sliding_window (which layers slide is ReadConfig's).
 enum class Window : uint8_t { kNone, kOptional, kRequired };
+// Whether the file has experts ({arch}.expert_count).
+enum class Experts : uint8_t { kNone, kOptional, kRequired };
 
 // What an architecture is, as data, consumed by the loaders (ModelConfig::FromGguf, the weights,
 // Hugging Face directories), make-model and the session, none of which names an architecture.
@@ -66,19 +68,33 @@ struct ArchitectureData {
   bool longrope = false;     // make-model writes LongRoPE's keys and factor tensors (Phi-3.5's)
   float made_rope_base = 10000.0f;  // the RoPE base make-model writes
   std::vector<ArchKey> keys = {};
+  // Whether its files have mixture-of-experts layers ({arch}.expert_count > 0; kNone: such a file
+  // is refused, kRequired: one without is a FORMAT_ERROR), and how they route: the gate and
+  // whether the chosen weights are normalized (ReadArchitectureKeys fills in the counts and
+  // {arch}.expert_weights_scale).
+  Experts experts = Experts::kNone;
+  ExpertRouting routing = {};
+  // Its experts are feed_forward_length wide (Mixtral's llama files), not
+  // expert_feed_forward_length.
+  bool experts_full_width = false;
   // Its Hugging Face classes, tensor names and conversions (arch, sliding and keys are filled in
   // from the fields above: HfFamilies).
   HfFamily hf = {};
   std::vector<ModelPreset> presets = {};  // make-model's random models of it
 };
 
+// A feed-forward block's gate activation: SiLU (SwiGLU) or GELU's tanh form (GeGLU).
+enum class Activation { kSilu, kGeluTanh };
+
+struct ExpertWork;  // lib/model/arch/experts.h
+
 // What one layer's graph works on (ModelRunner builds it per layer): the backend, the batch's
 // rows and schedules, the activation buffers ([rows][width] each: x the residual stream,
 // n_embd wide; xn a normalized copy; q the layer's q_dim; k, v its kv_dim; attn q_dim; proj
 // n_embd; gate, up its n_ff, or n_embd_per_layer where wider), this layer's RoPE and attention
 // heads (its window, scale, cap), the K/V storage layer it reads (ModelConfig::kv_layer) and
-// whether it writes it there, and the batch's per-layer inputs ([rows][n_layer *
-// n_embd_per_layer]; nullptr for none).
+// whether it writes it there, the batch's per-layer inputs ([rows][n_layer *
+// n_embd_per_layer]; nullptr for none), and the experts' memory (nullptr for a model without).
 struct LayerGraph {
   Backend& be;
   const ModelConfig& c;
@@ -91,6 +107,7 @@ struct LayerGraph {
   bool stores_kv;
   const float* per_layer;
   float *x, *xn, *q, *k, *v, *attn, *proj, *gate, *up;
+  ExpertWork* experts = nullptr;
 };
 
 // A decoder architecture as code (llama.cpp's per-architecture graph builders are the model):
@@ -124,7 +141,9 @@ std::string ArchitectureNames();
 std::span<const HfFamily* const> HfFamilies();
 
 // The data's part of a config: RoPE style, {arch}.attention.sliding_window (FORMAT_ERROR for 0 or
-// a window past the training context, or a required one missing) and the ArchKeys.
+// a window past the training context, or a required one missing), the ArchKeys, and the experts'
+// counts and widths (FORMAT_ERROR for a count of 0 or more used than there are; UNSUPPORTED for
+// experts in an architecture without ArchitectureData::experts).
 absl::Status ReadArchitectureKeys(const GgufFile& f, const ArchitectureData& d, ModelConfig& c);
 
 }  // namespace llm42

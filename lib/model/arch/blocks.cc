@@ -73,7 +73,9 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
   } else {
     LLM42_RETURN_IF_ERROR(LoadAttentionTensors(r, c, l, parts, L));
   }
-  if (parts.fused && !r.Has(p + "ffn_gate.weight")) {
+  if (c.n_expert > 0) {
+    LLM42_RETURN_IF_ERROR(LoadExpertTensors(r, c, l, L));
+  } else if (parts.fused && !r.Has(p + "ffn_gate.weight")) {
     LLM42_ASSIGN_OR_RETURN(const WeightMatrix gate_up, r.Matrix(p + "ffn_up.weight", e, 2 * ff));
     L.w_gate = TensorReader::Rows(gate_up, 0, ff);
     L.w_up = TensorReader::Rows(gate_up, ff, ff);
@@ -81,7 +83,9 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
     LLM42_ASSIGN_OR_RETURN(L.w_gate, r.Matrix(p + "ffn_gate.weight", e, ff));
     LLM42_ASSIGN_OR_RETURN(L.w_up, r.Matrix(p + "ffn_up.weight", e, ff));
   }
-  LLM42_ASSIGN_OR_RETURN(L.w_down, r.Matrix(p + "ffn_down.weight", ff, e));
+  if (c.n_expert == 0) {
+    LLM42_ASSIGN_OR_RETURN(L.w_down, r.Matrix(p + "ffn_down.weight", ff, e));
+  }
   if (c.n_embd_per_layer > 0) {
     LLM42_ASSIGN_OR_RETURN(L.inp_gate, r.Matrix(p + "inp_gate.weight", e, c.n_embd_per_layer));
     LLM42_ASSIGN_OR_RETURN(L.inp_proj, r.Matrix(p + "proj.weight", c.n_embd_per_layer, e));

@@ -7,13 +7,14 @@
 
 #include "absl/status/status.h"
 #include "lib/model/arch/architecture.h"
+#include "lib/model/arch/experts.h"
 #include "lib/model/arch/tensor_reader.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
 
 // The layer's tensors by GGUF's names (blk.N.attn_norm, attn_q/k/v, attn_output, ffn_norm,
-// ffn_gate/up/down, and `parts`).
+// ffn_gate/up/down or the experts' (experts.h), and `parts`).
 absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, const LayerParts& parts, HostLayer& L);
 
 // g.proj = post_norm(attention(norm(x))), the residual the caller adds to x: the layer's norm,
@@ -22,7 +23,6 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
 // the layer has the tensor.
 absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L);
 
-enum class Activation { kSilu, kGeluTanh };
 // x += post_norm(down(act(gate(xn)) * up(xn))), xn being norm(x), which the caller has taken.
 absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activation act);
 
@@ -58,12 +58,13 @@ class BlockArchitecture : public Architecture {
   }
   // The attention block (a DeltaNet block in a recurrent layer), its residual added and the
   // feed-forward norm taken in one op
-  // (Backend::AddRmsNorm), then the feed-forward block, the per-layer input block where the
+  // (Backend::AddRmsNorm), then the feed-forward block (the experts' where the model has them,
+  // experts.h), the per-layer input block where the
   // model has per-layer embeddings, and the layer's scale where it has one.
   absl::Status Layer(const LayerGraph& g, const BackendLayer& L) const override {
     LLM42_RETURN_IF_ERROR(g.c.recurrent(g.layer) ? DeltaNetBlock(g, L) : AttentionBlock(g, L));
     LLM42_RETURN_IF_ERROR(g.be.AddRmsNorm(g.x, g.proj, L.ffn_norm, g.m, g.c.n_embd, g.c.rms_eps, g.xn, g.sc));
-    LLM42_RETURN_IF_ERROR(FeedForwardBlock(g, L, act_));
+    LLM42_RETURN_IF_ERROR(g.c.n_expert > 0 ? ExpertsBlock(g, L, act_) : FeedForwardBlock(g, L, act_));
     if (g.per_layer != nullptr) LLM42_RETURN_IF_ERROR(PerLayerInputBlock(g, L));
     if (L.out_scale != 0) {
       LLM42_RETURN_IF_ERROR(g.be.Scale(g.x, static_cast<size_t>(g.m * g.c.n_embd), L.out_scale));

@@ -46,6 +46,9 @@ struct ModelPreset {
   // are gated DeltaNet layers (ModelConfig's ssm_* fields; 0: none).
   int64_t full_attention_interval = 0;
   int64_t ssm_conv_kernel = 0, ssm_key_heads = 0, ssm_value_heads = 0, ssm_head_dim = 0;
+  // Mixture-of-experts layers (expert_count experts of expert_feed_forward_length, expert_used_count
+  // per token; 0: a dense FFN) and a shared expert's width (0: none).
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
 };
 
 }  // namespace llm42

@@ -52,6 +52,21 @@ absl::StatusOr<WeightMatrix> TensorReader::Matrix(const std::string& name, int64
   return w;
 }
 
+absl::StatusOr<std::vector<WeightMatrix>> TensorReader::Experts(const std::string& name, int64_t cols, int64_t rows,
+                                                                int64_t n_expert, int64_t n_used) {
+  LLM42_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {cols, rows, n_expert}));
+  WeightMatrix all;
+  all.type = t->type;
+  all.data = t->data;
+  all.rows = rows * n_expert;
+  all.cols = cols;
+  all.row_bytes = static_cast<size_t>(t->n_bytes / static_cast<uint64_t>(all.rows));
+  std::vector<WeightMatrix> experts;
+  for (int64_t e = 0; e < n_expert; ++e) experts.push_back(Rows(all, e * rows, rows));
+  matrix_bytes_ += static_cast<int64_t>(t->n_bytes) / n_expert * n_used;
+  return experts;
+}
+
 absl::StatusOr<std::vector<float>> TensorReader::Vector(const std::string& name, int64_t n) const {
   LLM42_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {n}));
   std::vector<float> v(static_cast<size_t>(n));

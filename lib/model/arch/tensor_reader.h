@@ -30,6 +30,10 @@ class TensorReader {
   absl::StatusOr<std::vector<float>> OptionalVector(const std::string& name, int64_t n) const;
   // A small 2-D tensor's values as f32, row after row (a convolution's weights).
   absl::StatusOr<std::vector<float>> Values(const std::string& name, int64_t cols, int64_t rows) const;
+  // The n_expert matrices of a 3-D tensor (GGUF dims {cols, rows, n_expert}), each `rows` rows
+  // of `cols`; counted as the share of its bytes n_used of them are (a decode step's reads).
+  absl::StatusOr<std::vector<WeightMatrix>> Experts(const std::string& name, int64_t cols, int64_t rows,
+                                                    int64_t n_expert, int64_t n_used);
   // `n` rows of `m` from row `first` (a part of a fused tensor; its bytes counted already).
   static WeightMatrix Rows(const WeightMatrix& m, int64_t first, int64_t n);
 

@@ -1,0 +1,85 @@
+#include "lib/model/arch/experts.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/util/status.h"
+
+namespace llm42 {
+
+absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) {
+  const std::string p = absl::StrCat("blk.", l, ".");
+  const int64_t e = c.n_embd, ff = c.n_ff_exp, n = c.n_expert, used = c.routing.n_used;
+  LLM42_ASSIGN_OR_RETURN(L.router, r.Matrix(p + "ffn_gate_inp.weight", e, n));
+  if (r.Has(p + "ffn_gate_up_exps.weight")) {  // each expert's gate rows, then its up rows
+    LLM42_ASSIGN_OR_RETURN(const std::vector<WeightMatrix> gate_up, r.Experts(p + "ffn_gate_up_exps.weight", e, 2 * ff, n, used));
+    for (const WeightMatrix& w : gate_up) {
+      L.exp_gate.push_back(TensorReader::Rows(w, 0, ff));
+      L.exp_up.push_back(TensorReader::Rows(w, ff, ff));
+    }
+  } else {
+    LLM42_ASSIGN_OR_RETURN(L.exp_gate, r.Experts(p + "ffn_gate_exps.weight", e, ff, n, used));
+    LLM42_ASSIGN_OR_RETURN(L.exp_up, r.Experts(p + "ffn_up_exps.weight", e, ff, n, used));
+  }
+  LLM42_ASSIGN_OR_RETURN(L.exp_down, r.Experts(p + "ffn_down_exps.weight", ff, e, n, used));
+  return absl::OkStatus();
+}
+
+absl::Status ExpertsBlock(const LayerGraph& g, const BackendLayer& L, Activation act) {
+  Backend& be = g.be;
+  const ModelConfig& c = g.c;
+  ExpertWork& w = *g.experts;
+  const int64_t m = g.m, e = c.n_embd, ff = c.n_ff_exp, n = c.n_expert, k = c.routing.n_used, pairs = m * k;
+  // The router's logits, under each row's schedule; each row's experts and weights.
+  LLM42_RETURN_IF_ERROR(be.MatMul(g.xn, m, L.router, w.logits, g.sc));
+  w.ids.resize(static_cast<size_t>(pairs));
+  LLM42_RETURN_IF_ERROR(be.RouteExperts(w.logits, m, c.routing, w.ids.data(), w.weights));
+  // The pairs grouped by expert (a counting sort: row order within each expert).
+  w.starts.assign(static_cast<size_t>(n + 1), 0);
+  for (const int32_t id : w.ids) ++w.starts[static_cast<size_t>(id) + 1];
+  for (int64_t x = 0; x < n; ++x) w.starts[static_cast<size_t>(x + 1)] += w.starts[static_cast<size_t>(x)];
+  w.order.resize(static_cast<size_t>(pairs));
+  w.source.resize(static_cast<size_t>(pairs));
+  w.schedules.resize(static_cast<size_t>(pairs));
+  {
+    std::vector<int64_t> next(w.starts.begin(), w.starts.end() - 1);
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      const auto at = static_cast<size_t>(next[static_cast<size_t>(w.ids[static_cast<size_t>(pair)])]++);
+      w.order[at] = static_cast<int32_t>(pair);
+      w.source[at] = static_cast<int32_t>(pair / k);
+      w.schedules[at] = g.sc[pair / k];
+    }
+  }
+  // Each expert's rows at once: its gate and up products, the activation over every pair, its
+  // down products.
+  LLM42_RETURN_IF_ERROR(be.GatherRows(g.xn, e, w.source, w.in));
+  const Schedules all = g.sc.uniform() ? g.sc : Schedules(w.schedules.data());
+  auto rows_of = [&](int64_t x, int64_t* first, int64_t* count) {
+    *first = w.starts[static_cast<size_t>(x)];
+    *count = w.starts[static_cast<size_t>(x + 1)] - *first;
+    return g.sc.uniform() ? g.sc : Schedules(w.schedules.data() + *first);
+  };
+  for (int64_t x = 0; x < n; ++x) {
+    int64_t first, count;
+    const Schedules s = rows_of(x, &first, &count);
+    if (count == 0) continue;
+    const Backend::MatMulOutput gate_up[] = {{&L.exp_gate[static_cast<size_t>(x)], w.gate + first * ff},
+                                             {&L.exp_up[static_cast<size_t>(x)], w.up + first * ff}};
+    LLM42_RETURN_IF_ERROR(be.MatMulShared(w.in + first * e, count, gate_up, s));
+  }
+  if (act == Activation::kSilu) {
+    LLM42_RETURN_IF_ERROR(be.SwiGlu(w.gate, w.up, pairs, ff, w.gate, all));
+  } else {
+    LLM42_RETURN_IF_ERROR(be.GeluGlu(w.gate, w.up, pairs, ff, w.gate));
+  }
+  for (int64_t x = 0; x < n; ++x) {
+    int64_t first, count;
+    const Schedules s = rows_of(x, &first, &count);
+    if (count == 0) continue;
+    LLM42_RETURN_IF_ERROR(be.MatMul(w.gate + first * ff, count, L.exp_down[static_cast<size_t>(x)], w.out + first * e, s));
+  }
+  // Back in (row, slot) order (into `in`, free now), weighted and summed in slot order.
+  LLM42_RETURN_IF_ERROR(be.ScatterRows(w.out, e, w.order, w.in));
+  LLM42_RETURN_IF_ERROR(be.MixExperts(w.in, w.weights, m, k, e, g.proj));
+  return be.Add(g.x, g.proj, static_cast<size_t>(m * e));
+}
+
+}  // namespace llm42
