@@ -363,7 +363,8 @@ TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
                         Case{"tiny-qwen3moe", "", "qwen3moe.expert_used_count", 9, "qwen3moe.expert_used_count' = 9 is out of range (1..8)"},
                         Case{"tiny-qwen3moe", "", "qwen3moe.expert_count", 6, "tensor blk.0.ffn_gate_inp.weight: expected 256x6, got 256x8"},
                         Case{"tiny-qwen3moe", "blk.3.ffn_down_exps.weight", "", 0, "missing tensor 'blk.3.ffn_down_exps.weight'"},
-                        Case{"tiny-qwen3moe", "", "qwen3moe.expert_feed_forward_length", 512, "tensor blk.0.ffn_gate_exps.weight: expected 256x512x8, got 256x256x8"}}) {
+                        Case{"tiny-qwen3moe", "", "qwen3moe.expert_feed_forward_length", 512, "tensor blk.0.ffn_gate_exps.weight: expected 256x512x8, got 256x256x8"},
+                        Case{"tiny-qwen35moe", "blk.2.ffn_up_shexp.weight", "", 0, "missing tensor 'blk.2.ffn_up_shexp.weight'"}}) {
     const absl::Status s = LoadEdited(c.preset, c.drop, c.key, c.value);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.preset << " " << c.drop << c.key << ": " << s;
     EXPECT_NE(s.message().find(c.message), std::string::npos) << s;

@@ -85,6 +85,7 @@ class LlamaCppParity : public ::testing::TestWithParam<std::string> {
     const std::optional<GgmlType> type = GgmlTypeByName(ref_["dtype"].get<std::string>());
     ASSERT_TRUE(type.has_value());
     float_weights_ = *type == GgmlType::kF32 || *type == GgmlType::kF16 || *type == GgmlType::kBF16;
+    rounded_routing_ = preset->n_expert > 0 && *type != GgmlType::kF32;
     // Cached per build under the reference's fingerprint: a reference rebuilt for another model
     // never meets a file made for the old one.
     model_ = testing::TempPath(GetParam() + "-" + ref_["fingerprint"].get<std::string>().substr(0, 16) + ".gguf");
@@ -130,6 +131,9 @@ class LlamaCppParity : public ::testing::TestWithParam<std::string> {
   std::string vocab_, model_;
   json ref_;
   bool float_weights_ = false;
+  // Experts chosen from activations llama.cpp has rounded (to f16 for f16 weights): where two
+  // experts nearly tie, its choice and ours may differ, moving that position by a few thousandths.
+  bool rounded_routing_ = false;
 };
 
 TEST_P(LlamaCppParity, PromptLogprobsAndGreedyTokensMatch) {
@@ -139,7 +143,9 @@ TEST_P(LlamaCppParity, PromptLogprobsAndGreedyTokensMatch) {
   // Float weights agree to rounding (max 4e-4 nats seen: f16, where llama.cpp rounds activations to
   // f16; about 1e-6 for f32), so their bound is tight enough to see a RoPE scaling left out (YaRN
   // off on tiny-mistral3-f32: max 0.021); quantized files differ by llama.cpp's 8-bit activations.
-  const double mean_bound = float_weights_ ? 0.001 : 0.05, max_bound = float_weights_ ? 0.002 : 0.35;
+  // Experts in f16 (a near-tie chosen the other way: max 2.7e-3 seen on tiny-qwen35moe) get 0.005.
+  const double mean_bound = float_weights_ ? 0.001 : 0.05;
+  const double max_bound = float_weights_ ? (rounded_routing_ ? 0.005 : 0.002) : 0.35;
   for (bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "deterministic" : "plain");
     const Run run = Generate(deterministic);
@@ -173,7 +179,7 @@ TEST(LlamaCppParityReferences, EveryArchitectureAndWeightTypeHasOne) {
   for (const char* must : {"tiny-qwen3-f32", "tiny-gemma2-f32", "tiny-gemma3-f32", "tiny-phi-f32", "tiny-blocks-q4_k",
                            "tiny-blocks-iq4_xs", "tiny-mistral3-f32", "tiny-gemma4-f32", "tiny-gemma4-q4_k",
                            "tiny-qwen35-f32", "tiny-qwen35-q4_k", "tiny-qwen3moe-f32", "tiny-qwen3moe-q4_k",
-                           "tiny-mixtral-f32"}) {
+                           "tiny-mixtral-f32", "tiny-qwen35moe-f32", "tiny-qwen35moe-q4_k"}) {
     EXPECT_NE(std::find(files.begin(), files.end(), must), files.end()) << must;
   }
 }

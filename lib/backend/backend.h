@@ -407,6 +407,8 @@ class Backend {
   virtual absl::Status ScatterRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) {
     return NoExperts();
   }
+  // x[r][i] *= sigmoid(gate[r]) for m rows of n (a shared expert's output by its gate).
+  virtual absl::Status SigmoidScaleRows(float* x, int64_t m, int64_t n, const float* gate) { return NoExperts(); }
   // out[r] = y[r k] w[r k] + y[r k + 1] w[r k + 1] + ... + y[r k + k - 1] w[r k + k - 1] for m
   // rows of n: each product rounded, the sum in slot order from the first product (llama.cpp's
   // order: the token's experts by decreasing weight).

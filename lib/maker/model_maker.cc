@@ -337,13 +337,15 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       // The router in f32 (llama.cpp's quantizer leaves it), its logits spread a few units apart so
       // that a token's choice is clear; then the experts' 3-D tensors.
       std::vector<float> router(static_cast<size_t>(p.n_embd * p.n_expert));
-      FillUniform(seed, stream++, 0.25f, &router);
+      FillUniform(seed, stream++, 0.5f, &router);
       w.AddTensor(b + "ffn_gate_inp.weight", GgmlType::kF32, {p.n_embd, p.n_expert}, Encode(router, GgmlType::kF32));
       experts(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp);
       experts(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp);
       experts(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd);
       if (p.n_ff_shexp > 0) {
-        matrix(b + "ffn_gate_inp_shexp.weight", p.n_embd, 1, GgmlType::kF32);
+        std::vector<float> gate(static_cast<size_t>(p.n_embd));  // a vector (llama.cpp's shape), f32
+        FillUniform(seed, stream++, 0.25f, &gate);
+        w.AddTensor(b + "ffn_gate_inp_shexp.weight", GgmlType::kF32, {p.n_embd}, Encode(gate, GgmlType::kF32));
         matrix(b + "ffn_gate_shexp.weight", p.n_embd, p.n_ff_shexp, dtype);
         matrix(b + "ffn_up_shexp.weight", p.n_embd, p.n_ff_shexp, dtype);
         matrix(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd, dtype);

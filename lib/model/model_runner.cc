@@ -114,6 +114,11 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
         LLM42_ASSIGN_OR_RETURN(WeightMatrix uploaded, be.UploadWeight(down));
         R.exp_down.push_back(uploaded);
       }
+      if (L.shexp_router.data != nullptr) {
+        LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.shexp_gate, &L.shexp_up, &L.shexp_router},
+                                          {&R.shexp_gate, &R.shexp_up, &R.shexp_router}));
+        LLM42_ASSIGN_OR_RETURN(R.shexp_down, be.UploadWeight(L.shexp_down));
+      }
     }
     for (auto [from, to] : {std::pair{&L.wo, &R.wo}, {&L.w_down, &R.w_down}, {&L.inp_gate, &R.inp_gate},
                             {&L.inp_proj, &R.inp_proj}, {&L.ssm_out, &R.ssm_out}}) {
@@ -232,8 +237,9 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
     LLM42_ASSIGN_OR_RETURN(w.logits, buffer(kExpertLogits, c.n_expert));
     LLM42_ASSIGN_OR_RETURN(w.weights, buffer(kExpertWeights, c.routing.n_used));
     LLM42_ASSIGN_OR_RETURN(w.in, be.Workspace(kExpertIn, pairs * static_cast<size_t>(e)));
-    LLM42_ASSIGN_OR_RETURN(w.gate, be.Workspace(kExpertGate, pairs * static_cast<size_t>(c.n_ff_exp)));
-    LLM42_ASSIGN_OR_RETURN(w.up, be.Workspace(kExpertUp, pairs * static_cast<size_t>(c.n_ff_exp)));
+    const size_t ff = std::max(pairs * static_cast<size_t>(c.n_ff_exp), um * static_cast<size_t>(c.n_ff_shexp));
+    LLM42_ASSIGN_OR_RETURN(w.gate, be.Workspace(kExpertGate, ff));
+    LLM42_ASSIGN_OR_RETURN(w.up, be.Workspace(kExpertUp, ff));
     LLM42_ASSIGN_OR_RETURN(w.out, be.Workspace(kExpertOut, pairs * static_cast<size_t>(e)));
     experts = &w;
   }

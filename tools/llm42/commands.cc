@@ -380,6 +380,13 @@ int Info() {
         : c.rope_freq_scale != 1.0f ? absl::StrFormat(", linear x%g", 1.0 / c.rope_freq_scale)
                                     : std::string(),
         c.rms_eps, c.n_ctx_train);
+    if (c.n_expert > 0) {
+      std::cout << absl::StrFormat("experts:     %d of width %d, %d per token%s\n", c.n_expert, c.n_ff_exp,
+                                   c.routing.n_used,
+                                   f.FindTensor("blk.0.ffn_gate_inp_shexp.weight") != nullptr
+                                       ? absl::StrFormat(", and a shared one of width %d", c.n_ff_shexp)
+                                       : std::string());
+    }
   } else {
     std::cout << "model:       not runnable here: " << config.status().message() << "\n";
   }

@@ -206,6 +206,16 @@ absl::Status CpuBackend::MixExperts(const float* y, const float* weights, int64_
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::SigmoidScaleRows(float* x, int64_t m, int64_t n, const float* gate) {
+  ForRows(m, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float s = 1.0f / (1.0f + PortableExpf(-gate[r]));
+      for (int64_t i = 0; i < n; ++i) x[r * n + i] *= s;
+    }
+  });
+  return absl::OkStatus();
+}
+
 uint8_t* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
   const KvShape& k = kv_shape_;
   return kv_.data() + (table[p / k.block_size] * kv_block_elements_ + kv_layer_offsets_[static_cast<size_t>(layer)] +

@@ -20,12 +20,13 @@ const Architecture& Gemma4Architecture();
 const Architecture& Phi3Architecture();
 const Architecture& Mistral3Architecture();
 const Architecture& Qwen3MoeArchitecture();
+const Architecture& Qwen35MoeArchitecture();
 
 std::span<const Architecture* const> Architectures() {
   static const Architecture* const all[] = {&LlamaArchitecture(),  &Qwen2Architecture(),  &Qwen3Architecture(),
                                             &Gemma2Architecture(), &Gemma3Architecture(), &Gemma4Architecture(),
                                             &Phi3Architecture(),   &Mistral3Architecture(), &Qwen35Architecture(),
-                                            &Qwen3MoeArchitecture()};
+                                            &Qwen3MoeArchitecture(), &Qwen35MoeArchitecture()};
   return all;
 }
 

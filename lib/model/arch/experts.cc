@@ -20,6 +20,13 @@ absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l,
     LLM42_ASSIGN_OR_RETURN(L.exp_up, r.Experts(p + "ffn_up_exps.weight", e, ff, n, used));
   }
   LLM42_ASSIGN_OR_RETURN(L.exp_down, r.Experts(p + "ffn_down_exps.weight", ff, e, n, used));
+  if (r.Has(p + "ffn_gate_inp_shexp.weight")) {
+    const int64_t shared = c.n_ff_shexp;
+    LLM42_ASSIGN_OR_RETURN(L.shexp_router, r.RowMatrix(p + "ffn_gate_inp_shexp.weight", e));
+    LLM42_ASSIGN_OR_RETURN(L.shexp_gate, r.Matrix(p + "ffn_gate_shexp.weight", e, shared));
+    LLM42_ASSIGN_OR_RETURN(L.shexp_up, r.Matrix(p + "ffn_up_shexp.weight", e, shared));
+    LLM42_ASSIGN_OR_RETURN(L.shexp_down, r.Matrix(p + "ffn_down_shexp.weight", shared, e));
+  }
   return absl::OkStatus();
 }
 
@@ -79,6 +86,17 @@ absl::Status ExpertsBlock(const LayerGraph& g, const BackendLayer& L, Activation
   // Back in (row, slot) order (into `in`, free now), weighted and summed in slot order.
   LLM42_RETURN_IF_ERROR(be.ScatterRows(w.out, e, w.order, w.in));
   LLM42_RETURN_IF_ERROR(be.MixExperts(w.in, w.weights, m, k, e, g.proj));
+  if (L.shexp_router.data != nullptr) {
+    // The shared expert over every row (its gate's logits in `logits`, free now), its output in
+    // `out` times its gate's sigmoid, added to the experts' sum.
+    const int64_t shared = c.n_ff_shexp;
+    const Backend::MatMulOutput in[] = {{&L.shexp_gate, w.gate}, {&L.shexp_up, w.up}, {&L.shexp_router, w.logits}};
+    LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, in, g.sc));
+    LLM42_RETURN_IF_ERROR(be.SwiGlu(w.gate, w.up, m, shared, w.gate, g.sc));
+    LLM42_RETURN_IF_ERROR(be.MatMul(w.gate, m, L.shexp_down, w.out, g.sc));
+    LLM42_RETURN_IF_ERROR(be.SigmoidScaleRows(w.out, m, e, w.logits));
+    LLM42_RETURN_IF_ERROR(be.Add(g.proj, w.out, static_cast<size_t>(m * e)));
+  }
   return be.Add(g.x, g.proj, static_cast<size_t>(m * e));
 }
 

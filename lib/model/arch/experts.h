@@ -4,7 +4,9 @@
 // The mixture-of-experts feed-forward block (Qwen3-MoE, Qwen3.5-MoE, Mixtral), beside blocks.h's
 // dense one, as llama.cpp's build_moe_ffn computes it: a router picks n_used of n_expert expert
 // FFNs per token (lib/numerics/expert_routing.h), each chosen expert's output weighted, the
-// weighted outputs summed in the token's slot order.
+// weighted outputs summed in the token's slot order; then, where the layer has one, a shared
+// expert's output (a dense FFN every token takes) times the sigmoid of its gate added to that
+// sum (Qwen3.5-MoE's, as llama.cpp's qwen35moe graph).
 //
 // The schedules: a step's (token, expert) pairs are grouped by expert and each expert's rows go
 // through the backend's matrix products at once, so an expert's weights are read once per step
@@ -23,7 +25,8 @@ namespace llm42 {
 // The block's memory for a step of m rows (ModelRunner allocates it for models with experts):
 // backend buffers for the router's logits [m][n_expert], the chosen weights [m][n_used], and per
 // (token, expert) pair [m n_used] the experts' inputs [n_embd], gates and ups [n_ff_exp] and
-// outputs [n_embd]; host memory for the step's plan.
+// outputs [n_embd] (gate and up at least m n_ff_shexp wide for a shared expert); host memory for
+// the step's plan.
 struct ExpertWork {
   float *logits = nullptr, *weights = nullptr, *in = nullptr, *gate = nullptr, *up = nullptr, *out = nullptr;
   std::vector<int32_t> ids;     // [m][n_used]: each pair's expert
@@ -34,7 +37,9 @@ struct ExpertWork {
 };
 
 // Layer l's router and experts (blk.N.ffn_gate_inp, ffn_gate_exps and ffn_up_exps or the fused
-// ffn_gate_up_exps, ffn_down_exps; llama.cpp's names and shapes), in place of the dense FFN.
+// ffn_gate_up_exps, ffn_down_exps; llama.cpp's names and shapes), in place of the dense FFN, and
+// a shared expert where the file has one (ffn_gate_inp_shexp, a vector; ffn_gate_shexp,
+// ffn_up_shexp, ffn_down_shexp).
 absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L);
 
 // x += the experts' weighted sum for xn (norm(x), which the caller has taken), with `act` as the

@@ -5,7 +5,8 @@
 // sigmoid output gate per head, per-head q/k norms and a part of each head rotated (NeoX pairs:
 // M-RoPE's sections, which for text turn every pair by the token's position). The FFN's norm is
 // blk.N.post_attention_norm. The multi-token-prediction layers after the trunk (nextn) load
-// without being read (drafting with them is speculation's).
+// without being read (drafting with them is speculation's). Qwen3.5-MoE (qwen35moe) is the same
+// with a mixture of experts and a shared expert in every layer's FFN (experts.h).
 #include "lib/format/gguf_reader.h"
 #include "lib/model/arch/blocks.h"
 #include "lib/util/status.h"
@@ -27,9 +28,11 @@ ModelPreset Hybrid(ModelPreset p, int64_t rope_dims, std::vector<int32_t> sectio
   return p;
 }
 
-ArchitectureData Data() {
+// Qwen3.5's data; with `experts`, Qwen3.5-MoE's (qwen35moe: every layer's FFN a mixture of
+// experts with a shared expert, experts.h, softmax routing with the chosen weights normalized).
+ArchitectureData Data(bool experts) {
   ArchitectureData d;
-  d.name = "qwen35";
+  d.name = experts ? "qwen35moe" : "qwen35";
   d.rope_neox = true;
   d.parts = {.biases = LayerParts::Biases::kNone, .qk_norms = true, .output_gate = true,
              .ffn_norm = "post_attention_norm"};
@@ -44,6 +47,19 @@ ArchitectureData Data() {
   const ModelPreset bench =
       Hybrid({"qwen35-110m", 768, 12, 6, 2, 2048, 2048, "qwen35", false, 128}, 32, {6, 5, 5, 0}, 6, 6, 128);
   d.presets = {tiny, bench};
+  if (experts) {
+    d.experts = Experts::kRequired;
+    d.routing = {.gate = ExpertRouting::Gate::kSoftmax, .normalize = true};
+    // tiny-qwen35's layers with eight experts of 256, two per token, and a shared one of 256.
+    ModelPreset moe = tiny;
+    moe.name = "tiny-qwen35moe";
+    moe.architecture = "qwen35moe";
+    moe.n_expert = 8;
+    moe.n_expert_used = 2;
+    moe.n_ff_exp = 256;
+    moe.n_ff_shexp = 256;
+    d.presets = {moe};
+  }
   return d;
 }
 
@@ -55,7 +71,7 @@ absl::StatusOr<int64_t> KeyIn(const GgufFile& f, const std::string& key, int64_t
 
 class Qwen35 final : public BlockArchitecture {
  public:
-  Qwen35() : BlockArchitecture(Data(), Activation::kSilu) {}
+  explicit Qwen35(bool experts) : BlockArchitecture(Data(experts), Activation::kSilu) {}
   absl::Status ReadConfig(const GgufFile& f, ModelConfig& c) const override {
     const std::string a = c.architecture + ".";
     // block_count counts the multi-token-prediction layers after the trunk.
@@ -127,7 +143,12 @@ class Qwen35 final : public BlockArchitecture {
 }  // namespace
 
 const Architecture& Qwen35Architecture() {
-  static const Qwen35 arch;
+  static const Qwen35 arch(false);
+  return arch;
+}
+
+const Architecture& Qwen35MoeArchitecture() {
+  static const Qwen35 arch(true);
   return arch;
 }
 

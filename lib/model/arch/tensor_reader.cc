@@ -52,6 +52,12 @@ absl::StatusOr<WeightMatrix> TensorReader::Matrix(const std::string& name, int64
   return w;
 }
 
+absl::StatusOr<WeightMatrix> TensorReader::RowMatrix(const std::string& name, int64_t cols) {
+  LLM42_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {cols}));
+  matrix_bytes_ += static_cast<int64_t>(t->n_bytes);
+  return WeightMatrix{t->type, t->data, 1, cols, static_cast<size_t>(t->n_bytes)};
+}
+
 absl::StatusOr<std::vector<WeightMatrix>> TensorReader::Experts(const std::string& name, int64_t cols, int64_t rows,
                                                                 int64_t n_expert, int64_t n_used) {
   LLM42_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {cols, rows, n_expert}));

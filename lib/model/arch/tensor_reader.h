@@ -22,6 +22,8 @@ class TensorReader {
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
   // A matrix of `rows` rows of `cols` weights (GGUF dims {cols, rows}).
   absl::StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t cols, int64_t rows);
+  // A 1-D tensor of `cols` values as a matrix of one row (a gate's weights).
+  absl::StatusOr<WeightMatrix> RowMatrix(const std::string& name, int64_t cols);
   // The same without counting its bytes (the embedding table: gathered, not streamed).
   absl::StatusOr<WeightMatrix> Table(const std::string& name, int64_t cols, int64_t rows) const;
   // A vector of n values, as f32.
