@@ -139,8 +139,10 @@ std::vector<float> FixedLogitsBeside(ModelRunner& runner, KvCache& cache, int64_
 // Checked to fail when the expert groups' products run under fast in a fixed pass (experts.h's
 // ExpertsBlock handing Schedule::kFast to the grouped MatMulShared and MatMul): the row's bits
 // then change with the size of its experts' groups.
-TEST(ExpertsBlock, AFixedRowsBitsDoNotDependOnWhatTheOtherRowsChose) {
-  const std::string path = testing::SmallVocabTinyModelPath("tiny-qwen3moe", GgmlType::kQ8_0);
+class ExpertsBlock : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ExpertsBlock, AFixedRowsBitsDoNotDependOnWhatTheOtherRowsChose) {
+  const std::string path = testing::SmallVocabTinyModelPath(GetParam(), GgmlType::kQ8_0);
   if (path.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is missing";
   auto file = OpenModel(path);
   ASSERT_TRUE(file.ok()) << file.status();
@@ -164,6 +166,14 @@ TEST(ExpertsBlock, AFixedRowsBitsDoNotDependOnWhatTheOtherRowsChose) {
   EXPECT_EQ(std::memcmp(alone.data(), same.data(), alone.size() * sizeof(float)), 0) << "beside rows routed alike";
   EXPECT_EQ(std::memcmp(alone.data(), other.data(), alone.size() * sizeof(float)), 0) << "beside rows routed elsewhere";
 }
+
+// Qwen3-MoE's experts in place of the FFN, and Gemma 4's beside it with their own router input.
+INSTANTIATE_TEST_SUITE_P(Models, ExpertsBlock, ::testing::Values("tiny-qwen3moe", "tiny-gemma4moe"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace llm42

@@ -364,7 +364,9 @@ TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
                         Case{"tiny-qwen3moe", "", "qwen3moe.expert_count", 6, "tensor blk.0.ffn_gate_inp.weight: expected 256x6, got 256x8"},
                         Case{"tiny-qwen3moe", "blk.3.ffn_down_exps.weight", "", 0, "missing tensor 'blk.3.ffn_down_exps.weight'"},
                         Case{"tiny-qwen3moe", "", "qwen3moe.expert_feed_forward_length", 512, "tensor blk.0.ffn_gate_exps.weight: expected 256x512x8, got 256x256x8"},
-                        Case{"tiny-qwen35moe", "blk.2.ffn_up_shexp.weight", "", 0, "missing tensor 'blk.2.ffn_up_shexp.weight'"}}) {
+                        Case{"tiny-qwen35moe", "blk.2.ffn_up_shexp.weight", "", 0, "missing tensor 'blk.2.ffn_up_shexp.weight'"},
+                        Case{"tiny-gemma4moe", "blk.4.pre_ffw_norm_2.weight", "", 0, "missing tensor 'blk.4.pre_ffw_norm_2.weight'"},
+                        Case{"tiny-gemma4moe", "blk.0.ffn_gate_inp.scale", "", 0, "missing tensor 'blk.0.ffn_gate_inp.scale'"}}) {
     const absl::Status s = LoadEdited(c.preset, c.drop, c.key, c.value);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.preset << " " << c.drop << c.key << ": " << s;
     EXPECT_NE(s.message().find(c.message), std::string::npos) << s;
@@ -390,12 +392,13 @@ TEST(ModelWeightsLoad, ExpertTensorsOfAnotherCountAreRefused) {
   EXPECT_NE(s.message().find("tensor blk.1.ffn_up_exps.weight: expected 256x256x8, got 256x512x4"), std::string::npos) << s;
 }
 
-// Gemma 4's mixture-of-experts layers are a later issue's: refused by name, not misread.
-TEST(ModelWeightsLoad, GemmaFourExpertsAreUnsupported) {
+// Experts in a family whose data declares none (ArchitectureData::experts): refused by name, not
+// misread as a dense model.
+TEST(ModelWeightsLoad, ExpertsWhereTheFamilyHasNoneAreUnsupported) {
   LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
-  const absl::Status s = LoadEdited("tiny-gemma4", "", "gemma4.expert_count", 8);
+  const absl::Status s = LoadEdited("tiny-qwen3", "", "qwen3.expert_count", 8);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_NE(s.message().find("gemma4.expert_count"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("qwen3.expert_count"), std::string::npos) << s;
 }
 
 TEST(ModelWeightsLoad, OtherArchitecturesAreUnsupported) {

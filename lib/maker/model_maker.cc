@@ -342,6 +342,13 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       experts(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp);
       experts(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp);
       experts(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd);
+      if (d.parts.dense_with_experts) {  // Gemma 4's norms around its experts, and their scales
+        norm(b + "ffn_gate_inp.scale", p.n_embd);
+        norm(b + "pre_ffw_norm_2.weight", p.n_embd);
+        norm(b + "post_ffw_norm_1.weight", p.n_embd);
+        norm(b + "post_ffw_norm_2.weight", p.n_embd);
+        norm(b + "ffn_down_exps.scale", p.n_expert);
+      }
       if (p.n_ff_shexp > 0) {
         std::vector<float> gate(static_cast<size_t>(p.n_embd));  // a vector (llama.cpp's shape), f32
         FillUniform(seed, stream++, 0.25f, &gate);
@@ -350,13 +357,16 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
         matrix(b + "ffn_up_shexp.weight", p.n_embd, p.n_ff_shexp, dtype);
         matrix(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd, dtype);
       }
-    } else if (d.parts.fused) {
-      matrix(b + "ffn_up.weight", p.n_embd, 2 * ff, dtype);  // gate rows, then up rows
-    } else {
-      matrix(b + "ffn_gate.weight", p.n_embd, ff, dtype);
-      matrix(b + "ffn_up.weight", p.n_embd, ff, dtype);
     }
-    if (p.n_expert == 0) matrix(b + "ffn_down.weight", ff, p.n_embd, dtype);
+    if (p.n_expert == 0 || d.parts.dense_with_experts) {
+      if (d.parts.fused) {
+        matrix(b + "ffn_up.weight", p.n_embd, 2 * ff, dtype);  // gate rows, then up rows
+      } else {
+        matrix(b + "ffn_gate.weight", p.n_embd, ff, dtype);
+        matrix(b + "ffn_up.weight", p.n_embd, ff, dtype);
+      }
+      matrix(b + "ffn_down.weight", ff, p.n_embd, dtype);
+    }
     if (pl > 0) {
       matrix(b + "inp_gate.weight", p.n_embd, pl, dtype);
       matrix(b + "proj.weight", pl, p.n_embd, pl_type);

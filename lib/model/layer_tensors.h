@@ -39,6 +39,12 @@ struct LayerTensors {
   WeightMatrix router;
   std::vector<WeightMatrix> exp_gate, exp_up, exp_down;
   WeightMatrix shexp_gate, shexp_up, shexp_down, shexp_router;
+  // Each expert's output multiplied by its value (ffn_down_exps.scale; host memory on a backend too,
+  // as out_scale), where the file has it.
+  std::vector<float> exp_scale;
+  // Gemma 4's experts beside its dense FFN: the router's input norm (its scale over sqrt(n_embd)),
+  // the experts' input norm, and the dense and expert outputs' norms.
+  Vec router_norm, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
 };
 
 // The model-wide tensors of per-layer embeddings (ModelConfig::n_embd_per_layer): a table of

@@ -17,7 +17,7 @@ namespace {
 // Activation workspace slots.
 enum Slot : int {
   kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kLogitsIn, kLogits, kLogitsPacked, kPerLayer, kPerLayerScratch,
-  kExpertLogits, kExpertWeights, kExpertIn, kExpertGate, kExpertUp, kExpertOut
+  kExpertLogits, kExpertWeights, kExpertIn, kExpertGate, kExpertUp, kExpertOut, kExpertRouterIn, kExpertSum
 };
 
 // A vector in backend memory, or nullptr for an absent (empty) one.
@@ -89,7 +89,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
                             {&L.ffn_norm, &R.ffn_norm}, {&L.ffn_post_norm, &R.ffn_post_norm}, {&L.bq, &R.bq},
                             {&L.bk, &R.bk}, {&L.bv, &R.bv}, {&L.q_norm, &R.q_norm}, {&L.k_norm, &R.k_norm},
                             {&L.v_norm, &R.v_norm}, {&L.inp_post_norm, &R.inp_post_norm}, {&L.ssm_conv, &R.ssm_conv},
-                            {&L.ssm_dt, &R.ssm_dt}, {&L.ssm_a, &R.ssm_a}, {&L.ssm_norm, &R.ssm_norm}}) {
+                            {&L.ssm_dt, &R.ssm_dt}, {&L.ssm_a, &R.ssm_a}, {&L.ssm_norm, &R.ssm_norm},
+                            {&L.router_norm, &R.router_norm}, {&L.ffn_pre_norm_2, &R.ffn_pre_norm_2},
+                            {&L.ffn_post_norm_1, &R.ffn_post_norm_1}, {&L.ffn_post_norm_2, &R.ffn_post_norm_2}}) {
       LLM42_ASSIGN_OR_RETURN(*to, UploadOptional(be, *from));
     }
     // The matrices MatMulShared takes together are uploaded together (Backend::UploadWeights); a
@@ -114,6 +116,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
         LLM42_ASSIGN_OR_RETURN(WeightMatrix uploaded, be.UploadWeight(down));
         R.exp_down.push_back(uploaded);
       }
+      R.exp_scale = L.exp_scale;
       if (L.shexp_router.data != nullptr) {
         LLM42_RETURN_IF_ERROR(UploadGroup(be, {&L.shexp_gate, &L.shexp_up, &L.shexp_router},
                                           {&R.shexp_gate, &R.shexp_up, &R.shexp_router}));
@@ -241,6 +244,8 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
     LLM42_ASSIGN_OR_RETURN(w.gate, be.Workspace(kExpertGate, ff));
     LLM42_ASSIGN_OR_RETURN(w.up, be.Workspace(kExpertUp, ff));
     LLM42_ASSIGN_OR_RETURN(w.out, be.Workspace(kExpertOut, pairs * static_cast<size_t>(e)));
+    LLM42_ASSIGN_OR_RETURN(w.router_in, buffer(kExpertRouterIn, e));
+    LLM42_ASSIGN_OR_RETURN(w.sum, buffer(kExpertSum, e));
     experts = &w;
   }
 

@@ -38,6 +38,8 @@ struct LayerParts {
   // blk.N.post_attention_norm.weight.
   bool output_gate = false;
   std::string_view ffn_norm = "ffn_norm";
+  // Gemma 4's: a layer with experts keeps its dense FFN beside them.
+  bool dense_with_experts = false;
 };
 
 // One float key an architecture reads beyond the common ones: {arch}.suffix into a ModelConfig

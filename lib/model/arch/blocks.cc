@@ -73,17 +73,16 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
   } else {
     LLM42_RETURN_IF_ERROR(LoadAttentionTensors(r, c, l, parts, L));
   }
-  if (c.n_expert > 0) {
-    LLM42_RETURN_IF_ERROR(LoadExpertTensors(r, c, l, L));
-  } else if (parts.fused && !r.Has(p + "ffn_gate.weight")) {
-    LLM42_ASSIGN_OR_RETURN(const WeightMatrix gate_up, r.Matrix(p + "ffn_up.weight", e, 2 * ff));
-    L.w_gate = TensorReader::Rows(gate_up, 0, ff);
-    L.w_up = TensorReader::Rows(gate_up, ff, ff);
-  } else {
-    LLM42_ASSIGN_OR_RETURN(L.w_gate, r.Matrix(p + "ffn_gate.weight", e, ff));
-    LLM42_ASSIGN_OR_RETURN(L.w_up, r.Matrix(p + "ffn_up.weight", e, ff));
-  }
-  if (c.n_expert == 0) {
+  if (c.n_expert > 0) LLM42_RETURN_IF_ERROR(LoadExpertTensors(r, c, l, L));
+  if (c.n_expert == 0 || parts.dense_with_experts) {  // the dense FFN
+    if (parts.fused && !r.Has(p + "ffn_gate.weight")) {
+      LLM42_ASSIGN_OR_RETURN(const WeightMatrix gate_up, r.Matrix(p + "ffn_up.weight", e, 2 * ff));
+      L.w_gate = TensorReader::Rows(gate_up, 0, ff);
+      L.w_up = TensorReader::Rows(gate_up, ff, ff);
+    } else {
+      LLM42_ASSIGN_OR_RETURN(L.w_gate, r.Matrix(p + "ffn_gate.weight", e, ff));
+      LLM42_ASSIGN_OR_RETURN(L.w_up, r.Matrix(p + "ffn_up.weight", e, ff));
+    }
     LLM42_ASSIGN_OR_RETURN(L.w_down, r.Matrix(p + "ffn_down.weight", ff, e));
   }
   if (c.n_embd_per_layer > 0) {
@@ -152,10 +151,10 @@ absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L) {
   return absl::OkStatus();  // g.proj: the residual BlockArchitecture::Layer adds
 }
 
-absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activation act) {
+absl::Status FeedForward(const LayerGraph& g, const BackendLayer& L, Activation act, float* out) {
   Backend& be = g.be;
   const ModelConfig& c = g.c;
-  const int64_t m = g.m, e = c.n_embd;
+  const int64_t m = g.m;
   const Backend::MatMulOutput gate_up[] = {{&L.w_gate, g.gate}, {&L.w_up, g.up}};
   LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, gate_up, g.sc));
   if (act == Activation::kSilu) {
@@ -163,7 +162,14 @@ absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activa
   } else {
     LLM42_RETURN_IF_ERROR(be.GeluGlu(g.gate, g.up, m, c.n_ff_of(g.layer), g.gate));
   }
-  LLM42_RETURN_IF_ERROR(be.MatMul(g.gate, m, L.w_down, g.proj, g.sc));
+  return be.MatMul(g.gate, m, L.w_down, out, g.sc);
+}
+
+absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activation act) {
+  Backend& be = g.be;
+  const ModelConfig& c = g.c;
+  const int64_t m = g.m, e = c.n_embd;
+  LLM42_RETURN_IF_ERROR(FeedForward(g, L, act, g.proj));
   if (L.ffn_post_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.ffn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
   return be.Add(g.x, g.proj, static_cast<size_t>(m * e));
 }

@@ -23,7 +23,10 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
 // the layer has the tensor.
 absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L);
 
-// x += post_norm(down(act(gate(xn)) * up(xn))), xn being norm(x), which the caller has taken.
+// out = down(act(gate(xn)) * up(xn)), xn being norm(x), which the caller has taken (g.gate and g.up
+// its scratch).
+absl::Status FeedForward(const LayerGraph& g, const BackendLayer& L, Activation act, float* out);
+// x += post_norm(FeedForward(xn)).
 absl::Status FeedForwardBlock(const LayerGraph& g, const BackendLayer& L, Activation act);
 
 // Per-layer embeddings (Gemma 4 E2B, E4B; ModelConfig::n_embd_per_layer = P, llama.cpp's
@@ -65,6 +68,14 @@ class BlockArchitecture : public Architecture {
     LLM42_RETURN_IF_ERROR(g.c.recurrent(g.layer) ? DeltaNetBlock(g, L) : AttentionBlock(g, L));
     LLM42_RETURN_IF_ERROR(g.be.AddRmsNorm(g.x, g.proj, L.ffn_norm, g.m, g.c.n_embd, g.c.rms_eps, g.xn, g.sc));
     LLM42_RETURN_IF_ERROR(g.c.n_expert > 0 ? ExpertsBlock(g, L, act_) : FeedForwardBlock(g, L, act_));
+    return LayerEnd(g, L);
+  }
+
+ protected:
+  Activation act() const { return act_; }
+  // What follows the feed-forward block: the per-layer input block where the model has per-layer
+  // embeddings, and the layer's scale where it has one.
+  static absl::Status LayerEnd(const LayerGraph& g, const BackendLayer& L) {
     if (g.per_layer != nullptr) LLM42_RETURN_IF_ERROR(PerLayerInputBlock(g, L));
     if (L.out_scale != 0) {
       LLM42_RETURN_IF_ERROR(g.be.Scale(g.x, static_cast<size_t>(g.m * g.c.n_embd), L.out_scale));

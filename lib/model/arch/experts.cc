@@ -20,6 +20,10 @@ absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l,
     LLM42_ASSIGN_OR_RETURN(L.exp_up, r.Experts(p + "ffn_up_exps.weight", e, ff, n, used));
   }
   LLM42_ASSIGN_OR_RETURN(L.exp_down, r.Experts(p + "ffn_down_exps.weight", ff, e, n, used));
+  LLM42_ASSIGN_OR_RETURN(L.exp_scale, r.OptionalVector(p + "ffn_down_exps.scale", n));
+  for (const char* unread : {"ffn_gate_exps.scale", "ffn_up_exps.scale", "ffn_gate_up_exps.scale"}) {
+    if (r.Has(p + unread)) return UnsupportedError("tensor '", p, unread, "' (scales on the experts' inputs) is not supported");
+  }
   if (r.Has(p + "ffn_gate_inp_shexp.weight")) {
     const int64_t shared = c.n_ff_shexp;
     LLM42_ASSIGN_OR_RETURN(L.shexp_router, r.RowMatrix(p + "ffn_gate_inp_shexp.weight", e));
@@ -30,13 +34,14 @@ absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l,
   return absl::OkStatus();
 }
 
-absl::Status ExpertsBlock(const LayerGraph& g, const BackendLayer& L, Activation act) {
+absl::Status Experts(const LayerGraph& g, const BackendLayer& L, Activation act, const float* router_in,
+                     const float* in, float* out) {
   Backend& be = g.be;
   const ModelConfig& c = g.c;
   ExpertWork& w = *g.experts;
   const int64_t m = g.m, e = c.n_embd, ff = c.n_ff_exp, n = c.n_expert, k = c.routing.n_used, pairs = m * k;
   // The router's logits, under each row's schedule; each row's experts and weights.
-  LLM42_RETURN_IF_ERROR(be.MatMul(g.xn, m, L.router, w.logits, g.sc));
+  LLM42_RETURN_IF_ERROR(be.MatMul(router_in, m, L.router, w.logits, g.sc));
   w.ids.resize(static_cast<size_t>(pairs));
   LLM42_RETURN_IF_ERROR(be.RouteExperts(w.logits, m, c.routing, w.ids.data(), w.weights));
   // The pairs grouped by expert (a counting sort: row order within each expert).
@@ -57,7 +62,7 @@ absl::Status ExpertsBlock(const LayerGraph& g, const BackendLayer& L, Activation
   }
   // Each expert's rows at once: its gate and up products, the activation over every pair, its
   // down products.
-  LLM42_RETURN_IF_ERROR(be.GatherRows(g.xn, e, w.source, w.in));
+  LLM42_RETURN_IF_ERROR(be.GatherRows(in, e, w.source, w.in));
   const Schedules all = g.sc.uniform() ? g.sc : Schedules(w.schedules.data());
   auto rows_of = [&](int64_t x, int64_t* first, int64_t* count) {
     *first = w.starts[static_cast<size_t>(x)];
@@ -82,22 +87,30 @@ absl::Status ExpertsBlock(const LayerGraph& g, const BackendLayer& L, Activation
     const Schedules s = rows_of(x, &first, &count);
     if (count == 0) continue;
     LLM42_RETURN_IF_ERROR(be.MatMul(w.gate + first * ff, count, L.exp_down[static_cast<size_t>(x)], w.out + first * e, s));
+    if (!L.exp_scale.empty()) {
+      LLM42_RETURN_IF_ERROR(be.Scale(w.out + first * e, static_cast<size_t>(count * e), L.exp_scale[static_cast<size_t>(x)]));
+    }
   }
   // Back in (row, slot) order (into `in`, free now), weighted and summed in slot order.
   LLM42_RETURN_IF_ERROR(be.ScatterRows(w.out, e, w.order, w.in));
-  LLM42_RETURN_IF_ERROR(be.MixExperts(w.in, w.weights, m, k, e, g.proj));
+  LLM42_RETURN_IF_ERROR(be.MixExperts(w.in, w.weights, m, k, e, out));
   if (L.shexp_router.data != nullptr) {
     // The shared expert over every row (its gate's logits in `logits`, free now), its output in
     // `out` times its gate's sigmoid, added to the experts' sum.
     const int64_t shared = c.n_ff_shexp;
-    const Backend::MatMulOutput in[] = {{&L.shexp_gate, w.gate}, {&L.shexp_up, w.up}, {&L.shexp_router, w.logits}};
-    LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, in, g.sc));
+    const Backend::MatMulOutput shared_in[] = {{&L.shexp_gate, w.gate}, {&L.shexp_up, w.up}, {&L.shexp_router, w.logits}};
+    LLM42_RETURN_IF_ERROR(be.MatMulShared(in, m, shared_in, g.sc));
     LLM42_RETURN_IF_ERROR(be.SwiGlu(w.gate, w.up, m, shared, w.gate, g.sc));
     LLM42_RETURN_IF_ERROR(be.MatMul(w.gate, m, L.shexp_down, w.out, g.sc));
     LLM42_RETURN_IF_ERROR(be.SigmoidScaleRows(w.out, m, e, w.logits));
-    LLM42_RETURN_IF_ERROR(be.Add(g.proj, w.out, static_cast<size_t>(m * e)));
+    LLM42_RETURN_IF_ERROR(be.Add(out, w.out, static_cast<size_t>(m * e)));
   }
-  return be.Add(g.x, g.proj, static_cast<size_t>(m * e));
+  return absl::OkStatus();
+}
+
+absl::Status ExpertsBlock(const LayerGraph& g, const BackendLayer& L, Activation act) {
+  LLM42_RETURN_IF_ERROR(Experts(g, L, act, g.xn, g.xn, g.proj));
+  return g.be.Add(g.x, g.proj, static_cast<size_t>(g.m * g.c.n_embd));
 }
 
 }  // namespace llm42

@@ -29,6 +29,7 @@ namespace llm42 {
 // the step's plan.
 struct ExpertWork {
   float *logits = nullptr, *weights = nullptr, *in = nullptr, *gate = nullptr, *up = nullptr, *out = nullptr;
+  float *router_in = nullptr, *sum = nullptr;  // [m][n_embd] each, for blocks that route another input
   std::vector<int32_t> ids;     // [m][n_used]: each pair's expert
   std::vector<int32_t> order;   // the pairs (row * n_used + slot) grouped by expert, in row order within each
   std::vector<int32_t> source;  // order[i] / n_used: the row each grouped pair reads
@@ -42,8 +43,14 @@ struct ExpertWork {
 // ffn_up_shexp, ffn_down_shexp).
 absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L);
 
-// x += the experts' weighted sum for xn (norm(x), which the caller has taken), with `act` as the
-// experts' gate activation.
+// out = the experts' weighted sum (and the shared expert's gated output) for the rows of `in`
+// ([m][n_embd]), routed by the router's logits for `router_in`'s rows, with `act` as the experts'
+// gate activation; each expert's output times its ffn_down_exps.scale value where the layer has
+// them. out may be none of g.experts' buffers but router_in and sum.
+absl::Status Experts(const LayerGraph& g, const BackendLayer& L, Activation act, const float* router_in,
+                     const float* in, float* out);
+
+// x += Experts(xn, xn) (xn being norm(x), which the caller has taken).
 absl::Status ExpertsBlock(const LayerGraph& g, const BackendLayer& L, Activation act);
 
 }  // namespace llm42

@@ -12,8 +12,8 @@
 // - per-layer embeddings (embedding_length_per_layer_input, E2B and E4B: blocks.h's
 //   PerLayerInputs) and a scale on each layer's output (layer_output_scale);
 // - logits soft-capped (final_logit_softcapping).
-// Its norms hold their weights as they are (no 1 + weight). The mixture-of-experts 26B-A4B's
-// expert layers are refused (its data declares no experts).
+// Its norms hold their weights as they are (no 1 + weight). The mixture-of-experts 26B-A4B has
+// experts (experts.h) beside every layer's dense FFN, each with its own norms (Gemma4::Layer).
 #include <algorithm>
 
 #include "lib/format/gguf_reader.h"
@@ -62,7 +62,18 @@ ArchitectureData Data() {
   bench.n_embd_per_layer = 128;
   bench.rope_partial = 0.25;
   bench.qk_norm_scale = 0.3f;
-  d.presets = {tiny, bench};
+  // The mixture of experts (26B-A4B): every layer's dense FFN with experts beside it.
+  d.parts.dense_with_experts = true;
+  d.experts = Experts::kOptional;
+  d.routing = {.gate = ExpertRouting::Gate::kSoftmax, .normalize = true};
+  // tiny-gemma4's layers with eight experts of 256, two per token, beside dense FFNs of 256.
+  ModelPreset moe = tiny;
+  moe.name = "tiny-gemma4moe";
+  moe.layer_ff = {256, 256, 256, 256, 256, 256};
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  moe.n_ff_exp = 256;
+  d.presets = {tiny, bench, moe};
   return d;
 }
 
@@ -100,6 +111,45 @@ class Gemma4 final : public BlockArchitecture {
       return FormatError("missing tensor 'rope_freqs.weight' (the global layers' RoPE divisors)");
     }
     return absl::OkStatus();
+  }
+
+  // A layer with experts also has their norms (llama.cpp's gemma4 graph): the router's input scale
+  // (ffn_gate_inp.scale, taken over sqrt(n_embd) into one weight), the experts' input norm and the
+  // dense and expert outputs' norms.
+  absl::Status LoadLayer(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) const override {
+    LLM42_RETURN_IF_ERROR(BlockArchitecture::LoadLayer(r, c, l, L));
+    if (c.n_expert == 0) return absl::OkStatus();
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LLM42_ASSIGN_OR_RETURN(L.router_norm, r.Vector(p + "ffn_gate_inp.scale", c.n_embd));
+    const float root = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+    for (float& w : L.router_norm) w *= root;
+    LLM42_ASSIGN_OR_RETURN(L.ffn_pre_norm_2, r.Vector(p + "pre_ffw_norm_2.weight", c.n_embd));
+    LLM42_ASSIGN_OR_RETURN(L.ffn_post_norm_1, r.Vector(p + "post_ffw_norm_1.weight", c.n_embd));
+    LLM42_ASSIGN_OR_RETURN(L.ffn_post_norm_2, r.Vector(p + "post_ffw_norm_2.weight", c.n_embd));
+    return absl::OkStatus();
+  }
+
+  // With experts: the dense FFN of ffn_norm(x), post_ffw_norm_1'd, plus the experts' output for
+  // pre_ffw_norm_2(x), routed by the router's logits for rms_norm(x) times its scale,
+  // post_ffw_norm_2'd; the sum post_ffw_norm'd and added to x.
+  absl::Status Layer(const LayerGraph& g, const BackendLayer& L) const override {
+    if (g.c.n_expert == 0) return BlockArchitecture::Layer(g, L);
+    Backend& be = g.be;
+    const ModelConfig& c = g.c;
+    const int64_t m = g.m, e = c.n_embd;
+    ExpertWork& w = *g.experts;
+    LLM42_RETURN_IF_ERROR(AttentionBlock(g, L));
+    LLM42_RETURN_IF_ERROR(be.AddRmsNorm(g.x, g.proj, L.ffn_norm, m, e, c.rms_eps, g.xn, g.sc));
+    LLM42_RETURN_IF_ERROR(FeedForward(g, L, act(), g.proj));
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.ffn_post_norm_1, m, e, c.rms_eps, g.proj, g.sc));
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.x, L.ffn_pre_norm_2, m, e, c.rms_eps, g.xn, g.sc));
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.x, L.router_norm, m, e, c.rms_eps, w.router_in, g.sc));
+    LLM42_RETURN_IF_ERROR(Experts(g, L, act(), w.router_in, g.xn, w.sum));
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(w.sum, L.ffn_post_norm_2, m, e, c.rms_eps, w.sum, g.sc));
+    LLM42_RETURN_IF_ERROR(be.Add(g.proj, w.sum, static_cast<size_t>(m * e)));
+    LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.ffn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
+    LLM42_RETURN_IF_ERROR(be.Add(g.x, g.proj, static_cast<size_t>(m * e)));
+    return LayerEnd(g, L);
   }
 };
 
