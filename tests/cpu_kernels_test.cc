@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -19,6 +20,7 @@
 #include "lib/backend/cpu/quant_formats.h"
 #include "lib/backend/cpu/row_dot.h"
 #include "lib/backend/cpu/row_ops.h"
+#include "lib/maker/quantizer.h"
 #include "lib/util/ggml_types.h"
 #include "lib/numerics/portable_math.h"
 #include "lib/util/simd_switch.h"
@@ -124,6 +126,29 @@ TEST(BlockTypes, DecodingMatchesTheWrittenOutDefinitions) {
       testing::ReferenceDequantizeBlock(type, bytes.data() + b * info.block_bytes, ref.data() + b * info.block_size);
     }
     for (size_t i = 0; i < ours.size(); ++i) ASSERT_EQ(ours[i], ref[i]) << info.name << " element " << i;
+  }
+}
+
+// make-model's MXFP4 (lib/maker/quantizer.h) as ggml's quantize_row_mxfp4_ref: each block's E8M0
+// exponent floor(log2(max |x|)) - 2 + 127 (taken here in double), each value the nearest of the
+// doubled E2M1 grid times 2^(e - 128): within half the grid's widest gap (2 steps of d), or above its
+// largest value 12 d (E2M1's 6) and below 16 d (the exponent's bound), clipped: within 4 d.
+TEST(BlockTypes, Mxfp4QuantizationIsGgmls) {
+  std::mt19937 rng(39);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  std::vector<float> x(32 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = dist(rng) * (i % 64 < 32 ? 1.0f : 0.01f);
+  const std::vector<uint8_t> bytes = Quantize(x, GgmlType::kMXFP4);
+  ASSERT_EQ(bytes.size(), 64 * sizeof(BlockMXFP4));
+  std::vector<float> back(x.size());
+  for (size_t b = 0; b < 64; ++b) {
+    float amax = 0;
+    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    EXPECT_EQ(bytes[b * sizeof(BlockMXFP4)], static_cast<int>(std::floor(std::log2(static_cast<double>(amax)))) - 2 + 127)
+        << "block " << b;
+    testing::ReferenceDequantizeBlock(GgmlType::kMXFP4, bytes.data() + b * sizeof(BlockMXFP4), back.data() + 32 * b);
+    const float d = std::ldexp(1.0f, bytes[b * sizeof(BlockMXFP4)] - 128);
+    for (size_t j = 0; j < 32; ++j) EXPECT_LE(std::fabs(back[32 * b + j] - x[32 * b + j]), 4 * d) << "block " << b;
   }
 }
 

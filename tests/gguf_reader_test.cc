@@ -248,9 +248,11 @@ TEST(ModelWeightsLoad, WrongTensorShapeNamesTheTensor) {
   EXPECT_NE(s.message().find("tensor blk.0.attn_q.weight: expected 8x8, got 8x7"), std::string::npos) << s;
 }
 
-// Every weight in q4_k, one layer of 256-wide rows: a damaged block (an infinite scale) is a
-// FORMAT_ERROR naming the tensor and the block, where it would otherwise turn outputs to NaN.
+// Every weight in q4_k (or mxfp4), one layer of 256-wide rows: a damaged block (an infinite f16
+// scale; MXFP4's E8M0 NaN, 0xFF) is a FORMAT_ERROR naming the tensor and the block, where it would
+// otherwise turn outputs to NaN.
 TEST(ModelWeightsLoad, DamagedBlockScalesNameTheTensor) {
+  for (const GgmlType type : {GgmlType::kQ4_K, GgmlType::kMXFP4}) {
   for (bool damaged : {false, true}) {
     GgufWriter w;
     w.AddString("general.architecture", "llama");
@@ -264,12 +266,16 @@ TEST(ModelWeightsLoad, DamagedBlockScalesNameTheTensor) {
     auto matrix = [&](const std::string& name, int64_t rows) {
       std::vector<float> v(static_cast<size_t>(256 * rows));
       for (float& x : v) x = dist(rng);
-      std::vector<uint8_t> bytes = Quantize(v, GgmlType::kQ4_K);
-      if (damaged && name == "blk.0.attn_k.weight") {
-        const uint16_t inf = 0x7C00;
-        std::memcpy(bytes.data() + sizeof(BlockQ4_K) + offsetof(BlockQ4_K, d), &inf, 2);  // block 1
+      std::vector<uint8_t> bytes = Quantize(v, type);
+      if (damaged && name == "blk.0.attn_k.weight") {  // block 1
+        if (type == GgmlType::kMXFP4) {
+          bytes[sizeof(BlockMXFP4) + offsetof(BlockMXFP4, e)] = 0xFF;
+        } else {
+          const uint16_t inf = 0x7C00;
+          std::memcpy(bytes.data() + sizeof(BlockQ4_K) + offsetof(BlockQ4_K, d), &inf, 2);
+        }
       }
-      w.AddTensor(name, GgmlType::kQ4_K, {256, rows}, bytes);
+      w.AddTensor(name, type, {256, rows}, bytes);
     };
     matrix("token_embd.weight", 4);
     w.AddTensor("output_norm.weight", GgmlType::kF32, {256}, F32Bytes(std::vector<float>(256, 1.0f)));
@@ -278,13 +284,15 @@ TEST(ModelWeightsLoad, DamagedBlockScalesNameTheTensor) {
     for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
       matrix(absl::StrCat("blk.0.", n, ".weight"), 256);
     }
-    const absl::Status s = LoadModel(w, damaged ? "q4k_damaged.gguf" : "q4k_ok.gguf");
+    const std::string name = GetGgmlTypeInfo(static_cast<uint32_t>(type))->name;
+    const absl::Status s = LoadModel(w, name + (damaged ? "_damaged.gguf" : "_ok.gguf"));
     if (!damaged) {
       EXPECT_TRUE(s.ok()) << s;
       continue;
     }
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     EXPECT_NE(s.message().find("blk.0.attn_k.weight: block 1 of"), std::string::npos) << s;
+  }
   }
 }
 

@@ -5,6 +5,7 @@
 // per-element decoders (quant_formats.h): each block walked in the order of ggml's reference
 // dequantization loops (ggml-quants.c, dequantize_row_*), so an index formula of the library that
 // disagrees with the layout shows here. Plus random blocks of every byte pattern (scales finite).
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -184,6 +185,16 @@ inline void ReferenceDequantizeBlock(GgmlType type, const uint8_t* p, float* y) 
       }
       return;
     }
+    case GgmlType::kMXFP4: {  // ggml's dequantize_row_mxfp4: E2M1 doubled, the E8M0 scale halved
+      static constexpr float kE2M1Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+      const auto* b = reinterpret_cast<const BlockMXFP4*>(p);
+      const float d = std::ldexp(1.0f, static_cast<int>(b->e) - 128);
+      for (int j = 0; j < 16; ++j) {
+        y[j] = kE2M1Doubled[b->qs[j] & 0x0F] * d;
+        y[j + 16] = kE2M1Doubled[b->qs[j] >> 4] * d;
+      }
+      return;
+    }
     default:
       return;
   }
@@ -193,7 +204,7 @@ inline void ReferenceDequantizeBlock(GgmlType type, const uint8_t* p, float* y) 
 inline const std::vector<GgmlType>& FormatTypes() {
   static const std::vector<GgmlType> types = {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K,
                                               GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-                                              GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
+                                              GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kMXFP4};
   return types;
 }
 
@@ -236,6 +247,7 @@ inline std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t n_blocks, std::m
       case GgmlType::kQ6_K: set(b, offsetof(BlockQ6_K, d)); break;
       case GgmlType::kIQ4_NL: set(b, offsetof(BlockIQ4_NL, d)); break;
       case GgmlType::kIQ4_XS: set(b, offsetof(BlockIQ4_XS, d)); break;
+      case GgmlType::kMXFP4: b[0] = static_cast<uint8_t>(120 + rng() % 8); break;  // 2^-8 .. 2^-1 (never 0xFF)
       default: break;
     }
   }

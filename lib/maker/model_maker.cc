@@ -86,7 +86,7 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
                        uint64_t seed, const std::string& out_path, const std::string& chat_template) {
   if (!CanQuantize(dtype)) {
     return InvalidArgument("make-model writes f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, "
-                           "q5_k, q6_k, iq4_nl or iq4_xs");
+                           "q5_k, q6_k, iq4_nl, iq4_xs or mxfp4");
   }
   const int64_t block = GetGgmlTypeInfo(static_cast<uint32_t>(dtype))->block_size;
   // Layer l's shape by ModelConfig's per-layer rules (the loader's), from the preset's fields.
@@ -255,11 +255,11 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     w.AddTensor(name, GgmlType::kF32, {n}, Encode(v, GgmlType::kF32));
   };
 
-  // q8_0 and q4_0 models keep the embedding table in f16, as llama.cpp's quantizer keeps it in
-  // higher precision than those matrices; the other block types hold it in their own (as k-quant
+  // q8_0, q4_0 and mxfp4 models keep the embedding table in f16, as llama.cpp's quantizer keeps it
+  // in higher precision than those matrices; the other block types hold it in their own (as k-quant
   // files do: Q4_K_M's table is q4_k).
-  const bool int8_type = dtype == GgmlType::kQ8_0 || dtype == GgmlType::kQ4_0;
-  matrix("token_embd.weight", p.n_embd, n_vocab, int8_type ? GgmlType::kF16 : dtype);
+  const bool f16_table = dtype == GgmlType::kQ8_0 || dtype == GgmlType::kQ4_0 || dtype == GgmlType::kMXFP4;
+  matrix("token_embd.weight", p.n_embd, n_vocab, f16_table ? GgmlType::kF16 : dtype);
   ones("output_norm.weight", p.n_embd);
   if (!d.ties_output) matrix("output.weight", p.n_embd, n_vocab, dtype);
   if (d.longrope) {
@@ -280,7 +280,7 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
   const int64_t pl = p.n_embd_per_layer;
   const GgmlType pl_type = pl % block == 0 && p.n_layer * pl % block == 0 ? dtype : GgmlType::kF16;
   if (pl > 0) {
-    matrix("per_layer_token_embd.weight", p.n_layer * pl, n_vocab, int8_type ? GgmlType::kF16 : pl_type);
+    matrix("per_layer_token_embd.weight", p.n_layer * pl, n_vocab, f16_table ? GgmlType::kF16 : pl_type);
     matrix("per_layer_model_proj.weight", p.n_embd, p.n_layer * pl, dtype);
     norm("per_layer_proj_norm.weight", pl);
   }

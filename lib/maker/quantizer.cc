@@ -45,14 +45,15 @@ void PutNibble(uint8_t* p, int j, int half, int q) {
   }
 }
 
-// The nearest value of the IQ4 grid times d.
-int NearestIq4(float x, float d) {
+// The nearest value of a 16-value grid (IQ4's, MXFP4's) times d; ties to the lower index.
+int NearestOf(const int8_t* grid, float x, float d) {
   int best = 0;
   for (int i = 1; i < 16; ++i) {
-    if (std::fabs(x - d * kIq4NlValues[i]) < std::fabs(x - d * kIq4NlValues[best])) best = i;
+    if (std::fabs(x - d * grid[i]) < std::fabs(x - d * grid[best])) best = i;
   }
   return best;
 }
+int NearestIq4(float x, float d) { return NearestOf(kIq4NlValues, x, d); }
 
 // Unsigned sub-block codes with a scale and a minimum: scale_s = (max - min) / levels and
 // min_s = min(min, 0) of each sub-block, both stored as `bits`-bit multiples of a super-block d
@@ -270,6 +271,20 @@ void IQ4_XS(const float* x, BlockIQ4_XS* b) {
   }
 }
 
+// ggml's quantize_row_mxfp4_ref: the scale 2^(floor(log2(amax)) - 2) as E8M0 (the exponent taken
+// exactly, by frexp, not by libm's log2f), each value the nearest doubled E2M1 value at half that
+// scale.
+void MXFP4(const float* x, BlockMXFP4* b) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  int exponent = 0;
+  if (amax > 0) std::frexp(amax, &exponent);  // amax = m 2^exponent, m in [0.5, 1): floor(log2) = exponent - 1
+  b->e = amax > 0 ? static_cast<uint8_t>(std::clamp(exponent - 1 - 2 + 127, 0, 254)) : 0;
+  const float d = E8M0Half(b->e);
+  std::memset(b->qs, 0, sizeof b->qs);
+  for (int j = 0; j < 32; ++j) PutNibble(b->qs, j, 16, NearestOf(kMxfp4Values, x[j], d));
+}
+
 template <typename Block, typename Fn>
 std::vector<uint8_t> Blocks(std::span<const float> v, int64_t block, Fn fn) {
   const size_t n = v.size() / static_cast<size_t>(block);
@@ -286,6 +301,7 @@ bool CanQuantize(GgmlType type) {
     case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16: case GgmlType::kQ8_0: case GgmlType::kQ4_0:
     case GgmlType::kQ4_1: case GgmlType::kQ5_0: case GgmlType::kQ5_1: case GgmlType::kQ2_K: case GgmlType::kQ3_K:
     case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K: case GgmlType::kIQ4_NL: case GgmlType::kIQ4_XS:
+    case GgmlType::kMXFP4:
       return true;
     default:
       return false;
@@ -320,6 +336,7 @@ std::vector<uint8_t> Quantize(std::span<const float> v, GgmlType type) {
     case GgmlType::kQ6_K: return Blocks<BlockQ6_K>(v, 256, Q6_K);
     case GgmlType::kIQ4_NL: return Blocks<BlockIQ4_NL>(v, 32, IQ4_NL);
     case GgmlType::kIQ4_XS: return Blocks<BlockIQ4_XS>(v, 256, IQ4_XS);
+    case GgmlType::kMXFP4: return Blocks<BlockMXFP4>(v, 32, MXFP4);
     default: return {};
   }
 }

@@ -45,6 +45,12 @@ std::optional<GgmlType> GgmlTypeByName(std::string_view name) {
 }
 
 int64_t FirstNonFiniteBlock(GgmlType type, const uint8_t* data, int64_t n_blocks) {
+  if (type == GgmlType::kMXFP4) {  // an E8M0 scale of 0xFF is NaN (OCP MX)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      if (data[static_cast<size_t>(b) * sizeof(BlockMXFP4)] == 0xFF) return b;
+    }
+    return -1;
+  }
   const Fields fields = F16Fields(type);
   if (fields.n == 0) return -1;
   const auto bytes = static_cast<size_t>(GetGgmlTypeInfo(static_cast<uint32_t>(type))->block_bytes);
@@ -86,7 +92,7 @@ std::optional<GgmlTypeInfo> GetGgmlTypeInfo(uint32_t type) {
     case GgmlType::kIQ1_M: return GgmlTypeInfo{"iq1_m", 256, 56, false};
     case GgmlType::kTQ1_0: return GgmlTypeInfo{"tq1_0", 256, 54, false};
     case GgmlType::kTQ2_0: return GgmlTypeInfo{"tq2_0", 256, 66, false};
-    case GgmlType::kMXFP4: return GgmlTypeInfo{"mxfp4", 32, 17, false};
+    case GgmlType::kMXFP4: return GgmlTypeInfo{"mxfp4", 32, 17, true};
     case GgmlType::kI8: return GgmlTypeInfo{"i8", 1, 1, false};
     case GgmlType::kI16: return GgmlTypeInfo{"i16", 1, 2, false};
     case GgmlType::kI32: return GgmlTypeInfo{"i32", 1, 4, false};

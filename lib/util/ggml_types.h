@@ -143,6 +143,21 @@ struct BlockIQ4_XS {  // 8 sub-blocks of 32: 6-bit scales (minus 32), low 4 bits
   uint8_t qs[128];
 };
 static_assert(sizeof(BlockIQ4_XS) == 136);
+struct BlockMXFP4 {  // weight = 2^(e - 128) * kMxfp4Values[nibble] (OCP MX FP4 E2M1, doubled; E8M0 scale)
+  uint8_t e;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+// FP4 E2M1's values times two (ggml's kvalues_mxfp4): the scale below is halved to match.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// Half of an E8M0 scale, 2^(e - 128), exactly (ggml's ggml_e8m0_to_fp32_half: 2^-128 and 2^-127 as
+// f32 subnormals). e = 255 is the format's NaN, which a model file must not hold (FirstNonFiniteBlock).
+inline float E8M0Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 // The non-linear 4-bit grid of IQ4_NL and IQ4_XS.
 inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                              1,    13,   25,  38,  53,  69,  89,  113};

@@ -84,7 +84,7 @@ ABSL_FLAG(std::string, system, "", "chat: system message");
 ABSL_FLAG(bool, no_bos, false, "tokenize: do not add the model's BOS/EOS tokens");
 ABSL_FLAG(bool, ids, false, "tokenize: print only the ids, separated by spaces");
 ABSL_FLAG(std::string, preset, "tiny", "make-model: a preset's name (tiny, llama-110m, ...; an unknown name lists them all)");
-ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl or iq4_xs");
+ABSL_FLAG(std::string, dtype, "f32", "make-model: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs or mxfp4");
 ABSL_FLAG(std::string, out, "", "make-model: output GGUF path");
 ABSL_FLAG(std::string, chat_template, "", "make-model: Jinja chat template file to embed");
 ABSL_FLAG(std::string, vocab, "",

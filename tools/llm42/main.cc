@@ -29,7 +29,7 @@ constexpr char kUsage[] =
     "           interactive chat in the model's chat format; keeps the conversation\n"
     "  tokenize --model PATH [--no-bos] [--ids]\n"
     "           token ids of stdin's text (one 'id<TAB>piece' per line; --ids: ids only)\n"
-    "  make-model --preset tiny|tiny-qwen2|tiny-qwen3|tiny-llama3|llama-110m|llama-1b|...\n           --dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k|iq4_nl|iq4_xs --out FILE\n"
+    "  make-model --preset tiny|tiny-qwen2|tiny-qwen3|tiny-llama3|llama-110m|llama-1b|...\n           --dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k|iq4_nl|iq4_xs|mxfp4 --out FILE\n"
     "           [--vocab GGUF] [--seed S] [--chat-template JINJA]   writes a random-weight GGUF\n"
     "  bench --model PATH [--concurrency 1,4,8,16] [--schedules fast,fixed]\n"
     "           [--prompt_tokens P] [--output_tokens O] [--threads N]\n"

@@ -2,7 +2,7 @@
 #define LLM42_BACKEND_CPU_QUANT_FORMATS_H_
 
 // The block-quantized weight types llm42 computes on through their exact f32 values: q4_1, q5_0,
-// q5_1, the k-quants q2_k ... q6_k, iq4_nl and iq4_xs (layouts in ggml_types.h, as ggml defines
+// q5_1, the k-quants q2_k ... q6_k, iq4_nl, iq4_xs and mxfp4 (layouts in ggml_types.h, as ggml defines
 // them). Each is a Format: blocks of kBlock weights, sub-blocks of kSub sharing one scale, and
 //
 //   weight j of a block = fl(a * q_j)            (kOffset false)
@@ -114,13 +114,16 @@ LLM42_AVX2 inline __m256i Bits8(uint32_t bits) {
 LLM42_AVX2 inline __m256i Nibbles8(const uint8_t* p, int64_t j, int64_t half) {
   return j < half ? Bytes8(p + j, 0, 0x0F) : Bytes8(p + j - half, 4, 0x0F);
 }
-// The IQ4 grid's values of eight nibbles (as Nibbles8).
-LLM42_AVX2 inline __m256i Iq4Values8(const uint8_t* p, int64_t j, int64_t half) {
+// A 16-value grid's values (IQ4's, MXFP4's) of eight nibbles (as Nibbles8).
+LLM42_AVX2 inline __m256i GridValues8(const int8_t* values, const uint8_t* p, int64_t j, int64_t half) {
   __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + (j < half ? j : j - half)));
   if (j >= half) b = _mm_srli_epi16(b, 4);
   b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
-  const __m128i grid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
+  const __m128i grid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
   return _mm256_cvtepi8_epi32(_mm_shuffle_epi8(grid, b));
+}
+LLM42_AVX2 inline __m256i Iq4Values8(const uint8_t* p, int64_t j, int64_t half) {
+  return GridValues8(kIq4NlValues, p, j, half);
 }
 // Five() of eight elements from j.
 LLM42_AVX2 inline __m256i Five8(const uint8_t* qs, const uint8_t* qh, int64_t j) {
@@ -284,6 +287,19 @@ struct IQ4_XSFormat {
   static int32_t Q(const Block& b, int64_t j) { return kIq4NlValues[Nibble(b.qs + 16 * (j / 32), j % 32, 16)]; }
 #if LLM42_X86
   LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) { return Iq4Values8(b.qs + 16 * (j / 32), j % 32, 16); }
+#endif
+};
+
+// MXFP4 (gpt-oss's experts): a block of 32 FP4 E2M1 values with one E8M0 scale; a = 2^(e - 128)
+// (exact), q the doubled E2M1 value of the nibble.
+struct MXFP4Format {
+  using Block = BlockMXFP4;
+  static constexpr int64_t kBlock = 32, kSub = 32;
+  static constexpr bool kOffset = false;
+  static SubBlockScale Scale(const Block& b, int64_t) { return {E8M0Half(b.e), 0}; }
+  static int32_t Q(const Block& b, int64_t j) { return kMxfp4Values[Nibble(b.qs, j, 16)]; }
+#if LLM42_X86
+  LLM42_AVX2 static __m256i Q8(const Block& b, int64_t j) { return GridValues8(kMxfp4Values, b.qs, j, 16); }
 #endif
 };
 

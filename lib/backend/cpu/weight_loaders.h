@@ -80,6 +80,7 @@ bool WithElementLoader(GgmlType type, Fn&& fn) {
     case GgmlType::kQ6_K: fn(FormatLoader<Q6_KFormat>{}); return true;
     case GgmlType::kIQ4_NL: fn(FormatLoader<IQ4_NLFormat>{}); return true;
     case GgmlType::kIQ4_XS: fn(FormatLoader<IQ4_XSFormat>{}); return true;
+    case GgmlType::kMXFP4: fn(FormatLoader<MXFP4Format>{}); return true;
     default: return false;
   }
 }

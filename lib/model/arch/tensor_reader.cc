@@ -22,7 +22,7 @@ absl::StatusOr<const GgufTensorInfo*> TensorReader::Find(const std::string& name
   if (!info.computable) {
     return UnsupportedError("tensor '", name, "' has type ", info.name,
                             ", which llm42 cannot compute with yet (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                            "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)");
+                            "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4)");
   }
   // A damaged block (a scale that is infinite or NaN) would turn every output it touches to NaN.
   if (info.block_size > 1) {
