@@ -436,6 +436,9 @@ async def open_session_async(options, progress=None, poll_seconds=0.02):
     with SessionLoader(options) as loader:
         last = -1.0
         try:
+            # One yield to the loop first: a task cancelled as soon as it starts is cancelled here,
+            # even when the load has finished by the time it is first polled (a small model).
+            await asyncio.sleep(0)
             while not loader.wait_for(0):
                 fraction = loader.progress()
                 if progress is not None and fraction > last:
