@@ -66,22 +66,22 @@ std::span<const HfFamily* const> HfFamilies() {
   return tables->pointers;
 }
 
-namespace {
-
-absl::StatusOr<int64_t> IntIn(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+absl::StatusOr<int64_t> IntKeyIn(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
   LLM42_ASSIGN_OR_RETURN(const int64_t v, f.GetInt(key));
   if (v < lo || v > hi) return FormatError("key '", key, "' = ", v, " is out of range (", lo, "..", hi, ")");
   return v;
 }
+
+namespace {
 
 // {arch}.expert_count and what goes with it (llama.cpp's keys and fallbacks).
 absl::Status ReadExpertKeys(const GgufFile& f, const ArchitectureData& d, ModelConfig& c) {
   const std::string a = c.architecture + ".";
   const std::string count_key = a + "expert_count";
   if (d.experts == Experts::kRequired) {
-    LLM42_ASSIGN_OR_RETURN(c.n_expert, IntIn(f, count_key, 1, 512));
+    LLM42_ASSIGN_OR_RETURN(c.n_expert, IntKeyIn(f, count_key, 1, 512));
   } else if (f.Find(count_key) != nullptr) {
-    LLM42_ASSIGN_OR_RETURN(c.n_expert, IntIn(f, count_key, 0, 512));
+    LLM42_ASSIGN_OR_RETURN(c.n_expert, IntKeyIn(f, count_key, 0, 512));
   }
   if (c.n_expert == 0) return absl::OkStatus();  // a dense model
   if (d.experts == Experts::kNone) {
@@ -91,15 +91,15 @@ absl::Status ReadExpertKeys(const GgufFile& f, const ArchitectureData& d, ModelC
   ExpertRouting& r = c.routing;
   r = d.routing;
   r.n_expert = c.n_expert;
-  LLM42_ASSIGN_OR_RETURN(r.n_used, IntIn(f, a + "expert_used_count", 1, std::min<int64_t>(c.n_expert, 256)));
+  LLM42_ASSIGN_OR_RETURN(r.n_used, IntKeyIn(f, a + "expert_used_count", 1, std::min<int64_t>(c.n_expert, 256)));
   c.n_ff_exp = d.experts_full_width ? c.n_ff : c.n_ff / r.n_used;
   if (!d.experts_full_width && f.Find(a + "expert_feed_forward_length") != nullptr) {
-    LLM42_ASSIGN_OR_RETURN(c.n_ff_exp, IntIn(f, a + "expert_feed_forward_length", 1, 1 << 20));
+    LLM42_ASSIGN_OR_RETURN(c.n_ff_exp, IntKeyIn(f, a + "expert_feed_forward_length", 1, 1 << 20));
   }
   if (c.n_ff_exp <= 0) return FormatError("key '", a, "feed_forward_length' leaves experts of width ", c.n_ff_exp);
   c.n_ff_shexp = c.n_ff;
   if (f.Find(a + "expert_shared_feed_forward_length") != nullptr) {
-    LLM42_ASSIGN_OR_RETURN(c.n_ff_shexp, IntIn(f, a + "expert_shared_feed_forward_length", 1, 1 << 20));
+    LLM42_ASSIGN_OR_RETURN(c.n_ff_shexp, IntKeyIn(f, a + "expert_shared_feed_forward_length", 1, 1 << 20));
   }
   if (const std::string key = a + "expert_weights_scale"; f.Find(key) != nullptr) {
     LLM42_ASSIGN_OR_RETURN(const double scale, f.GetFloat(key));

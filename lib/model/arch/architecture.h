@@ -142,6 +142,9 @@ std::string ArchitectureNames();
 // Every architecture's Hugging Face table, completed from its data (for OpenHfDirectory).
 std::span<const HfFamily* const> HfFamilies();
 
+// Integer key `key` of f within lo..hi: FORMAT_ERROR naming it (and the range) otherwise.
+absl::StatusOr<int64_t> IntKeyIn(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi);
+
 // The data's part of a config: RoPE style, {arch}.attention.sliding_window (FORMAT_ERROR for 0 or
 // a window past the training context, or a required one missing), the ArchKeys, and the experts'
 // counts and widths (FORMAT_ERROR for a count of 0 or more used than there are; UNSUPPORTED for

@@ -51,14 +51,12 @@ absl::Status Experts(const LayerGraph& g, const BackendLayer& L, Activation act,
   w.order.resize(static_cast<size_t>(pairs));
   w.source.resize(static_cast<size_t>(pairs));
   w.schedules.resize(static_cast<size_t>(pairs));
-  {
-    std::vector<int64_t> next(w.starts.begin(), w.starts.end() - 1);
-    for (int64_t pair = 0; pair < pairs; ++pair) {
-      const auto at = static_cast<size_t>(next[static_cast<size_t>(w.ids[static_cast<size_t>(pair)])]++);
-      w.order[at] = static_cast<int32_t>(pair);
-      w.source[at] = static_cast<int32_t>(pair / k);
-      w.schedules[at] = g.sc[pair / k];
-    }
+  w.next.assign(w.starts.begin(), w.starts.end() - 1);
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    const auto at = static_cast<size_t>(w.next[static_cast<size_t>(w.ids[static_cast<size_t>(pair)])]++);
+    w.order[at] = static_cast<int32_t>(pair);
+    w.source[at] = static_cast<int32_t>(pair / k);
+    w.schedules[at] = g.sc[pair / k];
   }
   // Each expert's rows at once: its gate and up products, the activation over every pair, its
   // down products.

@@ -34,6 +34,7 @@ struct ExpertWork {
   std::vector<int32_t> order;   // the pairs (row * n_used + slot) grouped by expert, in row order within each
   std::vector<int32_t> source;  // order[i] / n_used: the row each grouped pair reads
   std::vector<int64_t> starts;  // expert x's pairs are order[starts[x], starts[x + 1])
+  std::vector<int64_t> next;    // the counting sort's next free place per expert
   std::vector<Schedule> schedules;  // the grouped pairs' schedules (their rows')
 };
 

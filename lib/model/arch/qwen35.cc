@@ -63,12 +63,6 @@ ArchitectureData Data(bool experts) {
   return d;
 }
 
-absl::StatusOr<int64_t> KeyIn(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
-  LLM42_ASSIGN_OR_RETURN(const int64_t v, f.GetInt(key));
-  if (v < lo || v > hi) return FormatError("key '", key, "' = ", v, " is out of range (", lo, "..", hi, ")");
-  return v;
-}
-
 class Qwen35 final : public BlockArchitecture {
  public:
   explicit Qwen35(bool experts) : BlockArchitecture(Data(experts), Activation::kSilu) {}
@@ -77,16 +71,16 @@ class Qwen35 final : public BlockArchitecture {
     // block_count counts the multi-token-prediction layers after the trunk.
     const int64_t all = c.n_layer;
     if (const std::string key = a + "nextn_predict_layers"; f.Find(key) != nullptr) {
-      LLM42_ASSIGN_OR_RETURN(const int64_t nextn, KeyIn(f, key, 0, all - 1));
+      LLM42_ASSIGN_OR_RETURN(const int64_t nextn, IntKeyIn(f, key, 0, all - 1));
       c.n_layer -= nextn;
       if (c.layer_ff.size() > static_cast<size_t>(c.n_layer)) c.layer_ff.resize(static_cast<size_t>(c.n_layer));
       if (c.layer_head_kv.size() > static_cast<size_t>(c.n_layer)) c.layer_head_kv.resize(static_cast<size_t>(c.n_layer));
     }
-    LLM42_ASSIGN_OR_RETURN(c.ssm_conv_kernel, KeyIn(f, a + "ssm.conv_kernel", 1, 64));
-    LLM42_ASSIGN_OR_RETURN(c.ssm_key_heads, KeyIn(f, a + "ssm.group_count", 1, 1024));
-    LLM42_ASSIGN_OR_RETURN(c.ssm_value_heads, KeyIn(f, a + "ssm.time_step_rank", 1, 1024));
-    LLM42_ASSIGN_OR_RETURN(c.ssm_head_dim, KeyIn(f, a + "ssm.state_size", 1, 1024));
-    LLM42_ASSIGN_OR_RETURN(const int64_t inner, KeyIn(f, a + "ssm.inner_size", 1, 1 << 20));
+    LLM42_ASSIGN_OR_RETURN(c.ssm_conv_kernel, IntKeyIn(f, a + "ssm.conv_kernel", 1, 64));
+    LLM42_ASSIGN_OR_RETURN(c.ssm_key_heads, IntKeyIn(f, a + "ssm.group_count", 1, 1024));
+    LLM42_ASSIGN_OR_RETURN(c.ssm_value_heads, IntKeyIn(f, a + "ssm.time_step_rank", 1, 1024));
+    LLM42_ASSIGN_OR_RETURN(c.ssm_head_dim, IntKeyIn(f, a + "ssm.state_size", 1, 1024));
+    LLM42_ASSIGN_OR_RETURN(const int64_t inner, IntKeyIn(f, a + "ssm.inner_size", 1, 1 << 20));
     if (inner != c.ssm_value_heads * c.ssm_head_dim) {
       return FormatError("key '", a, "ssm.inner_size' = ", inner, " is not the DeltaNet state of ", c.ssm_value_heads,
                          " value heads (ssm.time_step_rank) of ", c.ssm_head_dim, " (ssm.state_size)");
@@ -106,7 +100,7 @@ class Qwen35 final : public BlockArchitecture {
     } else {
       int64_t interval = 4;
       if (const std::string k = a + "full_attention_interval"; f.Find(k) != nullptr) {
-        LLM42_ASSIGN_OR_RETURN(interval, KeyIn(f, k, 1, 1024));
+        LLM42_ASSIGN_OR_RETURN(interval, IntKeyIn(f, k, 1, 1024));
       }
       for (int64_t l = 0; l < c.n_layer; ++l) c.layer_recurrent[static_cast<size_t>(l)] = (l + 1) % interval != 0;
     }
