@@ -180,6 +180,38 @@ def qwen3moe_seed():
     return gguf(md, t)
 
 
+def gptoss_seed():
+    """A one-layer gpt-oss: 2 heads of 8 (1 KV head) with q/k/v and output biases and sinks, a
+    sliding window, then 4 experts of 8, 2 per token, with the router's and experts' biases."""
+    arch, width, vocab, hd, n_exp, ff = "gpt-oss", 16, 4, 8, 4, 8
+    md = [("general.architecture", arch), (arch + ".context_length", 64), (arch + ".embedding_length", width),
+          (arch + ".block_count", 1), (arch + ".feed_forward_length", 32), (arch + ".attention.head_count", 2),
+          (arch + ".attention.head_count_kv", 1), (arch + ".attention.key_length", hd),
+          (arch + ".attention.value_length", hd), (arch + ".attention.sliding_window", 8),
+          (arch + ".expert_count", n_exp), (arch + ".expert_used_count", 2), (arch + ".expert_feed_forward_length", ff),
+          ("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.pre", "gpt-4o"), ("tokenizer.ggml.tokens", ["a", "b", "ab", "<s>"]),
+          ("tokenizer.ggml.merges", ["a b"])]
+
+    def m(name, *dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return (name, 0, list(dims), f32(n, 0.01))
+
+    def v(name, n):
+        return (name, 0, [n], f32(n, 1.0))
+    t = [m("token_embd.weight", width, vocab), v("output_norm.weight", width), m("output.weight", width, vocab),
+         v("blk.0.attn_norm.weight", width), v("blk.0.post_attention_norm.weight", width),
+         m("blk.0.attn_q.weight", width, 2 * hd), m("blk.0.attn_k.weight", width, hd),
+         m("blk.0.attn_v.weight", width, hd), v("blk.0.attn_q.bias", 2 * hd), v("blk.0.attn_k.bias", hd),
+         v("blk.0.attn_v.bias", hd), m("blk.0.attn_output.weight", 2 * hd, width), v("blk.0.attn_output.bias", width),
+         v("blk.0.attn_sinks.weight", 2), m("blk.0.ffn_gate_inp.weight", width, n_exp), v("blk.0.ffn_gate_inp.bias", n_exp),
+         m("blk.0.ffn_gate_exps.weight", width, ff, n_exp), m("blk.0.ffn_up_exps.weight", width, ff, n_exp),
+         m("blk.0.ffn_down_exps.weight", ff, width, n_exp), m("blk.0.ffn_gate_exps.bias", ff, n_exp),
+         m("blk.0.ffn_up_exps.bias", ff, n_exp), m("blk.0.ffn_down_exps.bias", width, n_exp)]
+    return gguf(md, t)
+
+
 def main():
     out = sys.argv[1]
     seeds = {
@@ -190,6 +222,7 @@ def main():
         "gguf_fuzzer/qwen3-f32": model_seed("qwen3", 8, 16, "f32", head_dim=8),
         "gguf_fuzzer/qwen35-f32": qwen35_seed(),
         "gguf_fuzzer/qwen3moe-f32": qwen3moe_seed(),
+        "gguf_fuzzer/gptoss-f32": gptoss_seed(),
         "hf_fuzzer/tiny-llama": hf_seed(),
         "chat_template_fuzzer/llama3": SEP.join([
             b"\x02{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}"

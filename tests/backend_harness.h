@@ -116,9 +116,14 @@ class AttentionFixture {
     Backend& be = h_.backend();
     EXPECT_TRUE(be.BeginBatch(BatchPlan{tokens, positions, tables, s}).ok());
     float* out = h_.Alloc(qs.size());
-    EXPECT_TRUE(be.Attention(layer_, h_.Put(qs), AttentionShape{kHeads, kKvHeads, kHeadDim}, out, s).ok());
+    AttentionShape shape{kHeads, kKvHeads, kHeadDim};
+    if (!sinks_.empty()) shape.sinks = h_.Put(sinks_);
+    EXPECT_TRUE(be.Attention(layer_, h_.Put(qs), shape, out, s).ok());
     return h_.Get(out, qs.size());
   }
+
+  // A sink logit per head (kHeads) for the runs and references that follow (AttentionShape::sinks).
+  void set_sinks(std::vector<float> sinks) { sinks_ = std::move(sinks); }
 
   // The float64 reference for head h of a query over positions [0, len) of sequence `seq`.
   std::vector<double> Reference(int seq, int64_t len, int64_t h, const float* q) const {
@@ -127,7 +132,7 @@ class AttentionFixture {
     const int64_t off = (h / (kHeads / kKvHeads)) * kHeadDim;
     return ReferenceAttention(
         q, len, kHeadDim, [&](int64_t t) { return k.data() + t * kKvDim + off; },
-        [&](int64_t t) { return v.data() + t * kKvDim + off; });
+        [&](int64_t t) { return v.data() + t * kKvDim + off; }, sinks_.empty() ? nullptr : &sinks_[static_cast<size_t>(h)]);
   }
 
   // Every head of every row of `out` (what Run gave for `rows` and `q`) against Reference, to
@@ -167,6 +172,7 @@ class AttentionFixture {
   int64_t layer_ = 0;
   std::vector<int32_t> seqs_;
   std::vector<std::vector<float>> keys_, values_;
+  std::vector<float> sinks_;
 };
 
 }  // namespace llm42::testing

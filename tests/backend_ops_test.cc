@@ -254,6 +254,22 @@ TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {
   }
 }
 
+// With a sink logit per head (gpt-oss's), whose exp joins each softmax's sum: decode rows (the
+// heads kernel) and a sequence's rows together (the blocked kernels), both schedules, against
+// float64. Sinks of 5 and 2 take most and some of a head's weight from scores about N(0, 1); the
+// reference fails by far with them left out (checked). The CPU's only: CUDA refuses sinks
+// (UNIMPLEMENTED), and models with them (experts) are refused there before any attention.
+TEST_P(BackendOpsTest, AttentionWithSinksMatchesFloat64Reference) {
+  if (GetParam() != "cpu") GTEST_SKIP() << "attention sinks run on the CPU backend only";
+  AttentionFixture f(*be_, {1, 37, 300});
+  f.set_sinks({5.0f, 2.0f, -1.0f, 0.5f});
+  const std::vector<float> q = RandomVector(3 * 4 * 64, 3);
+  const std::vector<std::pair<int, int32_t>> rows = {{0, 0}, {1, 36}, {2, 299}, {2, 17}};
+  for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
+    f.ExpectMatchesReference(rows, q, f.Run(rows, q, s), 1e-5, s == Schedule::kFixed ? "fixed" : "fast");
+  }
+}
+
 // Storage layers of different widths (Gemma 4's sliding and global layers, KvShape::layer_dims):
 // a middle layer of 128 between layers of 64 and 256, the others written after it, attends to its
 // own keys and values only; each alone, then the Columns op that packs per-layer inputs.
@@ -582,6 +598,18 @@ TEST_P(BackendOpsTest, RmsNormRopeSwiGluAndAdds) {
     EXPECT_EQ(got[0], 0);
     EXPECT_NEAR(got[1], 2 / (1 + std::exp(-2.0)) * 3, 1e-6);
     EXPECT_NEAR(got[2], -1 / (1 + std::exp(1.0)) * 2, 1e-6);
+  }
+  if (be.runs_experts()) {
+    // gpt-oss's clamped SwiGLU (llama.cpp's swiglu_oai, alpha 1.702, limit 7): gates above 7 and
+    // ups outside [-7, 7] clamped, up + 1 as the multiplier.
+    float* c = h_->Alloc(4);
+    ASSERT_TRUE(be.ClampedSwiGlu(h_->Put({9, 2, -3, 1}), h_->Put({5, -9, 8, 0}), 2, 2, 1.702f, 7.0f, c).ok());
+    const std::vector<float> got = h_->Get(c, 4);
+    auto want = [](double g, double u) { return g / (1 + std::exp(-1.702 * g)) * (u + 1); };
+    EXPECT_NEAR(got[0], want(7, 5), 1e-5);
+    EXPECT_NEAR(got[1], want(2, -7), 1e-5);
+    EXPECT_NEAR(got[2], want(-3, 7), 1e-5);
+    EXPECT_NEAR(got[3], want(1, 0), 1e-5);
   }
   {
     float* y = h_->Put({1, 2, 3, 4, 5, 6});

@@ -170,8 +170,9 @@ TEST_P(ExpertsBlock, AFixedRowsBitsDoNotDependOnWhatTheOtherRowsChose) {
   EXPECT_EQ(std::memcmp(alone.data(), other.data(), alone.size() * sizeof(float)), 0) << "beside rows routed elsewhere";
 }
 
-// Qwen3-MoE's experts in place of the FFN, and Gemma 4's beside it with their own router input.
-INSTANTIATE_TEST_SUITE_P(Models, ExpertsBlock, ::testing::Values("tiny-qwen3moe", "tiny-gemma4moe"),
+// Qwen3-MoE's experts in place of the FFN, Gemma 4's beside it with their own router input, and
+// gpt-oss's with biases, a softmax over the chosen logits and attention sinks.
+INSTANTIATE_TEST_SUITE_P(Models, ExpertsBlock, ::testing::Values("tiny-qwen3moe", "tiny-gemma4moe", "tiny-gptoss"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -374,7 +375,15 @@ TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
                         Case{"tiny-qwen3moe", "", "qwen3moe.expert_feed_forward_length", 512, "tensor blk.0.ffn_gate_exps.weight: expected 256x512x8, got 256x256x8"},
                         Case{"tiny-qwen35moe", "blk.2.ffn_up_shexp.weight", "", 0, "missing tensor 'blk.2.ffn_up_shexp.weight'"},
                         Case{"tiny-gemma4moe", "blk.4.pre_ffw_norm_2.weight", "", 0, "missing tensor 'blk.4.pre_ffw_norm_2.weight'"},
-                        Case{"tiny-gemma4moe", "blk.0.ffn_gate_inp.scale", "", 0, "missing tensor 'blk.0.ffn_gate_inp.scale'"}}) {
+                        Case{"tiny-gemma4moe", "blk.0.ffn_gate_inp.scale", "", 0, "missing tensor 'blk.0.ffn_gate_inp.scale'"},
+                        // gpt-oss: its sinks, its attention output's bias, its router's and
+                        // experts' biases missing; no sliding window.
+                        Case{"tiny-gptoss", "blk.1.attn_sinks.weight", "", 0, "missing tensor 'blk.1.attn_sinks.weight'"},
+                        Case{"tiny-gptoss", "blk.0.attn_output.bias", "", 0, "missing tensor 'blk.0.attn_output.bias'"},
+                        Case{"tiny-gptoss", "blk.2.ffn_gate_inp.bias", "", 0, "missing tensor 'blk.2.ffn_gate_inp.bias'"},
+                        Case{"tiny-gptoss", "blk.3.ffn_down_exps.bias", "", 0, "missing tensor 'blk.3.ffn_down_exps.bias'"},
+                        Case{"tiny-gptoss", "", "gpt-oss.attention.sliding_window", 0, "gpt-oss.attention.sliding_window' = 0 is out of range"},
+                        Case{"tiny-gptoss", "", "gpt-oss.attention.sliding_window_pattern", 0, "gpt-oss.attention.sliding_window_pattern' = 0 is out of range"}}) {
     const absl::Status s = LoadEdited(c.preset, c.drop, c.key, c.value);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.preset << " " << c.drop << c.key << ": " << s;
     EXPECT_NE(s.message().find(c.message), std::string::npos) << s;
@@ -398,6 +407,27 @@ TEST(ModelWeightsLoad, ExpertTensorsOfAnotherCountAreRefused) {
   const absl::Status s = LoadModel(w, "tiny-qwen3moe-4-experts.gguf");
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("tensor blk.1.ffn_up_exps.weight: expected 256x256x8, got 256x512x4"), std::string::npos) << s;
+}
+
+// A sink that is not a finite logit (gpt-oss): a FORMAT_ERROR naming the tensor, not NaN outputs.
+TEST(ModelWeightsLoad, SinksThatAreNotFiniteAreRefused) {
+  LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
+  ASSERT_TRUE(LoadEdited("tiny-gptoss", "", "", 0).ok());  // the control: unedited, it loads
+  auto file = GgufFile::Open(EditSource("tiny-gptoss"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  GgufWriter w;
+  for (const auto& [k, v] : (*file)->metadata()) w.AddValue(k, v);
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    if (t.name == "blk.2.attn_sinks.weight") {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(bytes.data() + 3 * sizeof(float), &nan, sizeof(float));
+    }
+    w.AddTensor(t.name, t.type, t.dims, bytes);
+  }
+  const absl::Status s = LoadModel(w, "tiny-gptoss-nan-sink.gguf");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("blk.2.attn_sinks.weight' holds nan"), std::string::npos) << s;
 }
 
 // Experts in a family whose data declares none (ArchitectureData::experts): refused by name, not

@@ -135,11 +135,12 @@ inline std::vector<double> ActivationQ8Bound(const std::vector<float>& x, int64_
 }
 
 // Softmax attention of one head's query over len keys and values (row t of keys/values at
-// key(t), value(t), head_dim wide), in double.
+// key(t), value(t), head_dim wide), in double; with a sink, exp(*sink) joins the softmax's sum.
 template <typename KeyFn, typename ValueFn>
-std::vector<double> ReferenceAttention(const float* q, int64_t len, int64_t head_dim, KeyFn key, ValueFn value) {
+std::vector<double> ReferenceAttention(const float* q, int64_t len, int64_t head_dim, KeyFn key, ValueFn value,
+                                       const float* sink = nullptr) {
   std::vector<double> sc(static_cast<size_t>(len));
-  double mx = -1e300, sum = 0;
+  double mx = sink != nullptr ? *sink : -1e300, sum = 0;
   for (int64_t t = 0; t < len; ++t) {
     double d = 0;
     for (int64_t i = 0; i < head_dim; ++i) d += static_cast<double>(q[i]) * key(t)[i];
@@ -147,6 +148,7 @@ std::vector<double> ReferenceAttention(const float* q, int64_t len, int64_t head
     mx = std::max(mx, sc[static_cast<size_t>(t)]);
   }
   for (double& x : sc) sum += (x = std::exp(x - mx));
+  if (sink != nullptr) sum += std::exp(*sink - mx);
   std::vector<double> o(static_cast<size_t>(head_dim), 0.0);
   for (int64_t t = 0; t < len; ++t) {
     for (int64_t i = 0; i < head_dim; ++i) o[static_cast<size_t>(i)] += sc[static_cast<size_t>(t)] / sum * value(t)[i];

@@ -30,7 +30,8 @@ tiny-qwen35:f32 tiny-qwen35:f16 tiny-qwen35:q8_0 tiny-qwen35:q4_0 tiny-qwen35:q4
 tiny-qwen3moe:f32 tiny-qwen3moe:f16 tiny-qwen3moe:q8_0 tiny-qwen3moe:q4_0 tiny-qwen3moe:q4_k tiny-qwen3moe:q6_k \
 tiny-qwen3moe:iq4_xs tiny-mixtral:f32 tiny-mixtral:q4_0 tiny-qwen35moe:f32 tiny-qwen35moe:f16 tiny-qwen35moe:q8_0 \
 tiny-qwen35moe:q4_0 tiny-qwen35moe:q4_k tiny-qwen35moe:q6_k tiny-qwen35moe:iq4_xs tiny-gemma4moe:f32 tiny-gemma4moe:q8_0 \
-tiny-gemma4moe:q4_k tiny-qwen3moe:mxfp4}"
+tiny-gemma4moe:q4_k tiny-qwen3moe:mxfp4 tiny-gptoss:f32 tiny-gptoss:f16 tiny-gptoss:q8_0 tiny-gptoss:q4_0 \
+tiny-gptoss:q4_k tiny-gptoss:q6_k tiny-gptoss:iq4_xs tiny-gptoss:mxfp4}"
 step=0
 for c in "${cases[@]}"; do
   step=$((step + 1))

@@ -201,6 +201,10 @@ struct AttentionShape {
   float softcap = 0;  // scores become softcap * tanh(score / softcap) (Gemma 2); 0: none
   // A query at position p attends to positions (p - window, p] (sliding-window layers); 0: [0, p].
   int64_t window = 0;
+  // One logit per query head (backend memory) that each head's softmax also counts, with no value
+  // behind it: the weights of the positions sum to less than 1 (gpt-oss's attention sinks);
+  // nullptr: none.
+  const float* sinks = nullptr;
   float score_scale() const { return scale != 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   // The first position a query at `position` attends to.
   int64_t first_position(int64_t position) const { return window > 0 && position >= window ? position - window + 1 : 0; }
@@ -342,7 +346,8 @@ class Backend {
   }
   // Causal attention of layer `layer` for every batch row: out[i] = softmax(capped(q[i] K^T *
   // scale)) V over positions [shape.first_position(positions[i]), positions[i]] of the row's
-  // sequence, per head (AttentionShape); every row's own K/V must have been stored first.
+  // sequence, per head (AttentionShape; with sinks, the softmax's sum also has the head's
+  // exp(sink)); every row's own K/V must have been stored first.
   virtual absl::Status Attention(int64_t layer, const float* q, const AttentionShape& shape,
                                  float* out, Schedules s) = 0;
   // out = silu(gate) * up, for m rows of n (out may be gate).
@@ -409,6 +414,13 @@ class Backend {
   }
   // x[r][i] *= sigmoid(gate[r]) for m rows of n (a shared expert's output by its gate).
   virtual absl::Status SigmoidScaleRows(float* x, int64_t m, int64_t n, const float* gate) { return NoExperts(); }
+  // out = g sigmoid(alpha g) (clamp(u, -limit, limit) + 1), g being min(gate, limit) and u up,
+  // element by element for m rows of n (out may be gate): gpt-oss's experts' clamped SwiGLU
+  // (llama.cpp's swiglu_oai), g / (1 + exp(alpha * -g)) * (u + 1) in that order.
+  virtual absl::Status ClampedSwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float alpha, float limit,
+                                     float* out) {
+    return NoExperts();
+  }
   // out[r] = y[r k] w[r k] + y[r k + 1] w[r k + 1] + ... + y[r k + k - 1] w[r k + k - 1] for m
   // rows of n: each product rounded, the sum in slot order from the first product (llama.cpp's
   // order: the token's experts by decreasing weight).

@@ -202,7 +202,7 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
     w.AddString(a + "rope.scaling.type", "yarn");
     w.AddFloat32(a + "rope.scaling.factor", static_cast<float>(p.yarn_factor));
     w.AddUint32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(p.yarn_original_context));
-    w.AddFloat32(a + "rope.scaling.yarn_log_multiplier", 1.0f);
+    if (p.yarn_log_multiplier != 0) w.AddFloat32(a + "rope.scaling.yarn_log_multiplier", p.yarn_log_multiplier);
   }
   if (d.longrope) {  // LongRoPE (Phi-3.5's keys): the short factors below a 64-position original context,
     // the attention factor as llama.cpp's converter derives it, sqrt(1 + ln(scale) / ln(original))
@@ -333,6 +333,17 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       if (stores_kv) norm(b + "attn_k_norm.weight", hd, p.qk_norm_scale);
     }
     if (!shape.recurrent(l)) matrix(b + "attn_output.weight", q_dim, p.n_embd, dtype);
+    if (d.parts.output_bias) {  // about the residual stream's size, which a larger constant would drown
+      std::vector<float> v(static_cast<size_t>(p.n_embd));
+      FillUniform(seed, stream++, 0.02f, &v);
+      w.AddTensor(b + "attn_output.bias", GgmlType::kF32, {p.n_embd}, Encode(v, GgmlType::kF32));
+    }
+    if (d.parts.sinks) {  // logits of 0 to 4: a sink takes a visible share beside a random model's scores
+      std::vector<float> sinks(static_cast<size_t>(p.n_head));
+      FillUniform(seed, stream++, 2.0f, &sinks);
+      for (float& x : sinks) x += 2.0f;
+      w.AddTensor(b + "attn_sinks.weight", GgmlType::kF32, {p.n_head}, Encode(sinks, GgmlType::kF32));
+    }
     if (p.n_expert > 0) {
       // The router in f32 (llama.cpp's quantizer leaves it), its logits spread a few units apart so
       // that a token's choice is clear; then the experts' 3-D tensors.
@@ -342,6 +353,21 @@ absl::Status MakeModel(const ModelPreset& p, GgmlType dtype, const std::string& 
       experts(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp);
       experts(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp);
       experts(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd);
+      if (d.parts.expert_biases) {  // [n_expert][width] in f32 (GGUF dims {width, n_expert})
+        bias(b + "ffn_gate_inp.bias", p.n_expert);
+        struct Bias {
+          const char* name;
+          int64_t width;
+          float size;  // the down product's about the residual stream's, as the output bias
+        };
+        for (const Bias& x : {Bias{"ffn_gate_exps.bias", p.n_ff_exp, 8.0f}, Bias{"ffn_up_exps.bias", p.n_ff_exp, 8.0f},
+                              Bias{"ffn_down_exps.bias", p.n_embd, 0.02f}}) {
+          const auto [name, width, size] = x;
+          std::vector<float> v(static_cast<size_t>(width * p.n_expert));
+          FillUniform(seed, stream++, size, &v);
+          w.AddTensor(b + name, GgmlType::kF32, {width, p.n_expert}, Encode(v, GgmlType::kF32));
+        }
+      }
       if (d.parts.dense_with_experts) {  // Gemma 4's norms around its experts, and their scales
         norm(b + "ffn_gate_inp.scale", p.n_embd);
         norm(b + "pre_ffw_norm_2.weight", p.n_embd);

@@ -15,6 +15,8 @@ template <typename Vec>
 struct LayerTensors {
   Vec attn_norm, attn_post_norm, ffn_norm, ffn_post_norm;  // post norms: Gemma 2 and 3
   Vec bq, bk, bv;                                          // attention biases: Qwen2
+  Vec bo;     // the attention output's bias (gpt-oss)
+  Vec sinks;  // a logit per query head its softmax also counts (gpt-oss: AttentionShape::sinks)
   Vec q_norm, k_norm;                                      // per-head norms, head_dim each: Qwen3, Gemma 3
   Vec v_norm;  // values normalized per head without a weight (ones, head_dim): Gemma 4
   // A layer sharing an earlier layer's K/V (ModelConfig::kv_layer) has no wk, wv, bk, bv, k_norm,
@@ -42,6 +44,9 @@ struct LayerTensors {
   // Each expert's output multiplied by its value (ffn_down_exps.scale; host memory on a backend too,
   // as out_scale), where the file has it.
   std::vector<float> exp_scale;
+  // Biases (gpt-oss): the router's (n_expert), and each expert's on its gate and up products
+  // ([n_expert][n_ff_exp] each) and on its down product ([n_expert][n_embd]).
+  Vec router_bias, exp_gate_bias, exp_up_bias, exp_down_bias;
   // Gemma 4's experts beside its dense FFN: the router's input norm (its scale over sqrt(n_embd)),
   // the experts' input norm, and the dense and expert outputs' norms.
   Vec router_norm, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;

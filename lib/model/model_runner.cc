@@ -91,7 +91,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
                             {&L.v_norm, &R.v_norm}, {&L.inp_post_norm, &R.inp_post_norm}, {&L.ssm_conv, &R.ssm_conv},
                             {&L.ssm_dt, &R.ssm_dt}, {&L.ssm_a, &R.ssm_a}, {&L.ssm_norm, &R.ssm_norm},
                             {&L.router_norm, &R.router_norm}, {&L.ffn_pre_norm_2, &R.ffn_pre_norm_2},
-                            {&L.ffn_post_norm_1, &R.ffn_post_norm_1}, {&L.ffn_post_norm_2, &R.ffn_post_norm_2}}) {
+                            {&L.ffn_post_norm_1, &R.ffn_post_norm_1}, {&L.ffn_post_norm_2, &R.ffn_post_norm_2},
+                            {&L.bo, &R.bo}, {&L.sinks, &R.sinks}, {&L.router_bias, &R.router_bias},
+                            {&L.exp_gate_bias, &R.exp_gate_bias}, {&L.exp_up_bias, &R.exp_up_bias},
+                            {&L.exp_down_bias, &R.exp_down_bias}}) {
       LLM42_ASSIGN_OR_RETURN(*to, UploadOptional(be, *from));
     }
     // The matrices MatMulShared takes together are uploaded together (Backend::UploadWeights); a

@@ -123,6 +123,16 @@ bool IsMark(char32_t c) {
   }
 }
 
+// \s*[\r\n]+ at i: whitespace up to and including the run's last newline; 0 when the run has none.
+size_t NewlineRun(const CodePoints& t, size_t i) {
+  const size_t run = RunLength(t, i, IsSpace);
+  size_t last_newline = 0;
+  for (size_t k = 0; k < run; ++k) {
+    if (IsNewline(t.at(i + k))) last_newline = k + 1;
+  }
+  return last_newline;
+}
+
 size_t MatchLlama3(const CodePoints& t, size_t i, size_t max_digits, bool marks = false) {
   if (size_t n = Contraction(t, i, /*ignore_case=*/true)) return n;
   const char32_t c = t.at(i);
@@ -139,13 +149,66 @@ size_t MatchLlama3(const CodePoints& t, size_t i, size_t max_digits, bool marks 
     size_t n = sp + RunLength(t, i + sp, other);
     return n + RunLength(t, i + n, IsNewline);
   }
-  // \s*[\r\n]+: whitespace up to and including the run's last newline
-  const size_t run = RunLength(t, i, IsSpace);
-  size_t last_newline = 0;
-  for (size_t k = 0; k < run; ++k) {
-    if (IsNewline(t.at(i + k))) last_newline = k + 1;
+  if (const size_t n = NewlineRun(t, i)) return n;
+  return TrailingSpaceRun(t, i);
+}
+
+// The o200k regex's letter classes: [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (a word's capitals) and
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}] (its small letters); modifier and other letters and marks are both.
+bool IsCapitalClass(char32_t c) {
+  if (c == kEnd) return false;
+  const utf8proc_category_t k = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LT || k == UTF8PROC_CATEGORY_LM ||
+         k == UTF8PROC_CATEGORY_LO || IsMark(c);
+}
+bool IsSmallClass(char32_t c) {
+  if (c == kEnd) return false;
+  const utf8proc_category_t k = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_LO || IsMark(c);
+}
+
+// A word of the o200k regex's first two alternatives from j (i being where the match began),
+// with its optional contraction; 0 when none. `first`: C*S+ — the longest run of capitals after
+// which a small letter stands, backtracking to the last capital-class character that is also small;
+// else C+S*.
+size_t O200kWord(const CodePoints& t, size_t i, size_t j, bool first) {
+  const size_t caps = RunLength(t, j, IsCapitalClass);
+  size_t end = 0;
+  if (first) {
+    size_t k = caps;
+    while (!IsSmallClass(t.at(j + k))) {
+      if (k == 0) return 0;
+      --k;
+    }
+    end = j + k + RunLength(t, j + k, IsSmallClass);
+  } else {
+    if (caps == 0) return 0;
+    end = j + caps + RunLength(t, j + caps, IsSmallClass);
   }
-  if (last_newline > 0) return last_newline;
+  return end - i + Contraction(t, end, /*ignore_case=*/true);
+}
+
+// o200k (gpt-4o, gpt-oss):
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//  |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//  |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// Each word alternative tries its optional leading character first, then none.
+size_t MatchO200k(const CodePoints& t, size_t i) {
+  const char32_t c = t.at(i);
+  const bool lead = !IsNewline(c) && !IsLetter(c) && !IsNumber(c);
+  for (const bool first : {true, false}) {
+    if (lead) {
+      if (const size_t n = O200kWord(t, i, i + 1, first)) return n;
+    }
+    if (const size_t n = O200kWord(t, i, i, first)) return n;
+  }
+  if (IsNumber(c)) return RunLength(t, i, IsNumber, 3);
+  const size_t sp = c == ' ' ? 1 : 0;
+  if (IsOther(t.at(i + sp))) {
+    const size_t n = sp + RunLength(t, i + sp, IsOther);
+    return n + RunLength(t, i + n, [](char32_t x) { return IsNewline(x) || x == '/'; });
+  }
+  if (const size_t n = NewlineRun(t, i)) return n;
   return TrailingSpaceRun(t, i);
 }
 
@@ -157,6 +220,7 @@ std::optional<PreTokenizer> PreTokenizerFromName(std::string_view name) {
   if (name == "qwen2") return PreTokenizer::kQwen2;
   if (name == "qwen35") return PreTokenizer::kQwen35;
   if (name == "gemma4") return PreTokenizer::kNewlineRuns;
+  if (name == "gpt-4o") return PreTokenizer::kO200k;
   return std::nullopt;
 }
 
@@ -170,6 +234,7 @@ std::vector<std::string_view> PreTokenize(PreTokenizer kind, std::string_view te
       case PreTokenizer::kLlama3: n = MatchLlama3(t, i, 3); break;
       case PreTokenizer::kQwen2: n = MatchLlama3(t, i, 1); break;
       case PreTokenizer::kQwen35: n = MatchLlama3(t, i, 1, /*marks=*/true); break;
+      case PreTokenizer::kO200k: n = MatchO200k(t, i); break;
       case PreTokenizer::kNewlineRuns: {
         const bool newline = t.at(i) == '\n';
         while (i + n < t.size() && (t.at(i + n) == '\n') == newline) ++n;

@@ -24,6 +24,10 @@ enum class PreTokenizer {
   kQwen35,
   // Gemma 4 (spaces already U+2581): [^\n]+|[\n]+ — runs of newlines and of anything else.
   kNewlineRuns,
+  // o200k (GGUF's "gpt-4o": GPT-4o, gpt-oss): words split at capitals, contractions as their
+  // suffixes, digits in threes, punctuation runs taking the newlines and slashes after them
+  // (pretokenizer.cc gives the expression).
+  kO200k,
 };
 
 // The pre-tokenizer GGUF calls `name`; nullopt for ones llm42 does not implement.

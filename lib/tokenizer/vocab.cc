@@ -136,9 +136,21 @@ absl::StatusOr<Vocab> Vocab::FromSpec(VocabSpec spec) {
 
   if (v.eos_ >= 0) v.end_of_generation_.push_back(v.eos_);
   if (spec.eot >= 0) v.end_of_generation_.push_back(spec.eot);
+  auto control = [&v](std::string_view text) {
+    const std::optional<int32_t> id = v.Find(text);
+    return id && v.type(*id) == TokenType::kControl ? id : std::nullopt;
+  };
+  // o200k_harmony (gpt-oss): a message's <|end|> is followed by the assistant's next message (its
+  // analysis channel's, then its final one's), and <|return|> and <|call|> end its turn: where the
+  // vocabulary has both, they end generation and <|end|> does not (llama.cpp's rule).
+  const bool harmony = control("<|return|>") && control("<|call|>");
   for (const char* text : kEndOfTurnTexts) {
-    auto id = v.Find(text);
-    if (id && v.type(*id) == TokenType::kControl) v.end_of_generation_.push_back(*id);
+    if (harmony && std::string_view(text) == "<|end|>") continue;
+    if (const std::optional<int32_t> id = control(text)) v.end_of_generation_.push_back(*id);
+  }
+  if (harmony) {
+    v.end_of_generation_.push_back(*control("<|return|>"));
+    v.end_of_generation_.push_back(*control("<|call|>"));
   }
   return v;
 }

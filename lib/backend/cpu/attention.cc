@@ -775,4 +775,15 @@ void Combine(Partial& a, float* oa, const Partial& b, const float* ob, int64_t h
   a.max = m;
 }
 
+void Normalize(Partial total, const float* sink, float* o, int64_t hd) {
+  if (sink != nullptr) {  // Combine's arithmetic with a partial of one score and no value
+    const float m = std::max(total.max, *sink);
+    const float c = PortableExpf(total.max - m);
+    total.sum = total.sum * c + PortableExpf(*sink - m);
+    for (int64_t d = 0; d < hd; ++d) o[d] *= c;
+  }
+  const float inv = 1.0f / total.sum;
+  for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+}
+
 }  // namespace llm42::internal

@@ -92,6 +92,11 @@ AttendHeadsFn SelectAttendHeads(KvDtype dtype, bool simd, int64_t hd);
 
 // Folds partial b (output ob) into a (output oa).
 void Combine(Partial& a, float* oa, const Partial& b, const float* ob, int64_t hd);
+// The unnormalized output o of a query's whole range (state `total`) divided by its softmax's sum,
+// which also counts exp(*sink) where the head has a sink (AttentionShape::sinks; nullptr: none):
+// the sink folded in as Combine folds a partial of one score, then o[d] *= 1 / sum. Every path's
+// last step, so that all give the same bits.
+void Normalize(Partial total, const float* sink, float* o, int64_t hd);
 
 }  // namespace llm42::internal
 

@@ -216,6 +216,17 @@ absl::Status CpuBackend::SigmoidScaleRows(float* x, int64_t m, int64_t n, const 
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::ClampedSwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float alpha,
+                                       float limit, float* out) {
+  ForRows(m * n, 32, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+      out[i] = g / (1.0f + PortableExpf(alpha * -g)) * (u + 1.0f);
+    }
+  });
+  return absl::OkStatus();
+}
+
 uint8_t* CpuBackend::Key(int64_t layer, const int32_t* table, int64_t p) const {
   const KvShape& k = kv_shape_;
   return kv_.data() + (table[p / k.block_size] * kv_block_elements_ + kv_layer_offsets_[static_cast<size_t>(layer)] +
@@ -771,9 +782,8 @@ absl::Status CpuBackend::Attention(int64_t layer, const float* q, const Attentio
         }
       }
       for (int j = 0; j < n; ++j) {
-        const float inv = 1.0f / total[j].sum;
-        float* o = out + items_b[j] * hd;
-        for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+        const float* sink = shape.sinks != nullptr ? shape.sinks + items_b[j] % n_head : nullptr;
+        internal::Normalize(total[j], sink, out + items_b[j] * hd, hd);
       }
     }
   });
@@ -841,8 +851,7 @@ void CpuBackend::AttendDecodeRows(internal::AttendHeadsFn heads, const internal:
         internal::Combine(total, o, decode_parts_[static_cast<size_t>(r * n_head + h)],
                           decode_out_.data() + r * width + h * hd, hd);
       }
-      const float inv = 1.0f / total.sum;
-      for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+      internal::Normalize(total, shape.sinks != nullptr ? shape.sinks + h : nullptr, o, hd);
     }
   }
 }

@@ -104,6 +104,8 @@ class CpuBackend final : public Backend {
   absl::Status ScatterRows(const float* x, int64_t n_cols, std::span<const int32_t> rows, float* out) override;
   absl::Status MixExperts(const float* y, const float* weights, int64_t m, int64_t k, int64_t n, float* out) override;
   absl::Status SigmoidScaleRows(float* x, int64_t m, int64_t n, const float* gate) override;
+  absl::Status ClampedSwiGlu(const float* gate, const float* up, int64_t m, int64_t n, float alpha, float limit,
+                             float* out) override;
   // In place (the rows are host memory), a row per task on the pool.
   absl::Status ArgmaxRows(const float* x, int64_t n_cols, std::span<const int32_t> rows,
                           ArgmaxSummary* host_out) override;

@@ -466,6 +466,7 @@ absl::StatusOr<const CudaBackend::ShapePlan*> CudaBackend::PlanFor(const Attenti
 absl::Status CudaBackend::Attention(int64_t layer, const float* q, const AttentionShape& shape, float* out,
                                     Schedules s) {
   if (kv_.get() == nullptr) return absl::FailedPreconditionError("no KV storage was allocated");
+  if (shape.sinks != nullptr) return absl::UnimplementedError("attention sinks are not implemented on CUDA");
   LLM42_ASSIGN_OR_RETURN(const ShapePlan* p, PlanFor(shape, s));
   const AttentionSplits& splits = p->splits;
   const bool planned = splits.max_spans > 1 || !splits.tiles.empty();

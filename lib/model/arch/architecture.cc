@@ -21,12 +21,13 @@ const Architecture& Phi3Architecture();
 const Architecture& Mistral3Architecture();
 const Architecture& Qwen3MoeArchitecture();
 const Architecture& Qwen35MoeArchitecture();
+const Architecture& GptOssArchitecture();
 
 std::span<const Architecture* const> Architectures() {
   static const Architecture* const all[] = {&LlamaArchitecture(),  &Qwen2Architecture(),  &Qwen3Architecture(),
                                             &Gemma2Architecture(), &Gemma3Architecture(), &Gemma4Architecture(),
                                             &Phi3Architecture(),   &Mistral3Architecture(), &Qwen35Architecture(),
-                                            &Qwen3MoeArchitecture(), &Qwen35MoeArchitecture()};
+                                            &Qwen3MoeArchitecture(), &Qwen35MoeArchitecture(), &GptOssArchitecture()};
   return all;
 }
 
@@ -70,6 +71,11 @@ absl::StatusOr<int64_t> IntKeyIn(const GgufFile& f, const std::string& key, int6
   LLM42_ASSIGN_OR_RETURN(const int64_t v, f.GetInt(key));
   if (v < lo || v > hi) return FormatError("key '", key, "' = ", v, " is out of range (", lo, "..", hi, ")");
   return v;
+}
+
+void SlideByPattern(ModelConfig& c, int64_t pattern) {
+  c.layer_sliding.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l) c.layer_sliding[static_cast<size_t>(l)] = l % pattern < pattern - 1;
 }
 
 namespace {

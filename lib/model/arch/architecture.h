@@ -40,6 +40,12 @@ struct LayerParts {
   std::string_view ffn_norm = "ffn_norm";
   // Gemma 4's: a layer with experts keeps its dense FFN beside them.
   bool dense_with_experts = false;
+  // gpt-oss's: blk.N.attn_sinks.weight (a logit per query head, AttentionShape::sinks),
+  // blk.N.attn_output.bias, and biases on the router and the experts (ffn_gate_inp.bias,
+  // ffn_{gate,up,down}_exps.bias), each required.
+  bool sinks = false;
+  bool output_bias = false;
+  bool expert_biases = false;
 };
 
 // One float key an architecture reads beyond the common ones: {arch}.suffix into a ModelConfig
@@ -85,8 +91,9 @@ struct ArchitectureData {
   std::vector<ModelPreset> presets = {};  // make-model's random models of it
 };
 
-// A feed-forward block's gate activation: SiLU (SwiGLU) or GELU's tanh form (GeGLU).
-enum class Activation { kSilu, kGeluTanh };
+// A feed-forward block's gate activation: SiLU (SwiGLU), GELU's tanh form (GeGLU), or gpt-oss's
+// clamped SwiGLU (Backend::ClampedSwiGlu with alpha 1.702 and limit 7, its experts' only).
+enum class Activation { kSilu, kGeluTanh, kClampedSilu };
 
 struct ExpertWork;  // lib/model/arch/experts.h
 
@@ -144,6 +151,10 @@ std::span<const HfFamily* const> HfFamilies();
 
 // Integer key `key` of f within lo..hi: FORMAT_ERROR naming it (and the range) otherwise.
 absl::StatusOr<int64_t> IntKeyIn(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi);
+
+// Which layers slide, by llama.cpp's rule for a period of `pattern` layers: every layer l where
+// l % pattern < pattern - 1 (2: the even layers; 6: five of each six).
+void SlideByPattern(ModelConfig& c, int64_t pattern);
 
 // The data's part of a config: RoPE style, {arch}.attention.sliding_window (FORMAT_ERROR for 0 or
 // a window past the training context, or a required one missing), the ArchKeys, and the experts'

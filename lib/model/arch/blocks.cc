@@ -54,6 +54,15 @@ absl::Status LoadAttentionTensors(TensorReader& r, const ModelConfig& c, int64_t
     }
   }
   LLM42_ASSIGN_OR_RETURN(L.wo, r.Matrix(p + "attn_output.weight", qd, e));
+  if (parts.output_bias) {
+    LLM42_ASSIGN_OR_RETURN(L.bo, r.Vector(p + "attn_output.bias", e));
+  }
+  if (parts.sinks) {
+    LLM42_ASSIGN_OR_RETURN(L.sinks, r.Vector(p + "attn_sinks.weight", c.n_head));
+    for (const float s : L.sinks) {
+      if (!std::isfinite(s)) return FormatError("tensor '", p, "attn_sinks.weight' holds ", s, " (finite logits)");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -73,7 +82,7 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
   } else {
     LLM42_RETURN_IF_ERROR(LoadAttentionTensors(r, c, l, parts, L));
   }
-  if (c.n_expert > 0) LLM42_RETURN_IF_ERROR(LoadExpertTensors(r, c, l, L));
+  if (c.n_expert > 0) LLM42_RETURN_IF_ERROR(LoadExpertTensors(r, c, l, parts.expert_biases, L));
   if (c.n_expert == 0 || parts.dense_with_experts) {  // the dense FFN
     if (parts.fused && !r.Has(p + "ffn_gate.weight")) {
       LLM42_ASSIGN_OR_RETURN(const WeightMatrix gate_up, r.Matrix(p + "ffn_up.weight", e, 2 * ff));
@@ -144,24 +153,32 @@ absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L) {
   } else {
     LLM42_RETURN_IF_ERROR(be.Rope(g.q, h.n_head, h.head_dim, g.rope, g.sc));
   }
-  LLM42_RETURN_IF_ERROR(be.Attention(g.kv_layer, g.q, h, g.attn, g.sc));
+  AttentionShape with_sinks = h;
+  with_sinks.sinks = L.sinks;
+  LLM42_RETURN_IF_ERROR(be.Attention(g.kv_layer, g.q, with_sinks, g.attn, g.sc));
   if (gated) LLM42_RETURN_IF_ERROR(be.SigmoidMul(g.attn, g.up, static_cast<size_t>(m * qd)));
   LLM42_RETURN_IF_ERROR(be.MatMul(g.attn, m, L.wo, g.proj, g.sc));
+  if (L.bo != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.proj, m, e, L.bo));
   if (L.attn_post_norm != nullptr) LLM42_RETURN_IF_ERROR(be.RmsNorm(g.proj, L.attn_post_norm, m, e, c.rms_eps, g.proj, g.sc));
   return absl::OkStatus();  // g.proj: the residual BlockArchitecture::Layer adds
 }
 
+absl::Status GatedActivation(Backend& be, Activation act, float* gate, const float* up, int64_t m, int64_t n,
+                             Schedules s) {
+  switch (act) {
+    case Activation::kSilu: return be.SwiGlu(gate, up, m, n, gate, s);
+    case Activation::kGeluTanh: return be.GeluGlu(gate, up, m, n, gate);
+    case Activation::kClampedSilu: return be.ClampedSwiGlu(gate, up, m, n, 1.702f, 7.0f, gate);
+  }
+  return absl::InternalError("unknown activation");
+}
+
 absl::Status FeedForward(const LayerGraph& g, const BackendLayer& L, Activation act, float* out) {
   Backend& be = g.be;
-  const ModelConfig& c = g.c;
   const int64_t m = g.m;
   const Backend::MatMulOutput gate_up[] = {{&L.w_gate, g.gate}, {&L.w_up, g.up}};
   LLM42_RETURN_IF_ERROR(be.MatMulShared(g.xn, m, gate_up, g.sc));
-  if (act == Activation::kSilu) {
-    LLM42_RETURN_IF_ERROR(be.SwiGlu(g.gate, g.up, m, c.n_ff_of(g.layer), g.gate, g.sc));
-  } else {
-    LLM42_RETURN_IF_ERROR(be.GeluGlu(g.gate, g.up, m, c.n_ff_of(g.layer), g.gate));
-  }
+  LLM42_RETURN_IF_ERROR(GatedActivation(be, act, g.gate, g.up, m, g.c.n_ff_of(g.layer), g.sc));
   return be.MatMul(g.gate, m, L.w_down, out, g.sc);
 }
 

@@ -14,7 +14,8 @@
 namespace llm42 {
 
 // The layer's tensors by GGUF's names (blk.N.attn_norm, attn_q/k/v, attn_output, ffn_norm,
-// ffn_gate/up/down or the experts' (experts.h), and `parts`).
+// ffn_gate/up/down or the experts' (experts.h), and `parts`; attn_sinks.weight: FORMAT_ERROR for a
+// value that is not finite).
 absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, const LayerParts& parts, HostLayer& L);
 
 // g.proj = post_norm(attention(norm(x))), the residual the caller adds to x: the layer's norm,
@@ -22,6 +23,10 @@ absl::Status LoadLayerTensors(TensorReader& r, const ModelConfig& c, int64_t l, 
 // (one op), attention (g.heads), the output projection, its post norm; each optional part where
 // the layer has the tensor.
 absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L);
+
+// gate = act(gate) * up for m rows of n, by the backend's op for `act`.
+absl::Status GatedActivation(Backend& be, Activation act, float* gate, const float* up, int64_t m, int64_t n,
+                             Schedules s);
 
 // out = down(act(gate(xn)) * up(xn)), xn being norm(x), which the caller has taken (g.gate and g.up
 // its scratch).

@@ -1,11 +1,12 @@
 #include "lib/model/arch/experts.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/model/arch/blocks.h"
 #include "lib/util/status.h"
 
 namespace llm42 {
 
-absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L) {
+absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l, bool biases, HostLayer& L) {
   const std::string p = absl::StrCat("blk.", l, ".");
   const int64_t e = c.n_embd, ff = c.n_ff_exp, n = c.n_expert, used = c.routing.n_used;
   LLM42_ASSIGN_OR_RETURN(L.router, r.Matrix(p + "ffn_gate_inp.weight", e, n));
@@ -21,6 +22,12 @@ absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l,
   }
   LLM42_ASSIGN_OR_RETURN(L.exp_down, r.Experts(p + "ffn_down_exps.weight", ff, e, n, used));
   LLM42_ASSIGN_OR_RETURN(L.exp_scale, r.OptionalVector(p + "ffn_down_exps.scale", n));
+  if (biases) {  // [n_expert][width] each (GGUF dims {width, n_expert})
+    LLM42_ASSIGN_OR_RETURN(L.router_bias, r.Vector(p + "ffn_gate_inp.bias", n));
+    LLM42_ASSIGN_OR_RETURN(L.exp_gate_bias, r.Values(p + "ffn_gate_exps.bias", ff, n));
+    LLM42_ASSIGN_OR_RETURN(L.exp_up_bias, r.Values(p + "ffn_up_exps.bias", ff, n));
+    LLM42_ASSIGN_OR_RETURN(L.exp_down_bias, r.Values(p + "ffn_down_exps.bias", e, n));
+  }
   for (const char* unread : {"ffn_gate_exps.scale", "ffn_up_exps.scale", "ffn_gate_up_exps.scale"}) {
     if (r.Has(p + unread)) return UnsupportedError("tensor '", p, unread, "' (scales on the experts' inputs) is not supported");
   }
@@ -42,6 +49,7 @@ absl::Status Experts(const LayerGraph& g, const BackendLayer& L, Activation act,
   const int64_t m = g.m, e = c.n_embd, ff = c.n_ff_exp, n = c.n_expert, k = c.routing.n_used, pairs = m * k;
   // The router's logits, under each row's schedule; each row's experts and weights.
   LLM42_RETURN_IF_ERROR(be.MatMul(router_in, m, L.router, w.logits, g.sc));
+  if (L.router_bias != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(w.logits, m, n, L.router_bias));
   w.ids.resize(static_cast<size_t>(pairs));
   LLM42_RETURN_IF_ERROR(be.RouteExperts(w.logits, m, c.routing, w.ids.data(), w.weights));
   // The pairs grouped by expert (a counting sort: row order within each expert).
@@ -74,17 +82,20 @@ absl::Status Experts(const LayerGraph& g, const BackendLayer& L, Activation act,
     const Backend::MatMulOutput gate_up[] = {{&L.exp_gate[static_cast<size_t>(x)], w.gate + first * ff},
                                              {&L.exp_up[static_cast<size_t>(x)], w.up + first * ff}};
     LLM42_RETURN_IF_ERROR(be.MatMulShared(w.in + first * e, count, gate_up, s));
+    if (L.exp_gate_bias != nullptr) {
+      LLM42_RETURN_IF_ERROR(be.AddBias(w.gate + first * ff, count, ff, L.exp_gate_bias + x * ff));
+      LLM42_RETURN_IF_ERROR(be.AddBias(w.up + first * ff, count, ff, L.exp_up_bias + x * ff));
+    }
   }
-  if (act == Activation::kSilu) {
-    LLM42_RETURN_IF_ERROR(be.SwiGlu(w.gate, w.up, pairs, ff, w.gate, all));
-  } else {
-    LLM42_RETURN_IF_ERROR(be.GeluGlu(w.gate, w.up, pairs, ff, w.gate));
-  }
+  LLM42_RETURN_IF_ERROR(GatedActivation(be, act, w.gate, w.up, pairs, ff, all));
   for (int64_t x = 0; x < n; ++x) {
     int64_t first, count;
     const Schedules s = rows_of(x, &first, &count);
     if (count == 0) continue;
     LLM42_RETURN_IF_ERROR(be.MatMul(w.gate + first * ff, count, L.exp_down[static_cast<size_t>(x)], w.out + first * e, s));
+    if (L.exp_down_bias != nullptr) {
+      LLM42_RETURN_IF_ERROR(be.AddBias(w.out + first * e, count, e, L.exp_down_bias + x * e));
+    }
     if (!L.exp_scale.empty()) {
       LLM42_RETURN_IF_ERROR(be.Scale(w.out + first * e, static_cast<size_t>(count * e), L.exp_scale[static_cast<size_t>(x)]));
     }

@@ -41,13 +41,14 @@ struct ExpertWork {
 // Layer l's router and experts (blk.N.ffn_gate_inp, ffn_gate_exps and ffn_up_exps or the fused
 // ffn_gate_up_exps, ffn_down_exps; llama.cpp's names and shapes), in place of the dense FFN, and
 // a shared expert where the file has one (ffn_gate_inp_shexp, a vector; ffn_gate_shexp,
-// ffn_up_shexp, ffn_down_shexp).
-absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l, HostLayer& L);
+// ffn_up_shexp, ffn_down_shexp); with `biases`, the router's and the experts' biases
+// (ffn_gate_inp.bias, ffn_gate_exps.bias, ffn_up_exps.bias, ffn_down_exps.bias: gpt-oss's).
+absl::Status LoadExpertTensors(TensorReader& r, const ModelConfig& c, int64_t l, bool biases, HostLayer& L);
 
 // out = the experts' weighted sum (and the shared expert's gated output) for the rows of `in`
-// ([m][n_embd]), routed by the router's logits for `router_in`'s rows, with `act` as the experts'
-// gate activation; each expert's output times its ffn_down_exps.scale value where the layer has
-// them. out may be none of g.experts' buffers but router_in and sum.
+// ([m][n_embd]), routed by the router's logits for `router_in`'s rows (plus its bias), with `act`
+// as the experts' gate activation (their gate and up products plus their biases); each expert's
+// output plus its bias, times its ffn_down_exps.scale value, where the layer has them. out may be none of g.experts' buffers but router_in and sum.
 absl::Status Experts(const LayerGraph& g, const BackendLayer& L, Activation act, const float* router_in,
                      const float* in, float* out);
 

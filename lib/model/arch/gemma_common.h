@@ -28,14 +28,13 @@ inline ArchitectureData GemmaData() {
 
 // Embeddings scaled by sqrt(n_embd); scores by 1 / sqrt(query_pre_attn_scalar), which GGUF does
 // not carry: head_dim but for the 27B models (`layers_27b` layers: Gemma 2 46, Gemma 3 62), whose
-// is n_embd / n_head (llama.cpp's rule); every layer where layer % pattern < pattern - 1 slides
-// (Gemma 2: 2, even layers; Gemma 3: 6, five of six).
+// is n_embd / n_head (llama.cpp's rule); layers slide by `pattern` (SlideByPattern: Gemma 2's 2,
+// even layers; Gemma 3's 6, five of six).
 inline void ReadGemmaCommon(ModelConfig& c, int64_t layers_27b, int64_t pattern) {
   c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
   const int64_t scalar = c.n_layer == layers_27b ? c.n_embd / c.n_head : c.head_dim;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
-  c.layer_sliding.assign(static_cast<size_t>(c.n_layer), 0);
-  for (int64_t l = 0; l < c.n_layer; ++l) c.layer_sliding[static_cast<size_t>(l)] = l % pattern < pattern - 1;
+  SlideByPattern(c, pattern);
 }
 
 }  // namespace llm42

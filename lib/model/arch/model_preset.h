@@ -19,10 +19,11 @@ struct ModelPreset {
   int64_t sliding_window = 0;  // attention.sliding_window where nonzero
   // Values of the architecture's own keys (ArchKey::suffix) other than their fallbacks.
   std::vector<std::pair<std::string, float>> keys = {};
-  // YaRN RoPE scaling by this factor over this original context (0: none), with
-  // yarn_log_multiplier 1 (Ministral 3's mscale_all_dim).
+  // YaRN RoPE scaling by this factor over this original context (0: none), with this
+  // yarn_log_multiplier (Ministral 3's mscale_all_dim, 1; 0: the key not written, gpt-oss's).
   double yarn_factor = 0;
   int64_t yarn_original_context = 0;
+  float yarn_log_multiplier = 1;
   // Layers of different shapes (Gemma 4; ModelConfig's fields of the same names): which layers
   // slide (attention.sliding_window_pattern; empty: the architecture's rule), their head width
   // (attention.key_length_swa; 0: head_dim), KV heads and FFN widths per layer (arrays; empty:
