@@ -151,8 +151,9 @@ TEST(BpeTokenizer, O200kSplitsAsItsRegex) {
 }
 
 // o200k_harmony's turn ends (gpt-oss): with <|return|> and <|call|> in the vocabulary those two end
-// generation and <|end|> (which closes the analysis message before the final one) does not; a
-// vocabulary without them keeps <|end|> as the end of a turn (Phi-3's).
+// generation and <|end|> (which closes the analysis message before the final one) does not, and
+// its messages' markers are written out, as llama.cpp has them; a vocabulary without them keeps
+// <|end|> as the end of a turn (Phi-3's) and its control tokens as they are.
 TEST(Vocab, HarmonyEndsAtReturnAndCallNotAtEnd) {
   auto vocab = [](std::vector<std::string> specials) {
     VocabSpec spec;
@@ -168,13 +169,18 @@ TEST(Vocab, HarmonyEndsAtReturnAndCallNotAtEnd) {
     EXPECT_TRUE(v.ok()) << v.status();
     return std::move(v).value();
   };
-  const Vocab harmony = vocab({"<|end|>", "<|return|>", "<|call|>"});
+  const Vocab harmony = vocab({"<|end|>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>", "<|start|>"});
   EXPECT_FALSE(harmony.IsEndOfGeneration(2));
   EXPECT_TRUE(harmony.IsEndOfGeneration(3));
   EXPECT_TRUE(harmony.IsEndOfGeneration(4));
   EXPECT_FALSE(harmony.IsEndOfGeneration(0));
-  const Vocab phi = vocab({"<|end|>"});
+  // Its messages' markers are written out (so that a reply's channels can be told apart), its
+  // turn's ends are not.
+  for (int32_t id : {2, 5, 6, 7}) EXPECT_EQ(harmony.type(id), TokenType::kUserDefined) << harmony.text(id);
+  for (int32_t id : {3, 4}) EXPECT_EQ(harmony.type(id), TokenType::kControl) << harmony.text(id);
+  const Vocab phi = vocab({"<|end|>", "<|message|>"});
   EXPECT_TRUE(phi.IsEndOfGeneration(2));
+  EXPECT_EQ(phi.type(3), TokenType::kControl);
 }
 
 TEST(BpeTokenizer, UnknownPreTokenizerIsUnsupported) {

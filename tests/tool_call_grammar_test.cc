@@ -58,7 +58,18 @@ TEST(ToolCallGrammar, AcceptsTheTemplatesCallsAndRefusesOthers) {
   const std::string hermes_move = "<tool_call>\n{\"name\": \"move_to\", \"arguments\": {\"x\": 1.5, \"y\": -2}}\n</tool_call>";
   const std::string mistral = "[TOOL_CALLS][{\"name\": \"give_item\", \"arguments\": {\"player\": \"Bo\", \"item\": \"potion\", \"count\": 3}}]";
   const std::string llama3 = "{\"name\": \"say\", \"parameters\": {\"line\": \"Hi there\"}}";
+  // gpt-oss's: the recipient in the role's header after the generation prompt <|start|>assistant.
+  const std::string harmony = " to=functions.give_item<|channel|>commentary json<|message|>{\"player\": \"Ann\", \"item\": \"sword\"}";
+  const std::string harmony_move = " to=functions.move_to<|channel|>commentary json<|message|>{\"x\": 1, \"y\": 2}";
+  const std::string analysis = "<|channel|>analysis<|message|>The player wants a sword.<|end|><|start|>assistant";
   const std::vector<Case> cases = {
+      {ChatSyntax::kHarmony, "required", {harmony, harmony_move},
+       {analysis + harmony, "to=functions.give_item<|channel|>commentary json<|message|>{\"player\": \"Ann\", \"item\": \"sword\"}",
+        " to=functions.jump<|channel|>commentary json<|message|>{}", harmony + harmony_move, harmony + "<|end|>"}},
+      {ChatSyntax::kHarmony, "auto", {"", analysis + "<|channel|>final<|message|>Here you are.", analysis + harmony, harmony},
+       {analysis + " to=functions.jump<|channel|>commentary json<|message|>{}", harmony + " and then text",
+        "<|channel|>final<|message|>to=functions.say"}},
+      {ChatSyntax::kHarmony, "move_to", {harmony_move}, {harmony}},
       {ChatSyntax::kHermes, "required", {hermes, "\n" + hermes, hermes + "\n" + hermes_move},
        {"Sure! " + hermes, "<tool_call>\n{\"name\": \"jump\", \"arguments\": {}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"give_item\", \"arguments\": {\"item\": \"sword\"}}\n</tool_call>",
@@ -105,6 +116,8 @@ TEST(ToolCallGrammar, BadToolsAndChoicesAreRefusedByName) {
            {ChatSyntax::kHermes, kTools, "fly", absl::StatusCode::kInvalidArgument, "names 'fly', which is no tool"},
            {ChatSyntax::kPlain, kTools, "auto", absl::StatusCode::kUnimplemented, "writes no tool calls"},
            {ChatSyntax::kGemma4, kTools, "auto", absl::StatusCode::kUnimplemented, "gemma-4"},
+           {ChatSyntax::kHarmony, R"([{"name": "look around"}])", "auto", absl::StatusCode::kInvalidArgument,
+            "tool 'look around': a name the harmony syntax cannot write"},
        }) {
     auto choice = ParseToolChoice(b.choice);
     ASSERT_TRUE(choice.ok());
@@ -137,11 +150,13 @@ TEST(ToolCallGrammar, SampledCallsParseAndValidateWithAnIndependentValidator) {
                                 "for c in calls:\n"
                                 "    schemas[c['name']].validate(c['arguments'])\n"
                                 "print('validated', len(calls))\n";
-  for (ChatSyntax syntax : {ChatSyntax::kHermes, ChatSyntax::kMistral, ChatSyntax::kLlama3}) {
+  for (ChatSyntax syntax : {ChatSyntax::kHermes, ChatSyntax::kMistral, ChatSyntax::kLlama3, ChatSyntax::kHarmony}) {
     for (const char* choice : {"required", "auto", "move_to"}) {
       SCOPED_TRACE(std::string(ChatSyntaxName(syntax)) + " " + choice);
       const std::vector<std::string> replies =
-          testing::SampleSentences(GrammarOf(syntax, choice), 300, 7, {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "{\"name\": \""});
+          testing::SampleSentences(GrammarOf(syntax, choice), 300, 7,
+                                   {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "{\"name\": \"", "to=functions.",
+                                    "<|channel|>analysis<|message|>", "<|end|><|start|>assistant"});
       nlohmann::json calls = nlohmann::json::array();
       int with_calls = 0;
       for (const std::string& reply : replies) {

@@ -1,5 +1,6 @@
 #include "lib/chat/tool_call_grammar.h"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -62,12 +63,15 @@ absl::StatusOr<std::vector<Tool>> ReadTools(std::string_view tools_json) {
   return out;
 }
 
-// How a syntax writes calls: `open` begins them (the trigger of kAuto's free text), then `calls`
-// (a GBNF expression over the rules call-I, one per tool, and `call` their alternation; `one`
-// for a single call), each call-I `head` NAME `middle` ARGS `tail` (NAME and the JSON around it
-// literal).
+// How a syntax writes calls: `open` begins them (the trigger of kAuto's free text; `lead` comes
+// before it from a reply's start otherwise), then `calls` (a GBNF expression over the rules
+// call-I, one per tool, and `call` their alternation; `one` for a single call), each call-I
+// `head` NAME `middle` ARGS `tail` (NAME and the JSON around it literal). `bare_names`: NAME
+// stands outside any quotes, ended by what follows it.
 struct CallSyntax {
   std::string open, calls, one, head, middle, tail;
+  std::string lead = "ws";
+  bool bare_names = false;
 };
 
 absl::StatusOr<CallSyntax> SyntaxOf(ChatSyntax syntax) {
@@ -81,6 +85,16 @@ absl::StatusOr<CallSyntax> SyntaxOf(ChatSyntax syntax) {
                         R"("{" ws "\"name\"" ws ":" ws "\"")", R"("\"" ws "," ws "\"arguments\"" ws ":" ws)", R"(ws "}")"};
     case ChatSyntax::kLlama3:
       return CallSyntax{"{\"name\": \"", "call", "call", "", R"("\"" ws "," ws "\"parameters\"" ws ":" ws)", R"(ws "}")"};
+    case ChatSyntax::kHarmony: {
+      // As gpt-oss's template writes a call, the recipient in the role's header after the
+      // generation prompt's <|start|>assistant: " to=functions.NAME<|channel|>commentary
+      // json<|message|>ARGS", then <|call|> (an end of generation) ends the turn: one call a reply.
+      // Before it, under kAuto, whole messages (analysis, commentary, final) as free text.
+      CallSyntax h{"to=functions.", "call", "call", "", R"("<|channel|>commentary json<|message|>")", ""};
+      h.lead = R"(" ")";
+      h.bare_names = true;
+      return h;
+    }
     case ChatSyntax::kPlain:
       return absl::UnimplementedError("the model's chat template writes no tool calls");
     default:
@@ -150,10 +164,16 @@ absl::StatusOr<std::string> ToolCallGrammar(ChatSyntax syntax, std::string_view 
     if (!schema.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("tool '", tools[i].name, "': its parameters: ", schema.status().message()));
     }
-    // The name as a JSON string's content (its quotes are the syntax's).
-    const std::string name = Json(tools[i].name).dump();
-    absl::StrAppend(&rules, "call-", i, " ::= ", s.head, s.head.empty() ? "" : " ",
-                    Literal(name.substr(1, name.size() - 2)), " ", s.middle, " ", args, " ", s.tail, "\n", *schema);
+    // The name as a JSON string's content (its quotes are the syntax's), or bare: then a name the
+    // syntax could not end (a space, '<' or a character outside printable ASCII in it) is refused.
+    std::string name = Json(tools[i].name).dump();
+    name = name.substr(1, name.size() - 2);
+    if (s.bare_names && !std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > 0x20 && c < 0x7f && c != '<'; })) {
+      return absl::InvalidArgumentError(absl::StrCat("tool '", tools[i].name, "': a name the ", ChatSyntaxName(syntax),
+                                                     " syntax cannot write (a space, '<' or a character beyond ASCII)"));
+    }
+    absl::StrAppend(&rules, "call-", i, " ::= ", s.head, s.head.empty() ? "" : " ", Literal(name), " ", s.middle, " ",
+                    args, " ", s.tail, "\n", *schema);
     calls.push_back(absl::StrCat("call-", i));
   }
   if (calls.empty()) return absl::InvalidArgumentError(absl::StrCat("tool_choice names '", choice.name, "', which is no tool"));
@@ -162,7 +182,7 @@ absl::StatusOr<std::string> ToolCallGrammar(ChatSyntax syntax, std::string_view 
   if (choice.kind == ToolChoice::Kind::kAuto) {
     absl::StrAppend(&rules, "root ::= free-0\n", FreeText(s.open, "calls"));
   } else {
-    absl::StrAppend(&rules, "root ::= ws ", Literal(s.open), " calls\n");
+    absl::StrAppend(&rules, "root ::= ", s.lead, " ", Literal(s.open), " calls\n");
   }
   return absl::StrCat(rules, std::string(JsonGbnfHelpers()));
 }

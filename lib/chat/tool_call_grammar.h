@@ -32,8 +32,11 @@ absl::StatusOr<ToolChoice> ParseToolChoice(std::string_view text);
 // and where `parallel` is false, one call only (the reply then ends with it).
 // The calls are written as the syntax's template renders them, so that ParseChatOutput(syntax)
 // reads them back: Hermes' <tool_call>{"name", "arguments"}</tool_call> (one or more), Mistral's
-// [TOOL_CALLS][{"name", "arguments"}, ...], Llama 3's {"name", "parameters"}. INVALID_ARGUMENT for
-// tools that are not such an array, a tool without a name, two of one name, a schema the grammar
+// [TOOL_CALLS][{"name", "arguments"}, ...], Llama 3's {"name", "parameters"}, harmony's (gpt-oss)
+// " to=functions.NAME<|channel|>commentary json<|message|>ARGS" after its generation prompt (one,
+// whose <|call|> ends the reply; under kAuto after any whole messages). INVALID_ARGUMENT for
+// tools that are not such an array, a tool without a name, two of one name, a name harmony cannot
+// write, a schema the grammar
 // engine refuses (naming the tool), or a named choice that is no tool; UNIMPLEMENTED for a syntax
 // whose calls are not generated yet (named) or a template that writes none (kPlain).
 absl::StatusOr<std::string> ToolCallGrammar(ChatSyntax syntax, std::string_view tools_json, const ToolChoice& choice);

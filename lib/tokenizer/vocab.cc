@@ -151,6 +151,12 @@ absl::StatusOr<Vocab> Vocab::FromSpec(VocabSpec spec) {
   if (harmony) {
     v.end_of_generation_.push_back(*control("<|return|>"));
     v.end_of_generation_.push_back(*control("<|call|>"));
+    // Its messages' markers are written out (user-defined, llama.cpp's rule for them): a reply's
+    // text keeps its channels apart (lib/chat/chat_output.h's harmony syntax reads them) and a
+    // tool call's grammar can spell them (lib/chat/tool_call_grammar.h).
+    for (std::string_view text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", "<|end|>"}) {
+      if (const std::optional<int32_t> id = control(text)) v.types_[static_cast<size_t>(*id)] = TokenType::kUserDefined;
+    }
   }
   return v;
 }

@@ -36,7 +36,16 @@ ArchitectureData Data() {
   tiny.yarn_factor = 4;
   tiny.yarn_original_context = 512;
   tiny.yarn_log_multiplier = 0;
-  d.presets = {tiny};
+  // A benchmark's: llama-110m's width and depth (12 heads of 64, 4 KV heads) with 32 experts of
+  // 512, 4 per token (qwen3moe-500m's), windows of 128 on the even layers.
+  ModelPreset bench{"gptoss-500m", 768, 12, 12, 4, 2048, 2048, "gpt-oss", false, 64, 128};
+  bench.n_expert = 32;
+  bench.n_expert_used = 4;
+  bench.n_ff_exp = 512;
+  bench.yarn_factor = 4;
+  bench.yarn_original_context = 512;
+  bench.yarn_log_multiplier = 0;
+  d.presets = {tiny, bench};
   return d;
 }
 
