@@ -62,7 +62,19 @@ TEST(ToolCallGrammar, AcceptsTheTemplatesCallsAndRefusesOthers) {
   const std::string harmony = " to=functions.give_item<|channel|>commentary json<|message|>{\"player\": \"Ann\", \"item\": \"sword\"}";
   const std::string harmony_move = " to=functions.move_to<|channel|>commentary json<|message|>{\"x\": 1, \"y\": 2}";
   const std::string analysis = "<|channel|>analysis<|message|>The player wants a sword.<|end|><|start|>assistant";
+  // Qwen3.5's XML: parameters in the schema's order, plain strings raw, others JSON.
+  const std::string xml = "<tool_call>\n<function=give_item>\n<parameter=player>\nAnn\n</parameter>\n<parameter=item>\nsword\n</parameter>\n</function>\n</tool_call>";
+  const std::string xml_move = "<tool_call>\n<function=move_to>\n<parameter=x>\n1.5\n</parameter>\n<parameter=y>\n-2\n</parameter>\n</function>\n</tool_call>";
   const std::vector<Case> cases = {
+      {ChatSyntax::kQwenXml, "required",
+       {xml, xml + "\n" + xml_move,
+        "<tool_call>\n<function=give_item>\n<parameter=player>\n42\n</parameter>\n<parameter=item>\npotion\n</parameter>\n<parameter=count>\n3\n</parameter>\n</function>\n</tool_call>"},
+       {"<tool_call>\n<function=give_item>\n<parameter=item>\nsword\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=give_item>\n<parameter=player>\nAnn\n</parameter>\n<parameter=item>\naxe\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=move_to>\n<parameter=x>\none\n</parameter>\n<parameter=y>\n2\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=give_item>\n<parameter=player>\nA very long name indeed\n</parameter>\n<parameter=item>\nsword\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=give_item>\n<parameter=player>\n<b>Ann</b>\n</parameter>\n<parameter=item>\nsword\n</parameter>\n</function>\n</tool_call>"}},
+      {ChatSyntax::kQwenXml, "auto", {"", "Let me look.\n\n" + xml}, {"<tool_call> text", xml + " after"}},
       {ChatSyntax::kHarmony, "required", {harmony, harmony_move},
        {analysis + harmony, "to=functions.give_item<|channel|>commentary json<|message|>{\"player\": \"Ann\", \"item\": \"sword\"}",
         " to=functions.jump<|channel|>commentary json<|message|>{}", harmony + harmony_move, harmony + "<|end|>"}},
@@ -98,6 +110,23 @@ TEST(ToolCallGrammar, AcceptsTheTemplatesCallsAndRefusesOthers) {
   EXPECT_TRUE(none->empty());
 }
 
+// Qwen's XML writes strings raw: given the tools, a string parameter that reads as JSON stays a
+// string (its schema says so); an integer one becomes a number. Without them it reads as JSON, as
+// the template writes numbers.
+TEST(ToolCallGrammar, XmlValuesParseBackByTheirToolsSchemas) {
+  const std::string reply =
+      "<tool_call>\n<function=give_item>\n<parameter=player>\n42\n</parameter>\n<parameter=item>\nsword\n</parameter>\n"
+      "<parameter=count>\n3\n</parameter>\n</function>\n</tool_call>";
+  auto with = ParseChatOutput(ChatSyntax::kQwenXml, reply, kTools);
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_EQ(with->tool_calls.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(with->tool_calls[0].arguments_json),
+            nlohmann::json::parse(R"({"player": "42", "item": "sword", "count": 3})"));
+  auto without = ParseChatOutput(ChatSyntax::kQwenXml, reply);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(nlohmann::json::parse(without->tool_calls[0].arguments_json)["player"], 42);
+}
+
 TEST(ToolCallGrammar, BadToolsAndChoicesAreRefusedByName) {
   struct Bad {
     ChatSyntax syntax;
@@ -118,6 +147,10 @@ TEST(ToolCallGrammar, BadToolsAndChoicesAreRefusedByName) {
            {ChatSyntax::kGemma4, kTools, "auto", absl::StatusCode::kUnimplemented, "gemma-4"},
            {ChatSyntax::kHarmony, R"([{"name": "look around"}])", "auto", absl::StatusCode::kInvalidArgument,
             "tool 'look around': a name the harmony syntax cannot write"},
+           {ChatSyntax::kQwenXml, R"([{"name": "a", "parameters": {"type": "array"}}])", "auto",
+            absl::StatusCode::kInvalidArgument, "tool 'a': its parameters: the qwen-xml syntax writes an object's properties"},
+           {ChatSyntax::kQwenXml, R"([{"name": "a", "parameters": {"type": "object", "properties": {"x y": {}}}}])", "auto",
+            absl::StatusCode::kInvalidArgument, "property 'x y': a key the qwen-xml syntax cannot write"},
        }) {
     auto choice = ParseToolChoice(b.choice);
     ASSERT_TRUE(choice.ok());
@@ -150,17 +183,19 @@ TEST(ToolCallGrammar, SampledCallsParseAndValidateWithAnIndependentValidator) {
                                 "for c in calls:\n"
                                 "    schemas[c['name']].validate(c['arguments'])\n"
                                 "print('validated', len(calls))\n";
-  for (ChatSyntax syntax : {ChatSyntax::kHermes, ChatSyntax::kMistral, ChatSyntax::kLlama3, ChatSyntax::kHarmony}) {
+  for (ChatSyntax syntax : {ChatSyntax::kHermes, ChatSyntax::kMistral, ChatSyntax::kLlama3, ChatSyntax::kHarmony,
+                            ChatSyntax::kQwenXml}) {
     for (const char* choice : {"required", "auto", "move_to"}) {
       SCOPED_TRACE(std::string(ChatSyntaxName(syntax)) + " " + choice);
       const std::vector<std::string> replies =
           testing::SampleSentences(GrammarOf(syntax, choice), 300, 7,
                                    {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "{\"name\": \"", "to=functions.",
-                                    "<|channel|>analysis<|message|>", "<|end|><|start|>assistant"});
+                                    "<|channel|>analysis<|message|>", "<|end|><|start|>assistant", "<function=",
+                                    "<parameter=", "42"});
       nlohmann::json calls = nlohmann::json::array();
       int with_calls = 0;
       for (const std::string& reply : replies) {
-        auto parsed = ParseChatOutput(syntax, reply);
+        auto parsed = ParseChatOutput(syntax, reply, kTools);
         ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << reply;
         with_calls += !parsed->tool_calls.empty();
         if (std::string(choice) != "auto") {

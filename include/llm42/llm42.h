@@ -499,8 +499,9 @@ LLM42_API llm42_status llm42_request_options_set_json_schema(llm42_request_optio
  * "none" (no constraint: removes a tool grammar set before). parallel_calls: nonzero lets a reply
  * hold several calls (OpenAI's parallel_tool_calls, its default), 0 one call, with which the reply
  * ends. Syntaxes generated: Hermes / Qwen 2.5
- * and 3 / Granite <tool_call> JSON, Mistral [TOOL_CALLS] JSON array, Llama 3.x JSON, gpt-oss's
- * harmony (one call a reply, the recipient in the role's header);
+ * and 3 / Granite <tool_call> JSON, Qwen3.5 / Qwen3-Coder <function=...> XML (plain string
+ * values raw, without '<'), Mistral [TOOL_CALLS] JSON array, Llama 3.x JSON, gpt-oss's harmony
+ * (one call a reply, the recipient in the role's header);
  * llm42_session_parse_chat_output reads the calls back. The grammar is the options' GBNF grammar
  * (a deterministic request's receipt carries it), replacing a GBNF grammar set before.
  * INVALID_ARGUMENT for tools or a choice that do not parse, a schema the grammar engine refuses

@@ -1,6 +1,9 @@
 #include "lib/chat/chat_output.h"
 
+#include <algorithm>
 #include <cctype>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -129,12 +132,43 @@ absl::Status TaggedCalls(std::string_view text, std::string_view open, std::stri
 
 // A value written as text (Qwen's <parameter>, GLM's <arg_value>): templates write mappings,
 // sequences and numbers as JSON, strings as they are.
-Json TextValue(std::string_view value) {
-  std::optional<Json> parsed = ParseJson(value);
+// `as_text`: the tool's schema types the parameter as a string (ParseChatOutput's tools_json), so
+// that "42" stays a string.
+Json TextValue(std::string_view value, bool as_text = false) {
+  std::optional<Json> parsed = as_text ? std::nullopt : ParseJson(value);
   return parsed ? *parsed : Json(std::string(value));
 }
 
-absl::Status ParseQwenXmlCall(std::string_view body, ChatOutput& out) {
+// The (tool, parameter) pairs whose schemas make the parameter a string (type "string", or an enum
+// or const of strings), from OpenAI tool objects (or their functions); empty for tools that do not
+// parse.
+using TextParameters = std::set<std::pair<std::string, std::string>>;
+TextParameters TextParametersOf(std::string_view tools_json) {
+  TextParameters out;
+  if (tools_json.empty()) return out;
+  std::optional<Json> tools = ParseJson(tools_json);
+  if (!tools || !tools->is_array()) return out;
+  for (const Json& t : *tools) {
+    const Json& f = t.is_object() && t.contains("function") ? t["function"] : t;
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("parameters")) continue;
+    const Json& params = f["parameters"];
+    if (!params.is_object() || !params.contains("properties") || !params["properties"].is_object()) continue;
+    for (const auto& [key, schema] : params["properties"].items()) {
+      if (!schema.is_object()) continue;
+      auto strings = [](const Json& values) {
+        return values.is_array() && !values.empty() &&
+               std::all_of(values.begin(), values.end(), [](const Json& v) { return v.is_string(); });
+      };
+      const bool text = (schema.contains("type") && schema["type"] == "string") ||
+                        (schema.contains("enum") && strings(schema["enum"])) ||
+                        (schema.contains("const") && schema["const"].is_string());
+      if (text) out.insert({f["name"], key});
+    }
+  }
+  return out;
+}
+
+absl::Status ParseQwenXmlCall(std::string_view body, const TextParameters& text_parameters, ChatOutput& out) {
   const size_t n = out.tool_calls.size();
   const size_t f = body.find("<function=");
   const size_t name_end = f == std::string_view::npos ? f : body.find('>', f);
@@ -150,7 +184,7 @@ absl::Status ParseQwenXmlCall(std::string_view body, ChatOutput& out) {
     std::string_view value = rest.substr(key_end + 1, close - key_end - 1);
     if (StartsWith(value, "\n")) value.remove_prefix(1);
     if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
-    args[key] = TextValue(value);
+    args[key] = TextValue(value, text_parameters.count({call.name, key}) > 0);
     rest.remove_prefix(close + 12);
   }
   call.arguments_json = Dump(args);
@@ -159,7 +193,7 @@ absl::Status ParseQwenXmlCall(std::string_view body, ChatOutput& out) {
 }
 
 // GLM 4.5 - 4.7: NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>...
-absl::Status ParseGlmCall(std::string_view body, ChatOutput& out) {
+absl::Status ParseGlmCall(std::string_view body, const TextParameters& text_parameters, ChatOutput& out) {
   const size_t n = out.tool_calls.size();
   const size_t first = body.find("<arg_key>");
   ParsedToolCall call{std::string(Trim(body.substr(0, first))), "", ""};
@@ -171,7 +205,8 @@ absl::Status ParseGlmCall(std::string_view body, ChatOutput& out) {
     const size_t value = key_end == std::string_view::npos ? key_end : rest.find("<arg_value>", key_end);
     const size_t value_end = value == std::string_view::npos ? value : rest.find("</arg_value>", value);
     if (value_end == std::string_view::npos) return Malformed(n, "an <arg_key> without its <arg_value>");
-    args[std::string(Trim(rest.substr(p + 9, key_end - p - 9)))] = TextValue(rest.substr(value + 11, value_end - value - 11));
+    const std::string key(Trim(rest.substr(p + 9, key_end - p - 9)));
+    args[key] = TextValue(rest.substr(value + 11, value_end - value - 11), text_parameters.count({call.name, key}) > 0);
     rest.remove_prefix(value_end + 12);
   }
   call.arguments_json = Dump(args);
@@ -414,9 +449,10 @@ const char* ChatSyntaxName(ChatSyntax syntax) {
   return "plain";
 }
 
-absl::StatusOr<ChatOutput> ParseChatOutput(ChatSyntax syntax, std::string_view text) {
+absl::StatusOr<ChatOutput> ParseChatOutput(ChatSyntax syntax, std::string_view text, std::string_view tools_json) {
   ChatOutput out;
   absl::Status st;
+  const TextParameters text_parameters = TextParametersOf(tools_json);
   switch (syntax) {
     case ChatSyntax::kPlain:
       out.content = std::string(Trim(TakeReasoning(text, "<think>", "</think>", out)));
@@ -432,7 +468,7 @@ absl::StatusOr<ChatOutput> ParseChatOutput(ChatSyntax syntax, std::string_view t
       break;
     case ChatSyntax::kQwenXml:
       st = TaggedCalls(TakeReasoning(text, "<think>", "</think>", out), "<tool_call>", "</tool_call>", out,
-                       [&](std::string_view body) { return ParseQwenXmlCall(body, out); });
+                       [&](std::string_view body) { return ParseQwenXmlCall(body, text_parameters, out); });
       break;
     case ChatSyntax::kGemma4:
       st = TaggedCalls(TakeReasoning(text, "<|channel>thought", "<channel|>", out), "<|tool_call>", "<tool_call|>",
@@ -440,7 +476,7 @@ absl::StatusOr<ChatOutput> ParseChatOutput(ChatSyntax syntax, std::string_view t
       break;
     case ChatSyntax::kGlm:
       st = TaggedCalls(TakeReasoning(text, "<think>", "</think>", out), "<tool_call>", "</tool_call>", out,
-                       [&](std::string_view body) { return ParseGlmCall(body, out); });
+                       [&](std::string_view body) { return ParseGlmCall(body, text_parameters, out); });
       break;
     case ChatSyntax::kMistral: st = ParseMistral(text, out); break;
     case ChatSyntax::kDeepSeekR1: st = ParseDeepSeek(text, out); break;

@@ -53,7 +53,11 @@ struct ChatOutput {
 // Parses `text` (what a model generated after the generation prompt) by `syntax`.
 // INVALID_ARGUMENT naming the call and what is wrong for a tool call whose arguments do not
 // parse (a truncated reply: a call opened but not closed is one); plain text never fails.
-absl::StatusOr<ChatOutput> ParseChatOutput(ChatSyntax syntax, std::string_view text);
+// `tools_json` (the request's OpenAI tool objects; empty: none): the syntaxes that write values as
+// text (Qwen3.5's XML parameters, GLM's) keep a value as a string where its tool's schema makes
+// the parameter a string (type "string", a string enum or const: so "42" stays "42"); without it such a value that reads as JSON is
+// taken as JSON, as the template wrote numbers, objects and arrays.
+absl::StatusOr<ChatOutput> ParseChatOutput(ChatSyntax syntax, std::string_view text, std::string_view tools_json = {});
 
 }  // namespace llm42
 

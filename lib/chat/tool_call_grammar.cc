@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "lib/grammar/grammar.h"
 #include "lib/grammar/json_schema.h"
 #include "nlohmann/json.hpp"
 #include "lib/util/status.h"
@@ -72,7 +73,86 @@ struct CallSyntax {
   std::string open, calls, one, head, middle, tail;
   std::string lead = "ws";
   bool bare_names = false;
+  bool xml_args = false;  // ARGS as XmlParameterRules writes them, not a JSON object
 };
+
+// A bare name or key (harmony's NAME, Qwen's <function=NAME> and <parameter=KEY>): printable ASCII
+// without a space, '<' or '>', which end it.
+bool BareName(std::string_view name) {
+  return !name.empty() &&
+         std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > 0x20 && c < 0x7f && c != '<' && c != '>'; });
+}
+
+// Whether a property's schema is a plain string (its value written raw): type "string" with at
+// most length bounds and annotations.
+bool PlainString(const Json& p) {
+  static const std::set<std::string> kAllowed = {"type", "minLength", "maxLength", "description", "title", "default",
+                                                 "examples", "$comment", "deprecated", "readOnly", "writeOnly"};
+  if (!p.is_object() || !p.contains("type") || p["type"] != "string") return false;
+  for (const auto& [k, v] : p.items()) {
+    if (kAllowed.count(k) == 0) return false;
+  }
+  return true;
+}
+
+// Qwen3.5 / Qwen3-Coder's arguments (their templates' rendering): rule `name` for an object
+// schema's properties as "<parameter=KEY>\nVALUE\n</parameter>\n" each, in the schema's order, the
+// required ones always and the others optional. A plain string's VALUE is its text raw, without
+// '<' (so that no </parameter> can stand in it), within its length bounds where they are at most
+// kMaxGbnfRepetition; a string enum's or const's its values raw; any other VALUE JSON under its
+// schema (numbers, booleans as JSON's true and false, objects and arrays), as ParseChatOutput reads
+// them back with the tools. INVALID_ARGUMENT for a schema that is no object's, or a key the
+// syntax cannot write.
+absl::StatusOr<std::string> XmlParameterRules(std::string_view schema_json, const std::string& name) {
+  const Json schema = Json::parse(schema_json.begin(), schema_json.end(), nullptr, false);
+  if (!schema.is_object() || (schema.contains("type") && schema["type"] != "object") ||
+      (schema.contains("properties") && !schema["properties"].is_object())) {
+    return absl::InvalidArgumentError("the qwen-xml syntax writes an object's properties: not an object schema");
+  }
+  std::set<std::string> required;
+  if (schema.contains("required") && schema["required"].is_array()) {
+    for (const Json& r : schema["required"]) {
+      if (r.is_string()) required.insert(r.get<std::string>());
+    }
+  }
+  std::string rules;
+  std::vector<std::string> parts;
+  const Json properties = schema.value("properties", Json::object());
+  int j = 0;
+  for (const auto& [key, p] : properties.items()) {
+    if (!BareName(key)) {
+      return absl::InvalidArgumentError(absl::StrCat("property '", key, "': a key the qwen-xml syntax cannot write"));
+    }
+    const std::string value = absl::StrCat(name, "-p", j++);
+    std::vector<std::string> raw;  // a string enum's or const's values
+    if (p.is_object() && p.contains("enum") && p["enum"].is_array() && !p["enum"].empty()) {
+      for (const Json& e : p["enum"]) raw.push_back(e.is_string() ? Literal(e.get<std::string>()) : "");
+    } else if (p.is_object() && p.contains("const") && p["const"].is_string()) {
+      raw.push_back(Literal(p["const"].get<std::string>()));
+    }
+    if (!raw.empty() && std::find(raw.begin(), raw.end(), "") == raw.end()) {
+      absl::StrAppend(&rules, value, " ::= ", absl::StrJoin(raw, " | "), "\n");
+    } else if (PlainString(p)) {
+      const int64_t lo = p.value("minLength", int64_t{0}), hi = p.value("maxLength", int64_t{-1});
+      std::string repeat = "*";
+      if (hi >= 0 && hi <= kMaxGbnfRepetition && lo <= hi) {
+        repeat = absl::StrCat("{", lo, ",", hi, "}");
+      } else if (lo > 0 && lo <= kMaxGbnfRepetition) {
+        repeat = absl::StrCat("{", lo, ",}");
+      }
+      absl::StrAppend(&rules, value, " ::= [^<]", repeat, "\n");
+    } else {
+      absl::StatusOr<std::string> json = JsonSchemaToGbnfRules(p.dump(), value);
+      if (!json.ok()) return absl::InvalidArgumentError(absl::StrCat("property '", key, "': ", json.status().message()));
+      rules += *json;
+    }
+    const std::string element = absl::StrCat(Literal(absl::StrCat("<parameter=", key, ">\n")), " ", value, " ",
+                                             Literal("\n</parameter>\n"));
+    parts.push_back(required.count(key) > 0 ? element : absl::StrCat("( ", element, " )?"));
+  }
+  absl::StrAppend(&rules, name, " ::= ", parts.empty() ? "\"\"" : absl::StrJoin(parts, " "), "\n");
+  return rules;
+}
 
 absl::StatusOr<CallSyntax> SyntaxOf(ChatSyntax syntax) {
   switch (syntax) {
@@ -94,6 +174,14 @@ absl::StatusOr<CallSyntax> SyntaxOf(ChatSyntax syntax) {
       h.lead = R"(" ")";
       h.bare_names = true;
       return h;
+    }
+    case ChatSyntax::kQwenXml: {
+      // Qwen3.5's and Qwen3-Coder's: <tool_call>\n<function=NAME>\n PARAMETERS </function>\n</tool_call>.
+      CallSyntax x{"<tool_call>", R"(ws call ws "</tool_call>" ( ws "<tool_call>" ws call ws "</tool_call>" )*)",
+                   R"(ws call ws "</tool_call>")", R"("<function=")", R"(">\n")", R"("</function>")"};
+      x.bare_names = true;
+      x.xml_args = true;
+      return x;
     }
     case ChatSyntax::kPlain:
       return absl::UnimplementedError("the model's chat template writes no tool calls");
@@ -160,17 +248,18 @@ absl::StatusOr<std::string> ToolCallGrammar(ChatSyntax syntax, std::string_view 
   for (size_t i = 0; i < tools.size(); ++i) {
     if (choice.kind == ToolChoice::Kind::kNamed && tools[i].name != choice.name) continue;
     const std::string args = absl::StrCat("args-", i);
-    absl::StatusOr<std::string> schema = JsonSchemaToGbnfRules(tools[i].schema, args);
+    absl::StatusOr<std::string> schema =
+        s.xml_args ? XmlParameterRules(tools[i].schema, args) : JsonSchemaToGbnfRules(tools[i].schema, args);
     if (!schema.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("tool '", tools[i].name, "': its parameters: ", schema.status().message()));
     }
     // The name as a JSON string's content (its quotes are the syntax's), or bare: then a name the
-    // syntax could not end (a space, '<' or a character outside printable ASCII in it) is refused.
+    // syntax could not end (BareName) is refused.
     std::string name = Json(tools[i].name).dump();
     name = name.substr(1, name.size() - 2);
-    if (s.bare_names && !std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > 0x20 && c < 0x7f && c != '<'; })) {
+    if (s.bare_names && !BareName(name)) {
       return absl::InvalidArgumentError(absl::StrCat("tool '", tools[i].name, "': a name the ", ChatSyntaxName(syntax),
-                                                     " syntax cannot write (a space, '<' or a character beyond ASCII)"));
+                                                     " syntax cannot write (a space, '<', '>' or a character beyond ASCII)"));
     }
     absl::StrAppend(&rules, "call-", i, " ::= ", s.head, s.head.empty() ? "" : " ", Literal(name), " ", s.middle, " ",
                     args, " ", s.tail, "\n", *schema);

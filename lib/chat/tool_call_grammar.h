@@ -34,7 +34,10 @@ absl::StatusOr<ToolChoice> ParseToolChoice(std::string_view text);
 // reads them back: Hermes' <tool_call>{"name", "arguments"}</tool_call> (one or more), Mistral's
 // [TOOL_CALLS][{"name", "arguments"}, ...], Llama 3's {"name", "parameters"}, harmony's (gpt-oss)
 // " to=functions.NAME<|channel|>commentary json<|message|>ARGS" after its generation prompt (one,
-// whose <|call|> ends the reply; under kAuto after any whole messages). INVALID_ARGUMENT for
+// whose <|call|> ends the reply; under kAuto after any whole messages), Qwen3.5's and
+// Qwen3-Coder's <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n...</function>
+// (one or more; XmlParameterRules in the .cc says how values are written: plain strings raw
+// without '<', other values JSON; ParseChatOutput reads them back given the tools). INVALID_ARGUMENT for
 // tools that are not such an array, a tool without a name, two of one name, a name harmony cannot
 // write, a schema the grammar
 // engine refuses (naming the tool), or a named choice that is no tool; UNIMPLEMENTED for a syntax
