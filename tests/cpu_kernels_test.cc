@@ -152,13 +152,14 @@ TEST(BlockTypes, Mxfp4QuantizationIsGgmls) {
   }
 }
 
-// fast's Q4_K, Q5_K, Q6_K and IQ4_XS decode GEMV (kquant_gemv.h) on AVX-512 VNNI. The activation rounding
+// fast's Q4_K, Q5_K, Q6_K, IQ4_XS and MXFP4 decode GEMV (kquant_gemv.h) on AVX-512 VNNI (MXFP4 on
+// rows that end in a partial activation record and an odd block). The activation rounding
 // first: every value within half a step of x, and the sums of 16 those of the bytes. Then the
 // GEMV against the product, in float64, of the written-out weights (quant_reference.h) and the
 // rounded activations (q * d): equal up to f32 accumulation; and within the rounding's bound
 // (sum of |w| * d / 2) of the product with x itself. Fails with a sub-block's scale taken from its
-// neighbour, the Q6_K -32 dropped, Q5_K's fifth bit from the wrong sub-block or IQ4_XS's +128
-// dropped (tried each).
+// neighbour, the Q6_K -32 dropped, Q5_K's fifth bit from the wrong sub-block, IQ4_XS's +128
+// dropped, or MXFP4's +12 dropped or a pair's second block given the first's scale (tried each).
 TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
   // The kernels exist only for AVX-512 VNNI (elsewhere these types decode through format_gemv.h,
   // tested by the MatMul suite); the skip says which of the two reasons holds.
@@ -172,18 +173,22 @@ TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
                  << ": no integer k-quant GEMV to test (the float kernels decode these types here)";
   }
   std::mt19937 rng(11);
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS, GgmlType::kMXFP4}) {
     ASSERT_TRUE(internal::KQuantGemvAvailable(type));
     const GgmlTypeInfo info = *GetGgmlTypeInfo(static_cast<uint32_t>(type));
-    const int64_t k = 3 * kSuperBlock, n_rows = 20, nb = k / kSuperBlock;
+    // MXFP4's rows need not be whole records: 91 blocks of 32 (gpt-oss's 2880 and one more, an odd
+    // count) end in a partial record of 96 values.
+    const int64_t block = info.block_size;
+    const int64_t k = type == GgmlType::kMXFP4 ? 2912 : 3 * kSuperBlock, n_rows = 20, nb = k / block;
+    const int64_t records = internal::Q8KRecords(k);
     const std::vector<uint8_t> w = testing::RandomBlocks(type, n_rows * nb, rng, testing::UnitScale(type));
     std::vector<float> x(static_cast<size_t>(k));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = normal(rng) * (i % 97 == 0 ? 20.0f : 1.0f);
-    AlignedVector<internal::ActivationQ8K> act(static_cast<size_t>(nb));
+    AlignedVector<internal::ActivationQ8K> act(static_cast<size_t>(records));
     internal::QuantizeQ8K(x.data(), k, act.data());
     std::vector<double> xq(static_cast<size_t>(k));
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = 0; b < records; ++b) {
       const internal::ActivationQ8K& a = act[static_cast<size_t>(b)];
       for (int s = 0; s < 16; ++s) {
         int sum = 0;
@@ -192,8 +197,13 @@ TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
       }
       for (int i = 0; i < kSuperBlock; ++i) {
         const double v = static_cast<double>(a.q[i]) * a.d;
-        ASSERT_LE(std::fabs(v - x[static_cast<size_t>(b * kSuperBlock + i)]), a.d * 0.5001) << info.name;
-        xq[static_cast<size_t>(b * kSuperBlock + i)] = v;
+        const int64_t at = b * kSuperBlock + i;
+        if (at >= k) {  // a partial record's padding
+          ASSERT_EQ(a.q[i], 0) << info.name;
+          continue;
+        }
+        ASSERT_LE(std::fabs(v - x[static_cast<size_t>(at)]), a.d * 0.5001) << info.name;
+        xq[static_cast<size_t>(at)] = v;
       }
     }
     // The row among five copies of itself (one group of four, then one alone): the same result in
@@ -207,7 +217,7 @@ TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
     std::vector<float> row(static_cast<size_t>(k));
     for (int64_t r = 0; r < n_rows; ++r) {
       for (int64_t b = 0; b < nb; ++b) {
-        testing::ReferenceDequantizeBlock(type, w.data() + (r * nb + b) * info.block_bytes, row.data() + b * kSuperBlock);
+        testing::ReferenceDequantizeBlock(type, w.data() + (r * nb + b) * info.block_bytes, row.data() + b * block);
       }
       double dot_q = 0, dot_x = 0, magnitude = 0, bound = 0;
       for (int64_t i = 0; i < k; ++i) {

@@ -349,14 +349,14 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
                                      static_cast<int64_t>(f->rows.size()), panels.data());
     }
   }
-  // fast decode rows of Q4_K, Q5_K, Q6_K and IQ4_XS on AVX-512 VNNI: integer sub-block products
-  // against activations rounded to 8 bits per 256 values (kquant_gemv.h), each row quantized once
-  // here for every matrix and thread.
+  // fast decode rows of Q4_K, Q5_K, Q6_K, IQ4_XS and MXFP4 on AVX-512 VNNI: integer sub-block
+  // products against activations rounded to 8 bits per 256 values (kquant_gemv.h), each row
+  // quantized once here for every matrix and thread.
   const bool kquant_gemv = !fast_rows_.empty() && static_cast<int64_t>(fast_rows_.size()) <= kKQuantGemvMaxRows &&
                            internal::KQuantGemvAvailable(w0.type, simd_);
   if (kquant_gemv) {
-    act_k8_.resize(static_cast<size_t>(m * (k / kSuperBlock)));
-    for (int64_t i : fast_rows_) internal::QuantizeQ8K(x + i * k, k, act_k8_.data() + i * (k / kSuperBlock));
+    act_k8_.resize(static_cast<size_t>(m * internal::Q8KRecords(k)));
+    for (int64_t i : fast_rows_) internal::QuantizeQ8K(x + i * k, k, act_k8_.data() + i * internal::Q8KRecords(k));
   }
   if (bf16_dot) {
     act_bf16_.resize(static_cast<size_t>(m * internal::Bf16Pairs(k)));
@@ -392,7 +392,7 @@ absl::Status CpuBackend::MatMulShared(const float* x, int64_t m, std::span<const
         float* outs[kKQuantGemvMaxRows];
         for (int64_t j = 0; j < count; ++j) {
           const int64_t i = f->rows[static_cast<size_t>(j)];
-          acts[j] = act_k8_.data() + i * (k / kSuperBlock);
+          acts[j] = act_k8_.data() + i * internal::Q8KRecords(k);
           outs[j] = y + i * n + r0;
         }
         internal::KQuantGemv(w.type, w.row(r0), w.row_bytes, r1 - r0, acts, count, k, outs);

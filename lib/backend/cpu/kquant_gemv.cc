@@ -1,5 +1,6 @@
 #include "lib/backend/cpu/kquant_gemv.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "lib/backend/cpu/quant_formats.h"
@@ -207,34 +208,86 @@ LLM42_VNNI512 void DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* const* x,
   for (int j = 0; j < NX; ++j) out[j] = _mm512_reduce_add_ps(acc[j]);
 }
 
-LLM42_VNNI512 void QuantizeQ8KVnni(const float* x, int64_t k, ActivationQ8K* out) {
+// MXFP4: a block's 16 qs bytes hold its elements 0-15 (low nibbles) and 16-31 (high), each an
+// index into kMxfp4Values, looked up plus 12 (unsigned for dpbusd; 12 times the activation's sums
+// come off); its scale E8M0Half(e). Blocks of 32 go two to a register (one 64-byte piece of an
+// activation record), each with its own scale; the activation's records of 256 hold eight blocks.
+template <int NX>
+LLM42_VNNI512 void DotMxfp4(const BlockMXFP4* w, const ActivationQ8K* const* x, int64_t k, float* out) {
+  const int64_t nb = k / 32;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  alignas(16) int8_t shifted[16];
+  for (int i = 0; i < 16; ++i) shifted[i] = static_cast<int8_t>(kMxfp4Values[i] + 12);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
+  // [lo(b), hi(b), lo(b + 1), hi(b + 1)]: the second and fourth copies shifted right by 4.
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+  __m512 acc[NX];
+  float offset[NX];
+  for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps(), offset[j] = 0;
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool pair = b + 1 < nb;  // an odd count's last block alone (the high half zeros)
+    const BlockMXFP4& b0 = w[b];
+    const BlockMXFP4& b1 = w[pair ? b + 1 : b];
+    PrefetchLines<2 * sizeof(BlockMXFP4)>(reinterpret_cast<const uint8_t*>(&b0) + kStreamPrefetchBytes);
+    const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0.qs)));
+    const __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1.qs)));
+    const __m512i idx = _mm512_and_si512(
+        _mm512_srlv_epi64(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), shifts), low4);
+    const __m512i values = _mm512_shuffle_epi8(table, idx);
+    const float s0 = E8M0Half(b0.e), s1 = pair ? E8M0Half(b1.e) : 0.0f;
+    const int64_t sub = b % 8;  // the pair's place in its activation record
+    for (int j = 0; j < NX; ++j) {
+      const ActivationQ8K& a = x[j][b / 8];
+      const __m512i xq = pair ? _mm512_load_si512(a.q + 32 * sub)
+                              : _mm512_zextsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * sub)));
+      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, xq);
+      const float d0 = s0 * a.d, d1 = s1 * a.d;
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d0), _mm512_set1_ps(d1)),
+                               acc[j]);
+      const int32_t sum0 = a.bsums[2 * sub] + a.bsums[2 * sub + 1];
+      const int32_t sum1 = pair ? a.bsums[2 * sub + 2] + a.bsums[2 * sub + 3] : 0;
+      offset[j] += d0 * static_cast<float>(12 * sum0) + d1 * static_cast<float>(12 * sum1);
+    }
+  }
+  for (int j = 0; j < NX; ++j) out[j] = _mm512_reduce_add_ps(acc[j]) - offset[j];
+}
+
+// One record of 256 activation values.
+LLM42_VNNI512 void QuantizeRecordQ8K(const float* xb, ActivationQ8K& o) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-  for (int64_t b = 0; b < k / kSuperBlock; ++b) {
-    const float* xb = x + b * kSuperBlock;
-    __m512 amax = _mm512_setzero_ps();
-    for (int i = 0; i < 16; ++i) {
-      const __m512 v = _mm512_loadu_ps(xb + 16 * i);
-      amax = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask)), amax);
-    }
-    const float d = _mm512_reduce_max_ps(amax) / 127.0f;
-    const __m512 inv = _mm512_set1_ps(d > 0 ? 1.0f / d : 0.0f);
-    ActivationQ8K& o = out[b];
-    o.d = d;
-    for (int i = 0; i < 16; ++i) {
-      // |x / d| <= 127 (up to a rounding of the product): no saturation but for NaN.
-      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * i), inv));
-      _mm_store_si128(reinterpret_cast<__m128i*>(o.q + 16 * i), _mm512_cvtsepi32_epi8(q));
-      o.bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
-    }
+  __m512 amax = _mm512_setzero_ps();
+  for (int i = 0; i < 16; ++i) {
+    const __m512 v = _mm512_loadu_ps(xb + 16 * i);
+    amax = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask)), amax);
+  }
+  const float d = _mm512_reduce_max_ps(amax) / 127.0f;
+  const __m512 inv = _mm512_set1_ps(d > 0 ? 1.0f / d : 0.0f);
+  o.d = d;
+  for (int i = 0; i < 16; ++i) {
+    // |x / d| <= 127 (up to a rounding of the product): no saturation but for NaN.
+    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * i), inv));
+    _mm_store_si128(reinterpret_cast<__m128i*>(o.q + 16 * i), _mm512_cvtsepi32_epi8(q));
+    o.bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+  }
+}
+
+LLM42_VNNI512 void QuantizeQ8KVnni(const float* x, int64_t k, ActivationQ8K* out) {
+  const int64_t full = k / kSuperBlock;
+  for (int64_t b = 0; b < full; ++b) QuantizeRecordQ8K(x + b * kSuperBlock, out[b]);
+  if (k % kSuperBlock != 0) {  // a last, partial record: its values, then zeros
+    alignas(64) float tail[kSuperBlock] = {};
+    std::copy_n(x + full * kSuperBlock, k % kSuperBlock, tail);
+    QuantizeRecordQ8K(tail, out[full]);
   }
 }
 
 // Weight rows one at a time, against the activation rows four at a time, then one by one.
+// Dot4 and Dot1 take the row's k / kSuperBlock super-blocks (k-quants) or k itself (MXFP4: kOfK).
 template <typename Block, void (*Dot4)(const Block*, const ActivationQ8K* const*, int64_t, float*),
-          void (*Dot1)(const Block*, const ActivationQ8K* const*, int64_t, float*)>
+          void (*Dot1)(const Block*, const ActivationQ8K* const*, int64_t, float*), bool kOfK = false>
 LLM42_VNNI512 void Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* const* x, int64_t n_x,
                         int64_t k, float* const* out) {
-  const int64_t nb = k / kSuperBlock;
+  const int64_t nb = kOfK ? k : k / kSuperBlock;
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* row = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
     int64_t j = 0;
@@ -252,7 +305,8 @@ LLM42_VNNI512 void Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows, cons
 
 bool KQuantGemvAvailable(GgmlType type, bool allow_simd) {
   return allow_simd &&
-         (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K || type == GgmlType::kIQ4_XS) &&
+         (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K || type == GgmlType::kIQ4_XS ||
+          type == GgmlType::kMXFP4) &&
          CpuHasVnni512();
 }
 
@@ -274,6 +328,7 @@ void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_row
       return Rows<BlockQ5_K, DotQ45K<BlockQ5_K, 4>, DotQ45K<BlockQ5_K, 1>>(w, row_bytes, n_rows, x, n_x, k, out);
     case GgmlType::kQ6_K: return Rows<BlockQ6_K, DotQ6K<4>, DotQ6K<1>>(w, row_bytes, n_rows, x, n_x, k, out);
     case GgmlType::kIQ4_XS: return Rows<BlockIQ4_XS, DotIq4Xs<4>, DotIq4Xs<1>>(w, row_bytes, n_rows, x, n_x, k, out);
+    case GgmlType::kMXFP4: return Rows<BlockMXFP4, DotMxfp4<4>, DotMxfp4<1>, true>(w, row_bytes, n_rows, x, n_x, k, out);
     default: return;
   }
 #else
