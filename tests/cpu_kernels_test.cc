@@ -159,7 +159,8 @@ TEST(BlockTypes, Mxfp4QuantizationIsGgmls) {
 // rounded activations (q * d): equal up to f32 accumulation; and within the rounding's bound
 // (sum of |w| * d / 2) of the product with x itself. Fails with a sub-block's scale taken from its
 // neighbour, the Q6_K -32 dropped, Q5_K's fifth bit from the wrong sub-block, IQ4_XS's +128
-// dropped, or MXFP4's +12 dropped or a pair's second block given the first's scale (tried each).
+// dropped, or MXFP4's negative weights taken as positive or a pair's second block given the first's
+// scale (tried each).
 TEST(KQuantGemv, IntegerProductsOfTheRoundedActivations) {
   // The kernels exist only for AVX-512 VNNI (elsewhere these types decode through format_gemv.h,
   // tested by the MatMul suite); the skip says which of the two reasons holds.

@@ -209,23 +209,24 @@ LLM42_VNNI512 void DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* const* x,
 }
 
 // MXFP4: a block's 16 qs bytes hold its elements 0-15 (low nibbles) and 16-31 (high), each an
-// index into kMxfp4Values, looked up plus 12 (unsigned for dpbusd; 12 times the activation's sums
-// come off); its scale E8M0Half(e). Blocks of 32 go two to a register (one 64-byte piece of an
-// activation record), each with its own scale; the activation's records of 256 hold eight blocks.
+// index into kMxfp4Values (indices 8-15 the negative values): their magnitudes go to dpbusd as
+// unsigned bytes against the activation bytes negated where the weight is negative, so the
+// products are the signed ones with no offset to take off (|q| <= 127: no negation overflows).
+// Blocks of 32 go two to a register (one 64-byte piece of an activation record), each with its
+// E8M0 scale times the activation's in f32 lanes; an activation record of 256 holds eight blocks.
 template <int NX>
 LLM42_VNNI512 void DotMxfp4(const BlockMXFP4* w, const ActivationQ8K* const* x, int64_t k, float* out) {
   const int64_t nb = k / 32;
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  alignas(16) int8_t shifted[16];
-  for (int i = 0; i < 16; ++i) shifted[i] = static_cast<int8_t>(kMxfp4Values[i] + 12);
-  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
+  const __m512i low4 = _mm512_set1_epi8(0x0F), sign = _mm512_set1_epi8(8);
+  alignas(16) int8_t magnitudes[16];
+  for (int i = 0; i < 16; ++i) magnitudes[i] = static_cast<int8_t>(kMxfp4Values[i] < 0 ? -kMxfp4Values[i] : kMxfp4Values[i]);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(magnitudes)));
   // [lo(b), hi(b), lo(b + 1), hi(b + 1)]: the second and fourth copies shifted right by 4.
   const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
   __m512 acc[NX];
-  float offset[NX];
-  for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps(), offset[j] = 0;
+  for (int j = 0; j < NX; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b += 2) {
-    const bool pair = b + 1 < nb;  // an odd count's last block alone (the high half zeros)
+    const bool pair = b + 1 < nb;  // an odd count's last block alone (its activation half zeros)
     const BlockMXFP4& b0 = w[b];
     const BlockMXFP4& b1 = w[pair ? b + 1 : b];
     PrefetchLines<2 * sizeof(BlockMXFP4)>(reinterpret_cast<const uint8_t*>(&b0) + kStreamPrefetchBytes);
@@ -234,22 +235,20 @@ LLM42_VNNI512 void DotMxfp4(const BlockMXFP4* w, const ActivationQ8K* const* x, 
     const __m512i idx = _mm512_and_si512(
         _mm512_srlv_epi64(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), shifts), low4);
     const __m512i values = _mm512_shuffle_epi8(table, idx);
-    const float s0 = E8M0Half(b0.e), s1 = pair ? E8M0Half(b1.e) : 0.0f;
+    const __mmask64 negative = _mm512_test_epi8_mask(idx, sign);
+    const __m512 scales = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(E8M0Half(b0.e)),
+                                               _mm512_set1_ps(pair ? E8M0Half(b1.e) : 0.0f));
     const int64_t sub = b % 8;  // the pair's place in its activation record
     for (int j = 0; j < NX; ++j) {
       const ActivationQ8K& a = x[j][b / 8];
       const __m512i xq = pair ? _mm512_load_si512(a.q + 32 * sub)
                               : _mm512_zextsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * sub)));
-      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, xq);
-      const float d0 = s0 * a.d, d1 = s1 * a.d;
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d0), _mm512_set1_ps(d1)),
-                               acc[j]);
-      const int32_t sum0 = a.bsums[2 * sub] + a.bsums[2 * sub + 1];
-      const int32_t sum1 = pair ? a.bsums[2 * sub + 2] + a.bsums[2 * sub + 3] : 0;
-      offset[j] += d0 * static_cast<float>(12 * sum0) + d1 * static_cast<float>(12 * sum1);
+      const __m512i signed_x = _mm512_mask_sub_epi8(xq, negative, _mm512_setzero_si512(), xq);
+      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values, signed_x);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(scales, _mm512_set1_ps(a.d)), acc[j]);
     }
   }
-  for (int j = 0; j < NX; ++j) out[j] = _mm512_reduce_add_ps(acc[j]) - offset[j];
+  for (int j = 0; j < NX; ++j) out[j] = _mm512_reduce_add_ps(acc[j]);
 }
 
 // One record of 256 activation values.

@@ -15,9 +15,9 @@ namespace llm42::internal {
 // each sub-block's products are multiplied by its integer scale in the integer lanes; per
 // super-block one conversion and fused multiply-add by d * the activation scale, and the mins
 // (Q4_K, Q5_K) or the offset (Q6_K's -32, IQ4_XS's +128) from the activation's sums of 16. MXFP4's
-// blocks of 32 (table values plus 12) each take their own E8M0 scale times the activation's, in
-// f32 lanes; its rows need not be whole records of 256 (gpt-oss's width is 2880: the last record
-// is partial, zeros after the row's values). No weight is converted to f32: decode of these types
+// blocks of 32 (table magnitudes, the activation negated under negative weights) each take their
+// own E8M0 scale times the activation's, in f32 lanes; its rows need not be whole records of 256
+// (gpt-oss's width is 2880: the last record is partial, zeros after the row's values). No weight is converted to f32: decode of these types
 // was bound by that conversion (format_gemv.h; MXFP4 0.11 of the bandwidth floor before it).
 //
 // fast only: the activation rounding moves the result by up to half an activation step per
