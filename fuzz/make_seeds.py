@@ -151,6 +151,19 @@ def qwen35_seed():
     return gguf(md, t)
 
 
+def f32_matrix(name, *dims):
+    """An f32 tensor of dims (GGUF order) whose values are all 0.01."""
+    n = 1
+    for d in dims:
+        n *= d
+    return (name, 0, list(dims), f32(n, 0.01))
+
+
+def f32_vector(name, n):
+    """An f32 vector of n ones."""
+    return (name, 0, [n], f32(n, 1.0))
+
+
 def qwen3moe_seed():
     """A one-layer Qwen3-MoE: attention of 2 heads of 8 (1 KV head), then 4 experts of 8, 2 per
     token (the router and the experts' 3-D tensors)."""
@@ -163,20 +176,12 @@ def qwen3moe_seed():
           ("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.tokens", ["a", "b", "ab", "<s>"]),
           ("tokenizer.ggml.merges", ["a b"])]
 
-    def m(name, *dims):
-        n = 1
-        for d in dims:
-            n *= d
-        return (name, 0, list(dims), f32(n, 0.01))
-
-    def v(name, n):
-        return (name, 0, [n], f32(n, 1.0))
-    t = [m("token_embd.weight", width, vocab), v("output_norm.weight", width), v("blk.0.attn_norm.weight", width),
-         v("blk.0.ffn_norm.weight", width), m("blk.0.attn_q.weight", width, 2 * hd), m("blk.0.attn_k.weight", width, hd),
-         m("blk.0.attn_v.weight", width, hd), m("blk.0.attn_output.weight", 2 * hd, width),
-         v("blk.0.attn_q_norm.weight", hd), v("blk.0.attn_k_norm.weight", hd), m("blk.0.ffn_gate_inp.weight", width, n_exp),
-         m("blk.0.ffn_gate_exps.weight", width, ff, n_exp), m("blk.0.ffn_up_exps.weight", width, ff, n_exp),
-         m("blk.0.ffn_down_exps.weight", ff, width, n_exp)]
+    t = [f32_matrix("token_embd.weight", width, vocab), f32_vector("output_norm.weight", width), f32_vector("blk.0.attn_norm.weight", width),
+         f32_vector("blk.0.ffn_norm.weight", width), f32_matrix("blk.0.attn_q.weight", width, 2 * hd), f32_matrix("blk.0.attn_k.weight", width, hd),
+         f32_matrix("blk.0.attn_v.weight", width, hd), f32_matrix("blk.0.attn_output.weight", 2 * hd, width),
+         f32_vector("blk.0.attn_q_norm.weight", hd), f32_vector("blk.0.attn_k_norm.weight", hd), f32_matrix("blk.0.ffn_gate_inp.weight", width, n_exp),
+         f32_matrix("blk.0.ffn_gate_exps.weight", width, ff, n_exp), f32_matrix("blk.0.ffn_up_exps.weight", width, ff, n_exp),
+         f32_matrix("blk.0.ffn_down_exps.weight", ff, width, n_exp)]
     return gguf(md, t)
 
 
@@ -192,23 +197,15 @@ def gptoss_seed():
           ("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.pre", "gpt-4o"), ("tokenizer.ggml.tokens", ["a", "b", "ab", "<s>"]),
           ("tokenizer.ggml.merges", ["a b"])]
 
-    def m(name, *dims):
-        n = 1
-        for d in dims:
-            n *= d
-        return (name, 0, list(dims), f32(n, 0.01))
-
-    def v(name, n):
-        return (name, 0, [n], f32(n, 1.0))
-    t = [m("token_embd.weight", width, vocab), v("output_norm.weight", width), m("output.weight", width, vocab),
-         v("blk.0.attn_norm.weight", width), v("blk.0.post_attention_norm.weight", width),
-         m("blk.0.attn_q.weight", width, 2 * hd), m("blk.0.attn_k.weight", width, hd),
-         m("blk.0.attn_v.weight", width, hd), v("blk.0.attn_q.bias", 2 * hd), v("blk.0.attn_k.bias", hd),
-         v("blk.0.attn_v.bias", hd), m("blk.0.attn_output.weight", 2 * hd, width), v("blk.0.attn_output.bias", width),
-         v("blk.0.attn_sinks.weight", 2), m("blk.0.ffn_gate_inp.weight", width, n_exp), v("blk.0.ffn_gate_inp.bias", n_exp),
-         m("blk.0.ffn_gate_exps.weight", width, ff, n_exp), m("blk.0.ffn_up_exps.weight", width, ff, n_exp),
-         m("blk.0.ffn_down_exps.weight", ff, width, n_exp), m("blk.0.ffn_gate_exps.bias", ff, n_exp),
-         m("blk.0.ffn_up_exps.bias", ff, n_exp), m("blk.0.ffn_down_exps.bias", width, n_exp)]
+    t = [f32_matrix("token_embd.weight", width, vocab), f32_vector("output_norm.weight", width), f32_matrix("output.weight", width, vocab),
+         f32_vector("blk.0.attn_norm.weight", width), f32_vector("blk.0.post_attention_norm.weight", width),
+         f32_matrix("blk.0.attn_q.weight", width, 2 * hd), f32_matrix("blk.0.attn_k.weight", width, hd),
+         f32_matrix("blk.0.attn_v.weight", width, hd), f32_vector("blk.0.attn_q.bias", 2 * hd), f32_vector("blk.0.attn_k.bias", hd),
+         f32_vector("blk.0.attn_v.bias", hd), f32_matrix("blk.0.attn_output.weight", 2 * hd, width), f32_vector("blk.0.attn_output.bias", width),
+         f32_vector("blk.0.attn_sinks.weight", 2), f32_matrix("blk.0.ffn_gate_inp.weight", width, n_exp), f32_vector("blk.0.ffn_gate_inp.bias", n_exp),
+         f32_matrix("blk.0.ffn_gate_exps.weight", width, ff, n_exp), f32_matrix("blk.0.ffn_up_exps.weight", width, ff, n_exp),
+         f32_matrix("blk.0.ffn_down_exps.weight", ff, width, n_exp), f32_matrix("blk.0.ffn_gate_exps.bias", ff, n_exp),
+         f32_matrix("blk.0.ffn_up_exps.bias", ff, n_exp), f32_matrix("blk.0.ffn_down_exps.bias", width, n_exp)]
     return gguf(md, t)
 
 

@@ -118,9 +118,14 @@ class AttentionFixture {
     float* out = h_.Alloc(qs.size());
     AttentionShape shape{kHeads, kKvHeads, kHeadDim};
     if (!sinks_.empty()) shape.sinks = h_.Put(sinks_);
-    EXPECT_TRUE(be.Attention(layer_, h_.Put(qs), shape, out, s).ok());
+    last_status_ = be.Attention(layer_, h_.Put(qs), shape, out, s);
+    EXPECT_TRUE(last_status_.ok() || expect_refusal_) << last_status_;
     return h_.Get(out, qs.size());
   }
+  // What the last Run's Attention returned; with expect_refusal, a failure there is the caller's
+  // to check.
+  const absl::Status& last_status() const { return last_status_; }
+  void expect_refusal(bool on) { expect_refusal_ = on; }
 
   // A sink logit per head (kHeads) for the runs and references that follow (AttentionShape::sinks).
   void set_sinks(std::vector<float> sinks) { sinks_ = std::move(sinks); }
@@ -173,6 +178,8 @@ class AttentionFixture {
   std::vector<int32_t> seqs_;
   std::vector<std::vector<float>> keys_, values_;
   std::vector<float> sinks_;
+  absl::Status last_status_;
+  bool expect_refusal_ = false;
 };
 
 }  // namespace llm42::testing

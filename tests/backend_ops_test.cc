@@ -257,14 +257,20 @@ TEST_P(BackendOpsTest, AttentionMatchesFloat64Reference) {
 // With a sink logit per head (gpt-oss's), whose exp joins each softmax's sum: decode rows (the
 // heads kernel) and a sequence's rows together (the blocked kernels), both schedules, against
 // float64. Sinks of 5 and 2 take most and some of a head's weight from scores about N(0, 1); the
-// reference fails by far with them left out (checked). The CPU's only: CUDA refuses sinks
-// (UNIMPLEMENTED), and models with them (experts) are refused there before any attention.
+// reference fails by far with them left out (checked). Only the CPU runs sinks: another backend
+// must refuse them (UNIMPLEMENTED, as CUDA does; models with them have experts, which are refused
+// there before any attention), never compute attention without them.
 TEST_P(BackendOpsTest, AttentionWithSinksMatchesFloat64Reference) {
-  if (GetParam() != "cpu") GTEST_SKIP() << "attention sinks run on the CPU backend only";
   AttentionFixture f(*be_, {1, 37, 300});
   f.set_sinks({5.0f, 2.0f, -1.0f, 0.5f});
   const std::vector<float> q = RandomVector(3 * 4 * 64, 3);
   const std::vector<std::pair<int, int32_t>> rows = {{0, 0}, {1, 36}, {2, 299}, {2, 17}};
+  if (GetParam() != "cpu") {
+    f.expect_refusal(true);
+    f.Run(rows, q, Schedule::kFixed);
+    EXPECT_EQ(f.last_status().code(), absl::StatusCode::kUnimplemented) << f.last_status();
+    return;
+  }
   for (Schedule s : {Schedule::kFast, Schedule::kFixed}) {
     f.ExpectMatchesReference(rows, q, f.Run(rows, q, s), 1e-5, s == Schedule::kFixed ? "fixed" : "fast");
   }

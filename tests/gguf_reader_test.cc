@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <filesystem>
 #include <fstream>
@@ -330,6 +331,23 @@ absl::Status LoadEdited(const std::string& preset_name, const std::string& drop,
   return LoadModel(w, preset_name + "-edited.gguf");
 }
 
+// The preset's edit source with tensor `name`'s dims and bytes changed by `edit`, loaded as `out`.
+absl::Status LoadWithTensorEdited(const std::string& preset_name, const std::string& name, const std::string& out,
+                                  const std::function<void(std::vector<int64_t>&, std::vector<uint8_t>&)>& edit) {
+  auto file = GgufFile::Open(EditSource(preset_name));
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return file.status();
+  GgufWriter w;
+  for (const auto& [k, v] : (*file)->metadata()) w.AddValue(k, v);
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    std::vector<int64_t> dims = t.dims;
+    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    if (t.name == name) edit(dims, bytes);
+    w.AddTensor(t.name, t.type, dims, bytes);
+  }
+  return LoadModel(w, out);
+}
+
 // The new architectures' bad files (issue 40): each a FORMAT_ERROR naming the tensor or key.
 TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
   LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
@@ -395,16 +413,10 @@ TEST(ModelWeightsLoad, ArchitecturesRefuseFilesMissingWhatTheyNeed) {
 TEST(ModelWeightsLoad, ExpertTensorsOfAnotherCountAreRefused) {
   LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
   ASSERT_TRUE(LoadEdited("tiny-qwen3moe", "", "", 0).ok());  // the control: unedited, it loads
-  auto file = GgufFile::Open(EditSource("tiny-qwen3moe"));
-  ASSERT_TRUE(file.ok()) << file.status();
-  GgufWriter w;
-  for (const auto& [k, v] : (*file)->metadata()) w.AddValue(k, v);
-  for (const GgufTensorInfo& t : (*file)->tensors()) {
-    std::vector<int64_t> dims = t.dims;
-    if (t.name == "blk.1.ffn_up_exps.weight") dims = {dims[0], dims[1] * 2, dims[2] / 2};
-    w.AddTensor(t.name, t.type, dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  const absl::Status s = LoadModel(w, "tiny-qwen3moe-4-experts.gguf");
+  const absl::Status s = LoadWithTensorEdited("tiny-qwen3moe", "blk.1.ffn_up_exps.weight", "tiny-qwen3moe-4-experts.gguf",
+                                              [](std::vector<int64_t>& dims, std::vector<uint8_t>&) {
+                                                dims = {dims[0], dims[1] * 2, dims[2] / 2};
+                                              });
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("tensor blk.1.ffn_up_exps.weight: expected 256x256x8, got 256x512x4"), std::string::npos) << s;
 }
@@ -413,19 +425,11 @@ TEST(ModelWeightsLoad, ExpertTensorsOfAnotherCountAreRefused) {
 TEST(ModelWeightsLoad, SinksThatAreNotFiniteAreRefused) {
   LLM42_SHARED_OR_SKIP(vocab, "models/stories260K.gguf");
   ASSERT_TRUE(LoadEdited("tiny-gptoss", "", "", 0).ok());  // the control: unedited, it loads
-  auto file = GgufFile::Open(EditSource("tiny-gptoss"));
-  ASSERT_TRUE(file.ok()) << file.status();
-  GgufWriter w;
-  for (const auto& [k, v] : (*file)->metadata()) w.AddValue(k, v);
-  for (const GgufTensorInfo& t : (*file)->tensors()) {
-    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
-    if (t.name == "blk.2.attn_sinks.weight") {
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      std::memcpy(bytes.data() + 3 * sizeof(float), &nan, sizeof(float));
-    }
-    w.AddTensor(t.name, t.type, t.dims, bytes);
-  }
-  const absl::Status s = LoadModel(w, "tiny-gptoss-nan-sink.gguf");
+  const absl::Status s = LoadWithTensorEdited("tiny-gptoss", "blk.2.attn_sinks.weight", "tiny-gptoss-nan-sink.gguf",
+                                              [](std::vector<int64_t>&, std::vector<uint8_t>& bytes) {
+                                                const float nan = std::numeric_limits<float>::quiet_NaN();
+                                                std::memcpy(bytes.data() + 3 * sizeof(float), &nan, sizeof(float));
+                                              });
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("blk.2.attn_sinks.weight' holds nan"), std::string::npos) << s;
 }

@@ -280,7 +280,7 @@ absl::StatusOr<float*> ModelRunner::ForwardView(const KvCache& cache, const Forw
       const int64_t window = c.window(layer);
       const LayerGraph g{be, c, layer, m, sc, window > 0 ? rope_local_ : rope_,
                          AttentionShape{c.n_head, c.n_head_kv_of(layer), c.head_dim_of(layer), c.attn_scale,
-                                        c.attn_softcap, window},
+                                        c.attn_softcap, window, layers_[l].sinks},
                          c.kv_layer(layer), layer < c.n_kv_layers(), per_layer,
                          x, xn, q, k, v, attn, proj, gate, up, experts};
       LLM42_RETURN_IF_ERROR(arch.Layer(g, layers_[l]));

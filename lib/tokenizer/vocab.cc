@@ -143,14 +143,15 @@ absl::StatusOr<Vocab> Vocab::FromSpec(VocabSpec spec) {
   // o200k_harmony (gpt-oss): a message's <|end|> is followed by the assistant's next message (its
   // analysis channel's, then its final one's), and <|return|> and <|call|> end its turn: where the
   // vocabulary has both, they end generation and <|end|> does not (llama.cpp's rule).
-  const bool harmony = control("<|return|>") && control("<|call|>");
+  const std::optional<int32_t> turn_return = control("<|return|>"), turn_call = control("<|call|>");
+  const bool harmony = turn_return && turn_call;
   for (const char* text : kEndOfTurnTexts) {
     if (harmony && std::string_view(text) == "<|end|>") continue;
     if (const std::optional<int32_t> id = control(text)) v.end_of_generation_.push_back(*id);
   }
   if (harmony) {
-    v.end_of_generation_.push_back(*control("<|return|>"));
-    v.end_of_generation_.push_back(*control("<|call|>"));
+    v.end_of_generation_.push_back(*turn_return);
+    v.end_of_generation_.push_back(*turn_call);
     // Its messages' markers are written out (user-defined, llama.cpp's rule for them): a reply's
     // text keeps its channels apart (lib/chat/chat_output.h's harmony syntax reads them) and a
     // tool call's grammar can spell them (lib/chat/tool_call_grammar.h).

@@ -46,7 +46,8 @@ LLM42_VNNI512 inline __m512i PairScaleIndex(int i) {
 }
 
 template <typename Block, int NX>
-LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
+LLM42_VNNI512 void DotQ45K(const Block* w, const ActivationQ8K* const* x, int64_t k, float* out) {
+  const int64_t nb = k / kSuperBlock;
   constexpr bool kFive = std::is_same_v<Block, BlockQ5_K>;
   const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
   const __m512i kPairScale[2] = {PairScaleIndex(0), PairScaleIndex(1)};
@@ -110,7 +111,8 @@ LLM42_VNNI512 inline __m512i Q6KPairScaleIndex(int h) {
 }
 
 template <int NX>
-LLM42_VNNI512 void DotQ6K(const BlockQ6_K* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
+LLM42_VNNI512 void DotQ6K(const BlockQ6_K* w, const ActivationQ8K* const* x, int64_t k, float* out) {
+  const int64_t nb = k / kSuperBlock;
   const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
   const __m512i kPairScale[2] = {Q6KPairScaleIndex(0), Q6KPairScaleIndex(1)};
   __m512 acc[NX];
@@ -155,7 +157,8 @@ LLM42_VNNI512 void DotQ6K(const BlockQ6_K* w, const ActivationQ8K* const* x, int
 // an index into kIq4NlValues, looked up plus 128 (unsigned for dpbusd; 128 times the
 // activation's sums come off); its scale the 6-bit (scales_l, scales_h) value minus 32.
 template <int NX>
-LLM42_VNNI512 void DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* const* x, int64_t nb, float* out) {
+LLM42_VNNI512 void DotIq4Xs(const BlockIQ4_XS* w, const ActivationQ8K* const* x, int64_t k, float* out) {
+  const int64_t nb = k / kSuperBlock;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   alignas(16) int8_t shifted[16];
   for (int i = 0; i < 16; ++i) shifted[i] = static_cast<int8_t>(kIq4NlValues[i] + 128);
@@ -281,21 +284,20 @@ LLM42_VNNI512 void QuantizeQ8KVnni(const float* x, int64_t k, ActivationQ8K* out
 }
 
 // Weight rows one at a time, against the activation rows four at a time, then one by one.
-// Dot4 and Dot1 take the row's k / kSuperBlock super-blocks (k-quants) or k itself (MXFP4: kOfK).
+// Dot4 and Dot1 take the row's length k.
 template <typename Block, void (*Dot4)(const Block*, const ActivationQ8K* const*, int64_t, float*),
-          void (*Dot1)(const Block*, const ActivationQ8K* const*, int64_t, float*), bool kOfK = false>
+          void (*Dot1)(const Block*, const ActivationQ8K* const*, int64_t, float*)>
 LLM42_VNNI512 void Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows, const ActivationQ8K* const* x, int64_t n_x,
                         int64_t k, float* const* out) {
-  const int64_t nb = kOfK ? k : k / kSuperBlock;
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* row = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
     int64_t j = 0;
     for (; j + 4 <= n_x; j += 4) {
       float y[4];
-      Dot4(row, x + j, nb, y);
+      Dot4(row, x + j, k, y);
       for (int i = 0; i < 4; ++i) out[j + i][r] = y[i];
     }
-    for (; j < n_x; ++j) Dot1(row, x + j, nb, &out[j][r]);
+    for (; j < n_x; ++j) Dot1(row, x + j, k, &out[j][r]);
   }
 }
 #endif
@@ -327,7 +329,7 @@ void KQuantGemv(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t n_row
       return Rows<BlockQ5_K, DotQ45K<BlockQ5_K, 4>, DotQ45K<BlockQ5_K, 1>>(w, row_bytes, n_rows, x, n_x, k, out);
     case GgmlType::kQ6_K: return Rows<BlockQ6_K, DotQ6K<4>, DotQ6K<1>>(w, row_bytes, n_rows, x, n_x, k, out);
     case GgmlType::kIQ4_XS: return Rows<BlockIQ4_XS, DotIq4Xs<4>, DotIq4Xs<1>>(w, row_bytes, n_rows, x, n_x, k, out);
-    case GgmlType::kMXFP4: return Rows<BlockMXFP4, DotMxfp4<4>, DotMxfp4<1>, true>(w, row_bytes, n_rows, x, n_x, k, out);
+    case GgmlType::kMXFP4: return Rows<BlockMXFP4, DotMxfp4<4>, DotMxfp4<1>>(w, row_bytes, n_rows, x, n_x, k, out);
     default: return;
   }
 #else

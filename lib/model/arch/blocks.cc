@@ -153,9 +153,7 @@ absl::Status AttentionBlock(const LayerGraph& g, const BackendLayer& L) {
   } else {
     LLM42_RETURN_IF_ERROR(be.Rope(g.q, h.n_head, h.head_dim, g.rope, g.sc));
   }
-  AttentionShape with_sinks = h;
-  with_sinks.sinks = L.sinks;
-  LLM42_RETURN_IF_ERROR(be.Attention(g.kv_layer, g.q, with_sinks, g.attn, g.sc));
+  LLM42_RETURN_IF_ERROR(be.Attention(g.kv_layer, g.q, h, g.attn, g.sc));
   if (gated) LLM42_RETURN_IF_ERROR(be.SigmoidMul(g.attn, g.up, static_cast<size_t>(m * qd)));
   LLM42_RETURN_IF_ERROR(be.MatMul(g.attn, m, L.wo, g.proj, g.sc));
   if (L.bo != nullptr) LLM42_RETURN_IF_ERROR(be.AddBias(g.proj, m, e, L.bo));

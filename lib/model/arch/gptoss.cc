@@ -25,26 +25,25 @@ ArchitectureData Data() {
   d.made_rope_base = 150000.0f;
   d.experts = Experts::kRequired;
   d.routing = {.gate = ExpertRouting::Gate::kSoftmaxChosen, .normalize = false};
+  // Both presets: n_expert experts of n_ff_exp, n_used per token, and YaRN by 4 over 512 positions
+  // without a log multiplier (so its magnitude 1 + 0.1 ln 4 scales every rotation, as gpt-oss's 32
+  // over 4096 does).
+  auto with_experts = [](ModelPreset p, int64_t n_expert, int64_t n_used, int64_t n_ff_exp) {
+    p.n_expert = n_expert;
+    p.n_expert_used = n_used;
+    p.n_ff_exp = n_ff_exp;
+    p.yarn_factor = 4;
+    p.yarn_original_context = 512;
+    p.yarn_log_multiplier = 0;
+    return p;
+  };
   // Eight heads of 64 on a width of 256 (queries wider than the stream, as the 20B's 64 on 2880),
-  // eight experts of 256, two per token; even layers slide over 32 positions; YaRN by 4 over 512
-  // positions without a log multiplier (so its magnitude 1 + 0.1 ln 4 scales every rotation, as
-  // gpt-oss's 32 over 4096 does).
-  ModelPreset tiny{"tiny-gptoss", 256, 4, 8, 2, 256, 2048, "gpt-oss", false, 64, 32};
-  tiny.n_expert = 8;
-  tiny.n_expert_used = 2;
-  tiny.n_ff_exp = 256;
-  tiny.yarn_factor = 4;
-  tiny.yarn_original_context = 512;
-  tiny.yarn_log_multiplier = 0;
+  // eight experts of 256, two per token; even layers slide over 32 positions.
+  const ModelPreset tiny = with_experts({"tiny-gptoss", 256, 4, 8, 2, 256, 2048, "gpt-oss", false, 64, 32}, 8, 2, 256);
   // A benchmark's: llama-110m's width and depth (12 heads of 64, 4 KV heads) with 32 experts of
   // 512, 4 per token (qwen3moe-500m's), windows of 128 on the even layers.
-  ModelPreset bench{"gptoss-500m", 768, 12, 12, 4, 2048, 2048, "gpt-oss", false, 64, 128};
-  bench.n_expert = 32;
-  bench.n_expert_used = 4;
-  bench.n_ff_exp = 512;
-  bench.yarn_factor = 4;
-  bench.yarn_original_context = 512;
-  bench.yarn_log_multiplier = 0;
+  const ModelPreset bench =
+      with_experts({"gptoss-500m", 768, 12, 12, 4, 2048, 2048, "gpt-oss", false, 64, 128}, 32, 4, 512);
   d.presets = {tiny, bench};
   return d;
 }
